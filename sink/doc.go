@@ -1,0 +1,16 @@
+// Package sink defines what every formsync destination receives: the Row as
+// stored, the Spool that stages a run's rows on disk as NDJSON, and the
+// Commit that a destination applies atomically together with the forms' new
+// state.
+//
+// Data flows like this: the worker decodes a page of submissions, turns each
+// into a Row (NewRow derives the submission key), appends it to the form's
+// Spool (a temporary NDJSON file, so memory does not grow with the number of
+// rows), and at the end of the run hands every form's Spool and new
+// state.Form to the destination in one Commit. A destination either applies
+// all of a Commit (rows upserted on form_id + submission_key, states written)
+// or none of it.
+//
+// The destinations live in sub-packages: sqlite (the embedded default) and
+// bigquery. sinktest holds the contract suite both must pass.
+package sink

@@ -1,0 +1,107 @@
+package sink
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// TimeLayout is how created_at and synced_at travel in NDJSON and are stored
+// as text: RFC 3339, UTC, exactly six fractional digits, so that text order is
+// time order.
+const TimeLayout = "2006-01-02T15:04:05.000000Z"
+
+// Row is one submission as formsync stores it.
+type Row struct {
+	FormID string
+	// SubmissionID is the API's id; nil in the older response form.
+	SubmissionID *int64
+	// SubmissionKey identifies the submission within its form: the id as
+	// decimal text, or ContentKey when the API gives no id.
+	SubmissionKey string
+	// ContentKey is a hash of created_at (to the millisecond), fields and
+	// files. It is computed for every row so that a row first loaded from the
+	// older response form (keyed by content) is recognised, and re-keyed
+	// rather than duplicated, when the form later answers with ids.
+	ContentKey string
+	// CreatedAt is UTC, truncated to microseconds.
+	CreatedAt time.Time
+	IsSpam    bool
+	// Fields is the submission's fields as canonical JSON (an object, keys
+	// sorted); Files the files as canonical JSON (an array).
+	Fields string
+	Files  string
+}
+
+// NewRow builds the stored form of a submission. fields must be a JSON
+// object (or null/absent) and files a JSON array (or null/absent).
+func NewRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage) (Row, error) {
+	f, err := canonical(fields, "{}", '{')
+	if err != nil {
+		return Row{}, fmt.Errorf("submission fields: %w", err)
+	}
+	fl, err := canonical(files, "[]", '[')
+	if err != nil {
+		return Row{}, fmt.Errorf("submission files: %w", err)
+	}
+	createdAt = createdAt.UTC().Truncate(time.Microsecond)
+	r := Row{
+		FormID:     formID,
+		CreatedAt:  createdAt,
+		IsSpam:     isSpam,
+		Fields:     f,
+		Files:      fl,
+		ContentKey: ContentKey(createdAt, f, fl),
+	}
+	if id != nil {
+		v := *id
+		r.SubmissionID = &v
+		r.SubmissionKey = strconv.FormatInt(v, 10)
+	} else {
+		r.SubmissionKey = r.ContentKey
+	}
+	return r, nil
+}
+
+// ContentKey hashes what identifies a submission that has no id. created_at
+// enters at millisecond precision because the newer response form prints only
+// three fractional digits; fields and files must already be canonical.
+func ContentKey(createdAt time.Time, fields, files string) string {
+	h := sha256.New()
+	h.Write([]byte(createdAt.UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z")))
+	h.Write([]byte{0})
+	h.Write([]byte(fields))
+	h.Write([]byte{0})
+	h.Write([]byte(files))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// canonical re-encodes a JSON value with sorted object keys and no HTML
+// escaping, so equal content always hashes and compares equal. empty is used
+// for a missing or null value; the value must otherwise start with want.
+func canonical(raw json.RawMessage, empty string, want byte) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return empty, nil
+	}
+	if raw[0] != want {
+		return "", fmt.Errorf("want a JSON %s, got %.20q", map[byte]string{'{': "object", '[': "array"}[want], raw)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return string(bytes.TrimRight(buf.Bytes(), "\n")), nil
+}

@@ -1,0 +1,169 @@
+package sink
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"time"
+)
+
+// wireRow is a Row as one NDJSON line: the schema of the BigQuery staging
+// table, and what the SQLite sink reads back.
+type wireRow struct {
+	FormID        string `json:"form_id"`
+	SubmissionID  *int64 `json:"submission_id"`
+	SubmissionKey string `json:"submission_key"`
+	ContentKey    string `json:"content_key"`
+	CreatedAt     string `json:"created_at"`
+	IsSpam        bool   `json:"is_spam"`
+	Fields        string `json:"fields"`
+	Files         string `json:"files"`
+}
+
+// Spool stages rows in a temporary NDJSON file so that a run's memory does
+// not grow with the number of rows it reads. A Spool is written by one
+// goroutine, then read (possibly several times, e.g. on a retried upload)
+// after Finish.
+type Spool struct {
+	f       *os.File
+	w       *bufio.Writer
+	enc     *json.Encoder
+	n       int
+	size    int64
+	minAt   time.Time
+	maxAt   time.Time
+	done    bool
+	removed bool
+}
+
+// NewSpool creates an empty spool in dir ("" for the system temporary
+// directory).
+func NewSpool(dir string) (*Spool, error) {
+	f, err := os.CreateTemp(dir, "formsync-spool-*.ndjson")
+	if err != nil {
+		return nil, fmt.Errorf("creating spool file: %w", err)
+	}
+	s := &Spool{f: f, w: bufio.NewWriterSize(f, 64<<10)}
+	s.enc = json.NewEncoder(countingWriter{s})
+	s.enc.SetEscapeHTML(false)
+	return s, nil
+}
+
+type countingWriter struct{ s *Spool }
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	n, err := c.s.w.Write(p)
+	c.s.size += int64(n)
+	return n, err
+}
+
+// Append stages one row.
+func (s *Spool) Append(r Row) error {
+	if s.done {
+		return errors.New("spool: append after finish")
+	}
+	err := s.enc.Encode(wireRow{
+		FormID: r.FormID, SubmissionID: r.SubmissionID, SubmissionKey: r.SubmissionKey,
+		ContentKey: r.ContentKey, CreatedAt: r.CreatedAt.UTC().Format(TimeLayout),
+		IsSpam: r.IsSpam, Fields: r.Fields, Files: r.Files,
+	})
+	if err != nil {
+		return fmt.Errorf("spool: writing row: %w", err)
+	}
+	if s.n == 0 || r.CreatedAt.Before(s.minAt) {
+		s.minAt = r.CreatedAt
+	}
+	if s.n == 0 || r.CreatedAt.After(s.maxAt) {
+		s.maxAt = r.CreatedAt
+	}
+	s.n++
+	return nil
+}
+
+// Len is the number of rows staged.
+func (s *Spool) Len() int { return s.n }
+
+// Size is the number of NDJSON bytes staged.
+func (s *Spool) Size() int64 { return s.size }
+
+// CreatedRange is the smallest and largest created_at staged; both zero
+// when the spool is empty. Sinks use it to prune the partitions a MERGE
+// touches.
+func (s *Spool) CreatedRange() (earliest, latest time.Time) { return s.minAt, s.maxAt }
+
+// Finish flushes the spool; after it the spool can only be read.
+func (s *Spool) Finish() error {
+	if s.done {
+		return nil
+	}
+	s.done = true
+	if err := s.w.Flush(); err != nil {
+		return fmt.Errorf("spool: flushing %s: %w", s.f.Name(), err)
+	}
+	return nil
+}
+
+// Open returns the staged NDJSON from the start. The caller closes it.
+func (s *Spool) Open() (io.ReadCloser, error) {
+	if !s.done {
+		return nil, errors.New("spool: open before finish")
+	}
+	f, err := os.Open(s.f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("spool: reopening: %w", err)
+	}
+	return f, nil
+}
+
+// Rows reads the staged rows back in the order they were appended.
+func (s *Spool) Rows() iter.Seq2[Row, error] {
+	return func(yield func(Row, error) bool) {
+		rc, err := s.Open()
+		if err != nil {
+			yield(Row{}, err)
+			return
+		}
+		defer rc.Close()
+		dec := json.NewDecoder(bufio.NewReaderSize(rc, 64<<10))
+		for {
+			var w wireRow
+			err := dec.Decode(&w)
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(Row{}, fmt.Errorf("spool: decoding row: %w", err))
+				return
+			}
+			at, err := time.Parse(TimeLayout, w.CreatedAt)
+			if err != nil {
+				yield(Row{}, fmt.Errorf("spool: decoding created_at: %w", err))
+				return
+			}
+			r := Row{
+				FormID: w.FormID, SubmissionID: w.SubmissionID, SubmissionKey: w.SubmissionKey,
+				ContentKey: w.ContentKey, CreatedAt: at, IsSpam: w.IsSpam, Fields: w.Fields, Files: w.Files,
+			}
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Remove closes and deletes the spool file. It is safe to call more than once.
+func (s *Spool) Remove() error {
+	if s.removed {
+		return nil
+	}
+	s.removed = true
+	cerr := s.f.Close()
+	if err := os.Remove(s.f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("spool: removing: %w", err)
+	}
+	return cerr
+}

@@ -1,0 +1,182 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Order is the sort order in which the API returns a form's submissions. The
+// API spec does not state it, so formsync detects it per form.
+type Order string
+
+const (
+	OrderUnknown     Order = ""
+	OrderNewestFirst Order = "newest_first"
+	OrderOldestFirst Order = "oldest_first"
+)
+
+// Valid reports whether o is one of the known orders (unknown included).
+func (o Order) Valid() bool {
+	switch o {
+	case OrderUnknown, OrderNewestFirst, OrderOldestFirst:
+		return true
+	}
+	return false
+}
+
+// Precision is the granularity at which created_at values are compared: the
+// coarser of the two response forms (3 fractional digits).
+const Precision = time.Millisecond
+
+// Watermark marks the newest submission of a form already loaded.
+// The zero Watermark means nothing has been loaded yet: every submission is new.
+type Watermark struct {
+	// CreatedAt is the created_at of the newest loaded submission, UTC, in
+	// microseconds.
+	CreatedAt time.Time
+	// ID is the largest id among the loaded submissions at CreatedAt's
+	// millisecond; 0 when the form answers in the older response form.
+	ID int64
+	// Boundary holds the submission keys of every loaded submission whose
+	// created_at falls in CreatedAt's millisecond. Sorted, no duplicates.
+	Boundary []string
+}
+
+// IsZero reports whether nothing has been loaded yet.
+func (w Watermark) IsZero() bool { return w.CreatedAt.IsZero() }
+
+// Compare places a submission against the watermark: +1 when the submission
+// is newer than the watermark (not loaded yet), 0 when it sits in the
+// watermark's millisecond and is already loaded (in the boundary), -1 when it
+// is older.
+func (w Watermark) Compare(createdAt time.Time, key string) int {
+	if w.IsZero() {
+		return 1
+	}
+	a, b := createdAt.Truncate(Precision), w.CreatedAt.Truncate(Precision)
+	switch {
+	case a.After(b):
+		return 1
+	case a.Before(b):
+		return -1
+	}
+	if _, found := slices.BinarySearch(w.Boundary, key); found {
+		return 0
+	}
+	return 1
+}
+
+// IsNew reports whether the submission (createdAt, key) is not loaded yet.
+func (w Watermark) IsNew(createdAt time.Time, key string) bool {
+	return w.Compare(createdAt, key) > 0
+}
+
+// IsOlder reports whether createdAt lies in a millisecond before the
+// watermark's: such a submission, and everything behind it in the sort order,
+// is already loaded.
+func (w Watermark) IsOlder(createdAt time.Time) bool {
+	return !w.IsZero() && createdAt.Truncate(Precision).Before(w.CreatedAt.Truncate(Precision))
+}
+
+// Advance returns the watermark after loading the submission
+// (createdAt, id, key). The watermark never moves backwards: an older
+// submission leaves it unchanged.
+func (w Watermark) Advance(createdAt time.Time, id int64, key string) Watermark {
+	createdAt = createdAt.UTC().Truncate(time.Microsecond)
+	if w.IsZero() {
+		return Watermark{CreatedAt: createdAt, ID: id, Boundary: []string{key}}
+	}
+	a, b := createdAt.Truncate(Precision), w.CreatedAt.Truncate(Precision)
+	switch {
+	case a.After(b):
+		return Watermark{CreatedAt: createdAt, ID: id, Boundary: []string{key}}
+	case a.Before(b):
+		return w
+	}
+	out := Watermark{CreatedAt: w.CreatedAt, ID: max(w.ID, id), Boundary: w.Boundary}
+	if createdAt.After(out.CreatedAt) {
+		out.CreatedAt = createdAt
+	}
+	if i, found := slices.BinarySearch(out.Boundary, key); !found {
+		out.Boundary = slices.Insert(slices.Clone(out.Boundary), i, key)
+	}
+	return out
+}
+
+// Merge returns the newer of two watermarks, joining their boundaries when
+// they share a millisecond. Merge(w, zero) is w.
+func (w Watermark) Merge(o Watermark) Watermark {
+	switch {
+	case o.IsZero():
+		return w
+	case w.IsZero():
+		return o
+	}
+	a, b := o.CreatedAt.Truncate(Precision), w.CreatedAt.Truncate(Precision)
+	switch {
+	case a.After(b):
+		return o
+	case a.Before(b):
+		return w
+	}
+	out := Watermark{CreatedAt: w.CreatedAt, ID: max(w.ID, o.ID)}
+	if o.CreatedAt.After(out.CreatedAt) {
+		out.CreatedAt = o.CreatedAt
+	}
+	out.Boundary = slices.Concat(w.Boundary, o.Boundary)
+	slices.Sort(out.Boundary)
+	out.Boundary = slices.Compact(out.Boundary)
+	return out
+}
+
+// Form is the stored sync state of one form: one row of the sync_state table.
+type Form struct {
+	FormID    string
+	Watermark Watermark
+	// Order is the sort order detected the last time the form was read.
+	Order Order
+	// LastTotal is meta.pagination.total as seen by the last successful run;
+	// -1 when unknown. Comparing it with the current total detects short reads.
+	LastTotal int64
+	// Rows counts the submissions inserted for the form so far.
+	Rows int64
+	// FieldNames is every field name seen in the form's submissions, sorted.
+	FieldNames []string
+	// LastSuccessAt and LastErrorAt are when a run last succeeded or failed
+	// for the form; LastError is the failure's message, empty after a success.
+	LastSuccessAt time.Time
+	LastErrorAt   time.Time
+	LastError     string
+	// Backfill is the progress of an interrupted backfill, nil when none runs.
+	Backfill *Backfill
+}
+
+// New returns the state of a form never synced.
+func New(formID string) Form { return Form{FormID: formID, LastTotal: -1} }
+
+// Backfill records how far an on-demand backfill got, so that an
+// interrupted backfill resumes instead of starting over.
+type Backfill struct {
+	// Since and Until bound the window being re-read (zero: unbounded).
+	Since, Until time.Time
+	// Cursor is the created_at up to which the window has been re-read, in the
+	// direction of the form's sort order; zero before the first checkpoint.
+	Cursor time.Time
+	// StartedAt is when the backfill began.
+	StartedAt time.Time
+}
+
+// Validate reports a state that cannot have been written by formsync.
+func (f Form) Validate() error {
+	if f.FormID == "" {
+		return fmt.Errorf("state: empty form id")
+	}
+	if !f.Order.Valid() {
+		return fmt.Errorf("state: form %s: unknown order %q", f.FormID, f.Order)
+	}
+	if !slices.IsSorted(f.Watermark.Boundary) {
+		return fmt.Errorf("state: form %s: watermark boundary not sorted", f.FormID)
+	}
+	return nil
+}
