@@ -1,0 +1,96 @@
+package state
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func at(ms int, us int) time.Time {
+	return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(ms)*time.Millisecond + time.Duration(us)*time.Microsecond)
+}
+
+func TestWatermarkCompare(t *testing.T) {
+	var zero Watermark
+	if !zero.IsNew(at(0, 0), "a") || zero.IsOlder(at(0, 0)) {
+		t.Fatal("the zero watermark must find everything new")
+	}
+	w := zero.Advance(at(10, 250), 7, "7").Advance(at(10, 900), 9, "9")
+	tests := []struct {
+		name string
+		at   time.Time
+		key  string
+		want int
+	}{
+		{"newer millisecond", at(11, 0), "x", 1},
+		{"same millisecond, loaded", at(10, 0), "7", 0},
+		{"same millisecond, loaded (other digits)", at(10, 999), "9", 0},
+		{"same millisecond, not loaded: a tie", at(10, 250), "8", 1},
+		{"older millisecond", at(9, 999), "1", -1},
+	}
+	for _, tt := range tests {
+		if got := w.Compare(tt.at, tt.key); got != tt.want {
+			t.Errorf("%s: Compare = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	if !w.IsOlder(at(9, 999)) || w.IsOlder(at(10, 0)) {
+		t.Error("IsOlder must compare milliseconds")
+	}
+	if w.ID != 9 || !w.CreatedAt.Equal(at(10, 900)) || !slices.Equal(w.Boundary, []string{"7", "9"}) {
+		t.Errorf("watermark = %+v", w)
+	}
+}
+
+func TestWatermarkNeverMovesBack(t *testing.T) {
+	w := Watermark{}.Advance(at(50, 0), 5, "5")
+	if got := w.Advance(at(40, 0), 4, "4"); !got.CreatedAt.Equal(w.CreatedAt) || len(got.Boundary) != 1 {
+		t.Errorf("an older submission moved the watermark: %+v", got)
+	}
+	if got := w.Merge(Watermark{}.Advance(at(1, 0), 1, "1")); !got.CreatedAt.Equal(w.CreatedAt) {
+		t.Errorf("Merge with an older watermark moved it back: %+v", got)
+	}
+	newer := w.Advance(at(51, 0), 6, "6")
+	if !slices.Equal(newer.Boundary, []string{"6"}) {
+		t.Errorf("a newer millisecond must start a new boundary: %v", newer.Boundary)
+	}
+	same := w.Merge(Watermark{}.Advance(at(50, 3), 8, "8"))
+	if !slices.Equal(same.Boundary, []string{"5", "8"}) || same.ID != 8 {
+		t.Errorf("Merge in one millisecond must join boundaries: %+v", same)
+	}
+	if w.Merge(Watermark{}).CreatedAt != w.CreatedAt || (Watermark{}).Merge(w).CreatedAt != w.CreatedAt {
+		t.Error("Merge with zero must be the identity")
+	}
+}
+
+// Boundary keys from the older response form (content hashes) do not match
+// the ids the newer form gives: the same submissions count as new, and the
+// sink re-keys them instead of duplicating.
+func TestWatermarkAcrossResponseForms(t *testing.T) {
+	older := Watermark{}.Advance(at(10, 123), 0, "hash-a")
+	newerPrecision := at(10, 0) // the newer form prints milliseconds only
+	if older.IsOlder(newerPrecision) {
+		t.Fatal("a submission of the watermark's millisecond printed with 3 digits must not count as older")
+	}
+	if !older.IsNew(newerPrecision, "41") {
+		t.Fatal("an id-keyed submission in the boundary millisecond must be read again")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	if err := New("f").Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := New("f")
+	bad.Order = "sideways"
+	if bad.Validate() == nil {
+		t.Error("unknown order accepted")
+	}
+	bad = New("f")
+	bad.Watermark.Boundary = []string{"b", "a"}
+	if bad.Validate() == nil {
+		t.Error("unsorted boundary accepted")
+	}
+	if (Form{}).Validate() == nil {
+		t.Error("empty form id accepted")
+	}
+}
