@@ -1,0 +1,328 @@
+package formsapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// jitterFactor spreads backoff waits over ±50% so that forms (and pods)
+// that failed together do not retry together.
+const jitterFactor = 0.5
+
+// maxMalformedAttempts stops retrying bodies that do not decode: a
+// truncated transfer is transient, a server that always sends garbage is not.
+const maxMalformedAttempts = 3
+
+// maxErrorBodyRead is how much of an error response is read to quote from.
+const maxErrorBodyRead = 4 << 10
+
+// Client reads pages of form submissions. It is safe for concurrent use;
+// all its calls share one rate Limiter.
+type Client struct {
+	cfg     Config
+	base    *url.URL
+	http    *http.Client
+	limiter *Limiter
+}
+
+// New validates cfg, fills its defaults and returns a Client. The error
+// lists every problem at once.
+func New(cfg Config) (*Client, error) {
+	cfg, base, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	hc := *cfg.HTTPClient
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Client{
+		cfg:     cfg,
+		base:    base,
+		http:    &hc,
+		limiter: NewLimiter(cfg.RateLimit, cfg.Now, cfg.Sleep),
+	}, nil
+}
+
+// Config returns the effective configuration, defaults filled in.
+func (c *Client) Config() Config { return c.cfg }
+
+// Page fetches one page of a form's submissions:
+// {base}/api/forms/{formID}/submissions?page=N&limit=M. limit 0 leaves the
+// page size to the server; the older form ignores limit anyway, so callers
+// must use the returned PerPage. Transient failures (429, 5xx, transport,
+// malformed or truncated bodies) are retried within MaxWait; the returned
+// error is then the last attempt's *Error.
+func (c *Client) Page(ctx context.Context, formID string, page, limit int) (*Page, error) {
+	var problems []string
+	if formID == "" {
+		problems = append(problems, "form id is empty")
+	}
+	if page < 1 {
+		problems = append(problems, fmt.Sprintf("page must be >= 1, got %d", page))
+	}
+	if limit < 0 || limit > MaxLimit {
+		problems = append(problems, fmt.Sprintf("limit must be between 0 (server default) and %d, got %d", MaxLimit, limit))
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("formsapi: form %q page %d: %s", formID, page, strings.Join(problems, "; "))
+	}
+	u := *c.base
+	prefix := strings.TrimRight(c.base.EscapedPath(), "/")
+	escaped := prefix + "/api/forms/" + url.PathEscape(formID) + "/submissions"
+	if err := setEscapedPath(&u, escaped); err != nil {
+		return nil, fmt.Errorf("formsapi: form %q page %d: building URL: %w", formID, page, err)
+	}
+	q := url.Values{}
+	q.Set("page", strconv.Itoa(page))
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	u.RawQuery = q.Encode()
+	return c.get(ctx, formID, page, &u)
+}
+
+// Follow fetches a server-supplied links.next or links.previous URL. It
+// refuses, without making a request, any link whose scheme, host or port
+// differs from the base URL's (ErrCrossOrigin): the token goes only where
+// the operator pointed it.
+func (c *Client) Follow(ctx context.Context, formID, link string) (*Page, error) {
+	u, err := url.Parse(link)
+	if err != nil {
+		return nil, fmt.Errorf("formsapi: form %q: refusing to follow link that does not parse: %w", formID, ErrCrossOrigin)
+	}
+	if !c.sameOrigin(u) {
+		return nil, fmt.Errorf("formsapi: form %q: refusing to follow link to %s, which is not the API's origin %s: %w",
+			formID, origin(u), origin(c.base), ErrCrossOrigin)
+	}
+	page, _ := strconv.Atoi(u.Query().Get("page"))
+	return c.get(ctx, formID, max(page, 0), u)
+}
+
+func (c *Client) sameOrigin(u *url.URL) bool {
+	return u.User == nil && u.Host != "" &&
+		strings.EqualFold(u.Scheme, c.base.Scheme) &&
+		strings.EqualFold(u.Hostname(), c.base.Hostname()) &&
+		effectivePort(u) == effectivePort(c.base)
+}
+
+func effectivePort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+		return "443"
+	case "http":
+		return "80"
+	}
+	return ""
+}
+
+// origin prints scheme://host[:port] only: a link's path and query are
+// server data and do not belong in an error.
+func origin(u *url.URL) string {
+	if u.Scheme == "" && u.Host == "" {
+		return "(relative link)"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
+}
+
+func setEscapedPath(u *url.URL, escaped string) error {
+	p, err := url.PathUnescape(escaped)
+	if err != nil {
+		return err
+	}
+	u.Path, u.RawPath = p, escaped
+	return nil
+}
+
+// get runs attempts until one succeeds, one fails for good, the wait
+// budget runs out or ctx is done.
+func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL) (*Page, error) {
+	// Backoff's own jitter reads the global math/rand and cannot be
+	// injected, so it runs without randomisation and jitter is applied here
+	// from Config.Rand.
+	bo := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(c.cfg.InitialBackoff),
+		backoff.WithMaxInterval(c.cfg.MaxBackoff),
+		backoff.WithMultiplier(2),
+		backoff.WithRandomizationFactor(0),
+		backoff.WithMaxElapsedTime(0), // the budget is MaxWait, counted below
+	)
+	var waited time.Duration
+	var last *Error
+	malformed := 0
+	for attempt := 1; ; attempt++ {
+		if err := c.limiter.Wait(ctx); err != nil {
+			return nil, c.cancelled(formID, page, err, last)
+		}
+		start := c.cfg.Now()
+		p, e := c.attempt(ctx, formID, page, u)
+		ev := Event{FormID: formID, Page: page, Attempt: attempt, Duration: c.cfg.Now().Sub(start)}
+		if e == nil {
+			ev.Status = http.StatusOK
+			c.observe(ev)
+			return p, nil
+		}
+		ev.Status, ev.Err, ev.RetryAfter = e.Status, e, e.RetryAfter
+		if ctx.Err() != nil {
+			// The caller gave up; the failure is theirs, not the server's.
+			c.observe(ev)
+			return nil, c.cancelled(formID, page, context.Cause(ctx), e)
+		}
+		last = e
+		if e.Kind == KindMalformed {
+			malformed++
+		}
+		var wait time.Duration
+		final := !e.Kind.retryable() || malformed >= maxMalformedAttempts
+		if !final {
+			wait = c.nextWait(bo, e.RetryAfter)
+			final = waited+wait > c.cfg.MaxWait
+		}
+		if final {
+			e.Attempts = attempt
+			c.observe(ev)
+			return nil, e
+		}
+		ev.Wait = wait
+		c.observe(ev)
+		waited += wait
+		if err := c.cfg.Sleep(ctx, wait); err != nil {
+			return nil, c.cancelled(formID, page, err, last)
+		}
+	}
+}
+
+// nextWait honours a usable Retry-After exactly (capped at MaxRetryAfter),
+// and otherwise takes the next jittered exponential backoff.
+func (c *Client) nextWait(bo *backoff.ExponentialBackOff, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, c.cfg.MaxRetryAfter)
+	}
+	d := bo.NextBackOff()
+	r := c.cfg.Rand()
+	if !(r >= 0 && r < 1) {
+		r = 0.5
+	}
+	jittered := time.Duration(float64(d) * (1 - jitterFactor + 2*jitterFactor*r))
+	return max(min(jittered, c.cfg.MaxBackoff), 0)
+}
+
+func (c *Client) observe(ev Event) {
+	if c.cfg.Observer != nil {
+		c.cfg.Observer(ev)
+	}
+}
+
+func (c *Client) cancelled(formID string, page int, cause error, last *Error) error {
+	if last != nil {
+		return fmt.Errorf("formsapi: form %q page %d: stopped: %w (last attempt: %w)", formID, page, cause, last)
+	}
+	return fmt.Errorf("formsapi: form %q page %d: stopped: %w", formID, page, cause)
+}
+
+// attempt makes one request under RequestTimeout, body included, and
+// classifies the outcome.
+func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.URL) (*Page, *Error) {
+	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	fail := func(kind Kind, status int, err error) *Error {
+		return &Error{FormID: formID, Page: page, Status: status, Kind: kind, Err: c.redact(err)}
+	}
+
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fail(KindTransport, 0, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.cfg.UserAgent)
+
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fail(KindTransport, 0, c.timeoutText(actx, err))
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyRead))
+		e := fail(statusKind(resp.StatusCode), resp.StatusCode, nil)
+		e.Body = excerpt(body, c.cfg.Token)
+		if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), c.cfg.Now()); ok {
+			e.RetryAfter = ra
+		}
+		return nil, e
+	}
+
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBodyBytes+1))
+	if err != nil {
+		if actx.Err() != nil {
+			return nil, fail(KindTransport, resp.StatusCode, c.timeoutText(actx, err))
+		}
+		return nil, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body cut off after %d bytes (truncated transfer): %w", len(body), err))
+	}
+	if int64(len(body)) > c.cfg.MaxBodyBytes {
+		return nil, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body exceeds the %d byte limit", c.cfg.MaxBodyBytes))
+	}
+	p, err := decodePage(formID, page, body)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Status = resp.StatusCode
+			e.Err = c.redact(e.Err)
+			return nil, e
+		}
+		return nil, fail(KindMalformed, resp.StatusCode, err)
+	}
+	return p, nil
+}
+
+func (c *Client) timeoutText(actx context.Context, err error) error {
+	if errors.Is(actx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("no complete response within the %s request timeout: %w", c.cfg.RequestTimeout, err)
+	}
+	return err
+}
+
+func statusKind(status int) Kind {
+	switch {
+	case status == http.StatusBadRequest:
+		return KindAccessDisabled
+	case status == http.StatusUnauthorized:
+		return KindUnauthorized
+	case status == http.StatusNotFound:
+		return KindFormNotFound
+	case status == http.StatusTooManyRequests:
+		return KindRateLimited
+	case status >= 500 && status <= 599:
+		return KindServer
+	}
+	return KindUnexpectedStatus
+}
+
+// redact is the last line of defence: an error whose text would contain
+// the token (echoed by a server into a body we quote, say) is wrapped so
+// that its text does not, while errors.Is/As still see through it.
+func (c *Client) redact(err error) error {
+	if err == nil || c.cfg.Token == "" || !strings.Contains(err.Error(), c.cfg.Token) {
+		return err
+	}
+	return &redactedError{err: err, token: c.cfg.Token}
+}
+
+type redactedError struct {
+	err   error
+	token string
+}
+
+func (r *redactedError) Error() string { return strings.ReplaceAll(r.err.Error(), r.token, redacted) }
+func (r *redactedError) Unwrap() error { return r.err }
