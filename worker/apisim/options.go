@@ -1,0 +1,335 @@
+package apisim
+
+import (
+	"cmp"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Variant is the response form the simulator speaks.
+type Variant int
+
+const (
+	// Older: no id, created_at with 6 fractional digits, per_page fixed at 25
+	// whatever limit asks, links {}.
+	Older Variant = iota
+	// Newer: id present, created_at with 3 fractional digits (truncated),
+	// limit default 10 clamped to 1..100, links previous/next as full URLs or null.
+	Newer
+)
+
+// Order is the sort order of pages, which the API does not document.
+type Order int
+
+const (
+	// NewestFirst serves (created_at, id) descending.
+	NewestFirst Order = iota
+	// OldestFirst serves (created_at, id) ascending.
+	OldestFirst
+)
+
+// RetryAfterMode is the shape of the Retry-After header on a 429.
+type RetryAfterMode int
+
+const (
+	RetryAfterSeconds RetryAfterMode = iota // delta seconds, at least 1
+	RetryAfterDate                          // HTTP-date (http.TimeFormat)
+	RetryAfterNone                          // header absent
+	RetryAfterZero                          // "0"
+	RetryAfterMixed                         // one of the four above, chosen per response
+)
+
+// NoSubmissions as Options.SubmissionsPerForm creates the forms empty (0
+// means the default, 100).
+const NoSubmissions = -1
+
+// Options configure a Server. The zero value is usable: every field says its
+// default.
+type Options struct {
+	// Seed drives all generated data, faults and mutations. Defaults to 0.
+	Seed int64
+	// Token is the bearer token clients must send. Defaults to "sim-token".
+	Token string
+	// Variant is the response form. Defaults to Older.
+	Variant Variant
+	// Order is the sort order. Defaults to NewestFirst.
+	Order Order
+	// Forms are the form ids created at start. Defaults to contact, signup, feedback.
+	Forms []string
+	// SubmissionsPerForm is the number of initial submissions per form.
+	// Defaults to 100; NoSubmissions (any negative value) means none.
+	SubmissionsPerForm int
+	// Start is the created_at of the oldest initial submission. Defaults to
+	// 2026-01-01T00:00:00Z.
+	Start time.Time
+	// Spacing is the mean gap between consecutive initial created_at values
+	// (uniformly random, microsecond resolution). Defaults to 37s.
+	Spacing time.Duration
+	// TieEvery makes every Nth initial submission reuse the previous
+	// created_at exactly. 0 means no forced ties.
+	TieEvery int
+	// RateLimit is the server-side requests per second (burst of one second's
+	// worth, at least 1); excess requests get 429. 0 means unlimited.
+	RateLimit float64
+	// RetryAfter is the Retry-After shape on 429s. Defaults to RetryAfterSeconds.
+	RetryAfter RetryAfterMode
+	// RateLimitFaults is the probability of a 429 whatever the rate.
+	RateLimitFaults float64
+	// Latency is added to every response that gets past auth, rate limit
+	// and server errors; it ends early when the request's context does.
+	Latency time.Duration
+	// ServerErrors is the probability of a 500, 502 or 503.
+	ServerErrors float64
+	// Truncate is the probability of a body cut short: Content-Length
+	// announces the whole body, part is sent, then the connection closes.
+	Truncate float64
+	// Stall is the probability of sending part of the body, then waiting
+	// StallFor (or until the request's context ends) before the rest.
+	Stall float64
+	// StallFor defaults to 30s.
+	StallFor time.Duration
+	// MutateEvery mutates a form after every N pages of it served with 200:
+	// AddPerMutation new submissions (newer than all) and DeletePerMutation
+	// random existing ones deleted. 0 means never.
+	MutateEvery       int
+	AddPerMutation    int
+	DeletePerMutation int
+	// Now is the clock for rate limiting, Retry-After dates and the
+	// created_at of added submissions. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Faults are the fault settings that can change while the server runs
+// (Server.SetFaults); each field means what the Options field of that name does.
+type Faults struct {
+	RateLimit       float64
+	RetryAfter      RetryAfterMode
+	RateLimitFaults float64
+	Latency         time.Duration
+	ServerErrors    float64
+	Truncate        float64
+	Stall           float64
+	StallFor        time.Duration
+}
+
+// DefaultForms are the form ids used when Options.Forms is empty.
+var DefaultForms = []string{"contact", "signup", "feedback"}
+
+// DefaultToken is the bearer token used when Options.Token is empty.
+const DefaultToken = "sim-token"
+
+var defaultStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (o Options) withDefaults() Options {
+	o.Token = cmp.Or(o.Token, DefaultToken)
+	if len(o.Forms) == 0 {
+		o.Forms = DefaultForms
+	}
+	o.Forms = append([]string(nil), o.Forms...)
+	switch {
+	case o.SubmissionsPerForm == 0:
+		o.SubmissionsPerForm = 100
+	case o.SubmissionsPerForm < 0:
+		o.SubmissionsPerForm = 0
+	}
+	if o.Start.IsZero() {
+		o.Start = defaultStart
+	}
+	o.Start = o.Start.UTC().Truncate(time.Microsecond)
+	o.Spacing = cmp.Or(o.Spacing, 37*time.Second)
+	o.StallFor = cmp.Or(o.StallFor, 30*time.Second)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Faults returns the fault settings of o.
+func (o Options) Faults() Faults {
+	return Faults{
+		RateLimit:       o.RateLimit,
+		RetryAfter:      o.RetryAfter,
+		RateLimitFaults: o.RateLimitFaults,
+		Latency:         o.Latency,
+		ServerErrors:    o.ServerErrors,
+		Truncate:        o.Truncate,
+		Stall:           o.Stall,
+		StallFor:        cmp.Or(o.StallFor, 30*time.Second),
+	}
+}
+
+func (v Variant) String() string {
+	switch v {
+	case Older:
+		return "older"
+	case Newer:
+		return "newer"
+	}
+	return "Variant(" + strconv.Itoa(int(v)) + ")"
+}
+
+// MarshalText and UnmarshalText let Variant be a flag.TextVar.
+func (v Variant) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
+
+func (v *Variant) UnmarshalText(b []byte) error {
+	switch strings.ToLower(string(b)) {
+	case "older", "old":
+		*v = Older
+	case "newer", "new":
+		*v = Newer
+	default:
+		return fmt.Errorf("variant %q: want older or newer", b)
+	}
+	return nil
+}
+
+func (o Order) String() string {
+	switch o {
+	case NewestFirst:
+		return "newest"
+	case OldestFirst:
+		return "oldest"
+	}
+	return "Order(" + strconv.Itoa(int(o)) + ")"
+}
+
+func (o Order) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+func (o *Order) UnmarshalText(b []byte) error {
+	switch strings.ToLower(string(b)) {
+	case "newest", "newest-first", "desc":
+		*o = NewestFirst
+	case "oldest", "oldest-first", "asc":
+		*o = OldestFirst
+	default:
+		return fmt.Errorf("order %q: want newest or oldest", b)
+	}
+	return nil
+}
+
+func (m RetryAfterMode) String() string {
+	switch m {
+	case RetryAfterSeconds:
+		return "seconds"
+	case RetryAfterDate:
+		return "date"
+	case RetryAfterNone:
+		return "none"
+	case RetryAfterZero:
+		return "zero"
+	case RetryAfterMixed:
+		return "mixed"
+	}
+	return "RetryAfterMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+func (m RetryAfterMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+func (m *RetryAfterMode) UnmarshalText(b []byte) error {
+	switch strings.ToLower(string(b)) {
+	case "seconds":
+		*m = RetryAfterSeconds
+	case "date":
+		*m = RetryAfterDate
+	case "none":
+		*m = RetryAfterNone
+	case "zero":
+		*m = RetryAfterZero
+	case "mixed":
+		*m = RetryAfterMixed
+	default:
+		return fmt.Errorf("retry-after %q: want seconds, date, none, zero or mixed", b)
+	}
+	return nil
+}
+
+// formList is the -forms flag: comma-separated form ids.
+type formList struct{ forms *[]string }
+
+func (f formList) String() string {
+	if f.forms == nil {
+		return ""
+	}
+	return strings.Join(*f.forms, ",")
+}
+
+func (f formList) Set(s string) error {
+	var ids []string
+	for id := range strings.SplitSeq(s, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("forms %q: want at least one form id", s)
+	}
+	*f.forms = ids
+	return nil
+}
+
+// secretString is a string flag whose value --help never prints.
+type secretString struct{ s *string }
+
+func (secretString) String() string { return "" }
+
+func (v secretString) Set(s string) error {
+	*v.s = s
+	return nil
+}
+
+// submissionCount is the -submissions flag: 0 means none (unlike the
+// Options field, where 0 means the default).
+type submissionCount struct{ n *int }
+
+func (c submissionCount) String() string {
+	if c.n == nil {
+		return "0"
+	}
+	return strconv.Itoa(max(*c.n, 0))
+}
+
+func (c submissionCount) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("submissions %q: want a whole number >= 0", s)
+	}
+	if n == 0 {
+		n = NoSubmissions
+	}
+	*c.n = n
+	return nil
+}
+
+// RegisterFlags registers the simulator's flags on fs, writing into o. The
+// defaults shown are o's current values with the documented defaults filled
+// in (Now is not a flag). -submissions 0 means no submissions.
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	d := o.withDefaults()
+	o.Token, o.Forms, o.SubmissionsPerForm = d.Token, d.Forms, cmp.Or(d.SubmissionsPerForm, NoSubmissions)
+	o.Start, o.Spacing, o.StallFor = d.Start, d.Spacing, d.StallFor
+
+	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for generated submissions, faults and mutations")
+	// Secrets never appear in --help, even a simulator's token.
+	fs.Var(secretString{&o.Token}, "token", "bearer token clients must send (default "+DefaultToken+" when unset)")
+	fs.TextVar(&o.Variant, "variant", o.Variant, "response form: older|newer")
+	fs.TextVar(&o.Order, "order", o.Order, "sort order: newest|oldest")
+	fs.Var(formList{&o.Forms}, "forms", "comma-separated form ids")
+	fs.Var(submissionCount{&o.SubmissionsPerForm}, "submissions", "initial submissions per form")
+	fs.TextVar(&o.Start, "start", o.Start, "created_at of the oldest initial submission (RFC 3339)")
+	fs.DurationVar(&o.Spacing, "spacing", o.Spacing, "mean gap between initial created_at values")
+	fs.IntVar(&o.TieEvery, "tie-every", o.TieEvery, "every Nth submission shares the previous created_at (0 = none)")
+	fs.Float64Var(&o.RateLimit, "rate-limit", o.RateLimit, "requests per second before 429 (0 = unlimited)")
+	fs.TextVar(&o.RetryAfter, "retry-after", o.RetryAfter, "Retry-After on 429: seconds|date|none|zero|mixed")
+	fs.Float64Var(&o.RateLimitFaults, "rate-limit-faults", o.RateLimitFaults, "probability of a 429 whatever the rate")
+	fs.DurationVar(&o.Latency, "latency", o.Latency, "latency added to every response")
+	fs.Float64Var(&o.ServerErrors, "server-errors", o.ServerErrors, "probability of a 500/502/503")
+	fs.Float64Var(&o.Truncate, "truncate", o.Truncate, "probability of a truncated body")
+	fs.Float64Var(&o.Stall, "stall", o.Stall, "probability of a body that stalls midway")
+	fs.DurationVar(&o.StallFor, "stall-for", o.StallFor, "how long a stalled body stalls")
+	fs.IntVar(&o.MutateEvery, "mutate-every", o.MutateEvery, "mutate a form after every N pages served (0 = never)")
+	fs.IntVar(&o.AddPerMutation, "add", o.AddPerMutation, "submissions added per mutation")
+	fs.IntVar(&o.DeletePerMutation, "delete", o.DeletePerMutation, "submissions deleted per mutation")
+}

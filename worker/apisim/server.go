@@ -1,0 +1,494 @@
+package apisim
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Stats counts what the server answered since New or ResetStats.
+type Stats struct {
+	Requests int
+	ByStatus map[int]int
+	// PerForm counts requests by the formId in their path, whatever the answer.
+	PerForm map[string]int
+	// Faults counts injected misbehaviour: "429" (every 429, rate limited or
+	// random), "429-random" (the RateLimitFaults ones), "5xx", "truncate",
+	// "stall", and "canceled" (the client went away during latency or stall).
+	Faults map[string]int
+	// Added and Deleted count submissions added or deleted after New, by
+	// mutation or through Add, AddAt and Delete.
+	Added, Deleted int
+}
+
+// Server is the simulated API; it implements http.Handler and is safe for
+// concurrent use.
+type Server struct {
+	opts Options // defaults applied; immutable after New
+	mux  *http.ServeMux
+
+	mu      sync.Mutex
+	faults  Faults
+	variant Variant
+	order   Order
+	mutate  mutation
+	forms   map[string]*form
+	formIDs []string
+	nextID  int64
+	seq     uint64 // request sequence number, keys each request's fault draws
+	bucket  bucket
+	stats   Stats
+}
+
+// New builds a server and generates its forms' initial submissions.
+func New(opts Options) *Server {
+	o := opts.withDefaults()
+	s := &Server{
+		opts:    o,
+		faults:  o.Faults(),
+		variant: o.Variant,
+		order:   o.Order,
+		mutate:  mutation{o.MutateEvery, o.AddPerMutation, o.DeletePerMutation},
+		forms:   make(map[string]*form, len(o.Forms)),
+		// Ids start high, as they would on a service with other customers.
+		nextID: 1000,
+	}
+	s.resetStatsLocked()
+	for _, id := range o.Forms {
+		if s.forms[id] == nil {
+			s.newForm(id, o.SubmissionsPerForm)
+		}
+	}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("/api/forms/{formId}/submissions", s.serveSubmissions)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.recordLocked("", http.StatusNotFound)
+		s.mu.Unlock()
+		writeBody(w, http.StatusNotFound, "text/plain; charset=utf-8", []byte("404 page not found\n"))
+	})
+	return s
+}
+
+// Token returns the bearer token the server accepts.
+func (s *Server) Token() string { return s.opts.Token }
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// SetVariant switches the response form for subsequent requests.
+func (s *Server) SetVariant(v Variant) {
+	s.mu.Lock()
+	s.variant = v
+	s.mu.Unlock()
+}
+
+// SetOrder switches the sort order for subsequent requests.
+func (s *Server) SetOrder(o Order) {
+	s.mu.Lock()
+	s.order = o
+	s.mu.Unlock()
+}
+
+// mutation is Options.MutateEvery, AddPerMutation and DeletePerMutation.
+type mutation struct{ every, add, del int }
+
+// SetMutation changes the mutation settings (see Options.MutateEvery);
+// every 0 stops mutating. Pages already served keep counting towards the next one.
+func (s *Server) SetMutation(every, add, del int) {
+	s.mu.Lock()
+	s.mutate = mutation{every, add, del}
+	s.mu.Unlock()
+}
+
+// SetFormStatus makes formID answer 400 (API access disabled) or 404
+// (deleted); 0 restores normal answers. An unknown form is created empty.
+func (s *Server) SetFormStatus(formID string, status int) {
+	s.mu.Lock()
+	s.formLocked(formID).status = status
+	s.mu.Unlock()
+}
+
+// SetFaults replaces the fault settings (StallFor 0 means the default 30s);
+// a change of RateLimit refills the bucket.
+func (s *Server) SetFaults(f Faults) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f.StallFor = cmp.Or(f.StallFor, 30*time.Second)
+	if f.RateLimit != s.faults.RateLimit {
+		s.bucket = bucket{}
+	}
+	s.faults = f
+}
+
+// Faults returns the current fault settings.
+func (s *Server) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
+
+// Stats returns a copy of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.ByStatus = maps.Clone(st.ByStatus)
+	st.PerForm = maps.Clone(st.PerForm)
+	st.Faults = maps.Clone(st.Faults)
+	return st
+}
+
+// ResetStats zeroes the counters.
+func (s *Server) ResetStats() {
+	s.mu.Lock()
+	s.resetStatsLocked()
+	s.mu.Unlock()
+}
+
+func (s *Server) resetStatsLocked() {
+	s.stats = Stats{ByStatus: map[int]int{}, PerForm: map[string]int{}, Faults: map[string]int{}}
+}
+
+// recordLocked counts a response before it is written, so a client that has
+// read the response always sees it in Stats.
+func (s *Server) recordLocked(formID string, status int) {
+	s.stats.Requests++
+	s.stats.ByStatus[status]++
+	if formID != "" {
+		s.stats.PerForm[formID]++
+	}
+}
+
+// bucket is the server-side token bucket; its burst is one second's worth.
+type bucket struct {
+	tokens float64
+	last   time.Time
+	primed bool
+}
+
+// take reports whether a request may pass and, if not, how long until a
+// token is back.
+func (b *bucket) take(now time.Time, rate float64) (bool, time.Duration) {
+	if rate <= 0 {
+		return true, 0
+	}
+	burst := math.Max(1, rate)
+	if !b.primed {
+		b.tokens, b.last, b.primed = burst, now, true
+	}
+	if el := now.Sub(b.last); el > 0 {
+		b.tokens = math.Min(burst, b.tokens+el.Seconds()*rate)
+		b.last = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	return false, time.Duration((1 - b.tokens) / rate * float64(time.Second))
+}
+
+type reply struct {
+	status      int
+	contentType string
+	body        []byte
+	header      map[string]string
+}
+
+func (rep *reply) write(w http.ResponseWriter) {
+	for k, v := range rep.header {
+		w.Header().Set(k, v)
+	}
+	writeBody(w, rep.status, rep.contentType, rep.body)
+}
+
+var (
+	jsonType = "application/json"
+	htmlType = "text/html; charset=UTF-8"
+)
+
+func (s *Server) serveSubmissions(w http.ResponseWriter, r *http.Request) {
+	formID := r.PathValue("formId")
+	ctx := r.Context()
+
+	s.mu.Lock()
+	s.seq++
+	rng := rand.New(rand.NewPCG(uint64(s.opts.Seed), s.seq))
+	early := s.gateLocked(r, formID, rng)
+	faults := s.faults
+	if early != nil {
+		s.recordLocked(formID, early.status)
+		s.mu.Unlock()
+		early.write(w)
+		return
+	}
+	s.mu.Unlock()
+
+	if !sleep(ctx, faults.Latency) {
+		s.countFault("canceled")
+		return
+	}
+
+	page, perPage := pageParams(r)
+	s.mu.Lock()
+	f := s.forms[formID]
+	if rep := formStatusReply(f); rep != nil {
+		// The form went away during the latency.
+		s.recordLocked(formID, rep.status)
+		s.mu.Unlock()
+		rep.write(w)
+		return
+	}
+	variant, order := s.variant, s.order
+	if variant == Older {
+		perPage = 25
+	}
+	total := len(f.live)
+	recs := pageRecs(f.live, order, page, perPage)
+	f.served++
+	if m := s.mutate; m.every > 0 && f.served%m.every == 0 {
+		s.addLocked(f, max(m.add, 0))
+		s.deleteLocked(f, m.del)
+	}
+	mode := "" // fault chosen for the body
+	switch {
+	case rng.Float64() < faults.Truncate:
+		mode = "truncate"
+	case rng.Float64() < faults.Stall:
+		mode = "stall"
+	}
+	if mode != "" {
+		s.stats.Faults[mode]++
+	}
+	s.recordLocked(formID, http.StatusOK)
+	s.mu.Unlock()
+
+	body := s.envelope(r, f, variant, recs, total, page, perPage)
+	w.Header().Set("Content-Type", jsonType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	cut := len(body) / 2
+	if len(body) > 2 {
+		cut = 1 + rng.IntN(len(body)-1)
+	}
+	switch mode {
+	case "truncate":
+		// Fewer bytes than Content-Length: net/http closes the connection
+		// after the handler returns, so the client sees an unexpected EOF.
+		w.Write(body[:cut])
+	case "stall":
+		w.Write(body[:cut])
+		http.NewResponseController(w).Flush()
+		if !sleep(ctx, faults.StallFor) {
+			s.countFault("canceled")
+			return
+		}
+		w.Write(body[cut:])
+	default:
+		w.Write(body)
+	}
+}
+
+func (s *Server) countFault(name string) {
+	s.mu.Lock()
+	s.stats.Faults[name]++
+	s.mu.Unlock()
+}
+
+// gateLocked applies, in order, method, auth, form status, rate limit and
+// server errors; it returns the reply for the first that refuses, or nil.
+func (s *Server) gateLocked(r *http.Request, formID string, rng *rand.Rand) *reply {
+	if r.Method != http.MethodGet {
+		return &reply{status: http.StatusMethodNotAllowed, contentType: jsonType,
+			body:   []byte(`{"message":"The ` + r.Method + ` method is not supported for this route. Supported methods: GET."}`),
+			header: map[string]string{"Allow": "GET"}}
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || tok != s.opts.Token {
+		return &reply{status: http.StatusUnauthorized, contentType: jsonType, body: []byte(`{"message":"Unauthenticated."}`)}
+	}
+	if rep := formStatusReply(s.forms[formID]); rep != nil {
+		return rep
+	}
+	now := s.opts.Now()
+	passed, wait := s.bucket.take(now, s.faults.RateLimit)
+	random := passed && rng.Float64() < s.faults.RateLimitFaults
+	if !passed || random {
+		s.stats.Faults["429"]++
+		if random {
+			s.stats.Faults["429-random"]++
+		}
+		rep := &reply{status: http.StatusTooManyRequests, contentType: jsonType,
+			body: []byte(`{"message":"Too Many Attempts."}`), header: map[string]string{}}
+		secs := max(1, int64(math.Ceil(wait.Seconds())))
+		mode := s.faults.RetryAfter
+		if mode == RetryAfterMixed {
+			mode = RetryAfterMode(rng.IntN(4))
+		}
+		switch mode {
+		case RetryAfterSeconds:
+			rep.header["Retry-After"] = strconv.FormatInt(secs, 10)
+		case RetryAfterDate:
+			rep.header["Retry-After"] = now.Add(time.Duration(secs) * time.Second).UTC().Format(http.TimeFormat)
+		case RetryAfterZero:
+			rep.header["Retry-After"] = "0"
+		}
+		return rep
+	}
+	if rng.Float64() < s.faults.ServerErrors {
+		s.stats.Faults["5xx"]++
+		switch rng.IntN(3) {
+		case 0:
+			return &reply{status: http.StatusInternalServerError, contentType: jsonType, body: []byte(`{"message":"Server Error"}`)}
+		case 1:
+			return &reply{status: http.StatusBadGateway, contentType: htmlType,
+				body: []byte("<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n</body>\r\n</html>\r\n")}
+		default:
+			return &reply{status: http.StatusServiceUnavailable, contentType: "text/plain; charset=utf-8", body: []byte("Service Unavailable")}
+		}
+	}
+	return nil
+}
+
+// formStatusReply is the answer for a form that is unknown, deleted or has
+// API access disabled; nil for a form that serves pages.
+func formStatusReply(f *form) *reply {
+	switch {
+	case f == nil || f.status == http.StatusNotFound:
+		return &reply{status: http.StatusNotFound, contentType: htmlType,
+			body: []byte("<!DOCTYPE html>\n<html><head><title>Not Found</title></head><body><h1>404</h1><p>Not Found</p></body></html>\n")}
+	case f.status == http.StatusBadRequest:
+		return &reply{status: http.StatusBadRequest, contentType: jsonType,
+			body: []byte(`{"error":"HTTP API access is not enabled for this form"}`)}
+	case f.status != 0:
+		return &reply{status: f.status, contentType: jsonType, body: []byte(`{"message":"` + http.StatusText(f.status) + `"}`)}
+	}
+	return nil
+}
+
+// pageParams reads page (missing, invalid or < 1 means 1) and limit
+// (missing, invalid or < 1 means 10; above 100 means 100).
+func pageParams(r *http.Request) (page, limit int) {
+	q := r.URL.Query()
+	page, err := strconv.Atoi(q.Get("page"))
+	if err != nil || page < 1 {
+		page = 1
+	}
+	limit, err = strconv.Atoi(q.Get("limit"))
+	if err != nil || limit < 1 {
+		limit = 10
+	}
+	return page, min(limit, 100)
+}
+
+// pageRecs copies one page out of live (sorted ascending), in O(page size).
+func pageRecs(live []rec, order Order, page, perPage int) []rec {
+	n := len(live)
+	if page-1 >= (n+perPage-1)/perPage {
+		return nil
+	}
+	start := (page - 1) * perPage
+	end := min(start+perPage, n)
+	out := make([]rec, end-start)
+	for i := range out {
+		if order == NewestFirst {
+			out[i] = live[n-1-(start+i)]
+		} else {
+			out[i] = live[start+i]
+		}
+	}
+	return out
+}
+
+const (
+	layoutOlder = "2006-01-02T15:04:05.000000Z"
+	layoutNewer = "2006-01-02T15:04:05.000Z" // Format truncates, never rounds
+)
+
+func (s *Server) envelope(r *http.Request, f *form, v Variant, recs []rec, total, page, perPage int) []byte {
+	b := make([]byte, 0, 512+400*len(recs))
+	b = append(b, `{"data":[`...)
+	for i, rc := range recs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		fields, files := content(s.contentSeed(f, rc.id), f.id, f.schema, rc.id)
+		b = append(b, '{')
+		if v == Newer {
+			b = append(b, `"id":`...)
+			b = strconv.AppendInt(b, rc.id, 10)
+			b = append(b, ',')
+		}
+		b = append(b, `"fields":`...)
+		b = append(b, fields...)
+		b = append(b, `,"files":`...)
+		b = append(b, files...)
+		b = append(b, `,"is_spam":`...)
+		b = strconv.AppendBool(b, rc.spam)
+		b = append(b, `,"created_at":"`...)
+		layout := layoutOlder
+		if v == Newer {
+			layout = layoutNewer
+		}
+		b = time.UnixMicro(rc.at).UTC().AppendFormat(b, layout)
+		b = append(b, `"}`...)
+	}
+	totalPages := (total + perPage - 1) / perPage
+	b = append(b, `],"meta":{"pagination":{"total":`...)
+	b = strconv.AppendInt(b, int64(total), 10)
+	b = append(b, `,"count":`...)
+	b = strconv.AppendInt(b, int64(len(recs)), 10)
+	b = append(b, `,"per_page":`...)
+	b = strconv.AppendInt(b, int64(perPage), 10)
+	b = append(b, `,"current_page":`...)
+	b = strconv.AppendInt(b, int64(page), 10)
+	b = append(b, `,"total_pages":`...)
+	b = strconv.AppendInt(b, int64(totalPages), 10)
+	b = append(b, `,"links":{`...)
+	if v == Newer {
+		link := func(p int) []byte {
+			return appendJSONString(nil, "http://"+r.Host+r.URL.EscapedPath()+"?page="+strconv.Itoa(p)+"&limit="+strconv.Itoa(perPage))
+		}
+		b = append(b, `"previous":`...)
+		if page > 1 {
+			b = append(b, link(page-1)...)
+		} else {
+			b = append(b, "null"...)
+		}
+		b = append(b, `,"next":`...)
+		if page < totalPages {
+			b = append(b, link(page+1)...)
+		} else {
+			b = append(b, "null"...)
+		}
+	}
+	return append(b, "}}}}"...)
+}
+
+func writeBody(w http.ResponseWriter, status int, contentType string, body []byte) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// sleep waits d or until ctx ends; false means ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

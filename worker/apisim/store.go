@@ -1,0 +1,263 @@
+package apisim
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"sort"
+	"time"
+)
+
+// rec is the compact ground truth of one submission; its fields and files
+// are rendered on demand from (server seed, form, id).
+type rec struct {
+	at   int64 // created_at, unix microseconds UTC
+	id   int64
+	spam bool
+}
+
+func (r rec) less(o rec) bool { return r.at < o.at || (r.at == o.at && r.id < o.id) }
+
+type form struct {
+	id     string
+	hash   uint64
+	schema schema
+	live   []rec // sorted by (at, id) ascending
+	gone   []rec // deleted, in order of deletion
+	status int   // 0, 400 or 404
+	served int   // 200 pages served, for Options.MutateEvery
+	newest int64 // largest created_at ever held, deleted or not
+	rng    *rand.Rand
+}
+
+// Submission is the ground truth of one submission. ID exists in both
+// variants (only the Newer one renders it); CreatedAt is UTC with
+// microsecond precision.
+type Submission struct {
+	ID        int64
+	CreatedAt time.Time
+	IsSpam    bool
+	Fields    json.RawMessage // JSON object
+	Files     json.RawMessage // JSON array
+}
+
+const spamPercent = 5
+
+// newForm creates a form with n initial submissions starting at s.opts.Start.
+// Called with s.mu held (or before the server is shared).
+func (s *Server) newForm(id string, n int) *form {
+	h := hashString(id)
+	f := &form{
+		id:     id,
+		hash:   h,
+		schema: schemaFor(id),
+		rng:    rand.New(rand.NewPCG(uint64(s.opts.Seed), h)),
+		live:   make([]rec, n),
+	}
+	at := s.opts.Start.UnixMicro()
+	spacing := s.opts.Spacing.Microseconds()
+	for i := range n {
+		if i > 0 {
+			tie := s.opts.TieEvery > 0 && (i+1)%s.opts.TieEvery == 0
+			if !tie {
+				at += gap(f.rng, spacing)
+			}
+		}
+		s.nextID++
+		f.live[i] = rec{at: at, id: s.nextID, spam: f.rng.IntN(100) < spamPercent}
+	}
+	f.newest = at
+	if n == 0 {
+		f.newest = -1 << 62
+	}
+	s.forms[id] = f
+	s.formIDs = append(s.formIDs, id)
+	return f
+}
+
+// gap is uniform on [1, 2*mean-1] microseconds: mean about mean, never 0
+// (ties are only made on purpose).
+func gap(rng *rand.Rand, mean int64) int64 {
+	if mean <= 1 {
+		return 1
+	}
+	return 1 + rng.Int64N(2*mean-1)
+}
+
+func (s *Server) formLocked(id string) *form {
+	if f := s.forms[id]; f != nil {
+		return f
+	}
+	return s.newForm(id, 0)
+}
+
+func (s *Server) submission(f *form, r rec) Submission {
+	fields, files := content(s.contentSeed(f, r.id), f.id, f.schema, r.id)
+	return Submission{ID: r.id, CreatedAt: time.UnixMicro(r.at).UTC(), IsSpam: r.spam, Fields: fields, Files: files}
+}
+
+func (s *Server) contentSeed(f *form, id int64) uint64 {
+	return uint64(s.opts.Seed)*0x9e3779b97f4a7c15 ^ f.hash ^ uint64(id)*0xd1b54a32d192ed03
+}
+
+func (s *Server) render(f *form, rs []rec) []Submission {
+	out := make([]Submission, len(rs))
+	for i, r := range rs {
+		out[i] = s.submission(f, r)
+	}
+	return out
+}
+
+// addLocked appends n submissions, each strictly after the newest one and
+// no earlier than Now.
+func (s *Server) addLocked(f *form, n int) []rec {
+	now := s.opts.Now().UnixMicro()
+	// Start after the newest ever held, deleted or not, as a real service would.
+	prev := f.newest
+	added := make([]rec, n)
+	for i := range n {
+		at := max(now, prev+1)
+		s.nextID++
+		added[i] = rec{at: at, id: s.nextID, spam: f.rng.IntN(100) < spamPercent}
+		prev = at
+	}
+	f.newest = prev
+	f.live = append(f.live, added...)
+	s.stats.Added += n
+	return added
+}
+
+// addAtLocked inserts n submissions sharing createdAt at their sorted place.
+func (s *Server) addAtLocked(f *form, createdAt time.Time, n int) []rec {
+	at := createdAt.UnixMicro()
+	// New ids are the largest, so the place is after every rec with at <= createdAt.
+	pos := sort.Search(len(f.live), func(i int) bool { return f.live[i].at > at })
+	added := make([]rec, n)
+	for i := range n {
+		s.nextID++
+		added[i] = rec{at: at, id: s.nextID, spam: f.rng.IntN(100) < spamPercent}
+	}
+	f.live = append(f.live[:pos], append(added, f.live[pos:]...)...)
+	f.newest = max(f.newest, at)
+	s.stats.Added += n
+	return added
+}
+
+// deleteLocked removes n pseudo-random live submissions in one pass.
+func (s *Server) deleteLocked(f *form, n int) []rec {
+	n = min(n, len(f.live))
+	if n <= 0 {
+		return nil
+	}
+	pick := make(map[int]bool, n)
+	for len(pick) < n {
+		pick[f.rng.IntN(len(f.live))] = true
+	}
+	removed := make([]rec, 0, n)
+	kept := f.live[:0]
+	for i, r := range f.live {
+		if pick[i] {
+			removed = append(removed, r)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	clear(f.live[len(kept):])
+	f.live = kept
+	f.gone = append(f.gone, removed...)
+	s.stats.Deleted += n
+	return removed
+}
+
+// Add appends n new submissions to formID, created strictly after the newest
+// (and not before Now), creating the form if unknown.
+func (s *Server) Add(formID string, n int) []Submission {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.formLocked(formID)
+	return s.render(f, s.addLocked(f, max(n, 0)))
+}
+
+// AddAt inserts n submissions that all have createdAt: ties with existing
+// submissions, or backdated inserts that land in the middle of the pages.
+func (s *Server) AddAt(formID string, createdAt time.Time, n int) []Submission {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.formLocked(formID)
+	return s.render(f, s.addAtLocked(f, createdAt, max(n, 0)))
+}
+
+// Delete deletes n pseudo-random live submissions of formID and returns them.
+func (s *Server) Delete(formID string, n int) []Submission {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.forms[formID]
+	if f == nil {
+		return nil
+	}
+	return s.render(f, s.deleteLocked(f, n))
+}
+
+// SetSpam sets the spam flag of submission id; false if there is no such
+// live submission.
+func (s *Server) SetSpam(formID string, id int64, spam bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.forms[formID]
+	if f == nil {
+		return false
+	}
+	for i := range f.live {
+		if f.live[i].id == id {
+			f.live[i].spam = spam
+			return true
+		}
+	}
+	return false
+}
+
+// Submissions returns the live submissions of formID, oldest first.
+func (s *Server) Submissions(formID string) []Submission {
+	s.mu.Lock()
+	f := s.forms[formID]
+	var rs []rec
+	if f != nil {
+		rs = append(rs, f.live...)
+	}
+	s.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return s.render(f, rs)
+}
+
+// Deleted returns every submission of formID ever deleted, in deletion order.
+func (s *Server) Deleted(formID string) []Submission {
+	s.mu.Lock()
+	f := s.forms[formID]
+	var rs []rec
+	if f != nil {
+		rs = append(rs, f.gone...)
+	}
+	s.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return s.render(f, rs)
+}
+
+// Len returns the number of live submissions of formID without rendering them.
+func (s *Server) Len(formID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f := s.forms[formID]; f != nil {
+		return len(f.live)
+	}
+	return 0
+}
+
+// FormIDs returns the known form ids in creation order.
+func (s *Server) FormIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.formIDs...)
+}
