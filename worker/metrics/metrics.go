@@ -1,0 +1,221 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/push"
+
+	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/formsapi"
+)
+
+const namespace = "formsync"
+
+// Metrics holds formsync's collectors and the registry they are on. Its
+// methods are safe for concurrent use.
+type Metrics struct {
+	registry *prometheus.Registry
+	now      func() time.Time
+
+	requests        *prometheus.CounterVec
+	rateLimited     prometheus.Counter
+	backoff         prometheus.Counter
+	requestDuration prometheus.Histogram
+
+	runs           *prometheus.CounterVec
+	rows           *prometheus.CounterVec
+	pages          *prometheus.CounterVec
+	formFailures   *prometheus.CounterVec
+	lastSuccess    *prometheus.GaugeVec
+	watermarkLag   *prometheus.GaugeVec
+	commitDuration prometheus.Histogram
+	runDuration    prometheus.Histogram
+}
+
+// Option changes how New builds Metrics.
+type Option func(*Metrics)
+
+// WithClock sets the clock that stamps last successes and measures
+// watermark lag. Defaults to time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(m *Metrics) { m.now = now }
+}
+
+// New returns Metrics with every collector, and the Go runtime and process
+// collectors, registered on a registry of its own.
+func New(opts ...Option) *Metrics {
+	m := &Metrics{registry: prometheus.NewRegistry(), now: time.Now}
+	for _, o := range opts {
+		o(m)
+	}
+	// Sync runs take seconds to many minutes, far beyond the default buckets.
+	runBuckets := prometheus.ExponentialBuckets(0.5, 2, 14) // 0.5 s .. ~68 min
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "api_requests_total",
+		Help: "Forms API request attempts, retries included, by HTTP status (\"error\" when no response arrived).",
+	}, []string{"status"})
+	m.rateLimited = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "api_rate_limited_total",
+		Help: "Forms API request attempts answered 429 Too Many Requests.",
+	})
+	m.backoff = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "api_backoff_seconds_total",
+		Help: "Seconds spent waiting before retrying Forms API requests.",
+	})
+	m.requestDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "api_request_duration_seconds",
+		Help:    "Duration of one Forms API request attempt, body included.",
+		Buckets: prometheus.DefBuckets,
+	})
+	m.runs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "runs_total",
+		Help: "Sync runs by result: failure when the commit or any form failed.",
+	}, []string{"result"})
+	m.rows = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "rows_total",
+		Help: "Submission rows committed, by form and kind (inserted: new; updated: changed or re-keyed).",
+	}, []string{"form", "kind"})
+	m.pages = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "pages_total",
+		Help: "Forms API pages read, by form.",
+	}, []string{"form"})
+	m.formFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "form_failures_total",
+		Help: "Sync runs in which a form failed (its watermark did not move), by form.",
+	}, []string{"form"})
+	m.lastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "last_success_timestamp_seconds",
+		Help: "Unix time of the form's last successful sync.",
+	}, []string{"form"})
+	m.watermarkLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "watermark_lag_seconds",
+		Help: "Seconds between the end of the form's last sync and the created_at of the newest submission loaded.",
+	}, []string{"form"})
+	m.commitDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "commit_duration_seconds",
+		Help:    "Duration of the commit of rows and watermarks to the sink.",
+		Buckets: runBuckets,
+	})
+	m.runDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "run_duration_seconds",
+		Help:    "Duration of a sync run, reading and commit.",
+		Buckets: runBuckets,
+	})
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.rateLimited, m.backoff, m.requestDuration,
+		m.runs, m.rows, m.pages, m.formFailures, m.lastSuccess, m.watermarkLag,
+		m.commitDuration, m.runDuration,
+	)
+	// Both results exist from the start so that rate() and alerts on
+	// failures see a zero rather than no series at all.
+	m.runs.WithLabelValues("success")
+	m.runs.WithLabelValues("failure")
+	return m
+}
+
+// Registry returns the registry every collector is on.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// ObserveRequest records one API request attempt. Its signature fits
+// formsapi.Config.Observer and worker.NewRequestStats.
+func (m *Metrics) ObserveRequest(ev formsapi.Event) {
+	status := "error"
+	if ev.Status != 0 {
+		status = strconv.Itoa(ev.Status)
+	}
+	m.requests.WithLabelValues(status).Inc()
+	if ev.Status == http.StatusTooManyRequests || errors.Is(ev.Err, formsapi.ErrRateLimited) {
+		m.rateLimited.Inc()
+	}
+	if ev.Wait > 0 {
+		m.backoff.Add(ev.Wait.Seconds())
+	}
+	if ev.Duration > 0 {
+		m.requestDuration.Observe(ev.Duration.Seconds())
+	}
+}
+
+// ObserveRun records one sync run. rep may be nil when the run failed before
+// it could report (reading the sync state, for instance): it then counts as
+// a failed run and nothing else. commitDuration is observed when positive.
+func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
+	if commitDuration > 0 {
+		m.commitDuration.Observe(commitDuration.Seconds())
+	}
+	if rep == nil {
+		m.runs.WithLabelValues("failure").Inc()
+		return
+	}
+	m.runDuration.Observe(rep.Duration.Seconds())
+	result := "success"
+	if rep.Err() != nil {
+		result = "failure"
+	}
+	m.runs.WithLabelValues(result).Inc()
+
+	now := m.now()
+	for _, f := range rep.Forms {
+		m.pages.WithLabelValues(f.FormID).Add(float64(f.Pages))
+		if f.Err != nil || rep.CommitErr != nil {
+			m.formFailures.WithLabelValues(f.FormID).Inc()
+			continue
+		}
+		m.rows.WithLabelValues(f.FormID, "inserted").Add(float64(f.Inserted))
+		m.rows.WithLabelValues(f.FormID, "updated").Add(float64(f.Updated))
+		m.lastSuccess.WithLabelValues(f.FormID).Set(float64(now.UnixNano()) / 1e9)
+		if !f.Watermark.IsZero() {
+			m.watermarkLag.WithLabelValues(f.FormID).Set(now.Sub(f.Watermark.CreatedAt).Seconds())
+		}
+	}
+}
+
+// Push replaces the metrics of job on the Pushgateway at pushURL with the
+// registry's (HTTP PUT). Meant for one-shot runs. Credentials in pushURL's
+// user info are sent as basic auth and kept out of errors.
+func (m *Metrics) Push(ctx context.Context, pushURL, job string) error {
+	return m.PushGrouped(ctx, pushURL, job, nil)
+}
+
+// PushGrouped is Push with grouping labels besides job: shards of an
+// Indexed Job pushing under the same job need one (e.g. "shard") so that
+// they do not replace each other's metrics.
+func (m *Metrics) PushGrouped(ctx context.Context, pushURL, job string, grouping map[string]string) error {
+	u, err := url.Parse(pushURL)
+	if err != nil {
+		// url.Parse errors quote the URL, password included: leave it out.
+		return errors.New("metrics: pushing: pushgateway URL does not parse")
+	}
+	if u.Scheme == "" || u.Host == "" {
+		return fmt.Errorf("metrics: pushing to %s: pushgateway URL needs a scheme and host", u.Redacted())
+	}
+	user := u.User
+	u.User = nil
+	p := push.New(u.String(), job).Gatherer(m.registry)
+	if user != nil {
+		pass, _ := user.Password()
+		p = p.BasicAuth(user.Username(), pass)
+	}
+	for name, value := range grouping {
+		p = p.Grouping(name, value)
+	}
+	if err := p.PushContext(ctx); err != nil {
+		return fmt.Errorf("metrics: pushing job %s to %s: %w", job, u.Redacted(), err)
+	}
+	return nil
+}

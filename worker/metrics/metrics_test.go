@@ -1,0 +1,302 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/formsapi"
+)
+
+var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func newMetrics() *Metrics {
+	return New(WithClock(func() time.Time { return now }))
+}
+
+// histogram returns the sample count and sum of an unlabelled histogram.
+func histogram(t *testing.T, reg prometheus.Gatherer, name string) (uint64, float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0, 0
+}
+
+func TestObserveRequest(t *testing.T) {
+	m := newMetrics()
+	events := []formsapi.Event{
+		{FormID: "f1", Page: 1, Attempt: 1, Status: 200, Duration: 100 * time.Millisecond},
+		{FormID: "f1", Page: 2, Attempt: 1, Status: 429, Duration: 50 * time.Millisecond,
+			Err: fmt.Errorf("page 2: %w", formsapi.ErrRateLimited), Wait: 2 * time.Second, RetryAfter: 2 * time.Second},
+		{FormID: "f1", Page: 2, Attempt: 2, Status: 0, Duration: 250 * time.Millisecond,
+			Err: formsapi.ErrTransport, Wait: 1500 * time.Millisecond},
+		{FormID: "f2", Page: 1, Attempt: 1, Status: 500, Duration: 100 * time.Millisecond, Err: formsapi.ErrServer},
+		{FormID: "f1", Page: 2, Attempt: 3, Status: 200, Duration: 100 * time.Millisecond},
+	}
+	for _, ev := range events {
+		m.ObserveRequest(ev)
+	}
+
+	want := `
+# HELP formsync_api_backoff_seconds_total Seconds spent waiting before retrying Forms API requests.
+# TYPE formsync_api_backoff_seconds_total counter
+formsync_api_backoff_seconds_total 3.5
+# HELP formsync_api_rate_limited_total Forms API request attempts answered 429 Too Many Requests.
+# TYPE formsync_api_rate_limited_total counter
+formsync_api_rate_limited_total 1
+# HELP formsync_api_requests_total Forms API request attempts, retries included, by HTTP status ("error" when no response arrived).
+# TYPE formsync_api_requests_total counter
+formsync_api_requests_total{status="200"} 2
+formsync_api_requests_total{status="429"} 1
+formsync_api_requests_total{status="500"} 1
+formsync_api_requests_total{status="error"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
+		"formsync_api_requests_total", "formsync_api_rate_limited_total", "formsync_api_backoff_seconds_total"); err != nil {
+		t.Error(err)
+	}
+	count, sum := histogram(t, m.Registry(), "formsync_api_request_duration_seconds")
+	if count != 5 || !near(sum, 0.6) {
+		t.Errorf("request duration count %d sum %g, want 5 and 0.6", count, sum)
+	}
+}
+
+func TestObserveRun(t *testing.T) {
+	m := newMetrics()
+	rep := &worker.Report{
+		Duration: 90 * time.Second,
+		Forms: []worker.FormReport{
+			{FormID: "a", Inserted: 3, Updated: 1, Pages: 2,
+				Watermark: state.Watermark{CreatedAt: now.Add(-10 * time.Minute)}},
+			{FormID: "b", Pages: 1, Err: fmt.Errorf("form b: %w", formsapi.ErrAccessDisabled)},
+			{FormID: "c"}, // an empty form: no watermark yet, so no lag
+		},
+	}
+	m.ObserveRun(rep, 4*time.Second)
+
+	want := `
+# HELP formsync_runs_total Sync runs by result: failure when the commit or any form failed.
+# TYPE formsync_runs_total counter
+formsync_runs_total{result="failure"} 1
+formsync_runs_total{result="success"} 0
+# HELP formsync_rows_total Submission rows committed, by form and kind (inserted: new; updated: changed or re-keyed).
+# TYPE formsync_rows_total counter
+formsync_rows_total{form="a",kind="inserted"} 3
+formsync_rows_total{form="a",kind="updated"} 1
+formsync_rows_total{form="c",kind="inserted"} 0
+formsync_rows_total{form="c",kind="updated"} 0
+# HELP formsync_pages_total Forms API pages read, by form.
+# TYPE formsync_pages_total counter
+formsync_pages_total{form="a"} 2
+formsync_pages_total{form="b"} 1
+formsync_pages_total{form="c"} 0
+# HELP formsync_form_failures_total Sync runs in which a form failed (its watermark did not move), by form.
+# TYPE formsync_form_failures_total counter
+formsync_form_failures_total{form="b"} 1
+# HELP formsync_last_success_timestamp_seconds Unix time of the form's last successful sync.
+# TYPE formsync_last_success_timestamp_seconds gauge
+formsync_last_success_timestamp_seconds{form="a"} 1.7723664e+09
+formsync_last_success_timestamp_seconds{form="c"} 1.7723664e+09
+# HELP formsync_watermark_lag_seconds Seconds between the end of the form's last sync and the created_at of the newest submission loaded.
+# TYPE formsync_watermark_lag_seconds gauge
+formsync_watermark_lag_seconds{form="a"} 600
+`
+	names := []string{
+		"formsync_runs_total", "formsync_rows_total", "formsync_pages_total", "formsync_form_failures_total",
+		"formsync_last_success_timestamp_seconds", "formsync_watermark_lag_seconds",
+	}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	if count, sum := histogram(t, m.Registry(), "formsync_commit_duration_seconds"); count != 1 || sum != 4 {
+		t.Errorf("commit duration count %d sum %g, want 1 and 4", count, sum)
+	}
+	if count, sum := histogram(t, m.Registry(), "formsync_run_duration_seconds"); count != 1 || sum != 90 {
+		t.Errorf("run duration count %d sum %g, want 1 and 90", count, sum)
+	}
+
+	// A failed commit fails every form: no rows, no new success stamp.
+	m.ObserveRun(&worker.Report{
+		Duration:  time.Second,
+		CommitErr: errors.New("committing 1 forms: boom"),
+		Forms:     []worker.FormReport{{FormID: "a", Inserted: 5, Pages: 1}},
+	}, time.Second)
+	// A run that failed before it could report.
+	m.ObserveRun(nil, 0)
+	// A clean run.
+	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{{FormID: "c", Inserted: 2}}}, time.Second)
+
+	for _, c := range []struct {
+		what string
+		c    prometheus.Collector
+		want float64
+	}{
+		{"failed runs", m.runs.WithLabelValues("failure"), 3},
+		{"successful runs", m.runs.WithLabelValues("success"), 1},
+		{"a inserted", m.rows.WithLabelValues("a", "inserted"), 3},
+		{"c inserted", m.rows.WithLabelValues("c", "inserted"), 2},
+		{"a failures", m.formFailures.WithLabelValues("a"), 1},
+		{"a pages", m.pages.WithLabelValues("a"), 3},
+	} {
+		if got := testutil.ToFloat64(c.c); got != c.want {
+			t.Errorf("%s = %g, want %g", c.what, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.Registry(), "formsync_watermark_lag_seconds"); n != 1 {
+		t.Errorf("watermark lag series = %d, want 1 (forms without a watermark have none)", n)
+	}
+	if count, _ := histogram(t, m.Registry(), "formsync_commit_duration_seconds"); count != 3 {
+		t.Errorf("commit durations observed = %d, want 3 (zero is not observed)", count)
+	}
+}
+
+func TestMetricNamesFollowConventions(t *testing.T) {
+	m := newMetrics()
+	m.ObserveRequest(formsapi.Event{FormID: "a", Status: 200, Duration: time.Millisecond})
+	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{{FormID: "a", Watermark: state.Watermark{CreatedAt: now}}}}, time.Second)
+	problems, err := testutil.GatherAndLint(m.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "formsync_") {
+			t.Errorf("%s: %s", p.Metric, p.Text)
+		}
+	}
+}
+
+func TestHandlerServesExposition(t *testing.T) {
+	m := newMetrics()
+	m.ObserveRequest(formsapi.Event{FormID: "a", Status: 200, Duration: time.Millisecond})
+	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{{FormID: "a", Inserted: 1, Watermark: state.Watermark{CreatedAt: now}}}}, time.Second)
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("Content-Type = %q, want text exposition", ct)
+	}
+	for _, name := range []string{
+		"formsync_api_requests_total", "formsync_api_rate_limited_total", "formsync_api_backoff_seconds_total",
+		"formsync_api_request_duration_seconds_bucket", "formsync_runs_total", "formsync_rows_total",
+		"formsync_pages_total", "formsync_commit_duration_seconds", "formsync_last_success_timestamp_seconds",
+		"formsync_watermark_lag_seconds", "formsync_run_duration_seconds", "go_goroutines",
+	} {
+		if !strings.Contains(string(body), "\n"+name) {
+			t.Errorf("exposition lacks %s", name)
+		}
+	}
+}
+
+type pushed struct {
+	method, path, user, pass string
+	body                     []byte
+}
+
+// pushgateway records what is pushed to it and answers status.
+func pushgateway(t *testing.T, status int) (*httptest.Server, func() []pushed) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []pushed
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		user, pass, _ := r.BasicAuth()
+		mu.Lock()
+		got = append(got, pushed{method: r.Method, path: r.URL.Path, user: user, pass: pass, body: body})
+		mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() []pushed {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]pushed(nil), got...)
+	}
+}
+
+func TestPush(t *testing.T) {
+	m := newMetrics()
+	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{{FormID: "a", Inserted: 7}}}, time.Second)
+	srv, got := pushgateway(t, http.StatusOK)
+
+	if err := m.Push(t.Context(), srv.URL, "formsync"); err != nil {
+		t.Fatalf("Push: %v", err)
+	}
+	if err := m.PushGrouped(t.Context(), srv.URL, "formsync", map[string]string{"shard": "3"}); err != nil {
+		t.Fatalf("PushGrouped: %v", err)
+	}
+	reqs := got()
+	if len(reqs) != 2 {
+		t.Fatalf("pushgateway got %d requests, want 2", len(reqs))
+	}
+	for i, wantPath := range []string{"/metrics/job/formsync", "/metrics/job/formsync/shard/3"} {
+		r := reqs[i]
+		if r.method != http.MethodPut || r.path != wantPath {
+			t.Errorf("push %d: %s %s, want PUT %s", i, r.method, r.path, wantPath)
+		}
+		for _, name := range []string{"formsync_rows_total", "formsync_runs_total"} {
+			if !strings.Contains(string(r.body), name) {
+				t.Errorf("push %d body lacks %s", i, name)
+			}
+		}
+	}
+}
+
+func TestPushErrors(t *testing.T) {
+	m := newMetrics()
+	srv, got := pushgateway(t, http.StatusInternalServerError)
+	withAuth := strings.Replace(srv.URL, "http://", "http://pusher:s3cret@", 1)
+
+	err := m.Push(t.Context(), withAuth, "formsync")
+	if err == nil {
+		t.Fatal("Push succeeded against a failing pushgateway")
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error reveals the password: %v", err)
+	}
+	if reqs := got(); len(reqs) != 1 || reqs[0].user != "pusher" || reqs[0].pass != "s3cret" {
+		t.Errorf("pushgateway saw %+v, want one request with basic auth pusher", reqs)
+	}
+
+	for _, bad := range []string{"://pusher:s3cret@host", "pushgateway:9091"} {
+		err := m.Push(t.Context(), bad, "formsync")
+		if err == nil {
+			t.Errorf("Push(%q) succeeded", bad)
+		} else if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Push(%q) error reveals the password: %v", bad, err)
+		}
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
