@@ -1,0 +1,204 @@
+package sinktest
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/formsapi"
+)
+
+// Sink is what the contract needs of a sink: what the engine uses, and a way
+// to read back what was stored.
+type Sink interface {
+	worker.Sink
+	ReadRows(ctx context.Context, formID string) ([]sink.Row, error)
+}
+
+// Harness wires a simulator, a client and a sink together for one test.
+type Harness struct {
+	T     testing.TB
+	Sim   *apisim.Server
+	Sink  Sink
+	URL   string
+	Stats *worker.RequestStats
+	// Config is applied to every Sync; tests may change it between runs.
+	Config worker.Config
+	client *formsapi.Client
+}
+
+// NewHarness starts the simulator with opts on loopback and returns a
+// harness syncing every simulated form into s.
+func NewHarness(t testing.TB, opts apisim.Options, s Sink) *Harness {
+	t.Helper()
+	if opts.Token == "" {
+		opts.Token = "contract-token"
+	}
+	sim := apisim.New(opts)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	stats := worker.NewRequestStats()
+	client, err := formsapi.New(formsapi.Config{
+		BaseURL:        srv.URL,
+		Token:          opts.Token,
+		RateLimit:      10000,
+		RequestTimeout: 10 * time.Second,
+		MaxWait:        300 * time.Millisecond,
+		MaxRetryAfter:  50 * time.Millisecond,
+		InitialBackoff: time.Millisecond,
+		MaxBackoff:     5 * time.Millisecond,
+		Observer:       stats.Observe,
+	})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return &Harness{
+		T: t, Sim: sim, Sink: s, URL: srv.URL, Stats: stats, client: client,
+		Config: worker.Config{Forms: sim.FormIDs(), PageSize: 10, TmpDir: t.TempDir(), Requests: stats},
+	}
+}
+
+// Sync runs one sync and fails the test if it could not run at all.
+func (h *Harness) Sync(ctx context.Context) *worker.Report {
+	h.T.Helper()
+	e, err := worker.New(h.client, h.Sink, h.Config)
+	if err != nil {
+		h.T.Fatalf("engine: %v", err)
+	}
+	rep, err := e.Sync(ctx)
+	if err != nil {
+		h.T.Fatalf("sync: %v", err)
+	}
+	return rep
+}
+
+// MustSync runs one sync and fails the test if any form failed.
+func (h *Harness) MustSync(ctx context.Context) *worker.Report {
+	h.T.Helper()
+	rep := h.Sync(ctx)
+	if err := rep.Err(); err != nil {
+		h.T.Fatalf("sync failed: %v", err)
+	}
+	return rep
+}
+
+// Expected is the rows the simulator's live submissions of a form should
+// become in the given response form.
+func Expected(t testing.TB, sim *apisim.Server, formID string, v apisim.Variant) []sink.Row {
+	t.Helper()
+	var rows []sink.Row
+	for _, s := range sim.Submissions(formID) {
+		id, at := &s.ID, s.CreatedAt
+		if v == apisim.Older {
+			id = nil
+		} else {
+			at = at.Truncate(time.Millisecond)
+		}
+		r, err := sink.NewRow(formID, id, at, s.IsSpam, s.Fields, s.Files)
+		if err != nil {
+			t.Fatalf("expected row: %v", err)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// CheckTable asserts that the form's stored rows are exactly want: same
+// keys, no duplicates, same content (created_at compared to the
+// millisecond, which both response forms carry). extra lists keys that may
+// also be stored (submissions deleted after they were loaded).
+func (h *Harness) CheckTable(ctx context.Context, formID string, want []sink.Row, extra ...sink.Row) {
+	h.T.Helper()
+	got, err := h.Sink.ReadRows(ctx, formID)
+	if err != nil {
+		h.T.Fatalf("reading %s: %v", formID, err)
+	}
+	seen := map[string]sink.Row{}
+	for _, r := range got {
+		if _, dup := seen[r.SubmissionKey]; dup {
+			h.T.Errorf("form %s: key %s stored twice", formID, r.SubmissionKey)
+		}
+		seen[r.SubmissionKey] = r
+	}
+	allowed := map[string]bool{}
+	for _, r := range extra {
+		allowed[r.SubmissionKey], allowed[r.ContentKey] = true, true
+	}
+	missing := 0
+	for _, w := range want {
+		g, ok := seen[w.SubmissionKey]
+		key := w.SubmissionKey
+		if !ok { // loaded from the older response form, keyed by content
+			g, ok = seen[w.ContentKey]
+			key = w.ContentKey
+			w.SubmissionID = nil
+		}
+		if !ok {
+			missing++
+			if missing <= 5 {
+				h.T.Errorf("form %s: missing %s (created %s)", formID, w.SubmissionKey, w.CreatedAt.Format(time.RFC3339Nano))
+			}
+			continue
+		}
+		delete(seen, key)
+		if diff := rowDiff(w, g); diff != "" {
+			h.T.Errorf("form %s key %s: %s", formID, w.SubmissionKey, diff)
+		}
+	}
+	if missing > 0 {
+		h.T.Errorf("form %s: %d of %d rows missing", formID, missing, len(want))
+	}
+	var unexpected []string
+	for k := range seen {
+		if !allowed[k] {
+			unexpected = append(unexpected, k)
+		}
+	}
+	sort.Strings(unexpected)
+	if len(unexpected) > 0 {
+		h.T.Errorf("form %s: %d unexpected rows, e.g. %v", formID, len(unexpected), unexpected[:min(5, len(unexpected))])
+	}
+}
+
+func rowDiff(want, got sink.Row) string {
+	switch {
+	case got.FormID != want.FormID:
+		return fmt.Sprintf("form_id %q, want %q", got.FormID, want.FormID)
+	case !got.CreatedAt.Truncate(time.Millisecond).Equal(want.CreatedAt.Truncate(time.Millisecond)):
+		return fmt.Sprintf("created_at %s, want %s", got.CreatedAt, want.CreatedAt)
+	case got.IsSpam != want.IsSpam:
+		return fmt.Sprintf("is_spam %v, want %v", got.IsSpam, want.IsSpam)
+	case got.Fields != want.Fields:
+		return fmt.Sprintf("fields %s, want %s", got.Fields, want.Fields)
+	case got.Files != want.Files:
+		return fmt.Sprintf("files %s, want %s", got.Files, want.Files)
+	case (got.SubmissionID == nil) != (want.SubmissionID == nil),
+		got.SubmissionID != nil && *got.SubmissionID != *want.SubmissionID:
+		return fmt.Sprintf("submission_id %v, want %v", deref(got.SubmissionID), deref(want.SubmissionID))
+	}
+	return ""
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// FormReport finds one form in a report.
+func FormReport(t testing.TB, rep *worker.Report, formID string) worker.FormReport {
+	t.Helper()
+	i := slices.IndexFunc(rep.Forms, func(f worker.FormReport) bool { return f.FormID == formID })
+	if i < 0 {
+		t.Fatalf("no report for form %s", formID)
+	}
+	return rep.Forms[i]
+}
