@@ -131,6 +131,8 @@ type FormReport struct {
 type Report struct {
 	Forms    []FormReport
 	Duration time.Duration
+	// CommitDuration is how long the sink's commit took.
+	CommitDuration time.Duration
 	// CommitErr is set when the commit itself failed: then no form's rows
 	// or state were written.
 	CommitErr error
@@ -229,7 +231,9 @@ func (e *Engine) commit(ctx context.Context, start time.Time, outcomes []*formRu
 	var res sink.Result
 	if len(c.Forms) > 0 {
 		var err error
+		t0 := e.cfg.Now()
 		res, err = e.dst.Commit(commitCtx, c)
+		rep.CommitDuration = e.cfg.Now().Sub(t0)
 		if err != nil {
 			rep.CommitErr = fmt.Errorf("committing %d forms: %w", len(c.Forms), err)
 		}
@@ -262,7 +266,7 @@ func (e *Engine) logReport(rep *Report) {
 			slog.Int("staged", f.Staged), slog.Int("pages", f.Pages),
 			slog.Int("requests", f.Requests), slog.Int("rate_limited", f.Limited),
 			slog.Int("rescans", f.Rescans), slog.String("order", string(f.Order)),
-			slog.Duration("duration", f.Duration),
+			slog.Float64("duration_seconds", f.Duration.Seconds()),
 		}
 		switch err := cmp.Or(f.Err, rep.CommitErr); {
 		case err != nil:
@@ -275,7 +279,7 @@ func (e *Engine) logReport(rep *Report) {
 		slog.Int("forms", len(rep.Forms)), slog.Int("failed", rep.Failed()),
 		slog.Int64("new", inserted), slog.Int64("updated", updated),
 		slog.Int("requests", requests), slog.Int("rate_limited", limited),
-		slog.Duration("duration", rep.Duration),
+		slog.Float64("duration_seconds", rep.Duration.Seconds()),
 	}
 	if rep.CommitErr != nil {
 		log.Error("sync failed", append(attrs, slog.String("error", rep.CommitErr.Error()))...)
