@@ -1,0 +1,69 @@
+package sqlite
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/sink"
+)
+
+// benchSpool stages n new rows of one form with ids from first on.
+func benchSpool(b *testing.B, formID string, first int64, n int) *sink.Spool {
+	b.Helper()
+	sp, err := sink.NewSpool(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range int64(n) {
+		id := first + i
+		fields := fmt.Sprintf(`{"email":"user%d@example.com","message":"hello from a fairly ordinary form submission number %d","name":"User %d"}`, id, id, id)
+		r := row(b, formID, &id, t0.Add(time.Duration(id)*time.Millisecond), false, fields)
+		if err := sp.Append(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := sp.Finish(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sp.Remove() })
+	return sp
+}
+
+func benchCommit(b *testing.B, rowsPerOp int) {
+	s, err := Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	spools := make([]*sink.Spool, b.N)
+	for i := range spools {
+		spools[i] = benchSpool(b, "bench", int64(i*rowsPerOp), rowsPerOp)
+	}
+	var ms runtime.MemStats
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		res, err := s.Commit(b.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stateOf("bench", "email", "message", "name"), Rows: spools[i]}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res["bench"].Inserted != int64(rowsPerOp) {
+			b.Fatalf("inserted %d, want %d", res["bench"].Inserted, rowsPerOp)
+		}
+	}
+	b.StopTimer()
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rowsPerOp), "ns/row")
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
+}
+
+// BenchmarkCommit commits 10,000 new rows of one form per op into a growing
+// table.
+func BenchmarkCommit(b *testing.B) { benchCommit(b, 10_000) }
+
+// BenchmarkCommitMillion commits one spool of 1,000,000 rows per op
+// (run it with -benchtime=1x).
+func BenchmarkCommitMillion(b *testing.B) { benchCommit(b, 1_000_000) }

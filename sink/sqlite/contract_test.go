@@ -1,0 +1,20 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/formsync/formsync/sink/sinktest"
+	"github.com/formsync/formsync/sink/sqlite"
+)
+
+func TestContract(t *testing.T) {
+	sinktest.Run(t, func(t *testing.T) sinktest.Sink {
+		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "c.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}

@@ -1,0 +1,52 @@
+package sqlite
+
+// applicationID marks a SQLite file as a formsync database
+// (PRAGMA application_id): "FSYN".
+const applicationID = 0x4653594e
+
+// migrations[i] brings the schema from version i to version i+1. Append
+// only: a released migration never changes.
+var migrations = []string{
+	// 1: the initial schema.
+	`
+-- WITHOUT ROWID: clustered by form and key, one B-tree fewer per insert;
+-- measured ~10% faster than a rowid table for 200k rows of ~150 bytes.
+-- fields/files carry no json_valid CHECK: sink.NewRow only produces
+-- canonical JSON, and parsing every row again measurably slowed commits.
+CREATE TABLE submissions (
+	form_id        TEXT    NOT NULL,
+	submission_id  INTEGER NULL,
+	submission_key TEXT    NOT NULL CHECK (submission_key <> ''),
+	created_at     TEXT    NOT NULL,
+	is_spam        INTEGER NOT NULL CHECK (is_spam IN (0, 1)),
+	fields         TEXT    NOT NULL,
+	files          TEXT    NOT NULL,
+	synced_at      TEXT    NOT NULL,
+	PRIMARY KEY (form_id, submission_key)
+) WITHOUT ROWID;
+CREATE INDEX submissions_form_created ON submissions (form_id, created_at);
+-- Rows keyed by content (older response form): found cheaply when a form
+-- starts answering with ids and its rows must be re-keyed.
+CREATE INDEX submissions_legacy ON submissions (form_id, submission_key) WHERE submission_id IS NULL;
+
+CREATE TABLE sync_state (
+	form_id              TEXT    NOT NULL PRIMARY KEY,
+	watermark_created_at TEXT    NULL,
+	watermark_id         INTEGER NOT NULL DEFAULT 0,
+	watermark_boundary   TEXT    NOT NULL DEFAULT 'null' CHECK (json_valid(watermark_boundary)),
+	sort_order           TEXT    NOT NULL DEFAULT '',
+	last_total           INTEGER NOT NULL DEFAULT -1,
+	"rows"               INTEGER NOT NULL DEFAULT 0,
+	field_names          TEXT    NOT NULL DEFAULT 'null' CHECK (json_valid(field_names)),
+	last_success_at      TEXT    NULL,
+	last_error_at        TEXT    NULL,
+	last_error           TEXT    NOT NULL DEFAULT '',
+	backfill             TEXT    NULL CHECK (backfill IS NULL OR json_valid(backfill)),
+	updated_at           TEXT    NOT NULL
+);
+`,
+}
+
+// SchemaVersion is the schema version this package writes (PRAGMA
+// user_version): len(migrations).
+const SchemaVersion = 1

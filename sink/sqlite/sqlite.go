@@ -1,0 +1,139 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+var (
+	// ErrNotFormsync is returned by Open for a file that is not a formsync
+	// database (not SQLite at all, or SQLite written by something else).
+	ErrNotFormsync = errors.New("not a formsync database")
+	// ErrNewerSchema is returned by Open for a database written by a newer
+	// formsync than this one.
+	ErrNewerSchema = errors.New("database schema is newer than this formsync")
+)
+
+// busyTimeout bounds how long a statement waits for a lock held by another
+// process (a second formsync, a read-only tool) before failing.
+const busyTimeout = 30 * time.Second
+
+// Sink is a formsync destination backed by one SQLite file. It is safe for
+// concurrent use.
+type Sink struct {
+	db   *sql.DB
+	path string
+	// writeMu serialises Commits: SQLite has one writer at a time, and
+	// waiting here is cheaper and clearer than SQLITE_BUSY.
+	writeMu sync.Mutex
+	now     func() time.Time
+}
+
+// Open opens the formsync database at path, creating the file if it is
+// missing, and creates or migrates its schema.
+func Open(ctx context.Context, path string) (*Sink, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty database path")
+	}
+	if strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
+		// The driver reads a query string after '?'; refusing is clearer
+		// than opening some other file.
+		return nil, fmt.Errorf("sqlite: database path %q must not contain '?' or '#' or start with file:", path)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	// A bigger page cache (KiB when negative) keeps the primary key index of
+	// a large table in memory during a long commit; it is a fixed bound.
+	q.Add("_pragma", "cache_size(-65536)")
+	// Writers take the write lock when they begin, so that two writers
+	// never deadlock upgrading read locks; readers never open transactions.
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: opening %s: %w", path, err)
+	}
+	db.SetMaxIdleConns(4)
+	s := &Sink{db: db, path: path, now: time.Now}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// DB returns the underlying database for read-only tools (status, ad-hoc
+// queries). Writing through it bypasses the Sink's guarantees.
+func (s *Sink) DB() *sql.DB { return s.db }
+
+// Close closes the database.
+func (s *Sink) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("sqlite: closing %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func (s *Sink) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.openError(err)
+	}
+	defer tx.Rollback()
+	var appID, version, objects int
+	if err := tx.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil {
+		return s.openError(err)
+	}
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return s.openError(err)
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'").Scan(&objects); err != nil {
+		return s.openError(err)
+	}
+	switch {
+	case appID == 0 && version == 0 && objects == 0:
+		// A new (or empty) file: ours to create.
+	case appID != applicationID:
+		return fmt.Errorf("sqlite: %s: %w (it holds other tables; point FORMSYNC_SQLITE_PATH at a new file)", s.path, ErrNotFormsync)
+	case version > SchemaVersion:
+		return fmt.Errorf("sqlite: %s: %w: schema version %d, this formsync knows up to %d; upgrade formsync", s.path, ErrNewerSchema, version, SchemaVersion)
+	}
+	if version == SchemaVersion {
+		return nil
+	}
+	for v := version; v < SchemaVersion; v++ {
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, v+1, err)
+		}
+	}
+	// Both pragmas live in the file header and are transactional.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
+		return fmt.Errorf("sqlite: %s: setting application id: %w", s.path, err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+		return fmt.Errorf("sqlite: %s: setting schema version: %w", s.path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: %s: committing schema: %w", s.path, err)
+	}
+	return nil
+}
+
+func (s *Sink) openError(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB {
+		return fmt.Errorf("sqlite: %s: %w (the file is not an SQLite database)", s.path, ErrNotFormsync)
+	}
+	return fmt.Errorf("sqlite: opening %s: %w", s.path, err)
+}

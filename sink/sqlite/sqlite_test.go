@@ -1,0 +1,443 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/state"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123456000, time.UTC)
+
+func open(t *testing.T) (*Sink, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "formsync.db")
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func row(t testing.TB, formID string, id *int64, at time.Time, spam bool, fields string) sink.Row {
+	t.Helper()
+	r, err := sink.NewRow(formID, id, at, spam, json.RawMessage(fields), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func spool(t testing.TB, rows ...sink.Row) *sink.Spool {
+	t.Helper()
+	sp, err := sink.NewSpool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if err := sp.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sp.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Remove() })
+	return sp
+}
+
+func ptr(v int64) *int64 { return &v }
+
+func commit(t *testing.T, s *Sink, forms ...sink.FormCommit) sink.Result {
+	t.Helper()
+	res, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0.Add(time.Hour), Forms: forms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func stateOf(formID string, names ...string) state.Form {
+	f := state.New(formID)
+	f.FieldNames = names
+	return f
+}
+
+func TestOpenCreatesAndReopens(t *testing.T) {
+	if len(migrations) != SchemaVersion {
+		t.Fatalf("SchemaVersion = %d, but there are %d migrations", SchemaVersion, len(migrations))
+	}
+	s, path := open(t)
+	commit(t, s, sink.FormCommit{State: stateOf("f1"), Rows: spool(t, row(t, "f1", ptr(1), t0, false, `{"a":1}`))})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		s2, err := Open(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := s2.ReadRows(t.Context(), "f1")
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("rows after reopen: %v, %v", rows, err)
+		}
+		var mode string
+		s2.DB().QueryRow("PRAGMA journal_mode").Scan(&mode)
+		if mode != "wal" {
+			t.Errorf("journal_mode = %q, want wal", mode)
+		}
+		s2.Close()
+	}
+}
+
+func TestOpenRefusesForeignFiles(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.db")
+	os.WriteFile(junk, []byte(strings.Repeat("this is not sqlite\n", 100)), 0o600)
+	if _, err := Open(t.Context(), junk); !errors.Is(err, ErrNotFormsync) {
+		t.Errorf("junk file: err = %v, want ErrNotFormsync", err)
+	}
+
+	other := filepath.Join(dir, "other.db")
+	s, err := Open(t.Context(), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.DB().Exec("PRAGMA application_id = 42")
+	s.Close()
+	if _, err := Open(t.Context(), other); !errors.Is(err, ErrNotFormsync) {
+		t.Errorf("other application: err = %v, want ErrNotFormsync", err)
+	}
+
+	newer := filepath.Join(dir, "newer.db")
+	s, err = Open(t.Context(), newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.DB().Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion+1))
+	s.Close()
+	if _, err := Open(t.Context(), newer); !errors.Is(err, ErrNewerSchema) {
+		t.Errorf("newer schema: err = %v, want ErrNewerSchema", err)
+	}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	s, _ := open(t)
+	full := state.Form{
+		FormID:        "full",
+		Watermark:     state.Watermark{CreatedAt: t0, ID: 42, Boundary: []string{"41", "42"}},
+		Order:         state.OrderNewestFirst,
+		LastTotal:     1234,
+		FieldNames:    []string{"a", "b c"},
+		LastSuccessAt: t0.Add(time.Minute),
+		LastErrorAt:   t0.Add(-time.Minute),
+		LastError:     "form deleted (404)",
+		Backfill:      &state.Backfill{Since: t0.Add(-48 * time.Hour), Cursor: t0.Add(-time.Hour), StartedAt: t0},
+	}
+	zero := state.Form{FormID: "zero"}
+	empty := state.Form{FormID: "empty", Watermark: state.Watermark{Boundary: []string{}}, FieldNames: []string{}, Backfill: &state.Backfill{}}
+	commit(t, s, sink.FormCommit{State: full}, sink.FormCommit{State: zero}, sink.FormCommit{State: empty})
+
+	got, err := s.ReadState(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]state.Form{"full": full, "zero": zero, "empty": empty}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ReadState(nil):\n got %+v\nwant %+v", got, want)
+	}
+	got, err = s.ReadState(t.Context(), []string{"zero", "never-synced"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, map[string]state.Form{"zero": zero}) {
+		t.Errorf("ReadState(zero, never-synced) = %+v", got)
+	}
+}
+
+func TestCommitCounts(t *testing.T) {
+	s, _ := open(t)
+	r1 := row(t, "f", ptr(1), t0, false, `{"a":1}`)
+	r2 := row(t, "f", ptr(2), t0.Add(time.Second), false, `{"a":2}`)
+	res := commit(t, s,
+		sink.FormCommit{State: stateOf("f", "a"), Rows: spool(t, r1, r2, r1)}, // duplicate is a no-op
+		sink.FormCommit{State: stateOf("idle")})
+	if want := (sink.Result{"f": {Inserted: 2}, "idle": {}}); !reflect.DeepEqual(res, want) {
+		t.Errorf("first commit = %v, want %v", res, want)
+	}
+
+	r2spam := row(t, "f", ptr(2), t0.Add(time.Second), true, `{"a":2}`)
+	r3 := row(t, "f", ptr(3), t0.Add(2*time.Second), false, `{"a":3}`)
+	res = commit(t, s, sink.FormCommit{State: stateOf("f", "a"), Rows: spool(t, r1, r2spam, r3)},
+		sink.FormCommit{State: stateOf("f", "a"), Rows: spool(t, r3)}) // across spools too
+	if want := (sink.Result{"f": {Inserted: 1, Updated: 1}}); !reflect.DeepEqual(res, want) {
+		t.Errorf("second commit = %v, want %v", res, want)
+	}
+	rows, err := s.ReadRows(t.Context(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sink.Row{r1, r2spam, r3}
+	if !reflect.DeepEqual(rows, want) {
+		t.Errorf("rows:\n got %+v\nwant %+v", rows, want)
+	}
+	assertRowCounter(t, s, "f")
+	var synced string
+	s.DB().QueryRow(`SELECT synced_at FROM submissions WHERE submission_key = '2'`).Scan(&synced)
+	if synced != t0.Add(time.Hour).Format(sink.TimeLayout) {
+		t.Errorf("synced_at = %s", synced)
+	}
+}
+
+func assertRowCounter(t *testing.T, s *Sink, formID string) {
+	t.Helper()
+	var stored int64
+	if err := s.DB().QueryRow(`SELECT count(*) FROM submissions WHERE form_id = ?`, formID).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.ReadState(t.Context(), []string{formID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[formID].Rows != stored {
+		t.Errorf("form %s: state rows = %d, stored rows = %d", formID, st[formID].Rows, stored)
+	}
+}
+
+func TestRekeyOlderToNewerForm(t *testing.T) {
+	s, _ := open(t)
+	at6 := time.Date(2026, 3, 1, 12, 0, 0, 123456000, time.UTC) // older form: 6 digits
+	at3 := at6.Truncate(time.Millisecond)                       // newer form: 3 digits
+	old1 := row(t, "f", nil, at6, false, `{"a":1}`)
+	old2 := row(t, "f", nil, at6.Add(time.Second), false, `{"a":2}`)
+	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: spool(t, old1, old2)})
+
+	new1 := row(t, "f", ptr(101), at3, true, `{"a":1}`)
+	new2 := row(t, "f", ptr(102), at3.Add(time.Second), false, `{"a":2}`)
+	new3 := row(t, "f", ptr(103), at3.Add(2*time.Second), false, `{"a":3}`)
+	res := commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: spool(t, new1, new2, new3, new1)})
+	if want := (sink.Counts{Inserted: 1, Updated: 2}); res["f"] != want {
+		t.Errorf("re-key commit = %+v, want %+v", res["f"], want)
+	}
+	rows, err := s.ReadRows(t.Context(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("got %d rows, want 3: %+v", len(rows), rows)
+	}
+	for i, id := range []int64{101, 102, 103} {
+		if rows[i].SubmissionID == nil || *rows[i].SubmissionID != id || rows[i].SubmissionKey != fmt.Sprint(id) {
+			t.Errorf("row %d = %+v, want id %d", i, rows[i], id)
+		}
+	}
+	if !rows[0].CreatedAt.Equal(at6) || !rows[0].IsSpam {
+		t.Errorf("re-keyed row kept created_at %v spam %v, want %v true", rows[0].CreatedAt, rows[0].IsSpam, at6)
+	}
+	assertRowCounter(t, s, "f")
+
+	// Both somehow stored: the legacy twin goes.
+	old4 := row(t, "f", nil, at6.Add(3*time.Second), false, `{"a":4}`)
+	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: spool(t, old4)})
+	new4 := row(t, "f", ptr(104), at3.Add(3*time.Second), false, `{"a":4}`)
+	if _, err := s.DB().Exec(`INSERT INTO submissions VALUES ('f', 104, '104', ?, 0, ?, '[]', 'x')`,
+		new4.CreatedAt.Format(sink.TimeLayout), new4.Fields); err != nil {
+		t.Fatal(err)
+	}
+	s.DB().Exec(`UPDATE sync_state SET "rows" = "rows" + 1 WHERE form_id = 'f'`)
+	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: spool(t, new4)})
+	rows, _ = s.ReadRows(t.Context(), "f")
+	if len(rows) != 4 {
+		t.Errorf("got %d rows after twin cleanup, want 4", len(rows))
+	}
+	assertRowCounter(t, s, "f")
+}
+
+func TestCommitAllOrNothing(t *testing.T) {
+	s, _ := open(t)
+	before := stateOf("a", "x")
+	commit(t, s, sink.FormCommit{State: before, Rows: spool(t, row(t, "a", ptr(1), t0, false, `{"x":1}`))})
+
+	bad := row(t, "b", ptr(7), t0, false, `{}`)
+	bad.SubmissionKey = "" // violates a CHECK constraint
+	changed := stateOf("a", "x", "y")
+	changed.Watermark = state.Watermark{CreatedAt: t0.Add(time.Hour), ID: 9, Boundary: []string{"9"}}
+	_, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{
+		{State: changed, Rows: spool(t, row(t, "a", ptr(9), t0.Add(time.Hour), false, `{"x":9}`))},
+		{State: stateOf("b"), Rows: spool(t, row(t, "b", ptr(6), t0, false, `{}`), bad)},
+	}})
+	if err == nil {
+		t.Fatal("commit with a bad row succeeded")
+	}
+	assertUntouched(t, s)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	big := make([]sink.Row, 2*ctxCheckEvery)
+	for i := range big {
+		big[i] = row(t, "b", ptr(int64(1000+i)), t0, false, `{}`)
+	}
+	sp := spool(t, big...)
+	cancel()
+	_, err = s.Commit(ctx, &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: changed}, {State: stateOf("b"), Rows: sp}}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled commit: err = %v, want context.Canceled", err)
+	}
+	assertUntouched(t, s)
+}
+
+// cancelAfter is a context that becomes cancelled at the n-th call of Err,
+// i.e. deterministically in the middle of a commit's row loop.
+type cancelAfter struct {
+	context.Context
+	mu     sync.Mutex
+	n      int
+	done   chan struct{}
+	cancel bool
+}
+
+func (c *cancelAfter) Done() <-chan struct{} { return c.done }
+
+func (c *cancelAfter) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n--; c.n == 0 && !c.cancel {
+		c.cancel = true
+		close(c.done)
+	}
+	if c.cancel {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestCommitCancelledMidway(t *testing.T) {
+	s, _ := open(t)
+	commit(t, s, sink.FormCommit{State: stateOf("a", "x"), Rows: spool(t, row(t, "a", ptr(1), t0, false, `{"x":1}`))})
+	rows := make([]sink.Row, 4*ctxCheckEvery)
+	for i := range rows {
+		rows[i] = row(t, "b", ptr(int64(i)), t0, false, `{}`)
+	}
+	for _, calls := range []int{1, 2, 3, 4} {
+		ctx := &cancelAfter{Context: t.Context(), n: calls, done: make(chan struct{})}
+		_, err := s.Commit(ctx, &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{
+			{State: stateOf("a", "x", "y"), Rows: spool(t, row(t, "a", ptr(2), t0, false, `{"x":2}`))},
+			{State: stateOf("b"), Rows: spool(t, rows...)},
+		}})
+		if err == nil {
+			t.Fatalf("cancelled at Err call %d: commit succeeded", calls)
+		}
+		assertUntouched(t, s)
+	}
+}
+
+func assertUntouched(t *testing.T, s *Sink) {
+	t.Helper()
+	st, err := s.ReadState(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 1 || !reflect.DeepEqual(st["a"].FieldNames, []string{"x"}) || !st["a"].Watermark.IsZero() {
+		t.Errorf("state changed by a failed commit: %+v", st)
+	}
+	for _, f := range []string{"a", "b"} {
+		rows, _ := s.ReadRows(t.Context(), f)
+		if want := map[string]int{"a": 1, "b": 0}[f]; len(rows) != want {
+			t.Errorf("form %s: %d rows after a failed commit, want %d", f, len(rows), want)
+		}
+	}
+}
+
+func TestViewWithHostileNames(t *testing.T) {
+	s, _ := open(t)
+	hostile := []string{
+		`plain`, `Mixed Case`, `it's`, `say "hi"`, "back`tick", `semi; DROP TABLE submissions; --`,
+		`-- comment`, `a.b[0]`, `$.x`, `back\slash`, `"`, `\"`, `'`, `')`, `日本語`, `emoji 🎉`,
+		strings.Repeat("long", 75), `order`, `form_id`, "nul\x00byte", "tab\tnew\nline", "",
+	}
+	fields := map[string]any{}
+	for i, n := range hostile {
+		fields[n] = fmt.Sprintf("v%d", i)
+	}
+	fj, _ := json.Marshal(fields)
+	formID := `form'; DROP VIEW x; --"`
+	names := append([]string(nil), hostile...)
+	r := row(t, formID, ptr(1), t0, false, string(fj))
+	commit(t, s, sink.FormCommit{State: stateOf(formID, names...), Rows: spool(t, r)},
+		sink.FormCommit{State: stateOf("other", "plain"), Rows: spool(t, row(t, "other", ptr(1), t0, false, `{"plain":"no"}`))})
+
+	cols := sink.ColumnNames(names, viewFixedColumns)
+	for i, n := range hostile {
+		var got string
+		q := fmt.Sprintf(`SELECT %s FROM %s`, quoteIdent(cols[n]), quoteIdent(sink.ViewName(formID)))
+		if err := s.DB().QueryRow(q).Scan(&got); err != nil {
+			t.Errorf("field %q: %v", n, err)
+			continue
+		}
+		if want := fmt.Sprintf("v%d", i); got != want {
+			t.Errorf("field %q = %q, want %q", n, got, want)
+		}
+	}
+	var n int
+	s.DB().QueryRow(`SELECT count(*) FROM ` + quoteIdent(sink.ViewName(formID))).Scan(&n)
+	if n != 1 {
+		t.Errorf("view holds %d rows, want 1 (its form only)", n)
+	}
+	s.DB().QueryRow(`SELECT count(*) FROM submissions`).Scan(&n)
+	if n != 2 {
+		t.Errorf("submissions holds %d rows, want 2", n)
+	}
+
+	// A new field re-creates the view.
+	commit(t, s, sink.FormCommit{State: stateOf("other", "new", "plain"),
+		Rows: spool(t, row(t, "other", ptr(2), t0, false, `{"new":"yes","plain":"p"}`))})
+	var got string
+	if err := s.DB().QueryRow(`SELECT new FROM form_other WHERE submission_id = 2`).Scan(&got); err != nil || got != "yes" {
+		t.Errorf("re-created view: %q, %v", got, err)
+	}
+}
+
+func TestConcurrentCommitsAndReads(t *testing.T) {
+	s, _ := open(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 4 {
+		form := fmt.Sprintf("f%d", g)
+		var rows []sink.Row
+		for i := range 50 {
+			rows = append(rows, row(t, form, ptr(int64(i)), t0.Add(time.Duration(i)*time.Second), false, `{}`))
+		}
+		sp := spool(t, rows...)
+		wg.Go(func() {
+			for range 3 {
+				if _, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stateOf(form), Rows: sp}}}); err != nil {
+					errs <- err
+				}
+				if _, err := s.ReadState(t.Context(), nil); err != nil {
+					errs <- err
+				}
+				if _, err := s.ReadRows(t.Context(), form); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for g := range 4 {
+		assertRowCounter(t, s, fmt.Sprintf("f%d", g))
+	}
+}

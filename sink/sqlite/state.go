@@ -1,0 +1,175 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/state"
+)
+
+const stateColumns = `form_id, watermark_created_at, watermark_id, watermark_boundary, sort_order,
+	last_total, "rows", field_names, last_success_at, last_error_at, last_error, backfill`
+
+// ReadState returns the stored state of the given forms (every form when
+// formIDs is empty). Forms never synced are absent from the map.
+func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]state.Form, error) {
+	query := `SELECT ` + stateColumns + ` FROM sync_state`
+	var args []any
+	if len(formIDs) > 0 {
+		ids, err := json.Marshal(formIDs)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: encoding form ids: %w", err)
+		}
+		// One parameter however many forms are asked for.
+		query += ` WHERE form_id IN (SELECT value FROM json_each(?))`
+		args = append(args, string(ids))
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: reading sync state: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]state.Form)
+	for rows.Next() {
+		f, err := scanState(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[f.FormID] = f
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: reading sync state: %w", err)
+	}
+	return out, nil
+}
+
+func scanState(rows *sql.Rows) (state.Form, error) {
+	var (
+		f                                 state.Form
+		wmAt, successAt, errorAt, backfil sql.NullString
+		boundary, fieldNames, order       string
+	)
+	err := rows.Scan(&f.FormID, &wmAt, &f.Watermark.ID, &boundary, &order,
+		&f.LastTotal, &f.Rows, &fieldNames, &successAt, &errorAt, &f.LastError, &backfil)
+	if err != nil {
+		return f, fmt.Errorf("sqlite: reading sync state: %w", err)
+	}
+	f.Order = state.Order(order)
+	wrap := func(what string, err error) error {
+		return fmt.Errorf("sqlite: reading sync state of form %s: %s: %w", f.FormID, what, err)
+	}
+	if f.Watermark.CreatedAt, err = parseTime(wmAt); err != nil {
+		return f, wrap("watermark", err)
+	}
+	if f.LastSuccessAt, err = parseTime(successAt); err != nil {
+		return f, wrap("last_success_at", err)
+	}
+	if f.LastErrorAt, err = parseTime(errorAt); err != nil {
+		return f, wrap("last_error_at", err)
+	}
+	if err := json.Unmarshal([]byte(boundary), &f.Watermark.Boundary); err != nil {
+		return f, wrap("watermark boundary", err)
+	}
+	if err := json.Unmarshal([]byte(fieldNames), &f.FieldNames); err != nil {
+		return f, wrap("field names", err)
+	}
+	if backfil.Valid {
+		var b backfillJSON
+		if err := json.Unmarshal([]byte(backfil.String), &b); err != nil {
+			return f, wrap("backfill", err)
+		}
+		if f.Backfill, err = b.state(); err != nil {
+			return f, wrap("backfill", err)
+		}
+	}
+	return f, nil
+}
+
+// backfillJSON is state.Backfill as stored in sync_state.backfill.
+type backfillJSON struct {
+	Since     *string `json:"since"`
+	Until     *string `json:"until"`
+	Cursor    *string `json:"cursor"`
+	StartedAt *string `json:"started_at"`
+}
+
+func newBackfillJSON(b *state.Backfill) *backfillJSON {
+	if b == nil {
+		return nil
+	}
+	ptr := func(t time.Time) *string {
+		ns := formatTime(t)
+		if !ns.Valid {
+			return nil
+		}
+		return &ns.String
+	}
+	return &backfillJSON{Since: ptr(b.Since), Until: ptr(b.Until), Cursor: ptr(b.Cursor), StartedAt: ptr(b.StartedAt)}
+}
+
+func (b backfillJSON) state() (*state.Backfill, error) {
+	var out state.Backfill
+	for _, p := range []struct {
+		src *string
+		dst *time.Time
+	}{{b.Since, &out.Since}, {b.Until, &out.Until}, {b.Cursor, &out.Cursor}, {b.StartedAt, &out.StartedAt}} {
+		if p.src == nil {
+			continue
+		}
+		t, err := time.Parse(sink.TimeLayout, *p.src)
+		if err != nil {
+			return nil, err
+		}
+		*p.dst = t
+	}
+	return &out, nil
+}
+
+// formatTime stores a time as sink.TimeLayout text; the zero time is NULL.
+func formatTime(t time.Time) sql.NullString {
+	if t.IsZero() {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: t.UTC().Format(sink.TimeLayout), Valid: true}
+}
+
+func parseTime(s sql.NullString) (time.Time, error) {
+	if !s.Valid {
+		return time.Time{}, nil
+	}
+	return time.Parse(sink.TimeLayout, s.String)
+}
+
+// stateArgs are the arguments of writeStateSQL for one form.
+func stateArgs(f state.Form, rows int64, updatedAt time.Time) ([]any, error) {
+	// nil and empty slices are stored as null and [] so that they read
+	// back exactly as written.
+	boundary, err := json.Marshal(f.Watermark.Boundary)
+	if err != nil {
+		return nil, err
+	}
+	fieldNames, err := json.Marshal(f.FieldNames)
+	if err != nil {
+		return nil, err
+	}
+	var backfill sql.NullString
+	if b := newBackfillJSON(f.Backfill); b != nil {
+		j, err := json.Marshal(b)
+		if err != nil {
+			return nil, err
+		}
+		backfill = sql.NullString{String: string(j), Valid: true}
+	}
+	return []any{
+		f.FormID, formatTime(f.Watermark.CreatedAt), f.Watermark.ID, string(boundary), string(f.Order),
+		f.LastTotal, rows, string(fieldNames), formatTime(f.LastSuccessAt), formatTime(f.LastErrorAt),
+		f.LastError, backfill, formatTime(updatedAt),
+	}, nil
+}
+
+const writeStateSQL = `INSERT OR REPLACE INTO sync_state (` + stateColumns + `, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`

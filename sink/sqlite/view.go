@@ -1,0 +1,91 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/formsync/formsync/sink"
+)
+
+// MaxViewFields is the most field columns a form's view carries; SQLite
+// allows 2000 columns per view.
+const MaxViewFields = 1900
+
+// viewFixedColumns are the submissions columns every form view starts with.
+var viewFixedColumns = []string{"form_id", "submission_id", "submission_key", "created_at", "is_spam", "synced_at"}
+
+// writeView (re)creates the view of one form with a column per field name.
+// Views cannot take parameters, so the form id and the JSON paths enter the
+// statement as escaped string literals and the column names as double-quoted
+// sanitised identifiers.
+func writeView(ctx context.Context, tx *sql.Tx, formID string, fieldNames []string) error {
+	stmt := viewSQL(formID, fieldNames)
+	view := quoteIdent(sink.ViewName(formID))
+	if _, err := tx.ExecContext(ctx, "DROP VIEW IF EXISTS "+view); err != nil {
+		return fmt.Errorf("dropping view %s: %w", view, err)
+	}
+	if _, err := tx.ExecContext(ctx, stmt); err != nil {
+		return fmt.Errorf("creating view %s: %w", view, err)
+	}
+	return nil
+}
+
+func viewSQL(formID string, fieldNames []string) string {
+	var names []string
+	seen := make(map[string]bool, len(fieldNames))
+	for _, f := range fieldNames {
+		if !seen[f] && len(names) < MaxViewFields {
+			seen[f] = true
+			names = append(names, f)
+		}
+	}
+	cols := sink.ColumnNames(names, viewFixedColumns)
+	var b strings.Builder
+	b.WriteString("CREATE VIEW ")
+	b.WriteString(quoteIdent(sink.ViewName(formID)))
+	b.WriteString(" AS SELECT ")
+	for i, c := range viewFixedColumns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quoteIdent(c))
+	}
+	for _, f := range names {
+		b.WriteString(",\n\tjson_extract(fields, ")
+		b.WriteString(quoteString(jsonPath(f)))
+		b.WriteString(") AS ")
+		b.WriteString(quoteIdent(cols[f]))
+	}
+	b.WriteString("\nFROM submissions WHERE form_id = ")
+	b.WriteString(quoteString(formID))
+	return b.String()
+}
+
+// jsonPath is the SQLite JSON path of one object key: the key as a JSON
+// string (quotes, backslashes and control characters escaped), so that no
+// '.', '[' or '"' in it is read as path syntax.
+func jsonPath(key string) string {
+	var buf strings.Builder
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(key) // a string always encodes
+	return "$." + strings.TrimSuffix(buf.String(), "\n")
+}
+
+// quoteIdent quotes an SQL identifier. The names passed are already
+// sanitised; quoting keeps a keyword-like name (e.g. "order") valid.
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// quoteString makes an SQL string literal of s. Text that is not valid UTF-8
+// or holds a NUL travels as a hex blob cast to text, byte for byte.
+func quoteString(s string) string {
+	if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+		return "CAST(X'" + hex.EncodeToString([]byte(s)) + "' AS TEXT)"
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
