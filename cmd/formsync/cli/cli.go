@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/formsync/formsync/worker/formsapi"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1 // a form or the run failed
+	exitUsage  = 2 // bad configuration or command line
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *env, args []string) int
+}
+
+// env is what every command gets: its streams and the configuration.
+type env struct {
+	stdout, stderr io.Writer
+	cfg            Config
+	log            *slog.Logger
+}
+
+func commands() []command {
+	return []command{
+		{"sync", "one pass over every form, then exit (the Kubernetes CronJob)", runSync},
+		{"run", "long-running: sync on FORMSYNC_SCHEDULE, serve /healthz, /readyz and /metrics", runScheduler},
+		{"backfill", "re-read one form (or a window of it) through the same exactly-once path", runBackfill},
+		{"demo", "sync simulated forms into a local SQLite file, twice, and show the result", runDemo},
+		{"simulate", "serve the built-in API simulator on loopback", runSimulate},
+		{"status", "show each form's watermark, last success and error, rows and lag", runStatus},
+		{"version", "print the version", func(_ context.Context, e *env, _ []string) int {
+			fmt.Fprintf(e.stdout, "formsync %s\n", formsapi.Version)
+			return exitOK
+		}},
+	}
+}
+
+// Main runs the command line args and returns the process exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		cfg, err := LoadConfig()
+		if err != nil {
+			fmt.Fprintf(stderr, "formsync: %v\n", err)
+			return exitUsage
+		}
+		e := &env{stdout: stdout, stderr: stderr, cfg: cfg}
+		if e.log, err = newLogger(stderr, cfg.LogFormat, cfg.LogLevel); err != nil {
+			fmt.Fprintf(stderr, "formsync: %v\n", err)
+			return exitUsage
+		}
+		return c.run(ctx, e, args[1:])
+	}
+	fmt.Fprintf(stderr, "formsync: unknown command %q\n\n", name)
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "formsync %s: copies form submissions into BigQuery or SQLite, exactly once.\n\n", formsapi.Version)
+	fmt.Fprintln(w, "Usage: formsync <command> [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "  help       show this help; 'formsync <command> -h' shows a command's flags")
+	fmt.Fprintf(w, "\nConfiguration (environment variables, with defaults):\n%s", Usage())
+}
+
+// newLogger builds the process logger: JSON with the keys Cloud Logging reads
+// (severity, message), or text.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(strings.ToLower(level))); err != nil {
+		return nil, fmt.Errorf("FORMSYNC_LOG_LEVEL=%q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json", "":
+		opts.ReplaceAttr = cloudLoggingKeys
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("FORMSYNC_LOG_FORMAT=%q: use json or text", format)
+}
+
+func cloudLoggingKeys(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) > 0 {
+		return a
+	}
+	switch a.Key {
+	case slog.MessageKey:
+		a.Key = "message"
+	case slog.LevelKey:
+		a.Key = "severity"
+		switch lvl := a.Value.Any().(slog.Level); {
+		case lvl >= slog.LevelError:
+			a.Value = slog.StringValue("ERROR")
+		case lvl >= slog.LevelWarn:
+			a.Value = slog.StringValue("WARNING")
+		case lvl >= slog.LevelInfo:
+			a.Value = slog.StringValue("INFO")
+		default:
+			a.Value = slog.StringValue("DEBUG")
+		}
+	}
+	return a
+}
+
+// parseFlags parses a command's flags; -h prints them.
+func parseFlags(fs *flag.FlagSet, e *env, args []string) (ok bool, code int) {
+	fs.SetOutput(e.stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return false, exitOK
+		}
+		return false, exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "formsync %s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		return false, exitUsage
+	}
+	return true, 0
+}
+
+// configError prints a configuration problem list and returns exitUsage.
+func configError(e *env, err error) int {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		fmt.Fprintln(e.stderr, "formsync: the configuration has problems:")
+		for _, p := range ce.Problems {
+			fmt.Fprintf(e.stderr, "  - %s\n", p)
+		}
+		fmt.Fprintln(e.stderr, "Run 'formsync help' for every variable and its default.")
+		return exitUsage
+	}
+	fmt.Fprintf(e.stderr, "formsync: %v\n", err)
+	return exitUsage
+}

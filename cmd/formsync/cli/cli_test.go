@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/worker/apisim"
+)
+
+// clearEnv unsets every FORMSYNC_ variable for the test.
+func clearEnv(t *testing.T) {
+	for _, n := range append(EnvNames(), "JOB_COMPLETION_INDEX") {
+		t.Setenv(n, "") // restored when the test ends
+		os.Unsetenv(n)
+	}
+}
+
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Main(t.Context(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestHelpListsEveryVariableAndNoSecret(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("FORMSYNC_API_TOKEN", "tok-very-secret")
+	code, out, _ := run(t, "help")
+	if code != 0 {
+		t.Fatalf("help exited %d", code)
+	}
+	for _, n := range EnvNames() {
+		if !strings.Contains(out, n) {
+			t.Errorf("help does not list %s", n)
+		}
+	}
+	for _, want := range []string{"sync", "run", "backfill", "status", "demo", "simulate", "version", "100", "formsync.db"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help does not mention %q", want)
+		}
+	}
+	if strings.Contains(out, "tok-very-secret") {
+		t.Error("help printed the token")
+	}
+}
+
+func TestConfigProblemsAreListedTogether(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("FORMSYNC_PAGE_SIZE", "0")
+	t.Setenv("FORMSYNC_SINK", "postgres")
+	t.Setenv("FORMSYNC_API_TOKEN", "tok-very-secret")
+	t.Setenv("FORMSYNC_API_BASE_URL", "ftp://x")
+	code, _, errOut := run(t, "sync")
+	if code != exitUsage {
+		t.Fatalf("exit %d, want %d", code, exitUsage)
+	}
+	for _, want := range []string{"FORMSYNC_PAGE_SIZE", "FORMSYNC_SINK", "FORMSYNC_FORMS", "FORMSYNC_API_BASE_URL"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("problem list lacks %s:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "tok-very-secret") {
+		t.Error("the token was printed")
+	}
+	t.Setenv("FORMSYNC_PAGE_SIZE", "many")
+	if code, _, errOut := run(t, "sync"); code != exitUsage || !strings.Contains(errOut, "PAGE_SIZE") {
+		t.Errorf("unparsable value: exit %d, %s", code, errOut)
+	}
+	if code, _, _ := run(t, "frobnicate"); code != exitUsage {
+		t.Errorf("unknown command exit %d", code)
+	}
+}
+
+func TestShardIndexFromIndexedJob(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("JOB_COMPLETION_INDEX", "3")
+	t.Setenv("FORMSYNC_SHARD_COUNT", "4")
+	c, err := LoadConfig()
+	if err != nil || c.ShardIndex != 3 {
+		t.Fatalf("shard index %d, %v", c.ShardIndex, err)
+	}
+	t.Setenv("FORMSYNC_SHARD_INDEX", "1")
+	if c, _ = LoadConfig(); c.ShardIndex != 1 {
+		t.Errorf("FORMSYNC_SHARD_INDEX must win over JOB_COMPLETION_INDEX, got %d", c.ShardIndex)
+	}
+}
+
+// syncEnv points formsync at a simulator and a fresh SQLite file.
+func syncEnv(t *testing.T, sim *apisim.Server, forms ...string) string {
+	clearEnv(t)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	db := filepath.Join(t.TempDir(), "f.db")
+	t.Setenv("FORMSYNC_API_BASE_URL", srv.URL)
+	t.Setenv("FORMSYNC_API_TOKEN", apisim.DefaultToken)
+	t.Setenv("FORMSYNC_FORMS", strings.Join(forms, ","))
+	t.Setenv("FORMSYNC_SQLITE_PATH", db)
+	t.Setenv("FORMSYNC_RATE_LIMIT", "1000")
+	t.Setenv("FORMSYNC_TMP_DIR", t.TempDir())
+	return db
+}
+
+func TestSyncExitCodesAndSummaries(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 1, Variant: apisim.Newer, Forms: []string{"a", "b", "gone"}, SubmissionsPerForm: 30})
+	sim.SetFormStatus("gone", 404)
+	db := syncEnv(t, sim, "a", "b", "gone")
+	code, _, errOut := run(t, "sync")
+	if code != exitFailed {
+		t.Fatalf("a failing form must exit %d, got %d", exitFailed, code)
+	}
+	for _, want := range []string{`"message":"form synced"`, `"form":"a"`, `"severity":"ERROR"`, `"message":"sync finished"`, "FORMSYNC_FORMS"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("log lacks %s:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, apisim.DefaultToken) {
+		t.Error("the token reached the log")
+	}
+	s, err := sqlite.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := s.ReadRows(t.Context(), "a")
+	s.Close()
+	if len(rows) != 30 {
+		t.Errorf("form a has %d rows, want 30 (a failing form must not stop the others)", len(rows))
+	}
+	sim.SetFormStatus("gone", 0)
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+	code, out, _ := run(t, "status", "--json")
+	if code != 0 || !strings.Contains(out, `"form_id": "gone"`) || strings.Contains(out, "last_error\"") {
+		t.Errorf("status --json after recovery (exit %d):\n%s", code, out)
+	}
+	code, out, _ = run(t, "status")
+	if code != 0 || !strings.Contains(out, "WATERMARK") || !strings.Contains(out, "gone") {
+		t.Errorf("status table (exit %d):\n%s", code, out)
+	}
+}
+
+func TestSyncWithTokenFile(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 2, Variant: apisim.Older, Forms: []string{"a"}, SubmissionsPerForm: 5})
+	syncEnv(t, sim, "a")
+	os.Unsetenv("FORMSYNC_API_TOKEN")
+	t.Setenv("FORMSYNC_API_TOKEN_FILE", filepath.Join(t.TempDir(), "missing"))
+	if code, _, errOut := run(t, "sync"); code != exitUsage || !strings.Contains(errOut, "FORMSYNC_API_TOKEN_FILE") {
+		t.Errorf("missing token file: exit %d, %s", code, errOut)
+	}
+}
+
+func TestDemoRunsWithoutConfiguration(t *testing.T) {
+	clearEnv(t)
+	db := filepath.Join(t.TempDir(), "demo.db")
+	code, out, errOut := run(t, "demo", "-db", db, "-submissions", "120")
+	if code != 0 {
+		t.Fatalf("demo exited %d:\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"First sync", "Second sync", "contact   137", "sqlite3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSimulateRefusesNonLoopback(t *testing.T) {
+	clearEnv(t)
+	if code, _, errOut := run(t, "simulate", "-addr", "0.0.0.0:8080"); code != exitUsage || !strings.Contains(errOut, "loopback") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var out bytes.Buffer
+	if code := Main(ctx, []string{"simulate", "-addr", "127.0.0.1:0"}, &out, &out); code != 0 {
+		t.Errorf("simulate on loopback exited %d: %s", code, out.String())
+	}
+}

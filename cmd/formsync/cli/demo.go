@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/metrics"
+)
+
+// demoQuery is the query the demo runs and suggests.
+const demoQuery = `SELECT form_id, COUNT(*) AS submissions, SUM(is_spam) AS spam, MAX(created_at) AS newest
+FROM submissions GROUP BY form_id ORDER BY form_id`
+
+func runDemo(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	db := fs.String("db", "formsync-demo.db", "SQLite file the demo writes (replaced on every run)")
+	n := fs.Int("submissions", 500, "submissions per simulated form")
+	if ok, code := parseFlags(fs, e, args); !ok {
+		return code
+	}
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(*db + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(e.stderr, "formsync demo: %v\n", err)
+			return exitFailed
+		}
+	}
+	sim := apisim.New(apisim.Options{
+		Seed: 42, Variant: apisim.Newer, Order: apisim.NewestFirst,
+		Forms: []string{"contact", "signup", "feedback"}, SubmissionsPerForm: *n, TieEvery: 50,
+		RateLimit: 40, RetryAfter: apisim.RetryAfterMixed,
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintf(e.stderr, "formsync demo: starting the simulator: %v\n", err)
+		return exitFailed
+	}
+	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	e.cfg.APIBaseURL = "http://" + ln.Addr().String()
+	e.cfg.APIToken, e.cfg.APITokenFile = Secret(apisim.DefaultToken), ""
+	e.cfg.Forms = sim.FormIDs()
+	e.cfg.Sink, e.cfg.SQLitePath = "sqlite", *db
+	e.cfg.ShardIndex, e.cfg.ShardCount = 0, 1
+	e.cfg.RateLimit = 30
+	if os.Getenv("FORMSYNC_LOG_FORMAT") == "" {
+		e.log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	out := e.stdout
+	fmt.Fprintf(out, "formsync demo: the API simulator serves %d forms of %d submissions at %s\n", len(e.cfg.Forms), *n, e.cfg.APIBaseURL)
+	fmt.Fprintf(out, "(it answers like the real API: pages of JSON, newest first, a rate limit answered by 429)\n\n")
+
+	start := time.Now()
+	fmt.Fprintf(out, "1. First sync into %s: every submission is new.\n", *db)
+	if rep, code := syncOnce(ctx, e, metrics.New()); rep == nil || rep.Err() != nil {
+		return max(code, exitFailed)
+	} else {
+		printReport(out, rep)
+	}
+
+	added := map[string]int{"contact": 17, "signup": 3}
+	fmt.Fprintf(out, "\n2. New submissions arrive: contact +%d, signup +%d, feedback +0.\n", added["contact"], added["signup"])
+	for f, k := range added {
+		sim.Add(f, k)
+	}
+	fmt.Fprintf(out, "3. Second sync: only the new ones are read (one or two pages per form) and loaded.\n")
+	if rep, code := syncOnce(ctx, e, metrics.New()); rep == nil || rep.Err() != nil {
+		return max(code, exitFailed)
+	} else {
+		printReport(out, rep)
+	}
+
+	fmt.Fprintf(out, "\n4. What is in %s now:\n\n", *db)
+	if err := printQuery(ctx, out, *db, demoQuery); err != nil {
+		fmt.Fprintf(e.stderr, "formsync demo: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(out, "\nDone in %s. Try next:\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "  sqlite3 %s \"%s\"\n", *db, strings.ReplaceAll(demoQuery, "\n", " "))
+	fmt.Fprintf(out, "  sqlite3 %s \"SELECT created_at, name, email FROM form_contact ORDER BY created_at DESC LIMIT 5\"\n", *db)
+	fmt.Fprintf(out, "  FORMSYNC_SQLITE_PATH=%s formsync status\n", *db)
+	return exitOK
+}
+
+// printReport prints a sync report as a table for people.
+func printReport(w io.Writer, rep *worker.Report) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  FORM\tNEW\tUPDATED\tPAGES\tREQUESTS\t429s\tORDER\tRESULT")
+	for _, f := range rep.Forms {
+		result := "ok"
+		if err := cmp.Or(f.Err, rep.CommitErr); err != nil {
+			result = err.Error()
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", f.FormID, f.Inserted, f.Updated, f.Pages, f.Requests, f.Limited, f.Order, result)
+	}
+	tw.Flush()
+}
+
+// printQuery runs a read-only query on the SQLite file and prints the result.
+func printQuery(ctx context.Context, w io.Writer, path, query string) error {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  "+strings.Join(cols, "\t"))
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		cells := make([]string, len(vals))
+		for i, v := range vals {
+			cells[i] = fmt.Sprint(v)
+		}
+		fmt.Fprintln(tw, "  "+strings.Join(cells, "\t"))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,52 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/formsync/formsync/worker/apisim"
+)
+
+func runSimulate(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "loopback address to listen on")
+	var opts apisim.Options
+	opts.RegisterFlags(fs)
+	if ok, code := parseFlags(fs, e, args); !ok {
+		return code
+	}
+	host, _, err := net.SplitHostPort(*addr)
+	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		fmt.Fprintf(e.stderr, "formsync simulate: -addr %q: the simulator only listens on loopback (127.0.0.1:PORT, [::1]:PORT or localhost:PORT)\n", *addr)
+		return exitUsage
+	}
+	sim := apisim.New(opts)
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "formsync simulate: %v\n", err)
+		return exitFailed
+	}
+	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	fmt.Fprintf(e.stdout, "API simulator: http://%s/api/forms/{%s}/submissions (token from -token, default %q)\n",
+		ln.Addr(), strings.Join(sim.FormIDs(), ","), apisim.DefaultToken)
+	e.log.Info("simulator listening", "addr", ln.Addr().String(), "forms", len(sim.FormIDs()))
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(e.stderr, "formsync simulate: %v\n", err)
+		return exitFailed
+	}
+	st := sim.Stats()
+	e.log.Info("simulator stopped", "requests", st.Requests)
+	return exitOK
+}

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/formsync/formsync/state"
+)
+
+// formStatus is one form's line of `formsync status`.
+type formStatus struct {
+	Form          string     `json:"form_id"`
+	Watermark     *time.Time `json:"watermark,omitempty"`
+	WatermarkID   int64      `json:"watermark_id,omitempty"`
+	Order         string     `json:"order,omitempty"`
+	Rows          int64      `json:"rows"`
+	LastSuccessAt *time.Time `json:"last_success_at,omitempty"`
+	LastErrorAt   *time.Time `json:"last_error_at,omitempty"`
+	LastError     string     `json:"last_error,omitempty"`
+	// LagSeconds is how far the newest loaded submission is behind now.
+	LagSeconds *float64 `json:"lag_seconds,omitempty"`
+	Backfill   bool     `json:"backfill_in_progress,omitempty"`
+}
+
+func runStatus(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON for scripts")
+	if ok, code := parseFlags(fs, e, args); !ok {
+		return code
+	}
+	if err := e.cfg.Validate(Need{Sink: true}); err != nil {
+		return configError(e, err)
+	}
+	dst, err := openSink(ctx, e.cfg)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "formsync status: %v\n", err)
+		return exitFailed
+	}
+	defer dst.Close()
+	states, err := dst.ReadState(ctx, nil)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "formsync status: %v\n", err)
+		return exitFailed
+	}
+	now := time.Now().UTC()
+	var out []formStatus
+	for _, st := range states {
+		out = append(out, statusOf(st, now))
+	}
+	slices.SortFunc(out, func(a, b formStatus) int { return strings.Compare(a.Form, b.Form) })
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if out == nil {
+			out = []formStatus{}
+		}
+		if err := enc.Encode(out); err != nil {
+			return exitFailed
+		}
+		return exitOK
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(e.stdout, "No form has been synced yet.")
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FORM\tWATERMARK\tLAG\tROWS\tLAST SUCCESS\tLAST ERROR")
+	for _, s := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Form, fmtTime(s.Watermark), fmtLag(s.LagSeconds), s.Rows, fmtTime(s.LastSuccessAt), shorten(s.LastError, 80))
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func statusOf(st state.Form, now time.Time) formStatus {
+	s := formStatus{Form: st.FormID, Order: string(st.Order), Rows: st.Rows, LastError: st.LastError, WatermarkID: st.Watermark.ID, Backfill: st.Backfill != nil}
+	if !st.Watermark.IsZero() {
+		w := st.Watermark.CreatedAt
+		s.Watermark = &w
+		lag := now.Sub(w).Seconds()
+		s.LagSeconds = &lag
+	}
+	if !st.LastSuccessAt.IsZero() {
+		t := st.LastSuccessAt
+		s.LastSuccessAt = &t
+	}
+	if !st.LastErrorAt.IsZero() {
+		t := st.LastErrorAt
+		s.LastErrorAt = &t
+	}
+	return s
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func fmtLag(s *float64) string {
+	if s == nil {
+		return "-"
+	}
+	return time.Duration(*s * float64(time.Second)).Round(time.Second).String()
+}
+
+func shorten(s string, n int) string {
+	if s == "" {
+		return "-"
+	}
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
