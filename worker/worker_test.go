@@ -1,0 +1,215 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/sink/sinktest"
+	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/formsapi"
+)
+
+func openSQLite(t *testing.T) *sqlite.Sink {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "w.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newEngine(t *testing.T, h *sinktest.Harness, src worker.Source) *worker.Engine {
+	t.Helper()
+	e, err := worker.New(src, h.Sink, h.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func client(t *testing.T, h *sinktest.Harness, observe func(formsapi.Event)) *formsapi.Client {
+	t.Helper()
+	c, err := formsapi.New(formsapi.Config{BaseURL: h.URL, Token: "contract-token", RateLimit: 10000, Observer: observe,
+		InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxWait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestShardCoversEveryFormExactlyOnce(t *testing.T) {
+	var forms []string
+	for i := range 300 {
+		forms = append(forms, fmt.Sprintf("form-%d", i))
+	}
+	for count := 1; count <= 8; count++ {
+		seen := map[string]int{}
+		for i := range count {
+			for _, f := range worker.Shard(forms, i, count) {
+				seen[f]++
+			}
+		}
+		for _, f := range forms {
+			if seen[f] != 1 {
+				t.Errorf("%d shards: form %s in %d shards", count, f, seen[f])
+			}
+		}
+		// Stable: the order of the list does not move a form.
+		rev := slices.Clone(forms)
+		slices.Reverse(rev)
+		for i := range count {
+			a, b := worker.Shard(forms, i, count), worker.Shard(rev, i, count)
+			slices.Sort(a)
+			slices.Sort(b)
+			if !slices.Equal(a, b) {
+				t.Errorf("%d shards: shard %d depends on the order of the forms", count, i)
+			}
+		}
+	}
+}
+
+func TestBackfillIsIdempotentAndKeepsTheWatermark(t *testing.T) {
+	ctx := t.Context()
+	for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
+		t.Run(o.String(), func(t *testing.T) {
+			s := openSQLite(t)
+			h := sinktest.NewHarness(t, apisim.Options{Seed: 11, Variant: apisim.Newer, Order: o, Forms: []string{"f"}, SubmissionsPerForm: 200}, s)
+			h.MustSync(ctx)
+			before, _ := s.ReadState(ctx, []string{"f"})
+			subs := h.Sim.Submissions("f")
+			h.Sim.SetSpam("f", subs[50].ID, !subs[50].IsSpam) // changed after it was loaded
+			h.Sim.Add("f", 5)                                  // newer than the watermark: a backfill window leaves them to sync
+			e := newEngine(t, h, client(t, h, h.Stats.Observe))
+			win := worker.Window{Since: subs[40].CreatedAt.Truncate(time.Millisecond), Until: subs[120].CreatedAt}
+			rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{Window: win})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Inserted != 0 || rep.Updated != 1 || rep.Staged < 81 {
+				t.Errorf("backfill: inserted %d, updated %d, read %d; want 0, 1, >= 81", rep.Inserted, rep.Updated, rep.Staged)
+			}
+			after, _ := s.ReadState(ctx, []string{"f"})
+			if !after["f"].Watermark.CreatedAt.Equal(before["f"].Watermark.CreatedAt) || after["f"].Backfill != nil {
+				t.Errorf("backfill moved the watermark or left progress behind: %+v", after["f"])
+			}
+			rep2, err := e.Backfill(ctx, "f", worker.BackfillOptions{Window: win})
+			if err != nil || rep2.Inserted != 0 || rep2.Updated != 0 {
+				t.Errorf("second backfill: %+v, %v", rep2, err)
+			}
+			h.MustSync(ctx)
+			h.CheckTable(ctx, "f", sinktest.Expected(t, h.Sim, "f", apisim.Newer))
+		})
+	}
+}
+
+func TestBackfillResumesAfterInterruption(t *testing.T) {
+	ctx := t.Context()
+	for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
+		t.Run(o.String(), func(t *testing.T) {
+			s := openSQLite(t)
+			h := sinktest.NewHarness(t, apisim.Options{Seed: 12, Variant: apisim.Newer, Order: o, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
+			e := newEngine(t, h, client(t, h, h.Stats.Observe))
+			stop, cancel := context.WithCancel(ctx)
+			_, err := e.Backfill(stop, "f", worker.BackfillOptions{CheckpointRows: 40, Progress: func(p worker.Progress) {
+				if p.Pages == 15 {
+					cancel()
+				}
+			}})
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("interrupted backfill: %v", err)
+			}
+			st, _ := s.ReadState(ctx, []string{"f"})
+			if st["f"].Backfill == nil || st["f"].Backfill.Cursor.IsZero() {
+				t.Fatalf("no progress recorded: %+v", st["f"])
+			}
+			if !st["f"].Watermark.IsZero() {
+				t.Errorf("an interrupted backfill set the watermark")
+			}
+			rows, _ := s.ReadRows(ctx, "f")
+			rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{CheckpointRows: 40})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.ResumedFrom.IsZero() || rep.Staged >= 300 || int(rep.Inserted) != 300-len(rows) {
+				t.Errorf("resume: from %v, read %d, inserted %d (had %d)", rep.ResumedFrom, rep.Staged, rep.Inserted, len(rows))
+			}
+			st, _ = s.ReadState(ctx, []string{"f"})
+			if st["f"].Backfill != nil {
+				t.Errorf("finished backfill left progress: %+v", st["f"].Backfill)
+			}
+			h.CheckTable(ctx, "f", sinktest.Expected(t, h.Sim, "f", apisim.Newer))
+		})
+	}
+}
+
+func TestBackfillDryRunReadsNothing(t *testing.T) {
+	ctx := t.Context()
+	s := openSQLite(t)
+	h := sinktest.NewHarness(t, apisim.Options{Seed: 13, Variant: apisim.Older, Forms: []string{"f"}, SubmissionsPerForm: 500}, s)
+	subs := h.Sim.Submissions("f")
+	e := newEngine(t, h, client(t, h, h.Stats.Observe))
+	rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{DryRun: true, Window: worker.Window{Since: subs[100].CreatedAt, Until: subs[199].CreatedAt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 25 per page, newest first: the 500th submission is at position 1, so
+	// submissions 199..100 sit at positions 301..400: pages 13..16.
+	if rep.FirstPage != 13 || rep.LastPage != 16 || rep.RowsEstimate != 100 || rep.Requests > 12 {
+		t.Errorf("dry run: pages %d..%d, %d rows, %d requests", rep.FirstPage, rep.LastPage, rep.RowsEstimate, rep.Requests)
+	}
+	if rows, _ := s.ReadRows(ctx, "f"); len(rows) != 0 {
+		t.Errorf("dry run wrote %d rows", len(rows))
+	}
+	if _, err := e.Backfill(ctx, "f", worker.BackfillOptions{Window: worker.Window{Since: subs[5].CreatedAt, Until: subs[1].CreatedAt}}); err == nil {
+		t.Error("a window ending before it starts was accepted")
+	}
+}
+
+// A shutdown in the middle of a sync commits the forms read completely and
+// leaves the others as they were; the next run completes them.
+func TestShutdownMidRunLeavesConsistentState(t *testing.T) {
+	ctx := t.Context()
+	s := openSQLite(t)
+	forms := []string{"a", "b", "c", "d", "e", "f"}
+	h := sinktest.NewHarness(t, apisim.Options{Seed: 14, Variant: apisim.Newer, Forms: forms, SubmissionsPerForm: 120}, s)
+	h.Config.Concurrency = 2
+	runCtx, cancel := context.WithCancel(ctx)
+	var n atomic.Int64
+	c := client(t, h, func(formsapi.Event) {
+		if n.Add(1) == 30 {
+			cancel()
+		}
+	})
+	rep, err := newEngine(t, h, c).Sync(runCtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.ReadState(ctx, nil)
+	committed := 0
+	for _, f := range rep.Forms {
+		rows, _ := s.ReadRows(ctx, f.FormID)
+		switch {
+		case f.Err == nil:
+			committed++
+			h.CheckTable(ctx, f.FormID, sinktest.Expected(t, h.Sim, f.FormID, apisim.Newer))
+		case len(rows) != 0 || !st[f.FormID].Watermark.IsZero():
+			t.Errorf("interrupted form %s has %d rows and watermark %v: half-done", f.FormID, len(rows), st[f.FormID].Watermark)
+		}
+	}
+	if committed == 0 || committed == len(forms) {
+		t.Fatalf("%d of %d forms committed: the cancel did not land mid-run", committed, len(forms))
+	}
+	h.MustSync(ctx)
+	for _, f := range forms {
+		h.CheckTable(ctx, f, sinktest.Expected(t, h.Sim, f, apisim.Newer))
+	}
+}
