@@ -1,0 +1,116 @@
+package main
+
+import (
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/sink/sinktest"
+	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/worker/apisim"
+)
+
+// buildBinary compiles formsync once for the tests that run it as a process.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "formsync")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestSIGKILLNeverLosesOrDuplicates kills a real `formsync sync` process at
+// many points of its run (while paging, while staging, during the commit),
+// then runs it once cleanly: the table must equal the simulator's set.
+func TestSIGKILLNeverLosesOrDuplicates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	for _, order := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
+		t.Run(order.String(), func(t *testing.T) {
+			forms := []string{"a", "b", "c", "d"}
+			sim := apisim.New(apisim.Options{Seed: 21, Variant: apisim.Newer, Order: order, Forms: forms, SubmissionsPerForm: 600, TieEvery: 7, Latency: time.Millisecond})
+			srv := httptest.NewServer(sim)
+			defer srv.Close()
+			db := filepath.Join(t.TempDir(), "k.db")
+			env := append(os.Environ(),
+				"FORMSYNC_API_BASE_URL="+srv.URL, "FORMSYNC_API_TOKEN="+apisim.DefaultToken,
+				"FORMSYNC_FORMS="+strings.Join(forms, ","), "FORMSYNC_SQLITE_PATH="+db,
+				"FORMSYNC_PAGE_SIZE=20", "FORMSYNC_RATE_LIMIT=300", "FORMSYNC_TMP_DIR="+t.TempDir(), "FORMSYNC_LOG_LEVEL=error")
+			kills, progressed, last := 0, 0, 0
+			// A full read takes 120 pages (about 400 ms at 300 requests/s);
+			// two are killed, the third may finish. An incremental run takes
+			// about 20 pages plus the process start: the later delays land
+			// before, during and after its commit.
+			delays := []time.Duration{50, 150, 5000, 10, 30, 50, 70, 90, 110, 130, 150, 20, 40, 60, 80, 100, 120, 140, 15, 45, 75, 105}
+			for i, delay := range delays {
+				cmd := exec.Command(bin, "sync")
+				cmd.Env = env
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(delay * time.Millisecond)
+				cmd.Process.Signal(syscall.SIGKILL)
+				cmd.Wait()
+				if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					kills++
+				}
+				if n := countRows(t, db); n > last {
+					progressed, last = progressed+1, n
+				}
+				for j, f := range forms { // the forms move on between runs
+					sim.Add(f, 5+i+j)
+				}
+			}
+			// Some runs must have committed before they were killed or ended,
+			// some not: the kills landed on both sides of the commit.
+			if progressed == 0 || progressed == len(delays) {
+				t.Errorf("rows grew after %d of %d runs: the kills did not straddle the commit", progressed, len(delays))
+			}
+			if kills < len(delays)/2 {
+				t.Errorf("only %d of %d runs were killed before they finished", kills, len(delays))
+			}
+			cmd := exec.Command(bin, "sync")
+			cmd.Env = env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("final clean run: %v\n%s", err, out)
+			}
+			s, err := sqlite.Open(t.Context(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			h := &sinktest.Harness{T: t, Sim: sim, Sink: s}
+			for _, f := range forms {
+				h.CheckTable(t.Context(), f, sinktest.Expected(t, sim, f, apisim.Newer))
+			}
+			t.Logf("%s: %d SIGKILLs (%d runs committed before their end), then one clean run: table equals the simulator's submissions", order, kills, progressed)
+		})
+	}
+}
+
+func countRows(t *testing.T, db string) int {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.ReadState(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range st {
+		n += int(f.Rows)
+	}
+	return n
+}
