@@ -1,0 +1,168 @@
+package formsapi
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/worker/apisim"
+)
+
+// simClient serves a simulator on loopback and returns a client for it that
+// does not really sleep, and the waits it chose after each 429.
+func simClient(t *testing.T, opts apisim.Options) (*apisim.Server, *Client, *[]time.Duration) {
+	t.Helper()
+	opts.Token = testToken
+	sim := apisim.New(opts)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	var mu sync.Mutex
+	var waits []time.Duration
+	c, err := New(Config{
+		BaseURL: srv.URL, Token: testToken, RateLimit: 10000, MaxWait: time.Hour,
+		Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() },
+		Observer: func(ev Event) {
+			record(ev.Err)
+			if ev.Status == 429 {
+				mu.Lock()
+				waits = append(waits, ev.Wait)
+				mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim, c, &waits
+}
+
+// readAll pages through a form the way a full sync does.
+func readAll(t *testing.T, c *Client, formID string, limit int) []Submission {
+	t.Helper()
+	var all []Submission
+	for page := 1; ; page++ {
+		p, err := c.Page(t.Context(), formID, page, limit)
+		if err != nil {
+			t.Fatal(record(err))
+		}
+		all = append(all, p.Submissions...)
+		if page >= p.TotalPages {
+			return all
+		}
+	}
+}
+
+func TestClientAgainstSimulatorBothFormsBothOrders(t *testing.T) {
+	for _, v := range []apisim.Variant{apisim.Older, apisim.Newer} {
+		for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
+			t.Run(v.String()+"/"+o.String(), func(t *testing.T) {
+				sim, c, _ := simClient(t, apisim.Options{Seed: 3, Variant: v, Order: o, Forms: []string{"f"}, SubmissionsPerForm: 137, TieEvery: 4})
+				p, err := c.Page(t.Context(), "f", 1, 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantPer := map[apisim.Variant]int{apisim.Older: 25, apisim.Newer: 100}[v]
+				if p.PerPage != wantPer || p.Newer != (v == apisim.Newer) || p.Total != 137 {
+					t.Errorf("page 1: per_page %d newer %v total %d", p.PerPage, p.Newer, p.Total)
+				}
+				got := readAll(t, c, "f", 100)
+				want := sim.Submissions("f")
+				if len(got) != len(want) {
+					t.Fatalf("read %d submissions, want %d", len(got), len(want))
+				}
+				for i, s := range got {
+					w := want[i]
+					if o == apisim.NewestFirst {
+						w = want[len(want)-1-i]
+					}
+					at := w.CreatedAt
+					if v == apisim.Newer {
+						at = at.Truncate(time.Millisecond)
+					}
+					if !s.CreatedAt.Equal(at) || (s.ID != nil) != (v == apisim.Newer) || (s.ID != nil && *s.ID != w.ID) {
+						t.Fatalf("submission %d: got %v id %v, want %v id %d", i, s.CreatedAt, s.ID, at, w.ID)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestClientAgainstSimulatorErrors(t *testing.T) {
+	sim, c, _ := simClient(t, apisim.Options{Seed: 4, Variant: apisim.Newer, Forms: []string{"off", "gone"}, SubmissionsPerForm: 5})
+	sim.SetFormStatus("off", 400)
+	sim.SetFormStatus("gone", 404)
+	for form, want := range map[string]error{"off": ErrAccessDisabled, "gone": ErrFormNotFound, "never-existed": ErrFormNotFound} {
+		if _, err := c.Page(t.Context(), form, 1, 10); !errors.Is(record(err), want) {
+			t.Errorf("%s: %v, want %v", form, err, want)
+		}
+	}
+	bad, err := New(Config{BaseURL: c.Config().BaseURL, Token: "wrong-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.Page(t.Context(), "off", 1, 10); !errors.Is(record(err), ErrUnauthorized) {
+		t.Errorf("wrong token: %v, want ErrUnauthorized", err)
+	}
+}
+
+// Every Retry-After shape the simulator sends is honoured as the client
+// promises: seconds and dates exactly (capped), absent or zero by backoff.
+func TestClientAgainstSimulatorRetryAfterShapes(t *testing.T) {
+	for _, mode := range []apisim.RetryAfterMode{apisim.RetryAfterSeconds, apisim.RetryAfterDate, apisim.RetryAfterNone, apisim.RetryAfterZero, apisim.RetryAfterMixed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			sim, c, waits := simClient(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300,
+				RateLimitFaults: 0.4, RetryAfter: mode})
+			got := readAll(t, c, "f", 10)
+			if len(got) != 300 {
+				t.Fatalf("read %d of 300 through the 429s", len(got))
+			}
+			limited := sim.Stats().ByStatus[429]
+			if limited == 0 || len(*waits) != limited {
+				t.Fatalf("%d answers 429, %d waits", limited, len(*waits))
+			}
+			for _, w := range *waits {
+				if w <= 0 || w > DefaultMaxRetryAfter {
+					t.Errorf("wait %s outside (0, %s]", w, DefaultMaxRetryAfter)
+				}
+				if mode == apisim.RetryAfterSeconds && w%time.Second != 0 {
+					t.Errorf("Retry-After in seconds not honoured exactly: waited %s", w)
+				}
+				if (mode == apisim.RetryAfterNone || mode == apisim.RetryAfterZero) && w > DefaultMaxBackoff {
+					t.Errorf("backoff wait %s above the %s cap", w, DefaultMaxBackoff)
+				}
+			}
+		})
+	}
+}
+
+// With the simulator enforcing a rate and the client configured below it,
+// 429s do not happen at all.
+func TestClientRateLimitKeepsSimulatorHappy(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 6, Token: testToken, Variant: apisim.Newer, Forms: []string{"a", "b", "c"}, SubmissionsPerForm: 100, RateLimit: 20})
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	c, err := New(Config{BaseURL: srv.URL, Token: testToken, RateLimit: 15})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, f := range []string{"a", "b", "c"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for page := 1; page <= 5; page++ {
+				if _, err := c.Page(t.Context(), f, page, 10); err != nil {
+					t.Error(record(err))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := sim.Stats().ByStatus[429]; n != 0 {
+		t.Errorf("%d requests answered 429 although the client stayed under the server's rate", n)
+	}
+}
