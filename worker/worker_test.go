@@ -87,7 +87,7 @@ func TestBackfillIsIdempotentAndKeepsTheWatermark(t *testing.T) {
 			before, _ := s.ReadState(ctx, []string{"f"})
 			subs := h.Sim.Submissions("f")
 			h.Sim.SetSpam("f", subs[50].ID, !subs[50].IsSpam) // changed after it was loaded
-			h.Sim.Add("f", 5)                                  // newer than the watermark: a backfill window leaves them to sync
+			h.Sim.Add("f", 5)                                 // newer than the watermark: a backfill window leaves them to sync
 			e := newEngine(t, h, client(t, h, h.Stats.Observe))
 			win := worker.Window{Since: subs[40].CreatedAt.Truncate(time.Millisecond), Until: subs[120].CreatedAt}
 			rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{Window: win})
