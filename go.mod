@@ -1,6 +1,6 @@
 module github.com/formsync/formsync
 
-go 1.26
+go 1.26.0
 
 require (
 	cloud.google.com/go v0.123.0 // indirect

@@ -1,0 +1,363 @@
+package bqfake
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"strings"
+
+	bqv2 "google.golang.org/api/bigquery/v2"
+)
+
+// job is a job the fake ran. Work is done when the job is created; polls
+// may still report it running (Options.PendingPolls).
+type job struct {
+	j       *bqv2.Job
+	res     *result
+	err     *apiError // a failed job's error, as getQueryResults answers it
+	pending int
+}
+
+func (s *Server) newJob(project string, in *bqv2.Job, prefix string) (*job, error) {
+	ref := in.JobReference
+	if ref == nil {
+		ref = &bqv2.JobReference{}
+	}
+	if ref.JobId == "" {
+		ref.JobId = s.nextID(prefix)
+	}
+	ref.ProjectId = project
+	if ref.Location == "" {
+		ref.Location = "US"
+	}
+	key := project + "." + ref.JobId
+	if _, ok := s.jobs[key]; ok {
+		return nil, errorf(http.StatusConflict, "duplicate", "Already Exists: Job %s:%s.%s", project, ref.Location, ref.JobId)
+	}
+	now := s.opts.Now().UnixMilli()
+	j := &job{
+		j: &bqv2.Job{
+			Kind: "bigquery#job", Id: project + ":" + ref.Location + "." + ref.JobId,
+			JobReference: ref, Configuration: in.Configuration,
+			Statistics: &bqv2.JobStatistics{CreationTime: now, StartTime: now, EndTime: now},
+			Status:     &bqv2.JobStatus{State: "DONE"},
+		},
+		pending: s.opts.PendingPolls,
+	}
+	s.jobs[key] = j
+	return j, nil
+}
+
+// fail ends a job DONE with an error.
+func (j *job) fail(e *apiError) {
+	j.err = e
+	ep := &bqv2.ErrorProto{Reason: e.reason, Message: e.message}
+	j.j.Status.ErrorResult = ep
+	j.j.Status.Errors = []*bqv2.ErrorProto{ep}
+}
+
+// view is the job as jobs.get shows it now.
+func (j *job) view() *bqv2.Job {
+	out := *j.j
+	st := *j.j.Status
+	if j.pending > 0 {
+		j.pending--
+		st = bqv2.JobStatus{State: "RUNNING"}
+	}
+	out.Status = &st
+	return &out
+}
+
+func (s *Server) insertJob(w http.ResponseWriter, r *http.Request) error {
+	var in bqv2.Job
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: reading body: %v", err)
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: decoding job: %v", err)
+	}
+	if in.Configuration == nil || in.Configuration.Query == nil {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: jobs.insert without an upload supports query jobs only")
+	}
+	if f, ok := s.takeFault(OpQuery); ok {
+		return &apiError{f.status, f.reason, "bqfake: injected query fault"}
+	}
+	params, err := decodeParams(raw, "configuration", "query")
+	if err != nil {
+		return err
+	}
+	stmt, err := s.recognise(in.Configuration.Query.Query)
+	if err != nil {
+		return err
+	}
+	j, err := s.newJob(r.PathValue("project"), &in, "job")
+	if err != nil {
+		return err
+	}
+	s.stats.QueryJobs++
+	s.runStatement(j, stmt, params)
+	writeJSON(w, http.StatusOK, j.view())
+	return nil
+}
+
+// runStatement executes a recognised statement for a query job.
+func (s *Server) runStatement(j *job, stmt *statement, params map[string]param) {
+	res, err := stmt.run(s, params)
+	qs := &bqv2.JobStatistics2{StatementType: stmt.kind}
+	j.j.Statistics.Query = qs
+	if err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			ae = &apiError{http.StatusBadRequest, "invalidQuery", err.Error()}
+		}
+		j.fail(ae)
+		return
+	}
+	j.res = res
+	if res != nil {
+		qs.NumDmlAffectedRows = res.dml
+	}
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
+	if f, ok := s.takeFault(OpJobsGet); ok {
+		return &apiError{f.status, f.reason, "bqfake: injected jobs.get fault"}
+	}
+	j, ok := s.jobs[r.PathValue("project")+"."+r.PathValue("job")]
+	if !ok {
+		return errorf(http.StatusNotFound, "notFound", "Not found: Job %s:%s", r.PathValue("project"), r.PathValue("job"))
+	}
+	writeJSON(w, http.StatusOK, j.view())
+	return nil
+}
+
+// runQuery serves jobs.query: the statement runs at once and the first page
+// of its result comes back in the response.
+func (s *Server) runQuery(w http.ResponseWriter, r *http.Request) error {
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: reading body: %v", err)
+	}
+	var req bqv2.QueryRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: decoding query request: %v", err)
+	}
+	if req.UseLegacySql != nil && *req.UseLegacySql {
+		return invalidQuery("bqfake: legacy SQL is not supported")
+	}
+	if f, ok := s.takeFault(OpQuery); ok {
+		return &apiError{f.status, f.reason, "bqfake: injected query fault"}
+	}
+	params, err := decodeParams(raw)
+	if err != nil {
+		return err
+	}
+	stmt, err := s.recognise(req.Query)
+	if err != nil {
+		return err
+	}
+	j, err := s.newJob(r.PathValue("project"), &bqv2.Job{
+		JobReference:  &bqv2.JobReference{Location: req.Location},
+		Configuration: &bqv2.JobConfiguration{Query: &bqv2.JobConfigurationQuery{Query: req.Query}},
+	}, "query")
+	if err != nil {
+		return err
+	}
+	s.stats.QueryJobs++
+	s.runStatement(j, stmt, params)
+	if j.err != nil {
+		return j.err
+	}
+	j.pending = 0
+	int64TS := req.FormatOptions != nil && req.FormatOptions.UseInt64Timestamp
+	resp := &bqv2.QueryResponse{Kind: "bigquery#queryResponse", JobReference: j.j.JobReference, JobComplete: true}
+	if j.res != nil {
+		n := len(j.res.rows)
+		size := min(n, s.opts.PageRows)
+		if req.MaxResults > 0 {
+			size = min(size, int(req.MaxResults))
+		}
+		resp.Schema = j.res.schema()
+		resp.Rows = j.res.wireRows(0, size, int64TS)
+		resp.TotalRows = uint64(n)
+		if size < n {
+			resp.PageToken = pageToken(size)
+		}
+		resp.NumDmlAffectedRows = j.res.dml
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+func (s *Server) getQueryResults(w http.ResponseWriter, r *http.Request) error {
+	j, ok := s.jobs[r.PathValue("project")+"."+r.PathValue("job")]
+	if !ok {
+		return errorf(http.StatusNotFound, "notFound", "Not found: Job %s:%s", r.PathValue("project"), r.PathValue("job"))
+	}
+	if j.j.Configuration == nil || j.j.Configuration.Query == nil {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: job %s is not a query job", j.j.JobReference.JobId)
+	}
+	resp := &bqv2.GetQueryResultsResponse{Kind: "bigquery#getQueryResultsResponse", JobReference: j.j.JobReference}
+	if j.pending > 0 {
+		j.pending--
+		writeJSON(w, http.StatusOK, resp)
+		return nil
+	}
+	if j.err != nil {
+		return j.err
+	}
+	resp.JobComplete = true
+	if j.res != nil {
+		n := len(j.res.rows)
+		start, size, err := pageBounds(r, n, s.opts.PageRows)
+		if err != nil {
+			return err
+		}
+		resp.Schema = j.res.schema()
+		resp.TotalRows = uint64(n)
+		resp.Rows = j.res.wireRows(start, start+size, useInt64(r))
+		if start+size < n && size > 0 {
+			resp.PageToken = pageToken(start + size)
+		}
+		resp.NumDmlAffectedRows = j.res.dml
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// resumable is an upload session.
+type resumable struct {
+	project string
+	job     []byte
+	data    bytes.Buffer
+}
+
+// upload serves the media upload of a load job, multipart or resumable.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) error {
+	project := r.PathValue("project")
+	q := r.URL.Query()
+	switch {
+	case q.Get("upload_id") != "":
+		return s.resumeUpload(w, r, q.Get("upload_id"))
+	case q.Get("uploadType") == "multipart":
+		mt, mp, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || !strings.HasPrefix(mt, "multipart/") {
+			return errorf(http.StatusBadRequest, "invalid", "bqfake: multipart upload without a multipart body")
+		}
+		mr := multipart.NewReader(r.Body, mp["boundary"])
+		var parts [][]byte
+		for range 2 {
+			p, err := mr.NextPart()
+			if err != nil {
+				return errorf(http.StatusBadRequest, "invalid", "bqfake: reading multipart upload: %v", err)
+			}
+			b, err := io.ReadAll(p)
+			if err != nil {
+				return errorf(http.StatusBadRequest, "invalid", "bqfake: reading multipart upload: %v", err)
+			}
+			parts = append(parts, b)
+		}
+		s.stats.MultipartUploads++
+		return s.finishUpload(w, project, parts[0], parts[1])
+	case q.Get("uploadType") == "resumable":
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return errorf(http.StatusBadRequest, "invalid", "bqfake: reading upload: %v", err)
+		}
+		id := s.nextID("upload")
+		s.uploads[id] = &resumable{project: project, job: body}
+		w.Header().Set("Location", fmt.Sprintf("http://%s/upload/bigquery/v2/projects/%s/jobs?uploadType=resumable&upload_id=%s", r.Host, project, id))
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	return errorf(http.StatusBadRequest, "invalid", "bqfake: unsupported uploadType %q", q.Get("uploadType"))
+}
+
+func (s *Server) resumeUpload(w http.ResponseWriter, r *http.Request, id string) error {
+	up, ok := s.uploads[id]
+	if !ok {
+		return errorf(http.StatusNotFound, "notFound", "bqfake: no upload session %s", id)
+	}
+	// Content-Range: "bytes a-b/total", "bytes a-b/*" or "bytes */total".
+	cr := strings.TrimPrefix(r.Header.Get("Content-Range"), "bytes ")
+	rng, totalS, ok := strings.Cut(cr, "/")
+	if !ok {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: bad Content-Range %q", r.Header.Get("Content-Range"))
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: reading chunk: %v", err)
+	}
+	if rng != "*" {
+		a, _, _ := strings.Cut(rng, "-")
+		off, err := strconv.ParseInt(a, 10, 64)
+		if err != nil {
+			return errorf(http.StatusBadRequest, "invalid", "bqfake: bad Content-Range %q", cr)
+		}
+		switch {
+		case off == int64(up.data.Len()):
+			up.data.Write(body)
+		case off+int64(len(body)) <= int64(up.data.Len()):
+			// A chunk sent again after a lost response: already stored.
+		default:
+			return errorf(http.StatusBadRequest, "invalid", "bqfake: chunk at %d, have %d bytes", off, up.data.Len())
+		}
+	}
+	if totalS == "*" || strconv.Itoa(up.data.Len()) != totalS {
+		w.Header().Set("X-Http-Status-Code-Override", "308")
+		if up.data.Len() > 0 {
+			w.Header().Set("Range", fmt.Sprintf("bytes=0-%d", up.data.Len()-1))
+		}
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	s.stats.ResumableUploads++
+	err = s.finishUpload(w, up.project, up.job, up.data.Bytes())
+	var ae *apiError
+	if err == nil || errors.As(err, &ae) && ae.reason == "duplicate" {
+		delete(s.uploads, id)
+	}
+	return err
+}
+
+// finishUpload creates and runs the load job of a complete upload.
+func (s *Server) finishUpload(w http.ResponseWriter, project string, jobJSON, data []byte) error {
+	if f, ok := s.takeFault(OpUpload); ok {
+		return &apiError{f.status, f.reason, "bqfake: injected upload fault"}
+	}
+	var in bqv2.Job
+	if err := json.Unmarshal(jobJSON, &in); err != nil {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: decoding job: %v", err)
+	}
+	if in.Configuration == nil || in.Configuration.Load == nil {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: an upload must carry a load job")
+	}
+	j, err := s.newJob(project, &in, "load")
+	if err != nil {
+		return err
+	}
+	s.stats.LoadJobs++
+	if f, ok := s.takeFault(OpLoadJob); ok {
+		j.fail(&apiError{f.status, f.reason, "bqfake: injected load job failure"})
+	} else if n, err := s.load(in.Configuration.Load, data); err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			ae = &apiError{http.StatusInternalServerError, "internalError", err.Error()}
+		}
+		j.fail(ae)
+	} else {
+		j.j.Statistics.Load = &bqv2.JobStatistics3{OutputRows: n, InputFiles: 1, InputFileBytes: int64(len(data))}
+	}
+	if f, ok := s.takeFault(OpUploadLost); ok {
+		return &apiError{f.status, f.reason, "bqfake: injected lost upload response"}
+	}
+	writeJSON(w, http.StatusOK, j.view())
+	return nil
+}

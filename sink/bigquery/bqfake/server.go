@@ -1,0 +1,275 @@
+package bqfake
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+
+	bqv2 "google.golang.org/api/bigquery/v2"
+	_ "modernc.org/sqlite" // the fake's tables live in an in-memory SQLite database
+)
+
+// Options tune a Server. The zero value is a working fake.
+type Options struct {
+	// PageRows is the most rows one page of query results carries when the
+	// request does not ask for fewer. Default 10,000; set it low to make
+	// clients page with pageToken.
+	PageRows int
+	// PendingPolls is how many jobs.get / getQueryResults calls report a
+	// new job as still running before it is reported done (the work itself
+	// is done at once). Default 0.
+	PendingPolls int
+	// Now is the clock used for job statistics. Default time.Now.
+	Now func() time.Time
+}
+
+// Op names a place where a fault can be injected with FailNext.
+type Op string
+
+const (
+	// OpUpload fails the next upload request (multipart, or the last
+	// chunk of a resumable upload) with the given status before any job is
+	// created.
+	OpUpload Op = "upload"
+	// OpUploadLost creates and runs the next uploaded load job, then
+	// answers its upload request with the given status, as if the response
+	// had been lost: a retry with the same job id gets 409 duplicate.
+	OpUploadLost Op = "upload-lost"
+	// OpLoadJob creates the next load job and ends it DONE with an
+	// errorResult of the given reason; nothing is loaded.
+	OpLoadJob Op = "load-job"
+	// OpQuery answers the next query request (jobs.insert of a query or
+	// jobs.query) with the given status and reason; nothing runs.
+	OpQuery Op = "query"
+	// OpScript fails the next multi-statement transaction after its first
+	// DML statement: everything is rolled back and the job ends DONE with
+	// an errorResult of the given reason.
+	OpScript Op = "script"
+	// OpJobsGet answers the next jobs.get with the given status and reason.
+	OpJobsGet Op = "jobs-get"
+)
+
+type fault struct {
+	status int
+	reason string
+}
+
+// Stats counts what clients asked the fake to do.
+type Stats struct {
+	// LoadJobs and QueryJobs count jobs created (failed ones included, as
+	// BigQuery's quotas do).
+	LoadJobs, QueryJobs int
+	// MultipartUploads and ResumableUploads count upload requests that
+	// delivered a whole load job's data.
+	MultipartUploads, ResumableUploads int
+	// DML counts DML statements (each MERGE of a script counts once) per
+	// table ("dataset.table"); DDL counts dataset and table creations
+	// (datasets.insert, tables.insert, CREATE OR REPLACE VIEW) per
+	// dataset or table.
+	DML, DDL map[string]int
+}
+
+// Server is a BigQuery fake. Create it with New; it listens on loopback.
+type Server struct {
+	opts Options
+	srv  *httptest.Server
+
+	mu       sync.Mutex
+	db       *sql.DB
+	datasets map[string]*bqv2.Dataset // "project.dataset"
+	tables   map[string]*bqv2.Table   // "project.dataset.table"
+	jobs     map[string]*job          // "project.jobID"
+	uploads  map[string]*resumable
+	faults   map[Op][]fault
+	stats    Stats
+	seq      int
+}
+
+// New starts a fake on a loopback port.
+func New(opts Options) *Server {
+	if opts.PageRows <= 0 {
+		opts.PageRows = 10000
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		panic(fmt.Sprintf("bqfake: opening sqlite: %v", err))
+	}
+	// One connection: an in-memory database (and its temp tables) lives
+	// in the connection that made it.
+	db.SetMaxOpenConns(1)
+	s := &Server{
+		opts:     opts,
+		db:       db,
+		datasets: map[string]*bqv2.Dataset{},
+		tables:   map[string]*bqv2.Table{},
+		jobs:     map[string]*job{},
+		uploads:  map[string]*resumable{},
+		faults:   map[Op][]fault{},
+		stats:    Stats{DML: map[string]int{}, DDL: map[string]int{}},
+	}
+	s.srv = httptest.NewServer(s.Handler())
+	return s
+}
+
+// URL is the base URL to give a client: option.WithEndpoint(URL()+"/bigquery/v2/").
+func (s *Server) URL() string { return s.srv.URL }
+
+// Close stops the server and drops every table.
+func (s *Server) Close() {
+	s.srv.Close()
+	s.db.Close()
+}
+
+// FailNext queues a fault for the next request at op. Faults at one op are
+// used in the order queued.
+func (s *Server) FailNext(op Op, status int, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults[op] = append(s.faults[op], fault{status: status, reason: reason})
+}
+
+func (s *Server) takeFault(op Op) (fault, bool) {
+	q := s.faults[op]
+	if len(q) == 0 {
+		return fault{}, false
+	}
+	s.faults[op] = q[1:]
+	return q[0], true
+}
+
+// Stats returns a copy of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.stats
+	out.DML = make(map[string]int, len(s.stats.DML))
+	for k, v := range s.stats.DML {
+		out.DML[k] = v
+	}
+	out.DDL = make(map[string]int, len(s.stats.DDL))
+	for k, v := range s.stats.DDL {
+		out.DDL[k] = v
+	}
+	return out
+}
+
+// ResetStats zeroes the counters.
+func (s *Server) ResetStats() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats = Stats{DML: map[string]int{}, DDL: map[string]int{}}
+}
+
+// Handler serves the BigQuery REST API v2 paths the Go client uses.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	const p = "/bigquery/v2/projects/{project}"
+	mux.HandleFunc("POST "+p+"/datasets", s.lock(s.insertDataset))
+	mux.HandleFunc("GET "+p+"/datasets/{dataset}", s.lock(s.getDataset))
+	mux.HandleFunc("DELETE "+p+"/datasets/{dataset}", s.lock(s.deleteDataset))
+	mux.HandleFunc("POST "+p+"/datasets/{dataset}/tables", s.lock(s.insertTable))
+	mux.HandleFunc("GET "+p+"/datasets/{dataset}/tables/{table}", s.lock(s.getTable))
+	mux.HandleFunc("DELETE "+p+"/datasets/{dataset}/tables/{table}", s.lock(s.deleteTable))
+	mux.HandleFunc("GET "+p+"/datasets/{dataset}/tables/{table}/data", s.lock(s.listTableData))
+	mux.HandleFunc("POST "+p+"/jobs", s.lock(s.insertJob))
+	mux.HandleFunc("GET "+p+"/jobs/{job}", s.lock(s.getJob))
+	mux.HandleFunc("POST "+p+"/queries", s.lock(s.runQuery))
+	mux.HandleFunc("GET "+p+"/queries/{job}", s.lock(s.getQueryResults))
+	mux.HandleFunc("POST /upload"+p+"/jobs", s.lock(s.upload))
+	mux.HandleFunc("PUT /upload"+p+"/jobs", s.lock(s.upload))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{http.StatusNotFound, "notFound", fmt.Sprintf("bqfake: unsupported request %s %s", r.Method, r.URL.Path)})
+	})
+	return mux
+}
+
+// The fake serialises every request: it is a test double, not a database.
+func (s *Server) lock(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		err := h(w, r)
+		s.mu.Unlock()
+		if err != nil {
+			writeError(w, err)
+		}
+	}
+}
+
+// apiError is an error as BigQuery answers it: an HTTP status, a reason
+// and a message.
+type apiError struct {
+	status  int
+	reason  string
+	message string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.reason, e.message) }
+
+func errorf(status int, reason, format string, args ...any) *apiError {
+	return &apiError{status, reason, fmt.Sprintf(format, args...)}
+}
+
+func invalidQuery(format string, args ...any) *apiError {
+	return errorf(http.StatusBadRequest, "invalidQuery", format, args...)
+}
+
+var statusNames = map[int]string{
+	400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+	409: "ALREADY_EXISTS", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	e, ok := err.(*apiError)
+	if !ok {
+		e = &apiError{http.StatusInternalServerError, "internalError", err.Error()}
+	}
+	body := map[string]any{"error": map[string]any{
+		"code":    e.status,
+		"message": e.message,
+		"errors":  []map[string]string{{"message": e.message, "domain": "global", "reason": e.reason}},
+		"status":  statusNames[e.status],
+	}}
+	writeJSON(w, e.status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func decodeBody(r *http.Request, v any) error {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: decoding request body: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) nextID(prefix string) string {
+	s.seq++
+	return fmt.Sprintf("%s_%d", prefix, s.seq)
+}
+
+func tableKey(project, dataset, table string) string { return project + "." + dataset + "." + table }
+
+// splitRef splits "project.dataset.table" (the project may hold dots, as
+// in "example.com:proj").
+func splitRef(ref string) (project, dataset, table string, ok bool) {
+	i := strings.LastIndex(ref, ".")
+	if i < 0 {
+		return "", "", "", false
+	}
+	j := strings.LastIndex(ref[:i], ".")
+	if j < 0 {
+		return "", "", "", false
+	}
+	return ref[:j], ref[j+1 : i], ref[i+1:], true
+}

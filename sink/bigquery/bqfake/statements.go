@@ -1,0 +1,574 @@
+package bqfake
+
+import (
+	"database/sql"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	bqv2 "google.golang.org/api/bigquery/v2"
+)
+
+// statement is a recognised statement, ready to run.
+type statement struct {
+	kind string // statementType as BigQuery reports it
+	refs []string
+	run  func(s *Server, params map[string]param) (*result, error)
+}
+
+// normalise collapses whitespace outside string literals and quoted
+// identifiers, and replaces each backquoted table reference (one with a
+// dot) by `?`, returning the references in order. Text inside quotes is
+// kept byte for byte so that a literal's value never changes.
+func normalise(q string) (string, []string, error) {
+	var b strings.Builder
+	var refs []string
+	space := false
+	for i := 0; i < len(q); {
+		c := q[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			space = true
+			i++
+			continue
+		case c == '\'' || c == '"' || c == '`':
+			j := i + 1
+			for ; j < len(q) && q[j] != c; j++ {
+				if q[j] == '\\' && c != '`' {
+					j++
+				}
+			}
+			if j >= len(q) {
+				return "", nil, invalidQuery("Syntax error: Unclosed string literal or identifier")
+			}
+			if space && b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			space = false
+			tok := q[i : j+1]
+			if c == '`' && strings.Contains(tok, ".") {
+				refs = append(refs, tok[1:len(tok)-1])
+				tok = "`?`"
+			}
+			b.WriteString(tok)
+			i = j + 1
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteByte(c)
+		i++
+	}
+	return b.String(), refs, nil
+}
+
+type shapeDef struct {
+	text    string
+	kind    string
+	params  map[string]string // name -> GoogleSQL type
+	handler func(s *Server, refs []string, params map[string]param) (*result, error)
+}
+
+var statesType = "ARRAY<STRUCT<form_id STRING, wm_created_at TIMESTAMP, wm_id INT64, boundary STRING, sort_order STRING, last_total INT64, field_names STRING, last_success_at TIMESTAMP, last_error_at TIMESTAMP, last_error STRING, backfill STRING>>"
+
+var shapes = map[string]*shapeDef{}
+
+func init() {
+	for _, d := range []*shapeDef{
+		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, (*Server).readState},
+		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, (*Server).readRows},
+		{shapeWriteState, "MERGE", map[string]string{"states": statesType, "synced_at": "TIMESTAMP"}, (*Server).writeState},
+		{shapeCommit, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP"}, (*Server).commitScript},
+	} {
+		n, _, err := normalise(d.text)
+		if err != nil {
+			panic(err)
+		}
+		shapes[n] = d
+	}
+}
+
+var (
+	viewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?` AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
+		"((?:, JSON_VALUE\\(fields\\['(?:[^'\\\\]|\\\\.)*'\\]\\) AS `[a-z][a-z0-9_]*`)*)" +
+		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*')$")
+	viewColRE   = regexp.MustCompile("^, JSON_VALUE\\(fields\\[('(?:[^'\\\\]|\\\\.)*')\\]\\) AS `([a-z][a-z0-9_]*)`")
+	selectAllRE = regexp.MustCompile("^SELECT \\* FROM `\\?`$")
+)
+
+// recognise matches a query against the fixed shapes. Anything else is
+// refused: the fake only answers what it can answer truthfully.
+func (s *Server) recognise(q string) (*statement, error) {
+	n, refs, err := normalise(q)
+	if err != nil {
+		return nil, err
+	}
+	n = strings.TrimSuffix(n, ";")
+	for _, r := range refs {
+		p, d, t, ok := splitRef(r)
+		if !ok {
+			return nil, invalidQuery("bqfake: table reference %q is not project.dataset.table", r)
+		}
+		if _, err := s.dataset(p, d); err != nil {
+			return nil, err
+		}
+		if m := viewRE.FindStringSubmatch(n); m != nil && r == refs[0] {
+			continue // the view being created need not exist
+		}
+		if _, err := s.table(p, d, t); err != nil {
+			return nil, err
+		}
+	}
+	if d, ok := shapes[n]; ok || shapes[n+";"] != nil {
+		if !ok {
+			d = shapes[n+";"]
+		}
+		return &statement{kind: d.kind, refs: refs, run: func(s *Server, params map[string]param) (*result, error) {
+			for name, typ := range d.params {
+				p, ok := params[name]
+				if !ok {
+					return nil, invalidQuery("Query parameter '%s' not found", name)
+				}
+				if got := p.Type.String(); got != typ {
+					return nil, invalidQuery("Query parameter '%s' has type %s, the statement needs %s", name, got, typ)
+				}
+			}
+			return d.handler(s, refs, params)
+		}}, nil
+	}
+	if m := viewRE.FindStringSubmatch(n); m != nil && len(refs) == 2 {
+		return s.recogniseView(refs, m[1], m[2])
+	}
+	if selectAllRE.MatchString(n) && len(refs) == 1 {
+		return &statement{kind: "SELECT", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
+			p, d, t, _ := splitRef(refs[0])
+			tbl, err := s.table(p, d, t)
+			if err != nil {
+				return nil, err
+			}
+			return s.selectAll(refs[0], tbl.Schema)
+		}}, nil
+	}
+	short := n
+	if len(short) > 200 {
+		short = short[:200] + "..."
+	}
+	return nil, invalidQuery("bqfake: unsupported statement: %s", short)
+}
+
+// tx runs fn in one SQLite transaction: all or nothing.
+func (s *Server) tx(fn func(tx *sql.Tx) (*result, error)) (*result, error) {
+	tx, err := s.db.Begin()
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	res, err := fn(tx)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (s *Server) query(tx *sql.Tx, fields []*bqv2.TableFieldSchema, q string, args ...any) (*result, error) {
+	rows, err := tx.Query(q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("bqfake: %w", err)
+	}
+	return scanResult(rows, fields)
+}
+
+func exec(tx *sql.Tx, q string, args ...any) (int64, error) {
+	r, err := tx.Exec(q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("bqfake: %w", err)
+	}
+	return r.RowsAffected()
+}
+
+// named binds the scalar parameters a SQLite statement mentions.
+func named(q string, params map[string]param) ([]any, error) {
+	var args []any
+	for name, p := range params {
+		if !strings.Contains(q, "@"+name) || p.Type.Type == "ARRAY" {
+			continue
+		}
+		v, err := scalar(p.Type, p.Value)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, sql.Named(name, v))
+	}
+	return args, nil
+}
+
+func col(name, typ string) *bqv2.TableFieldSchema {
+	return &bqv2.TableFieldSchema{Name: name, Type: typ, Mode: "NULLABLE"}
+}
+
+func (s *Server) countDML(ref string) {
+	_, d, t, _ := splitRef(ref)
+	s.stats.DML[d+"."+t]++
+}
+
+func (s *Server) readState(refs []string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
+			return nil, err
+		}
+		return s.query(tx, []*bqv2.TableFieldSchema{
+			col("form_id", "STRING"), col("wm_created_at", "TIMESTAMP"), col("wm_id", "INTEGER"),
+			col("boundary", "STRING"), col("sort_order", "STRING"), col("last_total", "INTEGER"),
+			col("row_count", "INTEGER"), col("field_names", "STRING"), col("last_success_at", "TIMESTAMP"),
+			col("last_error_at", "TIMESTAMP"), col("last_error", "STRING"), col("backfill", "STRING"),
+		}, `SELECT form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names,
+			last_success_at, last_error_at, last_error, backfill
+			FROM `+quoteIdent(refs[0])+`
+			WHERE (SELECT count(*) FROM temp.param_form_ids) = 0 OR form_id IN (SELECT value FROM temp.param_form_ids)
+			ORDER BY form_id`)
+	})
+}
+
+func (s *Server) readRows(refs []string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		q := `SELECT submission_id, submission_key, created_at, is_spam, fields, files
+			FROM ` + quoteIdent(refs[0]) + ` WHERE form_id = @form_id ORDER BY created_at, submission_key`
+		args, err := named(q, params)
+		if err != nil {
+			return nil, err
+		}
+		return s.query(tx, []*bqv2.TableFieldSchema{
+			col("submission_id", "INTEGER"), col("submission_key", "STRING"), col("created_at", "TIMESTAMP"),
+			col("is_spam", "BOOLEAN"), col("fields", "STRING"), col("files", "STRING"),
+		}, q, args...)
+	})
+}
+
+// mergeState is the sync_state MERGE on SQLite: source rows are the
+// @states parameter with added_rows (0, or from the commit plan).
+func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, addedRows string) (int64, error) {
+	if err := materialise(tx, "states", params["states"]); err != nil {
+		return 0, err
+	}
+	st := quoteIdent(ref)
+	if _, err := exec(tx, `DROP TABLE IF EXISTS temp._fake_state_src`); err != nil {
+		return 0, err
+	}
+	if _, err := exec(tx, `CREATE TEMP TABLE _fake_state_src AS SELECT st.*, `+addedRows+` AS added_rows FROM temp.param_states AS st`); err != nil {
+		return 0, err
+	}
+	var dup string
+	err := tx.QueryRow(`SELECT t.form_id FROM ` + st + ` AS t JOIN temp._fake_state_src AS s ON t.form_id = s.form_id
+		GROUP BY t.rowid HAVING count(*) > 1 LIMIT 1`).Scan(&dup)
+	if err == nil {
+		return 0, invalidQuery("UPDATE/MERGE must match at most one source row for each target row (form_id %s)", dup)
+	} else if err != sql.ErrNoRows {
+		return 0, err
+	}
+	args, err := named("@synced_at", params)
+	if err != nil {
+		return 0, err
+	}
+	n, err := exec(tx, `UPDATE `+st+` SET wm_created_at = s.wm_created_at, wm_id = s.wm_id, boundary = s.boundary,
+		sort_order = s.sort_order, last_total = s.last_total, row_count = `+st+`.row_count + s.added_rows,
+		field_names = s.field_names, last_success_at = s.last_success_at, last_error_at = s.last_error_at,
+		last_error = s.last_error, backfill = s.backfill, updated_at = @synced_at
+		FROM temp._fake_state_src AS s WHERE `+st+`.form_id = s.form_id`, args...)
+	if err != nil {
+		return 0, err
+	}
+	m, err := exec(tx, `INSERT INTO `+st+` (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count,
+		field_names, last_success_at, last_error_at, last_error, backfill, updated_at)
+		SELECT s.form_id, s.wm_created_at, s.wm_id, s.boundary, s.sort_order, s.last_total, s.added_rows,
+		s.field_names, s.last_success_at, s.last_error_at, s.last_error, s.backfill, @synced_at
+		FROM temp._fake_state_src AS s WHERE s.form_id NOT IN (SELECT form_id FROM `+st+`)`, args...)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := exec(tx, `DROP TABLE temp._fake_state_src`); err != nil {
+		return 0, err
+	}
+	s.countDML(ref)
+	return n + m, nil
+}
+
+func (s *Server) writeState(refs []string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		n, err := s.mergeState(tx, refs[0], params, "0")
+		if err != nil {
+			return nil, err
+		}
+		return &result{dml: n}, nil
+	})
+}
+
+// commitScript is the commit transaction on SQLite. refs are, in order of
+// appearance: staging, submissions (plan), submissions (MERGE), sync_state.
+func (s *Server) commitScript(refs []string, params map[string]param) (*result, error) {
+	if len(refs) != 4 || refs[1] != refs[2] {
+		return nil, invalidQuery("bqfake: commit script with unexpected table references %v", refs)
+	}
+	staging, subs, state := quoteIdent(refs[0]), quoteIdent(refs[1]), refs[3]
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		for _, t := range []string{"_formsync_plan", "_fake_src", "_fake_match"} {
+			if _, err := exec(tx, "DROP TABLE IF EXISTS temp."+t); err != nil {
+				return nil, err
+			}
+		}
+		plan := `CREATE TEMP TABLE _formsync_plan AS
+WITH staged AS (
+  SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files FROM (
+    SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY is_spam DESC, fields, files, created_at) AS rn
+    FROM ` + staging + `) WHERE rn = 1
+),
+ranked AS (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, content_key ORDER BY submission_id IS NULL DESC, submission_id) AS content_rank
+  FROM staged
+),
+stored AS (
+  SELECT form_id, submission_id, submission_key, is_spam, fields, files FROM ` + subs + `
+  WHERE created_at BETWEEN @created_from AND @created_to AND form_id IN (SELECT DISTINCT form_id FROM staged)
+)
+SELECT s.form_id, s.submission_id, s.submission_key, s.created_at, s.is_spam, s.fields, s.files,
+  CASE
+    WHEN k.submission_key IS NULL AND l.submission_key IS NOT NULL THEN 'rekey'
+    WHEN k.submission_key IS NULL THEN 'insert'
+    WHEN k.is_spam != s.is_spam OR k.fields != s.fields OR k.files != s.files
+      OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id)) THEN 'update'
+    ELSE 'none'
+  END AS action,
+  l.submission_key AS legacy_key
+FROM ranked AS s
+LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
+LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
+  AND s.content_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
+  AND l.submission_key = s.content_key`
+		args, err := named(plan, params)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := exec(tx, plan, args...); err != nil {
+			return nil, err
+		}
+
+		// MERGE submissions: matches are computed first, on the snapshot,
+		// then each WHEN clause is applied to its matches.
+		if _, err := exec(tx, `CREATE TEMP TABLE _fake_src AS SELECT * FROM temp._formsync_plan WHERE action != 'none' OR legacy_key IS NOT NULL`); err != nil {
+			return nil, err
+		}
+		on := `t.form_id = p.form_id AND t.created_at BETWEEN @created_from AND @created_to
+			AND (t.submission_key = p.submission_key OR (t.submission_id IS NULL AND t.submission_key = p.legacy_key))`
+		match := `CREATE TEMP TABLE _fake_match AS SELECT t.rowid AS trow, p.rowid AS prow,
+			CASE WHEN t.submission_key = p.legacy_key AND p.action = 'rekey' THEN 1
+			     WHEN t.submission_key = p.legacy_key THEN 2
+			     WHEN p.action = 'update' THEN 3 ELSE 0 END AS clause
+			FROM ` + subs + ` AS t JOIN temp._fake_src AS p ON ` + on
+		if args, err = named(match, params); err != nil {
+			return nil, err
+		}
+		if _, err := exec(tx, match, args...); err != nil {
+			return nil, err
+		}
+		var dup int64
+		err = tx.QueryRow(`SELECT trow FROM temp._fake_match GROUP BY trow HAVING count(*) > 1 LIMIT 1`).Scan(&dup)
+		if err == nil {
+			return nil, invalidQuery("UPDATE/MERGE must match at most one source row for each target row")
+		} else if err != sql.ErrNoRows {
+			return nil, err
+		}
+		var affected int64
+		steps := []string{
+			`DELETE FROM ` + subs + ` WHERE rowid IN (SELECT trow FROM temp._fake_match WHERE clause = 2)`,
+			`UPDATE ` + subs + ` SET submission_id = p.submission_id, submission_key = p.submission_key,
+				is_spam = p.is_spam, fields = p.fields, files = p.files, synced_at = @synced_at
+				FROM (SELECT m.trow, s.* FROM temp._fake_match AS m JOIN temp._fake_src AS s ON s.rowid = m.prow WHERE m.clause = 1) AS p
+				WHERE ` + subs + `.rowid = p.trow`,
+			`UPDATE ` + subs + ` SET submission_id = COALESCE(p.submission_id, ` + subs + `.submission_id),
+				is_spam = p.is_spam, fields = p.fields, files = p.files, synced_at = @synced_at
+				FROM (SELECT m.trow, s.* FROM temp._fake_match AS m JOIN temp._fake_src AS s ON s.rowid = m.prow WHERE m.clause = 3) AS p
+				WHERE ` + subs + `.rowid = p.trow`,
+			`INSERT INTO ` + subs + ` (form_id, submission_id, submission_key, created_at, is_spam, fields, files, synced_at)
+				SELECT p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam, p.fields, p.files, @synced_at
+				FROM temp._fake_src AS p WHERE p.action = 'insert' AND p.rowid NOT IN (SELECT prow FROM temp._fake_match)`,
+		}
+		for _, q := range steps {
+			args, err := named(q, params)
+			if err != nil {
+				return nil, err
+			}
+			n, err := exec(tx, q, args...)
+			if err != nil {
+				return nil, err
+			}
+			affected += n
+		}
+		s.countDML(refs[1])
+		if f, ok := s.takeFault(OpScript); ok {
+			return nil, &apiError{f.status, f.reason, "bqfake: injected failure in the middle of the transaction"}
+		}
+
+		n, err := s.mergeState(tx, state, params, `COALESCE((SELECT SUM(action = 'insert') - SUM(action != 'rekey' AND legacy_key IS NOT NULL)
+			FROM temp._formsync_plan AS c WHERE c.form_id = st.form_id), 0)`)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.query(tx, []*bqv2.TableFieldSchema{col("form_id", "STRING"), col("inserted", "INTEGER"), col("updated", "INTEGER")},
+			`SELECT form_id, SUM(action = 'insert'), SUM(action IN ('rekey', 'update')) FROM temp._formsync_plan GROUP BY form_id ORDER BY form_id`)
+		if err != nil {
+			return nil, err
+		}
+		res.dml = affected + n
+		for _, t := range []string{"_formsync_plan", "_fake_src", "_fake_match"} {
+			if _, err := exec(tx, "DROP TABLE temp."+t); err != nil {
+				return nil, err
+			}
+		}
+		return res, nil
+	})
+}
+
+// recogniseView prepares a CREATE OR REPLACE VIEW of the sink's shape. The
+// field names and the form id arrive as string literals; they are decoded
+// here exactly as GoogleSQL decodes them, and reach SQLite as literals of
+// its own syntax.
+func (s *Server) recogniseView(refs []string, colsText, formLit string) (*statement, error) {
+	formID, err := unquote(formLit)
+	if err != nil {
+		return nil, err
+	}
+	type viewCol struct{ key, name string }
+	var cols []viewCol
+	for rest := colsText; rest != ""; {
+		m := viewColRE.FindStringSubmatch(rest)
+		if m == nil {
+			return nil, invalidQuery("bqfake: unsupported view column list near %.40q", rest)
+		}
+		key, err := unquote(m[1])
+		if err != nil {
+			return nil, err
+		}
+		cols = append(cols, viewCol{key, m[2]})
+		rest = rest[len(m[0]):]
+	}
+	return &statement{kind: "CREATE_VIEW", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
+		p, d, t, _ := splitRef(refs[0])
+		if old := s.tables[refs[0]]; old != nil && old.Type != "VIEW" {
+			return nil, invalidQuery("%s is not a view", refs[0])
+		}
+		fields := []*bqv2.TableFieldSchema{
+			col("form_id", "STRING"), col("submission_id", "INTEGER"), col("submission_key", "STRING"),
+			col("created_at", "TIMESTAMP"), col("is_spam", "BOOLEAN"), col("synced_at", "TIMESTAMP"),
+		}
+		seen := map[string]bool{}
+		var b strings.Builder
+		b.WriteString("CREATE VIEW " + quoteIdent(refs[0]) + " AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at")
+		for _, c := range cols {
+			if seen[c.name] {
+				return nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", c.name)
+			}
+			seen[c.name] = true
+			// JSON_VALUE(fields[key]): the key's scalar as text, NULL for
+			// objects, arrays, JSON null and a missing key.
+			b.WriteString(", (SELECT CASE j.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN NULL" +
+				" WHEN 'object' THEN NULL WHEN 'array' THEN NULL ELSE CAST(j.atom AS TEXT) END FROM json_each(fields) AS j WHERE j.key = " +
+				sqliteLiteral(c.key) + ") AS " + quoteIdent(c.name))
+			fields = append(fields, col(c.name, "STRING"))
+		}
+		b.WriteString(" FROM " + quoteIdent(refs[1]) + " WHERE form_id = " + sqliteLiteral(formID))
+		return s.tx(func(tx *sql.Tx) (*result, error) {
+			if _, err := exec(tx, "DROP VIEW IF EXISTS "+quoteIdent(refs[0])); err != nil {
+				return nil, err
+			}
+			if _, err := exec(tx, b.String()); err != nil {
+				return nil, err
+			}
+			tbl := &bqv2.Table{
+				Kind: "bigquery#table", Id: p + ":" + d + "." + t, Type: "VIEW",
+				TableReference: &bqv2.TableReference{ProjectId: p, DatasetId: d, TableId: t},
+				Schema:         &bqv2.TableSchema{Fields: fields},
+				View:           &bqv2.ViewDefinition{Query: b.String()},
+				CreationTime:   s.opts.Now().UnixMilli(),
+			}
+			s.tables[refs[0]] = tbl
+			s.stats.DDL[d+"."+t]++
+			return nil, nil
+		})
+	}}, nil
+}
+
+// unquote decodes a GoogleSQL single-quoted string literal.
+func unquote(lit string) (string, error) {
+	if len(lit) < 2 || lit[0] != '\'' || lit[len(lit)-1] != '\'' {
+		return "", invalidQuery("bqfake: not a string literal: %s", lit)
+	}
+	body := lit[1 : len(lit)-1]
+	var b strings.Builder
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if c != '\\' {
+			if c == '\'' || c < 0x20 {
+				return "", invalidQuery("Syntax error: Illegal character in string literal")
+			}
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		if i >= len(body) {
+			return "", invalidQuery("Syntax error: Illegal escape sequence")
+		}
+		switch e := body[i]; e {
+		case '\\', '\'', '"', '`', '?':
+			b.WriteByte(e)
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case 'r':
+			b.WriteByte('\r')
+		case 'a':
+			b.WriteByte('\a')
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'v':
+			b.WriteByte('\v')
+		case 'u', 'U':
+			n := 4
+			if e == 'U' {
+				n = 8
+			}
+			if i+1+n > len(body) {
+				return "", invalidQuery("Syntax error: Illegal escape sequence: \\%c", e)
+			}
+			r, err := strconv.ParseUint(body[i+1:i+1+n], 16, 32)
+			if err != nil || !utf8.ValidRune(rune(r)) {
+				return "", invalidQuery("Syntax error: Illegal escape sequence: \\%c%s", e, body[i+1:i+1+n])
+			}
+			b.WriteRune(rune(r))
+			i += n
+		default:
+			return "", invalidQuery("bqfake: unsupported escape sequence \\%c in a string literal", e)
+		}
+	}
+	if !utf8.ValidString(b.String()) {
+		return "", invalidQuery("Syntax error: string literal is not valid UTF-8")
+	}
+	return b.String(), nil
+}
+
+// sqliteLiteral writes s as an SQLite string literal; text holding a NUL
+// travels as a hex blob cast to text.
+func sqliteLiteral(s string) string {
+	if strings.ContainsRune(s, 0) {
+		return fmt.Sprintf("CAST(X'%x' AS TEXT)", s)
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}

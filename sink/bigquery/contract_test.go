@@ -1,0 +1,19 @@
+package bigquery
+
+import (
+	"testing"
+
+	"github.com/formsync/formsync/sink/bigquery/bqfake"
+	"github.com/formsync/formsync/sink/sinktest"
+)
+
+// TestContract runs the shared sink contract against the sink on the fake,
+// along the production path (upload, load job, transaction).
+func TestContract(t *testing.T) {
+	if raceEnabled && testing.Short() {
+		// About 60 s under the race detector (5 s without): the other
+		// tests cover the same code paths under -race.
+		t.Skip("skipping the contract suite under -race -short")
+	}
+	sinktest.Run(t, func(t *testing.T) sinktest.Sink { return setup(t, bqfake.Options{}).sink })
+}

@@ -1,0 +1,180 @@
+package bigquery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+
+	bq "cloud.google.com/go/bigquery"
+	"google.golang.org/api/googleapi"
+)
+
+// Error kinds callers branch on with errors.Is. Every error the sink returns
+// for a BigQuery failure is an *Error that matches exactly one of them.
+var (
+	// ErrRetryable: a transient failure (backendError, internalError,
+	// rateLimitExceeded, a 5xx, a lost connection). The sink has already
+	// retried it a bounded number of times; the next run will try again.
+	ErrRetryable = errors.New("bigquery: transient failure")
+	// ErrInvalid: BigQuery refused a request or a job (invalid,
+	// invalidQuery, a staged row the table's schema does not accept).
+	// Retrying the same input fails the same way.
+	ErrInvalid = errors.New("bigquery: invalid request")
+	// ErrQuotaExceeded: a BigQuery quota (not a rate limit) is used up,
+	// e.g. load jobs per table per day.
+	ErrQuotaExceeded = errors.New("bigquery: quota exceeded")
+	// ErrAccessDenied: the credentials lack a permission.
+	ErrAccessDenied = errors.New("bigquery: access denied")
+	// ErrNotFound: a dataset, table or job is missing.
+	ErrNotFound = errors.New("bigquery: not found")
+	// ErrDuplicate: something that must be new already exists (a job id
+	// reused outside the sink's own retry).
+	ErrDuplicate = errors.New("bigquery: already exists")
+)
+
+// Error is a classified BigQuery failure. Its message names what failed
+// (a table or a job) and says what to do about it.
+type Error struct {
+	// Op is what the sink was doing, e.g. "loading the staging table".
+	Op string
+	// Resource names the table, dataset or job concerned.
+	Resource string
+	// Kind is one of the Err* sentinels above.
+	Kind error
+	// Reason is BigQuery's error reason ("backendError", "invalid", ...),
+	// Code the HTTP status when there was one.
+	Reason string
+	Code   int
+	// Hint says what a user can do.
+	Hint string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("bigquery: %s (%s): %v", e.Op, e.Resource, e.Err)
+	if e.Hint != "" {
+		msg += ": " + e.Hint
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrRetryable) and the like work.
+func (e *Error) Is(target error) bool { return target == e.Kind }
+
+// Retryable reports whether err is worth trying again.
+func Retryable(err error) bool { return errors.Is(err, ErrRetryable) }
+
+// errorScope is what classify needs to write a useful hint.
+type errorScope struct {
+	Project, Dataset string
+}
+
+// classify wraps err, from the client or from a job's status, into an
+// *Error. Context errors pass through unchanged: the caller gave up.
+func (sc errorScope) classify(op, resource string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("bigquery: %s (%s): %w", op, resource, err)
+	}
+	var already *Error
+	if errors.As(err, &already) {
+		return err
+	}
+	e := &Error{Op: op, Resource: resource, Err: err}
+	var gerr *googleapi.Error
+	var jerr *bq.Error
+	switch {
+	case errors.As(err, &gerr):
+		e.Code = gerr.Code
+		if len(gerr.Errors) > 0 {
+			e.Reason = gerr.Errors[0].Reason
+		}
+	case errors.As(err, &jerr):
+		e.Reason = jerr.Reason
+	}
+	e.Kind = kindOf(e.Reason, e.Code, err)
+	switch e.Kind {
+	case ErrAccessDenied:
+		e.Hint = fmt.Sprintf("grant roles/bigquery.dataEditor on dataset %s and roles/bigquery.jobUser on project %s to the service account formsync runs as", sc.Dataset, sc.Project)
+	case ErrNotFound:
+		e.Hint = fmt.Sprintf("check FORMSYNC_BQ_PROJECT (%s), FORMSYNC_BQ_DATASET (%s) and FORMSYNC_BQ_LOCATION; formsync creates missing tables when it starts", sc.Project, sc.Dataset)
+	case ErrQuotaExceeded:
+		e.Hint = "a BigQuery quota is used up (e.g. 1,500 load jobs per table per day): run less often or raise the quota; the next run after the reset catches up"
+	case ErrInvalid:
+		e.Hint = "BigQuery refused the request; this is a formsync bug or a table changed by hand: report it with this message"
+	case ErrRetryable:
+		e.Hint = "a transient BigQuery failure; the next run retries it"
+	case ErrDuplicate:
+		e.Hint = "a job with this id already exists"
+	}
+	return e
+}
+
+func kindOf(reason string, code int, err error) error {
+	switch reason {
+	case "backendError", "internalError", "rateLimitExceeded", "jobRateLimitExceeded", "jobBackendError", "jobInternalError":
+		return ErrRetryable
+	case "invalid", "invalidQuery", "resourcesExceeded", "responseTooLarge", "stopped", "tableUnavailable":
+		if reason == "tableUnavailable" {
+			return ErrRetryable
+		}
+		return ErrInvalid
+	case "quotaExceeded", "billingNotEnabled", "billingTierLimitExceeded":
+		return ErrQuotaExceeded
+	case "accessDenied", "notAuthorized", "authError":
+		return ErrAccessDenied
+	case "notFound":
+		return ErrNotFound
+	case "duplicate":
+		return ErrDuplicate
+	}
+	switch {
+	case code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout:
+		return ErrRetryable
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return ErrAccessDenied
+	case code == http.StatusNotFound:
+		return ErrNotFound
+	case code == http.StatusConflict:
+		return ErrDuplicate
+	case code >= 400:
+		return ErrInvalid
+	}
+	// No status: a transport failure.
+	var uerr *url.Error
+	var nerr net.Error
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.As(err, &uerr) || errors.As(err, &nerr) {
+		return ErrRetryable
+	}
+	return ErrInvalid
+}
+
+// isDuplicate reports a 409 duplicate: the job id exists already.
+func isDuplicate(err error) bool {
+	var gerr *googleapi.Error
+	if !errors.As(err, &gerr) {
+		return false
+	}
+	if gerr.Code == http.StatusConflict {
+		return true
+	}
+	for _, e := range gerr.Errors {
+		if e.Reason == "duplicate" {
+			return true
+		}
+	}
+	return false
+}
+
+func isNotFound(err error) bool {
+	var gerr *googleapi.Error
+	return errors.As(err, &gerr) && gerr.Code == http.StatusNotFound
+}

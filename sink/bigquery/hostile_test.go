@@ -1,0 +1,91 @@
+package bigquery
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/bigquery/bqfake"
+)
+
+var hostile = []string{
+	`it's`,
+	`say "hi"`,
+	"back`tick`",
+	`back\slash\`,
+	`semi; DROP TABLE submissions; --`,
+	"-- comment\nnext line",
+	"tab\there\r\n",
+	`'); DELETE FROM x; --`,
+	`\'`,
+	`\u0027`,
+	"ünïcødé ✓ 🎉",
+	"a  b",                        // two spaces
+	strings.Repeat("long'\\", 50), // 300 characters
+}
+
+// TestHostileNamesCannotChangeStatements sends form ids and field names
+// full of SQL syntax through the whole production path: every commit
+// statement is fixed text (values are parameters), and each view's literals
+// decode, in the fake's GoogleSQL literal parser, to exactly the original
+// names.
+func TestHostileNamesCannotChangeStatements(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	for _, stmt := range []string{render("commit", b.sink.t), render("writeState", b.sink.t), render("readState", b.sink.t), render("readRows", b.sink.t)} {
+		for _, h := range hostile {
+			if strings.Contains(stmt, h) {
+				t.Fatalf("a statement contains user data %q", h)
+			}
+		}
+	}
+	line := regexp.MustCompile("^(CREATE OR REPLACE VIEW `[a-z0-9_.\\-]+\\.form_[a-z0-9_]+` AS" +
+		"|SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at," +
+		"|  JSON_VALUE\\(fields\\['([ -&(-\\[\\]-~]|\\\\[\\\\']|\\\\u[0-9a-f]{4}|\\\\U[0-9a-f]{8})*'\\]\\) AS `[a-z][a-z0-9_]*`,?" +
+		"|FROM `[a-z0-9_.\\-]+\\.submissions`" +
+		"|WHERE form_id = '([ -&(-\\[\\]-~]|\\\\[\\\\']|\\\\u[0-9a-f]{4}|\\\\U[0-9a-f]{8})*'" +
+		"|)$")
+
+	at := b.t0.Add(time.Hour)
+	for i, form := range hostile {
+		fields := map[string]string{}
+		for j, h := range hostile {
+			fields[h] = strings.Repeat("v", j) + h
+		}
+		raw, _ := json.Marshal(fields)
+		id := int64(i)
+		r, err := sink.NewRow(form, &id, b.t0, false, raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ddl := viewSQL(b.cfg.Project, b.cfg.Dataset, form, hostile)
+		for _, l := range strings.Split(ddl, "\n") {
+			if !line.MatchString(l) {
+				t.Errorf("view of form %q: unexpected line %q", form, l)
+			}
+		}
+		b.mustCommit(t, at.Add(time.Duration(i)*time.Second), formRows{formState(form, []sink.Row{r}, hostile...), []sink.Row{r}})
+		checkRows(t, b.sink, form, []sink.Row{r})
+		got := readView(t, b, form)
+		if len(got) != 1 {
+			t.Fatalf("view of form %q has %d rows", form, len(got))
+		}
+		cols := sink.ColumnNames(hostile, viewFixedColumns)
+		if got[0]["form_id"] != form {
+			t.Errorf("view form_id %q, want %q", got[0]["form_id"], form)
+		}
+		for _, h := range hostile {
+			if v := got[0][cols[h]]; v != fields[h] {
+				t.Errorf("form %q: view column %s for field %q = %q, want %q", form, cols[h], h, v, fields[h])
+			}
+		}
+	}
+	st := readState(t, b.sink)
+	for _, form := range hostile {
+		if st[form].Rows != 1 || len(st[form].FieldNames) != len(hostile) || st[form].FieldNames[4] != hostile[4] {
+			t.Errorf("state of form %q: %+v", form, st[form])
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package bigquery
+
+const raceEnabled = true

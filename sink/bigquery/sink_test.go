@@ -1,0 +1,377 @@
+package bigquery
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/bigquery/bqfake"
+	"github.com/formsync/formsync/state"
+)
+
+func TestCommitInsertThenNothing(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	var a, c []sink.Row
+	for i := range 5 {
+		a = append(a, b.row(t, "alpha", int64(100+i), i, false))
+	}
+	for i := range 3 {
+		c = append(c, b.row(t, "beta", int64(200+i), i, i == 1))
+	}
+	res := b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("alpha", a), a}, formRows{formState("beta", c), c})
+	if res["alpha"] != (sink.Counts{Inserted: 5}) || res["beta"] != (sink.Counts{Inserted: 3}) {
+		t.Errorf("first commit: %+v", res)
+	}
+	checkRows(t, b.sink, "alpha", a)
+	checkRows(t, b.sink, "beta", c)
+	st := readState(t, b.sink)
+	if st["alpha"].Rows != 5 || st["beta"].Rows != 3 {
+		t.Errorf("rows in state: alpha %d beta %d", st["alpha"].Rows, st["beta"].Rows)
+	}
+	if !st["alpha"].Watermark.CreatedAt.Equal(a[4].CreatedAt) || st["alpha"].Order != state.OrderNewestFirst {
+		t.Errorf("state alpha = %+v", st["alpha"])
+	}
+
+	// The same rows again (and duplicates inside the batch): nothing
+	// changes and nothing is counted.
+	b.fake.ResetStats()
+	dup := append(append([]sink.Row{}, a...), a[0], a[1])
+	res = b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{formState("alpha", a), dup}, formRows{formState("beta", c), c})
+	if res["alpha"] != (sink.Counts{}) || res["beta"] != (sink.Counts{}) {
+		t.Errorf("re-commit counted %+v", res)
+	}
+	checkRows(t, b.sink, "alpha", a)
+	if got := readState(t, b.sink, "alpha")["alpha"].Rows; got != 5 {
+		t.Errorf("rows after re-commit = %d, want 5", got)
+	}
+	if st := b.fake.Stats(); st.LoadJobs != 1 || st.DML["formsync_test.submissions"] != 1 {
+		t.Errorf("re-commit stats: %+v", st)
+	}
+}
+
+func TestCommitCountsUpdates(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	rows := []sink.Row{b.row(t, "f", 1, 1, false), b.row(t, "f", 2, 2, false), b.row(t, "f", 3, 3, false)}
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
+	changed := append([]sink.Row{}, rows...)
+	changed[1].IsSpam = true
+	changed = append(changed, b.row(t, "f", 4, 4, false))
+	res := b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{formState("f", changed), changed})
+	if res["f"] != (sink.Counts{Inserted: 1, Updated: 1}) {
+		t.Errorf("counts %+v, want 1 inserted 1 updated", res["f"])
+	}
+	checkRows(t, b.sink, "f", changed)
+	if got := readState(t, b.sink, "f")["f"].Rows; got != 4 {
+		t.Errorf("rows = %d, want 4", got)
+	}
+}
+
+func TestRekeyOlderToNewer(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	var older, newer []sink.Row
+	for i := range 6 {
+		older = append(older, b.row(t, "m", -1, i, false))
+		newer = append(newer, b.row(t, "m", int64(50+i), i, false))
+	}
+	if res := b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("m", older), older}); res["m"].Inserted != 6 {
+		t.Fatalf("older: %+v", res)
+	}
+	// The newer form reads 4 of them (and one new row): re-keyed, not
+	// duplicated.
+	batch := append(append([]sink.Row{}, newer[:4]...), b.row(t, "m", 99, 99, false))
+	res := b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{formState("m", batch), batch})
+	if res["m"] != (sink.Counts{Inserted: 1, Updated: 4}) {
+		t.Errorf("re-key counts %+v, want 1 inserted, 4 updated", res["m"])
+	}
+	want := []sink.Row{}
+	for i, r := range newer[:4] {
+		r.CreatedAt = older[i].CreatedAt // a re-keyed row keeps its microseconds
+		want = append(want, r)
+	}
+	want = append(want, older[4], older[5], batch[4])
+	checkRows(t, b.sink, "m", want)
+	if got := readState(t, b.sink, "m")["m"].Rows; got != 7 {
+		t.Errorf("rows = %d, want 7", got)
+	}
+	// Again: nothing changes.
+	if res := b.mustCommit(t, b.t0.Add(3*time.Hour), formRows{formState("m", batch), batch}); res["m"] != (sink.Counts{}) {
+		t.Errorf("second newer read counted %+v", res["m"])
+	}
+	checkRows(t, b.sink, "m", want)
+}
+
+func TestLegacyTwinOfStoredIDIsRemoved(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	withID := b.row(t, "x", 7, 1, false)
+	legacy := b.row(t, "x", -1, 1, false)
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("x", nil), []sink.Row{withID}})
+	b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{formState("x", nil), []sink.Row{legacy}})
+	res := b.mustCommit(t, b.t0.Add(3*time.Hour), formRows{formState("x", nil), []sink.Row{withID}})
+	if res["x"] != (sink.Counts{}) {
+		t.Errorf("counts %+v", res["x"])
+	}
+	checkRows(t, b.sink, "x", []sink.Row{withID})
+	if got := readState(t, b.sink, "x")["x"].Rows; got != 1 {
+		t.Errorf("rows = %d, want 1", got)
+	}
+}
+
+func TestOneLoadJobPerCommit(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	var forms []formRows
+	for i, f := range []string{"a", "b", "c", "d", "e"} {
+		rows := []sink.Row{b.row(t, f, int64(i*10), i, false), b.row(t, f, int64(i*10+1), i+1, false)}
+		forms = append(forms, formRows{formState(f, rows), rows})
+	}
+	b.fake.ResetStats()
+	b.mustCommit(t, b.t0.Add(time.Hour), forms...)
+	st := b.fake.Stats()
+	if st.LoadJobs != 1 || st.MultipartUploads != 1 {
+		t.Errorf("5 forms: %d load jobs, %d uploads, want 1", st.LoadJobs, st.MultipartUploads)
+	}
+	if st.DML["formsync_test.submissions"] != 1 || st.DML["formsync_test.sync_state"] != 1 {
+		t.Errorf("DML %v", st.DML)
+	}
+
+	// No rows, a changed state: no load job, one DML on sync_state.
+	b.fake.ResetStats()
+	failed := forms[0].state
+	failed.LastError, failed.LastErrorAt = "form gone", b.t0.Add(2*time.Hour)
+	b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{failed, nil})
+	st = b.fake.Stats()
+	if st.LoadJobs != 0 || st.DML["formsync_test.submissions"] != 0 || st.DML["formsync_test.sync_state"] != 1 {
+		t.Errorf("state-only commit: %+v", st)
+	}
+	if got := readState(t, b.sink, "a")["a"]; got.LastError != "form gone" || got.Rows != 2 {
+		t.Errorf("state-only commit wrote %+v", got)
+	}
+
+	// No rows, nothing changed but LastSuccessAt: no DML at all.
+	b.fake.ResetStats()
+	var same []formRows
+	for _, f := range forms[1:] {
+		s := f.state
+		s.LastSuccessAt = b.t0.Add(3 * time.Hour)
+		same = append(same, formRows{s, []sink.Row{}})
+	}
+	res := b.mustCommit(t, b.t0.Add(3*time.Hour), same...)
+	st = b.fake.Stats()
+	if st.LoadJobs != 0 || len(st.DML) != 0 || len(st.DDL) != 0 {
+		t.Errorf("idle commit: %+v", st)
+	}
+	if len(res) != 4 {
+		t.Errorf("result has %d forms, want 4", len(res))
+	}
+}
+
+func TestNoDDLInSteadyState(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	st := b.fake.Stats()
+	for _, tbl := range []string{"formsync_test", "formsync_test.submissions", "formsync_test.sync_state", "formsync_test._formsync_staging"} {
+		if st.DDL[tbl] != 1 {
+			t.Errorf("first Open: DDL on %s = %d, want 1", tbl, st.DDL[tbl])
+		}
+	}
+	b.fake.ResetStats()
+	s2, err := Open(t.Context(), b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if st := b.fake.Stats(); len(st.DDL) != 0 || st.QueryJobs != 0 || st.LoadJobs != 0 {
+		t.Errorf("second Open did more than read metadata: %+v", st)
+	}
+}
+
+func TestViewsOnlyWhenFieldNamesChange(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	view := "formsync_test." + sink.ViewName("v")
+	rows := []sink.Row{b.row(t, "v", 1, 1, false)}
+	b.fake.ResetStats()
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("v", rows, "email", "message"), rows})
+	if got := b.fake.Stats().DDL[view]; got != 1 {
+		t.Errorf("new form: %d view DDL, want 1", got)
+	}
+	b.fake.ResetStats()
+	rows2 := []sink.Row{b.row(t, "v", 2, 2, false)}
+	b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{formState("v", rows2, "email", "message"), rows2})
+	if got := b.fake.Stats().DDL[view]; got != 0 {
+		t.Errorf("same field names: %d view DDL, want 0", got)
+	}
+	b.mustCommit(t, b.t0.Add(3*time.Hour), formRows{formState("v", rows2, "email", "message", "n"), rows2})
+	if got := b.fake.Stats().DDL[view]; got != 1 {
+		t.Errorf("new field: %d view DDL, want 1", got)
+	}
+	got := readView(t, b, "v")
+	if len(got) != 2 || got[0]["email"] != "user1@example.com" || got[1]["n"] != "2" || got[0]["message"] != "hello <1>" {
+		t.Errorf("view rows %v", got)
+	}
+}
+
+func TestFaultsLeaveExactTable(t *testing.T) {
+	tests := []struct {
+		name      string
+		op        bqfake.Op
+		status    int
+		reason    string
+		loadJobs  int
+		wantError error
+	}{
+		{"upload 503", bqfake.OpUpload, http.StatusServiceUnavailable, "backendError", 1, nil},
+		{"upload response lost, 409 on retry", bqfake.OpUploadLost, http.StatusBadGateway, "backendError", 1, nil},
+		{"load job backendError", bqfake.OpLoadJob, http.StatusInternalServerError, "backendError", 2, nil},
+		{"load job invalid", bqfake.OpLoadJob, http.StatusBadRequest, "invalid", 1, ErrInvalid},
+		{"transaction fails mid-script", bqfake.OpScript, http.StatusInternalServerError, "backendError", 1, nil},
+		{"transaction rate limited mid-script", bqfake.OpScript, http.StatusForbidden, "rateLimitExceeded", 1, nil},
+		{"transaction invalid mid-script", bqfake.OpScript, http.StatusBadRequest, "invalidQuery", 1, ErrInvalid},
+		{"upload access denied", bqfake.OpUpload, http.StatusForbidden, "accessDenied", 0, ErrAccessDenied},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := setup(t, bqfake.Options{PendingPolls: 1})
+			first := []sink.Row{b.row(t, "f", 1, 1, false), b.row(t, "f", 2, 2, false)}
+			b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", first), first})
+			before := readState(t, b.sink, "f")["f"]
+
+			next := append(append([]sink.Row{}, first...), b.row(t, "f", 3, 3, false), b.row(t, "f", 4, 4, true))
+			next[0].IsSpam = true
+			b.fake.ResetStats()
+			b.fake.FailNext(tt.op, tt.status, tt.reason)
+			res, err := b.commit(t, b.t0.Add(2*time.Hour), formRows{formState("f", next), next})
+			if got := b.fake.Stats().LoadJobs; got != tt.loadJobs {
+				t.Errorf("%d load jobs, want %d", got, tt.loadJobs)
+			}
+			if tt.wantError != nil {
+				if !errors.Is(err, tt.wantError) {
+					t.Fatalf("err = %v, want %v", err, tt.wantError)
+				}
+				var be *Error
+				if !errors.As(err, &be) || be.Hint == "" || !strings.Contains(err.Error(), "test-project") && !strings.Contains(err.Error(), "job") {
+					t.Errorf("error without context or hint: %v", err)
+				}
+				checkRows(t, b.sink, "f", first)
+				after := readState(t, b.sink, "f")["f"]
+				if !after.Watermark.CreatedAt.Equal(before.Watermark.CreatedAt) || after.Rows != 2 {
+					t.Errorf("a failed commit changed the state: %+v", after)
+				}
+				// The next run commits the same rows.
+				res = b.mustCommit(t, b.t0.Add(3*time.Hour), formRows{formState("f", next), next})
+			} else if err != nil {
+				t.Fatalf("Commit: %v", err)
+			}
+			if res["f"] != (sink.Counts{Inserted: 2, Updated: 1}) {
+				t.Errorf("counts %+v, want 2 inserted 1 updated", res["f"])
+			}
+			checkRows(t, b.sink, "f", next)
+			if got := readState(t, b.sink, "f")["f"].Rows; got != 4 {
+				t.Errorf("rows = %d, want 4", got)
+			}
+		})
+	}
+}
+
+func TestRecommitSameCommitAfterOtherLoad(t *testing.T) {
+	// A commit whose job ids exist from an earlier call must not trust the
+	// staging table: another commit may have loaded it since.
+	b := setup(t, bqfake.Options{})
+	a := []sink.Row{b.row(t, "a", 1, 1, false)}
+	c := []sink.Row{b.row(t, "c", 2, 2, false)}
+	at := b.t0.Add(time.Hour)
+	commitA := &sink.Commit{SyncedAt: at, Forms: []sink.FormCommit{{State: formState("a", a), Rows: spoolOf(t, a...)}}}
+	if _, err := b.sink.Commit(t.Context(), commitA); err != nil {
+		t.Fatal(err)
+	}
+	b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{formState("c", c), c})
+	// Same content, same SyncedAt: same job ids.
+	res, err := b.sink.Commit(t.Context(), commitA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res["a"] != (sink.Counts{}) {
+		t.Errorf("counts %+v", res["a"])
+	}
+	checkRows(t, b.sink, "a", a)
+	checkRows(t, b.sink, "c", c)
+	if got := b.fake.Stats().LoadJobs; got != 3 {
+		t.Errorf("%d load jobs, want 3", got)
+	}
+}
+
+func TestResumableUploadAndPagedReads(t *testing.T) {
+	b := setup(t, bqfake.Options{PageRows: 7}, func(c *Config) { c.UploadChunkSize = 256 << 10 })
+	var rows []sink.Row
+	pad := strings.Repeat("x", 400)
+	for i := range 1200 {
+		r := b.row(t, "big", int64(i), i, false)
+		r.Fields = `{"pad":"` + pad + `"}`
+		r.ContentKey = sink.ContentKey(r.CreatedAt, r.Fields, r.Files)
+		rows = append(rows, r)
+	}
+	res := b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("big", rows), rows})
+	if res["big"].Inserted != 1200 {
+		t.Errorf("inserted %d", res["big"].Inserted)
+	}
+	if st := b.fake.Stats(); st.ResumableUploads != 1 || st.MultipartUploads != 0 {
+		t.Errorf("uploads: %+v, want one resumable", st)
+	}
+	checkRows(t, b.sink, "big", rows)
+}
+
+func TestErrorClassification(t *testing.T) {
+	sc := errorScope{Project: "p", Dataset: "d"}
+	tests := []struct {
+		reason string
+		code   int
+		kind   error
+		hint   string
+	}{
+		{"backendError", 500, ErrRetryable, "transient"},
+		{"internalError", 500, ErrRetryable, "transient"},
+		{"rateLimitExceeded", 403, ErrRetryable, "transient"},
+		{"", 503, ErrRetryable, "transient"},
+		{"invalid", 400, ErrInvalid, "report"},
+		{"invalidQuery", 400, ErrInvalid, "report"},
+		{"quotaExceeded", 403, ErrQuotaExceeded, "quota"},
+		{"accessDenied", 403, ErrAccessDenied, "roles/bigquery.dataEditor on dataset d and roles/bigquery.jobUser on project p"},
+		{"notFound", 404, ErrNotFound, "FORMSYNC_BQ_DATASET"},
+		{"duplicate", 409, ErrDuplicate, "exists"},
+	}
+	for _, tt := range tests {
+		err := sc.classify("loading", "table p.d.t", googleErr(tt.code, tt.reason))
+		if !errors.Is(err, tt.kind) {
+			t.Errorf("%s/%d: %v is not %v", tt.reason, tt.code, err, tt.kind)
+		}
+		if Retryable(err) != (tt.kind == ErrRetryable) {
+			t.Errorf("%s: Retryable = %v", tt.reason, Retryable(err))
+		}
+		if !strings.Contains(err.Error(), tt.hint) || !strings.Contains(err.Error(), "table p.d.t") {
+			t.Errorf("%s: message %q lacks %q or the table", tt.reason, err, tt.hint)
+		}
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	for _, c := range []Config{
+		{},
+		{Project: "UPPER"},
+		{Project: "p`; DROP", Dataset: "d"},
+		{Project: "p", Dataset: "d-x"},
+		{Project: "p", Dataset: "d`x"},
+		{Project: "p", StagingTable: "submissions"},
+		{Project: "p", Endpoint: "ftp://x"},
+	} {
+		if _, err := Open(t.Context(), c); err == nil {
+			t.Errorf("Open(%+v) accepted", c)
+		}
+	}
+	err := Config{Project: "Bad", Dataset: "bad-ds"}.withDefaults().validate()
+	if err == nil || !strings.Contains(err.Error(), "FORMSYNC_BQ_PROJECT") || !strings.Contains(err.Error(), "FORMSYNC_BQ_DATASET") {
+		t.Errorf("validate must report every problem: %v", err)
+	}
+	if err := (Config{Project: "example.com:my-proj"}).withDefaults().validate(); err != nil {
+		t.Errorf("domain-scoped project refused: %v", err)
+	}
+}

@@ -1,0 +1,220 @@
+package bigquery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	bq "cloud.google.com/go/bigquery"
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/state"
+)
+
+// ReadState returns the stored state of the given forms (every form when
+// formIDs is empty). Forms never synced are absent from the map.
+func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]state.Form, error) {
+	var out map[string]state.Form
+	ids := formIDs
+	if ids == nil {
+		ids = []string{}
+	}
+	q := s.query(render("readState", s.t), bq.QueryParameter{Name: "form_ids", Value: ids})
+	err := s.readAll(ctx, "reading sync state", "table "+s.t.State, q.Read, func() { out = map[string]state.Form{} }, func(v []bq.Value) error {
+		f, err := scanState(v)
+		if err != nil {
+			return err
+		}
+		out[f.FormID] = f
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func scanState(v []bq.Value) (state.Form, error) {
+	if len(v) != 12 {
+		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 12", len(v))
+	}
+	f := state.Form{
+		FormID:        vString(v[0]),
+		Watermark:     state.Watermark{CreatedAt: vTime(v[1]), ID: vInt(v[2])},
+		Order:         state.Order(vString(v[4])),
+		LastTotal:     vInt(v[5]),
+		Rows:          vInt(v[6]),
+		LastSuccessAt: vTime(v[8]),
+		LastErrorAt:   vTime(v[9]),
+		LastError:     vString(v[10]),
+	}
+	wrap := func(what string, err error) error {
+		return fmt.Errorf("bigquery: reading sync state of form %s: %s: %w", f.FormID, what, err)
+	}
+	if err := unmarshalNullable(v[3], &f.Watermark.Boundary); err != nil {
+		return f, wrap("watermark boundary", err)
+	}
+	if err := unmarshalNullable(v[7], &f.FieldNames); err != nil {
+		return f, wrap("field names", err)
+	}
+	if b := vString(v[11]); b != "" && b != "null" {
+		var bj backfillJSON
+		if err := json.Unmarshal([]byte(b), &bj); err != nil {
+			return f, wrap("backfill", err)
+		}
+		bf, err := bj.state()
+		if err != nil {
+			return f, wrap("backfill", err)
+		}
+		f.Backfill = bf
+	}
+	return f, nil
+}
+
+func unmarshalNullable(v bq.Value, dst any) error {
+	s := vString(v)
+	if s == "" {
+		return nil
+	}
+	return json.Unmarshal([]byte(s), dst)
+}
+
+// stateParam is one element of the @states parameter (ARRAY<STRUCT>).
+// JSON-typed columns travel as JSON text and are parsed by PARSE_JSON.
+type stateParam struct {
+	FormID        string           `bigquery:"form_id"`
+	WmCreatedAt   bq.NullTimestamp `bigquery:"wm_created_at"`
+	WmID          int64            `bigquery:"wm_id"`
+	Boundary      string           `bigquery:"boundary"`
+	SortOrder     string           `bigquery:"sort_order"`
+	LastTotal     int64            `bigquery:"last_total"`
+	FieldNames    string           `bigquery:"field_names"`
+	LastSuccessAt bq.NullTimestamp `bigquery:"last_success_at"`
+	LastErrorAt   bq.NullTimestamp `bigquery:"last_error_at"`
+	LastError     string           `bigquery:"last_error"`
+	Backfill      bq.NullString    `bigquery:"backfill"`
+}
+
+func nullTime(t time.Time) bq.NullTimestamp {
+	if t.IsZero() {
+		return bq.NullTimestamp{}
+	}
+	return bq.NullTimestamp{Timestamp: t.UTC().Truncate(time.Microsecond), Valid: true}
+}
+
+func newStateParam(f state.Form) (stateParam, error) {
+	// nil and empty slices are stored as null and [] so that they read
+	// back exactly as written.
+	boundary, err := json.Marshal(f.Watermark.Boundary)
+	if err != nil {
+		return stateParam{}, err
+	}
+	fields, err := json.Marshal(f.FieldNames)
+	if err != nil {
+		return stateParam{}, err
+	}
+	p := stateParam{
+		FormID: f.FormID, WmCreatedAt: nullTime(f.Watermark.CreatedAt), WmID: f.Watermark.ID,
+		Boundary: string(boundary), SortOrder: string(f.Order), LastTotal: f.LastTotal,
+		FieldNames: string(fields), LastSuccessAt: nullTime(f.LastSuccessAt),
+		LastErrorAt: nullTime(f.LastErrorAt), LastError: f.LastError,
+	}
+	if b := newBackfillJSON(f.Backfill); b != nil {
+		j, err := json.Marshal(b)
+		if err != nil {
+			return stateParam{}, err
+		}
+		p.Backfill = bq.NullString{StringVal: string(j), Valid: true}
+	}
+	return p, nil
+}
+
+// backfillJSON is state.Backfill as stored in sync_state.backfill, the same
+// shape as in the SQLite sink.
+type backfillJSON struct {
+	Since     *string `json:"since"`
+	Until     *string `json:"until"`
+	Cursor    *string `json:"cursor"`
+	StartedAt *string `json:"started_at"`
+}
+
+func newBackfillJSON(b *state.Backfill) *backfillJSON {
+	if b == nil {
+		return nil
+	}
+	ptr := func(t time.Time) *string {
+		if t.IsZero() {
+			return nil
+		}
+		s := t.UTC().Format(sink.TimeLayout)
+		return &s
+	}
+	return &backfillJSON{Since: ptr(b.Since), Until: ptr(b.Until), Cursor: ptr(b.Cursor), StartedAt: ptr(b.StartedAt)}
+}
+
+func (b backfillJSON) state() (*state.Backfill, error) {
+	var out state.Backfill
+	for _, p := range []struct {
+		src *string
+		dst *time.Time
+	}{{b.Since, &out.Since}, {b.Until, &out.Until}, {b.Cursor, &out.Cursor}, {b.StartedAt, &out.StartedAt}} {
+		if p.src == nil {
+			continue
+		}
+		t, err := time.Parse(sink.TimeLayout, *p.src)
+		if err != nil {
+			return nil, err
+		}
+		*p.dst = t
+	}
+	return &out, nil
+}
+
+// sameState reports whether writing next over prev would change nothing a
+// reader cares about: everything but Rows (the sink's own count) and
+// LastSuccessAt compared as stored (microseconds, UTC).
+func sameState(prev, next state.Form) bool {
+	us := func(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+	bf := func(b *state.Backfill) string {
+		j, _ := json.Marshal(newBackfillJSON(b))
+		return string(j)
+	}
+	js := func(v []string) string {
+		j, _ := json.Marshal(v)
+		return string(j)
+	}
+	return prev.FormID == next.FormID &&
+		us(prev.Watermark.CreatedAt).Equal(us(next.Watermark.CreatedAt)) &&
+		prev.Watermark.ID == next.Watermark.ID &&
+		js(prev.Watermark.Boundary) == js(next.Watermark.Boundary) &&
+		prev.Order == next.Order && prev.LastTotal == next.LastTotal &&
+		js(prev.FieldNames) == js(next.FieldNames) &&
+		us(prev.LastErrorAt).Equal(us(next.LastErrorAt)) && prev.LastError == next.LastError &&
+		bf(prev.Backfill) == bf(next.Backfill)
+}
+
+func sameFields(prev, next []string) bool { return slices.Equal(prev, next) }
+
+// canonicalJSON re-encodes JSON read back from BigQuery the way sink.NewRow
+// encodes it (sorted keys, no HTML escaping, numbers as written), so that a
+// row read back equals the row staged.
+func canonicalJSON(s string) (string, error) {
+	if s == "" {
+		return "null", nil
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return string(bytes.TrimRight(buf.Bytes(), "\n")), nil
+}

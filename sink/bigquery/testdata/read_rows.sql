@@ -1,0 +1,5 @@
+SELECT submission_id, submission_key, created_at, is_spam, TO_JSON_STRING(fields) AS fields,
+  TO_JSON_STRING(files) AS files
+FROM `my-project.formsync.submissions`
+WHERE form_id = @form_id
+ORDER BY created_at, submission_key
