@@ -1,0 +1,212 @@
+package main
+
+// Process-level benchmarks: the real formsync binary against the simulator
+// served from the test process on loopback. They run only with -bench, e.g.
+//
+//	go test ./cmd/formsync -run '^$' -bench 'BackfillSQLite' -benchtime 1x -timeout 20m
+//
+// Each iteration is one whole run of the binary, so -benchtime 1x is the
+// intended setting. Figures are reported with b.ReportMetric and b.Log.
+
+import (
+	"database/sql"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/formsync/formsync/sink/sqlite" // registers the "sqlite" driver for row counts
+	"github.com/formsync/formsync/worker/apisim"
+)
+
+// buildTB compiles formsync for a benchmark or test (kill_test.go's
+// buildBinary takes a *testing.T).
+func buildTB(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "formsync")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		tb.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// procRun is what one run of the binary cost.
+type procRun struct {
+	wall      time.Duration
+	maxRSSKiB int64
+	cpu       time.Duration // user + system
+	out       string
+}
+
+// runProc runs the binary to completion and fails tb if it exits non-zero.
+func runProc(tb testing.TB, bin string, env []string, args ...string) procRun {
+	tb.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start)
+	if err != nil {
+		tb.Fatalf("formsync %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return procRun{wall: wall, maxRSSKiB: ru.Maxrss, cpu: cpu, out: out.String()}
+}
+
+func baseEnv(srvURL, forms, db string, tmp string, extra ...string) []string {
+	env := append(os.Environ(),
+		"FORMSYNC_API_BASE_URL="+srvURL, "FORMSYNC_API_TOKEN="+apisim.DefaultToken,
+		"FORMSYNC_FORMS="+forms, "FORMSYNC_SQLITE_PATH="+db, "FORMSYNC_TMP_DIR="+tmp,
+		"FORMSYNC_LOG_LEVEL=error")
+	return append(env, extra...)
+}
+
+func countTable(tb testing.TB, db string) int {
+	tb.Helper()
+	conn, err := sql.Open("sqlite", db)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close()
+	var n int
+	if err := conn.QueryRow(`SELECT count(*) FROM submissions`).Scan(&n); err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// BenchmarkBackfillSQLite backfills one form of 100,000 and of 1,000,000
+// submissions (newer form, page size 100, client rate unlimited in effect)
+// into a fresh SQLite file with `formsync backfill --form big`, and reports
+// the wall time, rows/s, the process's peak RSS and its CPU time per row.
+// Targets for 1M on a 2-core machine: at most 60 s and 150 MiB, RSS flat
+// from 100k to 1M.
+func BenchmarkBackfillSQLite(b *testing.B) {
+	bin := buildTB(b)
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			sim := apisim.New(apisim.Options{Seed: 7, Variant: apisim.Newer, Forms: []string{"big"}, SubmissionsPerForm: n, TieEvery: 50})
+			srv := httptest.NewServer(sim)
+			defer srv.Close()
+			var last procRun
+			for b.Loop() {
+				b.StopTimer()
+				db := filepath.Join(b.TempDir(), "bench.db")
+				env := baseEnv(srv.URL, "big", db, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
+				b.StartTimer()
+				last = runProc(b, bin, env, "backfill", "--form", "big")
+				b.StopTimer()
+				if got := countTable(b, db); got != n {
+					b.Fatalf("table holds %d rows, want %d", got, n)
+				}
+				b.StartTimer()
+			}
+			reportProc(b, "sqlite", n, last, sim.Stats().Requests)
+		})
+	}
+}
+
+func reportProc(b *testing.B, sinkName string, n int, r procRun, requests int) {
+	mib := float64(r.maxRSSKiB) / 1024
+	b.ReportMetric(r.wall.Seconds(), "wall-s")
+	b.ReportMetric(float64(n)/r.wall.Seconds(), "rows/s")
+	b.ReportMetric(mib, "peak-RSS-MiB")
+	b.ReportMetric(float64(r.cpu.Nanoseconds())/float64(n), "cpu-ns/row")
+	b.Logf("backfill %s: %d rows in %.2f s wall (%.0f rows/s), peak RSS %.1f MiB, process CPU %.2f s (%.0f ns/row), simulator requests %d",
+		sinkName, n, r.wall.Seconds(), float64(n)/r.wall.Seconds(), mib, r.cpu.Seconds(), float64(r.cpu.Nanoseconds())/float64(n), requests)
+}
+
+// arrivals wraps the simulator and records when each request arrived, so
+// that the sustained rate is measured on the server side, without the
+// process start and the final commit.
+type arrivals struct {
+	h  http.Handler
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (a *arrivals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	a.at = append(a.at, time.Now())
+	a.mu.Unlock()
+	a.h.ServeHTTP(w, r)
+}
+
+// sustained is requests per second between the first and the last arrival,
+// and the highest count of arrivals in any one-second window.
+func (a *arrivals) sustained() (perSecond float64, peak1s int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at := slices.Clone(a.at)
+	slices.SortFunc(at, func(x, y time.Time) int { return x.Compare(y) })
+	if len(at) < 2 {
+		return 0, len(at)
+	}
+	j := 0
+	for i := range at {
+		for at[i].Sub(at[j]) >= time.Second {
+			j++
+		}
+		peak1s = max(peak1s, i-j+1)
+	}
+	return float64(len(at)-1) / at[len(at)-1].Sub(at[0]).Seconds(), peak1s
+}
+
+// BenchmarkSustainedRate syncs 50 forms with `formsync sync` while the
+// simulator enforces R requests/s (excess answered 429) with 20 ms latency,
+// and the client is configured with the same rate R. It reports the achieved
+// requests/s (server side, first to last request) against R, and the 429s.
+func BenchmarkSustainedRate(b *testing.B) {
+	bin := buildTB(b)
+	const rate = 10.0
+	forms := make([]string, 50)
+	for i := range forms {
+		forms[i] = fmt.Sprintf("f%02d", i)
+	}
+	// 450 submissions per form at 100 a page: 5 pages a form, 250 requests,
+	// about 25 s at 10 requests/s.
+	sim := apisim.New(apisim.Options{Seed: 3, Variant: apisim.Newer, Forms: forms, SubmissionsPerForm: 450,
+		RateLimit: rate, Latency: 20 * time.Millisecond})
+	var last *arrivals
+	var lastStats apisim.Stats
+	var lastRun procRun
+	for b.Loop() {
+		b.StopTimer()
+		sim.ResetStats()
+		rec := &arrivals{h: sim}
+		srv := httptest.NewServer(rec)
+		db := filepath.Join(b.TempDir(), "rate.db")
+		env := baseEnv(srv.URL, strings.Join(forms, ","), db, b.TempDir(),
+			"FORMSYNC_PAGE_SIZE=100", fmt.Sprintf("FORMSYNC_RATE_LIMIT=%g", rate))
+		b.StartTimer()
+		lastRun = runProc(b, bin, env, "sync")
+		b.StopTimer()
+		srv.Close()
+		if got, want := countTable(b, db), 50*450; got != want {
+			b.Fatalf("table holds %d rows, want %d", got, want)
+		}
+		last, lastStats = rec, sim.Stats()
+		b.StartTimer()
+	}
+	perSecond, peak := last.sustained()
+	limited := lastStats.ByStatus[http.StatusTooManyRequests]
+	b.ReportMetric(perSecond, "req/s")
+	b.ReportMetric(rate, "configured-req/s")
+	b.ReportMetric(float64(limited), "429s")
+	b.ReportMetric(float64(lastStats.Requests), "requests")
+	b.Logf("sustained rate: %d requests (%d answered 429) in %.1f s wall, %.2f requests/s first to last (configured %g, server limit %g), busiest 1 s window %d requests; lower bound %d requests (50 forms x ceil(450/100))",
+		lastStats.Requests, limited, lastRun.wall.Seconds(), perSecond, rate, rate, peak, 50*int(math.Ceil(450.0/100)))
+}

@@ -1,0 +1,144 @@
+package worker_test
+
+// Benchmarks of the engine, in process. They run only with -bench:
+//
+//	go test ./worker -run '^$' -bench 'Pipeline|RequestsVsLowerBound' -benchmem
+//	go test ./worker -run '^$' -bench 'Pipeline' -benchtime 5x -cpuprofile cpu.out && go tool pprof -top worker.test cpu.out
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+
+	"github.com/formsync/formsync/sink/sinktest"
+	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/formsapi"
+)
+
+// renderedSource serves pages rendered once by the simulator and decodes
+// them on every call with formsapi.DecodePage: the benchmark pays for the
+// decode, not for HTTP or for the simulator.
+type renderedSource struct {
+	bodies map[string][][]byte // form -> page (1-based) -> body; the last is empty
+}
+
+func (s *renderedSource) Page(_ context.Context, formID string, page, _ int) (*formsapi.Page, error) {
+	pages := s.bodies[formID]
+	if page > len(pages) {
+		page = len(pages)
+	}
+	return formsapi.DecodePage(formID, pages[page-1])
+}
+
+func renderPages(b *testing.B, sim *apisim.Server, formID string, perPage int) [][]byte {
+	b.Helper()
+	n := sim.Len(formID)
+	var pages [][]byte
+	for p := 1; p <= (n+perPage-1)/perPage+1; p++ {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, fmt.Sprintf("/api/forms/%s/submissions?page=%d&limit=%d", formID, p, perPage), nil)
+		req.Header.Set("Authorization", "Bearer "+sim.Token())
+		sim.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("rendering page %d: %d", p, w.Code)
+		}
+		pages = append(pages, w.Body.Bytes())
+	}
+	return pages
+}
+
+// BenchmarkPipeline is one full sync of 20,000 submissions (newer form,
+// newest first, 100 a page) into a fresh SQLite file: JSON decode of every
+// page, row canonicalisation and content key, NDJSON staging, and the SQLite
+// commit. ns/submission is the CPU-bound cost of one submission end to end
+// (the loop is single-form, so one core is busy at a time).
+func BenchmarkPipeline(b *testing.B) {
+	for _, v := range []apisim.Variant{apisim.Newer, apisim.Older} {
+		b.Run(v.String(), func(b *testing.B) {
+			const n, perPage = 20_000, 100
+			sim := apisim.New(apisim.Options{Seed: 5, Variant: v, Forms: []string{"bench"}, SubmissionsPerForm: n, TieEvery: 50})
+			pp := perPage
+			if v == apisim.Older {
+				pp = 25 // the older form fixes per_page at 25
+			}
+			src := &renderedSource{bodies: map[string][][]byte{"bench": renderPages(b, sim, "bench", pp)}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "p.db"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				e, err := worker.New(src, s, worker.Config{Forms: []string{"bench"}, PageSize: perPage, TmpDir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				rep, err := e.Sync(b.Context())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := rep.Err(); err != nil {
+					b.Fatal(err)
+				}
+				if got := rep.Forms[0].Inserted; got != n {
+					b.Fatalf("inserted %d, want %d", got, n)
+				}
+				s.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/submission")
+		})
+	}
+}
+
+// BenchmarkRequestsVsLowerBound measures how many requests an incremental
+// sync makes for N new submissions per form, against the lower bound
+// ceil(N / page size), for both sort orders. Each iteration adds N
+// submissions to every form and syncs once; requests are counted by the
+// simulator. The initial (full) sync is not counted.
+func BenchmarkRequestsVsLowerBound(b *testing.B) {
+	forms := []string{"a", "b", "c", "d"}
+	for _, order := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
+		for _, ps := range []int{10, 25, 100} {
+			for _, n := range []int{1, 10, 99, 250} {
+				b.Run(fmt.Sprintf("order=%s/page=%d/new=%d", order, ps, n), func(b *testing.B) {
+					s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "r.db"))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer s.Close()
+					h := sinktest.NewHarness(b, apisim.Options{Seed: 9, Variant: apisim.Newer, Order: order, Forms: forms, SubmissionsPerForm: 1000, TieEvery: 7}, s)
+					h.Config.PageSize = ps
+					h.MustSync(b.Context())
+					requests, iters := 0, 0
+					for b.Loop() {
+						b.StopTimer()
+						for _, f := range forms {
+							h.Sim.Add(f, n)
+						}
+						h.Sim.ResetStats()
+						b.StartTimer()
+						h.MustSync(b.Context())
+						requests += h.Sim.Stats().Requests
+						iters++
+					}
+					perForm := float64(requests) / float64(iters*len(forms))
+					bound := math.Ceil(float64(n) / float64(ps))
+					b.ReportMetric(perForm, "requests/form")
+					b.ReportMetric(bound, "lower-bound/form")
+					b.ReportMetric(perForm-bound, "extra/form")
+					b.Logf("order=%s page=%d new=%d: %.2f requests/form, lower bound %.0f", order, ps, n, perForm, bound)
+				})
+			}
+		}
+	}
+}
