@@ -282,7 +282,7 @@ func (r *formRun) backward(ctx context.Context, first *formsapi.Page, threshold 
 // consume stages a page's submissions newer than threshold, skipping those
 // already taken from the neighbouring page read just before (prev). It
 // reports how many it skipped that way and whether the page holds
-// submissions older than threshold.
+// submissions already loaded.
 func (r *formRun) consume(p *formsapi.Page, threshold state.Watermark, prev map[string]struct{}) (keys map[string]struct{}, repeated int, older bool, err error) {
 	keys = make(map[string]struct{}, len(p.Submissions))
 	for i, s := range p.Submissions {
@@ -298,11 +298,11 @@ func (r *formRun) consume(p *formsapi.Page, threshold state.Watermark, prev map[
 			repeated++
 			continue
 		}
-		if threshold.IsOlder(row.CreatedAt) {
+		// A submission already loaded (older than the threshold, or in its
+		// boundary) marks where a newest-first read can stop: ties sort by
+		// id, so a tie that arrived later sorts ahead of the loaded ones.
+		if threshold.Compare(row.CreatedAt, row.SubmissionKey) <= 0 {
 			older = true
-			continue
-		}
-		if !threshold.IsNew(row.CreatedAt, row.SubmissionKey) {
 			continue
 		}
 		if err := r.stage(row); err != nil {
