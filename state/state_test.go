@@ -94,3 +94,23 @@ func TestValidate(t *testing.T) {
 		t.Error("empty form id accepted")
 	}
 }
+
+func TestBackfillJSONRoundTrip(t *testing.T) {
+	for _, b := range []Backfill{{}, {Since: at(1, 2), Cursor: at(3, 4), StartedAt: at(5, 6)}, {Until: at(7, 0)}} {
+		j, err := b.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Backfill
+		if err := got.UnmarshalJSON(j); err != nil {
+			t.Fatal(err)
+		}
+		if !got.Since.Equal(b.Since) || !got.Until.Equal(b.Until) || !got.Cursor.Equal(b.Cursor) || !got.StartedAt.Equal(b.StartedAt) {
+			t.Errorf("%s: got %+v, want %+v", j, got, b)
+		}
+	}
+	var b Backfill
+	if b.UnmarshalJSON([]byte(`{"since":"yesterday"}`)) == nil {
+		t.Error("a bad time was accepted")
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	bq "cloud.google.com/go/bigquery"
-	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
 )
 
@@ -60,15 +59,10 @@ func scanState(v []bq.Value) (state.Form, error) {
 		return f, wrap("field names", err)
 	}
 	if b := vString(v[11]); b != "" && b != "null" {
-		var bj backfillJSON
-		if err := json.Unmarshal([]byte(b), &bj); err != nil {
+		f.Backfill = new(state.Backfill)
+		if err := json.Unmarshal([]byte(b), f.Backfill); err != nil {
 			return f, wrap("backfill", err)
 		}
-		bf, err := bj.state()
-		if err != nil {
-			return f, wrap("backfill", err)
-		}
-		f.Backfill = bf
 	}
 	return f, nil
 }
@@ -121,7 +115,7 @@ func newStateParam(f state.Form) (stateParam, error) {
 		FieldNames: string(fields), LastSuccessAt: nullTime(f.LastSuccessAt),
 		LastErrorAt: nullTime(f.LastErrorAt), LastError: f.LastError,
 	}
-	if b := newBackfillJSON(f.Backfill); b != nil {
+	if b := f.Backfill; b != nil {
 		j, err := json.Marshal(b)
 		if err != nil {
 			return stateParam{}, err
@@ -131,54 +125,13 @@ func newStateParam(f state.Form) (stateParam, error) {
 	return p, nil
 }
 
-// backfillJSON is state.Backfill as stored in sync_state.backfill, the same
-// shape as in the SQLite sink.
-type backfillJSON struct {
-	Since     *string `json:"since"`
-	Until     *string `json:"until"`
-	Cursor    *string `json:"cursor"`
-	StartedAt *string `json:"started_at"`
-}
-
-func newBackfillJSON(b *state.Backfill) *backfillJSON {
-	if b == nil {
-		return nil
-	}
-	ptr := func(t time.Time) *string {
-		if t.IsZero() {
-			return nil
-		}
-		s := t.UTC().Format(sink.TimeLayout)
-		return &s
-	}
-	return &backfillJSON{Since: ptr(b.Since), Until: ptr(b.Until), Cursor: ptr(b.Cursor), StartedAt: ptr(b.StartedAt)}
-}
-
-func (b backfillJSON) state() (*state.Backfill, error) {
-	var out state.Backfill
-	for _, p := range []struct {
-		src *string
-		dst *time.Time
-	}{{b.Since, &out.Since}, {b.Until, &out.Until}, {b.Cursor, &out.Cursor}, {b.StartedAt, &out.StartedAt}} {
-		if p.src == nil {
-			continue
-		}
-		t, err := time.Parse(sink.TimeLayout, *p.src)
-		if err != nil {
-			return nil, err
-		}
-		*p.dst = t
-	}
-	return &out, nil
-}
-
 // sameState reports whether writing next over prev would change nothing a
 // reader cares about: everything but Rows (the sink's own count) and
 // LastSuccessAt compared as stored (microseconds, UTC).
 func sameState(prev, next state.Form) bool {
 	us := func(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 	bf := func(b *state.Backfill) string {
-		j, _ := json.Marshal(newBackfillJSON(b))
+		j, _ := json.Marshal(b)
 		return string(j)
 	}
 	js := func(v []string) string {

@@ -78,55 +78,12 @@ func scanState(rows *sql.Rows) (state.Form, error) {
 		return f, wrap("field names", err)
 	}
 	if backfil.Valid {
-		var b backfillJSON
-		if err := json.Unmarshal([]byte(backfil.String), &b); err != nil {
-			return f, wrap("backfill", err)
-		}
-		if f.Backfill, err = b.state(); err != nil {
+		f.Backfill = new(state.Backfill)
+		if err := json.Unmarshal([]byte(backfil.String), f.Backfill); err != nil {
 			return f, wrap("backfill", err)
 		}
 	}
 	return f, nil
-}
-
-// backfillJSON is state.Backfill as stored in sync_state.backfill.
-type backfillJSON struct {
-	Since     *string `json:"since"`
-	Until     *string `json:"until"`
-	Cursor    *string `json:"cursor"`
-	StartedAt *string `json:"started_at"`
-}
-
-func newBackfillJSON(b *state.Backfill) *backfillJSON {
-	if b == nil {
-		return nil
-	}
-	ptr := func(t time.Time) *string {
-		ns := formatTime(t)
-		if !ns.Valid {
-			return nil
-		}
-		return &ns.String
-	}
-	return &backfillJSON{Since: ptr(b.Since), Until: ptr(b.Until), Cursor: ptr(b.Cursor), StartedAt: ptr(b.StartedAt)}
-}
-
-func (b backfillJSON) state() (*state.Backfill, error) {
-	var out state.Backfill
-	for _, p := range []struct {
-		src *string
-		dst *time.Time
-	}{{b.Since, &out.Since}, {b.Until, &out.Until}, {b.Cursor, &out.Cursor}, {b.StartedAt, &out.StartedAt}} {
-		if p.src == nil {
-			continue
-		}
-		t, err := time.Parse(sink.TimeLayout, *p.src)
-		if err != nil {
-			return nil, err
-		}
-		*p.dst = t
-	}
-	return &out, nil
 }
 
 // formatTime stores a time as sink.TimeLayout text; the zero time is NULL.
@@ -157,7 +114,7 @@ func stateArgs(f state.Form, rows int64, updatedAt time.Time) ([]any, error) {
 		return nil, err
 	}
 	var backfill sql.NullString
-	if b := newBackfillJSON(f.Backfill); b != nil {
+	if b := f.Backfill; b != nil {
 		j, err := json.Marshal(b)
 		if err != nil {
 			return nil, err

@@ -1,0 +1,56 @@
+package state
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// backfillLayout is how a Backfill's times are stored: RFC 3339, UTC, six
+// fractional digits (the same text the sinks use for timestamps).
+const backfillLayout = "2006-01-02T15:04:05.000000Z"
+
+type backfillJSON struct {
+	Since     *string `json:"since"`
+	Until     *string `json:"until"`
+	Cursor    *string `json:"cursor"`
+	StartedAt *string `json:"started_at"`
+}
+
+// MarshalJSON stores a Backfill as every sink keeps it in sync_state: an
+// object of four times, null where zero.
+func (b Backfill) MarshalJSON() ([]byte, error) {
+	text := func(t time.Time) *string {
+		if t.IsZero() {
+			return nil
+		}
+		s := t.UTC().Format(backfillLayout)
+		return &s
+	}
+	return json.Marshal(backfillJSON{Since: text(b.Since), Until: text(b.Until), Cursor: text(b.Cursor), StartedAt: text(b.StartedAt)})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (b *Backfill) UnmarshalJSON(data []byte) error {
+	var j backfillJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	var out Backfill
+	for _, p := range []struct {
+		name string
+		src  *string
+		dst  *time.Time
+	}{{"since", j.Since, &out.Since}, {"until", j.Until, &out.Until}, {"cursor", j.Cursor, &out.Cursor}, {"started_at", j.StartedAt, &out.StartedAt}} {
+		if p.src == nil {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, *p.src)
+		if err != nil {
+			return fmt.Errorf("backfill %s: %w", p.name, err)
+		}
+		*p.dst = t.UTC()
+	}
+	*b = out
+	return nil
+}
