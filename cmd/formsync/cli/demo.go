@@ -42,7 +42,7 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 		Seed: 42, Variant: apisim.Newer, Order: apisim.NewestFirst,
 		Forms: []string{"contact", "signup", "feedback"}, SubmissionsPerForm: *n, TieEvery: 50,
 		// History up to about an hour ago, so the new submissions follow it.
-		Start: time.Now().UTC().Add(-time.Duration(*n)*37*time.Second - time.Hour).Truncate(time.Second),
+		Start:     time.Now().UTC().Add(-time.Duration(*n)*37*time.Second - time.Hour).Truncate(time.Second),
 		RateLimit: 40, RetryAfter: apisim.RetryAfterMixed,
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
