@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -40,13 +41,21 @@ type Row struct {
 // NewRow builds the stored form of a submission. fields must be a JSON
 // object (or null/absent) and files a JSON array (or null/absent).
 func NewRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage) (Row, error) {
-	f, err := canonical(fields, "{}", '{')
+	r, _, err := NewRowFields(formID, id, createdAt, isSpam, fields, files)
+	return r, err
+}
+
+// NewRowFields is NewRow that also returns the field names (the keys of
+// fields, sorted), which the decoding finds anyway: the worker collects them
+// for the per-form views without decoding the fields a second time.
+func NewRowFields(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage) (Row, []string, error) {
+	f, names, err := canonicalObject(fields)
 	if err != nil {
-		return Row{}, fmt.Errorf("submission fields: %w", err)
+		return Row{}, nil, fmt.Errorf("submission fields: %w", err)
 	}
-	fl, err := canonical(files, "[]", '[')
+	fl, _, err := canonical(files, "[]", '[')
 	if err != nil {
-		return Row{}, fmt.Errorf("submission files: %w", err)
+		return Row{}, nil, fmt.Errorf("submission files: %w", err)
 	}
 	createdAt = createdAt.UTC().Truncate(time.Microsecond)
 	r := Row{
@@ -64,7 +73,7 @@ func NewRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, 
 	} else {
 		r.SubmissionKey = r.ContentKey
 	}
-	return r, nil
+	return r, names, nil
 }
 
 // ContentKey hashes what identifies a submission that has no id. created_at
@@ -83,25 +92,41 @@ func ContentKey(createdAt time.Time, fields, files string) string {
 // canonical re-encodes a JSON value with sorted object keys and no HTML
 // escaping, so equal content always hashes and compares equal. empty is used
 // for a missing or null value; the value must otherwise start with want.
-func canonical(raw json.RawMessage, empty string, want byte) (string, error) {
+func canonical(raw json.RawMessage, empty string, want byte) (string, any, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return empty, nil
+		return empty, nil, nil
 	}
 	if raw[0] != want {
-		return "", fmt.Errorf("want a JSON %s, got %.20q", map[byte]string{'{': "object", '[': "array"}[want], raw)
+		return "", nil, fmt.Errorf("want a JSON %s, got %.20q", map[byte]string{'{': "object", '[': "array"}[want], raw)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return string(bytes.TrimRight(buf.Bytes(), "\n")), nil
+	return string(bytes.TrimRight(buf.Bytes(), "\n")), v, nil
+}
+
+// canonicalObject is canonical for the fields object, also returning its
+// keys, sorted.
+func canonicalObject(raw json.RawMessage) (string, []string, error) {
+	s, v, err := canonical(raw, "{}", '{')
+	if err != nil {
+		return "", nil, err
+	}
+	m, _ := v.(map[string]any)
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return s, names, nil
 }

@@ -183,7 +183,7 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 		seen := make(map[string]struct{}, len(p.Submissions))
 		beyond := false
 		for i, s := range p.Submissions {
-			row, err := sink.NewRow(b.old.FormID, s.ID, s.CreatedAt, s.IsSpam, s.Fields, s.Files)
+			row, names, err := sink.NewRowFields(b.old.FormID, s.ID, s.CreatedAt, s.IsSpam, s.Fields, s.Files)
 			if err != nil {
 				return fmt.Errorf("form %s page %d submission %d: %w", b.old.FormID, page, i+1, err)
 			}
@@ -195,7 +195,7 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 				beyond = beyond || b.pastFar(row.CreatedAt, far)
 				continue
 			}
-			if err := b.stage(row); err != nil {
+			if err := b.stage(row, names); err != nil {
 				return err
 			}
 			b.cursor = row.CreatedAt

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -286,7 +285,7 @@ func (r *formRun) backward(ctx context.Context, first *formsapi.Page, threshold 
 func (r *formRun) consume(p *formsapi.Page, threshold state.Watermark, prev map[string]struct{}) (keys map[string]struct{}, repeated int, older bool, err error) {
 	keys = make(map[string]struct{}, len(p.Submissions))
 	for i, s := range p.Submissions {
-		row, err := sink.NewRow(r.old.FormID, s.ID, s.CreatedAt, s.IsSpam, s.Fields, s.Files)
+		row, names, err := sink.NewRowFields(r.old.FormID, s.ID, s.CreatedAt, s.IsSpam, s.Fields, s.Files)
 		if err != nil {
 			return nil, 0, false, fmt.Errorf("form %s page %d submission %d: %w", r.old.FormID, p.CurrentPage, i+1, err)
 		}
@@ -305,14 +304,14 @@ func (r *formRun) consume(p *formsapi.Page, threshold state.Watermark, prev map[
 			older = true
 			continue
 		}
-		if err := r.stage(row); err != nil {
+		if err := r.stage(row, names); err != nil {
 			return nil, 0, false, err
 		}
 	}
 	return keys, repeated, older, nil
 }
 
-func (r *formRun) stage(row sink.Row) error {
+func (r *formRun) stage(row sink.Row, fieldNames []string) error {
 	if err := r.spool.Append(row); err != nil {
 		return fmt.Errorf("form %s: %w", r.old.FormID, err)
 	}
@@ -324,12 +323,9 @@ func (r *formRun) stage(row sink.Row) error {
 		id = *row.SubmissionID
 	}
 	r.wm = r.wm.Advance(row.CreatedAt, id, row.SubmissionKey)
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(row.Fields), &fields); err == nil {
-		for name := range fields {
-			if _, ok := r.fields[name]; !ok {
-				r.fields[name] = struct{}{}
-			}
+	for _, name := range fieldNames {
+		if _, ok := r.fields[name]; !ok {
+			r.fields[name] = struct{}{}
 		}
 	}
 	return nil
