@@ -51,7 +51,7 @@ type formRun struct {
 }
 
 // readForm reads one form and stages its rows; it never commits.
-func (e *Engine) readForm(ctx context.Context, st state.Form, mode scanMode) *formRun {
+func (e *Engine) readForm(ctx context.Context, st state.Form) *formRun {
 	start := e.cfg.Now()
 	before := e.cfg.Requests.Form(st.FormID)
 	r := &formRun{e: e, old: st, wm: st.Watermark, lastTotal: st.LastTotal, fields: map[string]struct{}{}}
@@ -72,7 +72,7 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode scanMode) *fo
 		return r
 	}
 	r.spool = spool
-	if err := r.scan(ctx, mode); err != nil {
+	if err := r.scan(ctx); err != nil {
 		r.err = err
 		return r
 	}
@@ -94,10 +94,8 @@ func (r *formRun) next(now time.Time) state.Form {
 	st := r.old
 	// Without a known order the reader could not choose the direction that
 	// never skips, so the watermark waits for a run that knows it.
-	if r.order == state.OrderUnknown && r.old.Watermark.IsZero() {
-		r.keepWatermark = true
-	}
-	if !r.keepWatermark {
+	keep := r.keepWatermark || (r.order == state.OrderUnknown && r.old.Watermark.IsZero())
+	if !keep {
 		st.Watermark = r.wm
 		st.LastTotal = r.lastTotal
 	}
@@ -130,8 +128,10 @@ func (r *formRun) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
 	return p, nil
 }
 
-// scan reads the form, re-reading while its pages move under the reader.
-func (r *formRun) scan(ctx context.Context, mode scanMode) error {
+// scan reads what is new in the form, re-reading while its pages move under
+// the reader.
+func (r *formRun) scan(ctx context.Context) error {
+	mode := scanIncremental
 	r.firstTotal = -1
 	first, err := r.fetch(ctx, 1)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 type RequestCounts struct {
 	Requests    int // attempts, retries included
 	RateLimited int // answered 429
-	Failed      int // answered with an error or not at all
 }
 
 // RequestStats counts API requests per form. Its Observe method is meant to
@@ -45,8 +44,6 @@ func (s *RequestStats) Observe(ev formsapi.Event) {
 	c.Requests++
 	if ev.Status == http.StatusTooManyRequests || errors.Is(ev.Err, formsapi.ErrRateLimited) {
 		c.RateLimited++
-	} else if ev.Err != nil {
-		c.Failed++
 	}
 	s.forms[ev.FormID] = c
 	s.mu.Unlock()

@@ -192,7 +192,7 @@ func (e *Engine) Sync(ctx context.Context) (*Report, error) {
 				outcomes[i] = &formRun{old: st, err: fmt.Errorf("form %s: not started: %w", id, context.Cause(ctx))}
 				return
 			}
-			outcomes[i] = e.readForm(ctx, st, scanIncremental)
+			outcomes[i] = e.readForm(ctx, st)
 		}()
 	}
 	wg.Wait()
