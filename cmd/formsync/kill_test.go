@@ -46,22 +46,38 @@ func TestSIGKILLNeverLosesOrDuplicates(t *testing.T) {
 				"FORMSYNC_FORMS="+strings.Join(forms, ","), "FORMSYNC_SQLITE_PATH="+db,
 				"FORMSYNC_PAGE_SIZE=20", "FORMSYNC_RATE_LIMIT=300", "FORMSYNC_TMP_DIR="+t.TempDir(), "FORMSYNC_LOG_LEVEL=error")
 			kills, progressed, last := 0, 0, 0
-			// A full read takes 120 pages (about 400 ms at 300 requests/s);
-			// two are killed, the third may finish. An incremental run takes
-			// about 20 pages plus the process start: the later delays land
-			// before, during and after its commit.
-			delays := []time.Duration{50, 150, 5000, 10, 30, 50, 70, 90, 110, 130, 150, 20, 40, 60, 80, 100, 120, 140, 15, 45, 75, 105}
-			for i, delay := range delays {
+			// Kill moments are fractions of how long a run takes on this
+			// machine, measured from the last run allowed to finish, so that
+			// they land before, during and after the commit whether the box
+			// is idle or busy. The first two runs die during the initial full
+			// read (120 pages at 300 requests/s); a fraction of 0 lets the
+			// run finish and re-measures (twice at first: the first to finish
+			// is the long full read, the second an incremental run).
+			fractions := []float64{0.1, 0.3, 0, 0, 0.05, 0.2, 0.4, 0.6, 0.8, 0.95, 1.1, 0, 0.1, 0.25, 0.5, 0.7, 0.85, 1.0, 0, 0.15, 0.35, 0.55, 0.75, 0.9}
+			typical := 400 * time.Millisecond
+			for i, f := range fractions {
 				cmd := exec.Command(bin, "sync")
 				cmd.Env = env
+				started := time.Now()
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
-				time.Sleep(delay * time.Millisecond)
-				cmd.Process.Signal(syscall.SIGKILL)
-				cmd.Wait()
+				done := make(chan struct{})
+				go func() { cmd.Wait(); close(done) }()
+				wait := 30 * time.Second // bounded even when allowed to finish
+				if f > 0 {
+					wait = time.Duration(f * float64(typical))
+				}
+				select {
+				case <-done:
+				case <-time.After(wait):
+					cmd.Process.Signal(syscall.SIGKILL)
+					<-done
+				}
 				if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 					kills++
+				} else if f == 0 {
+					typical = time.Since(started)
 				}
 				if n := countRows(t, db); n > last {
 					progressed, last = progressed+1, n
@@ -72,11 +88,11 @@ func TestSIGKILLNeverLosesOrDuplicates(t *testing.T) {
 			}
 			// Some runs must have committed before they were killed or ended,
 			// some not: the kills landed on both sides of the commit.
-			if progressed == 0 || progressed == len(delays) {
-				t.Errorf("rows grew after %d of %d runs: the kills did not straddle the commit", progressed, len(delays))
+			if progressed == 0 || progressed == len(fractions) {
+				t.Errorf("rows grew after %d of %d runs: the kills did not straddle the commit", progressed, len(fractions))
 			}
-			if kills < len(delays)/2 {
-				t.Errorf("only %d of %d runs were killed before they finished", kills, len(delays))
+			if kills < len(fractions)/2 {
+				t.Errorf("only %d of %d runs were killed before they finished", kills, len(fractions))
 			}
 			cmd := exec.Command(bin, "sync")
 			cmd.Env = env

@@ -22,13 +22,13 @@ import (
 // added and deleted while pages are read), SIGKILLs most runs at seeded
 // random moments and lets some finish, then turns the faults off and runs
 // once cleanly: the table must hold every live submission exactly once.
-// Bounded in time (about 30 s, at most 40 s of runs) and on loopback only. The tally is printed
-// with t.Logf and on stdout:
+// Bounded in time (about 20 s, at most 100 runs and 150 s) and on loopback
+// only. The tally is printed with t.Logf and on stdout:
 //
 //	soak: requests=N faults=N (429=N 5xx=N truncated=N stalled=N) kills=N rows=N duplicates=0 missing=0
 func TestSoak(t *testing.T) {
 	if testing.Short() {
-		t.Skip("soak: builds the binary and runs it ~30 times")
+		t.Skip("soak: builds the binary and runs it ~40 times")
 	}
 	bin := buildBinary(t)
 	const seed = 20261121
@@ -47,25 +47,31 @@ func TestSoak(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "soak.db")
 	env := baseEnv(srv.URL, strings.Join(forms, ","), db, t.TempDir(),
 		"FORMSYNC_PAGE_SIZE=20", "FORMSYNC_RATE_LIMIT=200", "FORMSYNC_REQUEST_TIMEOUT=200ms",
-		"FORMSYNC_MAX_RETRY_AFTER=50ms", "FORMSYNC_MAX_WAIT=20s")
+		"FORMSYNC_MAX_RETRY_AFTER=50ms", "FORMSYNC_MAX_WAIT=20s",
+		"FORMSYNC_BACKOFF_INITIAL=10ms", "FORMSYNC_BACKOFF_MAX=250ms")
 
-	// Runs go on until 24 kills have landed (at most 60 runs, 40 s).
-	const wantKills, maxRuns = 24, 60
+	// Runs go on until 24 kills have landed (at most 100 runs, 150 s).
+	// A kill lands at a random moment of the run: uniformly within 1.2x the
+	// duration of the last run that finished, so it hits start-up, paging,
+	// staging, the commit and (sometimes) just after it alike.
+	const wantKills, maxRuns = 24, 100
 	kills, finished, failed, killedAfterCommit, last := 0, 0, 0, 0, 0
-	deadline := time.Now().Add(40 * time.Second)
+	typical := time.Second // until a run has finished
+	deadline := time.Now().Add(150 * time.Second)
 	for i := 0; i < maxRuns && kills < wantKills && time.Now().Before(deadline); i++ {
 		cmd := exec.Command(bin, "sync")
 		cmd.Env = env
+		started := time.Now()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
 		// Every fifth run may finish (bounded); the others die at a random
-		// moment between process start and well into the commit.
-		wait := time.Duration(5+rng.IntN(400)) * time.Millisecond
+		// moment of their run.
+		wait := time.Millisecond + time.Duration(rng.Int64N(int64(typical)*6/5))
 		if i%5 == 4 {
-			wait = 10 * time.Second
+			wait = 30 * time.Second
 		}
 		select {
 		case <-done:
@@ -73,6 +79,7 @@ func TestSoak(t *testing.T) {
 			cmd.Process.Signal(syscall.SIGKILL)
 			<-done
 		}
+		elapsed := time.Since(started)
 		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 		switch {
 		case ws.Signaled():
@@ -82,12 +89,15 @@ func TestSoak(t *testing.T) {
 			}
 		case cmd.ProcessState.Success():
 			finished++
+			typical = elapsed
 		default: // a form failed its wait budget: allowed under faults
 			failed++
 		}
-		last = countRows(t, db)
+		n := countRows(t, db)
+		t.Logf("run %d: %s after %s (kill timer %s), rows %d -> %d", i, cmd.ProcessState, elapsed.Round(time.Millisecond), wait, last, n)
+		last = n
 		for j, f := range forms { // the forms move on between runs too
-			sim.Add(f, 1+(i+j)%4)
+			sim.Add(f, 4+(i+j)%12)
 		}
 	}
 	if kills < 20 {
