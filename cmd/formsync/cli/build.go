@@ -43,6 +43,8 @@ func newClient(cfg Config, observe func(formsapi.Event)) (*formsapi.Client, erro
 		RateLimit:      cfg.RateLimit,
 		MaxWait:        cfg.MaxWait,
 		MaxRetryAfter:  cfg.MaxRetryAfter,
+		InitialBackoff: cfg.BackoffInitial,
+		MaxBackoff:     cfg.BackoffMax,
 		Observer:       observe,
 	})
 }

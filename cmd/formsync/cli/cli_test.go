@@ -50,6 +50,21 @@ func TestHelpListsEveryVariableAndNoSecret(t *testing.T) {
 	}
 }
 
+// TestREADMEDocumentsEveryVariable keeps the README's configuration table in
+// step with the binary: a new or renamed variable fails here until its row
+// is written.
+func TestREADMEDocumentsEveryVariable(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range EnvNames() {
+		if !strings.Contains(string(readme), "| `"+n+"` |") {
+			t.Errorf("README.md has no configuration row for %s", n)
+		}
+	}
+}
+
 func TestConfigProblemsAreListedTogether(t *testing.T) {
 	clearEnv(t)
 	t.Setenv("FORMSYNC_PAGE_SIZE", "0")

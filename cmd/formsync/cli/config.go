@@ -53,6 +53,11 @@ type Config struct {
 	MaxWait time.Duration `envconfig:"MAX_WAIT" default:"2m" desc:"retry wait budget per page before the form fails for this run"`
 	// MAX_RETRY_AFTER: the longest Retry-After honoured; longer ones are capped.
 	MaxRetryAfter time.Duration `envconfig:"MAX_RETRY_AFTER" default:"60s" desc:"cap on an honoured Retry-After"`
+	// BACKOFF_INITIAL and BACKOFF_MAX shape the exponential backoff (with
+	// jitter) used when no usable Retry-After came with a 429, and on 5xx
+	// and timeouts.
+	BackoffInitial time.Duration `envconfig:"BACKOFF_INITIAL" default:"500ms" desc:"first retry wait without a Retry-After; doubles per attempt"`
+	BackoffMax     time.Duration `envconfig:"BACKOFF_MAX" default:"30s" desc:"longest retry wait without a Retry-After"`
 	// LOOKBACK: re-read submissions newer than watermark minus this, so
 	// later changes (a submission marked as spam) reach the table. 0 = off.
 	Lookback time.Duration `envconfig:"LOOKBACK" default:"0s" desc:"re-read this far behind the watermark to pick up changes (e.g. 24h)"`
@@ -155,6 +160,9 @@ func (c *Config) Validate(n Need) error {
 		}
 		if c.RequestTimeout <= 0 || c.MaxWait < 0 || c.MaxRetryAfter <= 0 {
 			add("FORMSYNC_REQUEST_TIMEOUT and FORMSYNC_MAX_RETRY_AFTER must be positive and FORMSYNC_MAX_WAIT not negative")
+		}
+		if c.BackoffInitial <= 0 || c.BackoffMax < c.BackoffInitial {
+			add("FORMSYNC_BACKOFF_INITIAL=%s must be positive and FORMSYNC_BACKOFF_MAX=%s at least as long", c.BackoffInitial, c.BackoffMax)
 		}
 		if c.Lookback < 0 {
 			add("FORMSYNC_LOOKBACK=%s must not be negative", c.Lookback)
