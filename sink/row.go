@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -49,7 +48,7 @@ func NewRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, 
 // fields, sorted), which the decoding finds anyway: the worker collects them
 // for the per-form views without decoding the fields a second time.
 func NewRowFields(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage) (Row, []string, error) {
-	f, names, err := canonicalObject(fields)
+	f, names, err := canonical(fields, "{}", '{')
 	if err != nil {
 		return Row{}, nil, fmt.Errorf("submission fields: %w", err)
 	}
@@ -89,44 +88,22 @@ func ContentKey(createdAt time.Time, fields, files string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// canonical re-encodes a JSON value with sorted object keys and no HTML
-// escaping, so equal content always hashes and compares equal. empty is used
-// for a missing or null value; the value must otherwise start with want.
-func canonical(raw json.RawMessage, empty string, want byte) (string, any, error) {
+// canonical returns the canonical JSON of raw (see AppendCanonical), and
+// the top-level keys when raw is an object. empty is used for a missing or
+// null value; the value must otherwise start with want.
+func canonical(raw json.RawMessage, empty string, want byte) (string, []string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return empty, nil, nil
+		return empty, []string{}, nil
 	}
 	if raw[0] != want {
 		return "", nil, fmt.Errorf("want a JSON %s, got %.20q", map[byte]string{'{': "object", '[': "array"}[want], raw)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return "", nil, err
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return "", nil, err
-	}
-	return string(bytes.TrimRight(buf.Bytes(), "\n")), v, nil
-}
-
-// canonicalObject is canonical for the fields object, also returning its
-// keys, sorted.
-func canonicalObject(raw json.RawMessage) (string, []string, error) {
-	s, v, err := canonical(raw, "{}", '{')
+	c := canonicalizer{src: raw}
+	var keys []string
+	out, err := c.document(make([]byte, 0, len(raw)), &keys)
 	if err != nil {
 		return "", nil, err
 	}
-	m, _ := v.(map[string]any)
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	return s, names, nil
+	return string(out), keys, nil
 }

@@ -1,7 +1,6 @@
 package bigquery
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	bq "cloud.google.com/go/bigquery"
+	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
 )
 
@@ -151,23 +151,10 @@ func sameState(prev, next state.Form) bool {
 func sameFields(prev, next []string) bool { return slices.Equal(prev, next) }
 
 // canonicalJSON re-encodes JSON read back from BigQuery the way sink.NewRow
-// encodes it (sorted keys, no HTML escaping, numbers as written), so that a
-// row read back equals the row staged.
+// encodes it, so that a row read back equals the row staged.
 func canonicalJSON(s string) (string, error) {
 	if s == "" {
 		return "null", nil
 	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return "", err
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return "", err
-	}
-	return string(bytes.TrimRight(buf.Bytes(), "\n")), nil
+	return sink.CanonicalJSON(s)
 }
