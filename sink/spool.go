@@ -2,7 +2,6 @@ package sink
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +30,7 @@ type wireRow struct {
 type Spool struct {
 	f       *os.File
 	w       *bufio.Writer
-	enc     *json.Encoder
+	line    []byte
 	n       int
 	size    int64
 	minAt   time.Time
@@ -47,18 +46,7 @@ func NewSpool(dir string) (*Spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating spool file: %w", err)
 	}
-	s := &Spool{f: f, w: bufio.NewWriterSize(f, 64<<10)}
-	s.enc = json.NewEncoder(countingWriter{s})
-	s.enc.SetEscapeHTML(false)
-	return s, nil
-}
-
-type countingWriter struct{ s *Spool }
-
-func (c countingWriter) Write(p []byte) (int, error) {
-	n, err := c.s.w.Write(p)
-	c.s.size += int64(n)
-	return n, err
+	return &Spool{f: f, w: bufio.NewWriterSize(f, 64<<10)}, nil
 }
 
 // Append stages one row.
@@ -66,11 +54,9 @@ func (s *Spool) Append(r Row) error {
 	if s.done {
 		return errors.New("spool: append after finish")
 	}
-	err := s.enc.Encode(wireRow{
-		FormID: r.FormID, SubmissionID: r.SubmissionID, SubmissionKey: r.SubmissionKey,
-		ContentKey: r.ContentKey, CreatedAt: r.CreatedAt.UTC().Format(TimeLayout),
-		IsSpam: r.IsSpam, Fields: r.Fields, Files: r.Files,
-	})
+	s.line = appendWireRow(s.line[:0], r)
+	n, err := s.w.Write(s.line)
+	s.size += int64(n)
 	if err != nil {
 		return fmt.Errorf("spool: writing row: %w", err)
 	}
@@ -128,27 +114,36 @@ func (s *Spool) Rows() iter.Seq2[Row, error] {
 			return
 		}
 		defer rc.Close()
-		dec := json.NewDecoder(bufio.NewReaderSize(rc, 64<<10))
+		br := bufio.NewReaderSize(rc, 64<<10)
+		var long []byte // a line longer than the buffer, assembled
+		var p wireParser
 		for {
-			var w wireRow
-			err := dec.Decode(&w)
-			if errors.Is(err, io.EOF) {
+			line, err := br.ReadSlice('\n')
+			if errors.Is(err, bufio.ErrBufferFull) {
+				long = append(long[:0], line...)
+				for errors.Is(err, bufio.ErrBufferFull) {
+					line, err = br.ReadSlice('\n')
+					long = append(long, line...)
+				}
+				line = long
+			}
+			if errors.Is(err, io.EOF) && len(line) == 0 {
 				return
 			}
-			if err != nil {
-				yield(Row{}, fmt.Errorf("spool: decoding row: %w", err))
+			if err != nil && !errors.Is(err, io.EOF) {
+				yield(Row{}, fmt.Errorf("spool: reading: %w", err))
 				return
 			}
-			at, err := time.Parse(TimeLayout, w.CreatedAt)
-			if err != nil {
-				yield(Row{}, fmt.Errorf("spool: decoding created_at: %w", err))
+			r, perr := p.parse(line)
+			if perr != nil {
+				yield(Row{}, fmt.Errorf("spool: decoding row %d: %w", p.rows+1, perr))
 				return
 			}
-			r := Row{
-				FormID: w.FormID, SubmissionID: w.SubmissionID, SubmissionKey: w.SubmissionKey,
-				ContentKey: w.ContentKey, CreatedAt: at, IsSpam: w.IsSpam, Fields: w.Fields, Files: w.Files,
-			}
+			p.rows++
 			if !yield(r, nil) {
+				return
+			}
+			if err != nil { // EOF after a last line without '\n'
 				return
 			}
 		}
