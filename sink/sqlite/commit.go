@@ -35,7 +35,7 @@ const (
 	  AND NOT EXISTS (SELECT 1 FROM submissions WHERE form_id = ? AND submission_key = ?)`
 	deleteLegacySQL = `DELETE FROM submissions WHERE form_id = ? AND submission_key = ? AND submission_id IS NULL`
 	hasLegacySQL    = `SELECT EXISTS (SELECT 1 FROM submissions WHERE form_id = ? AND submission_id IS NULL)`
-	prevStateSQL    = `SELECT "rows", field_names FROM sync_state WHERE form_id = ?`
+	prevStateSQL    = `SELECT row_count, field_names FROM sync_state WHERE form_id = ?`
 )
 
 // ctxCheckEvery is how many rows go by between checks of the context: the

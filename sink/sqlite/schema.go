@@ -45,8 +45,16 @@ CREATE TABLE sync_state (
 	updated_at           TEXT    NOT NULL
 );
 `,
+	// 2: sync_state's columns take the names they have in BigQuery, so
+	// that one query reads the state of either sink.
+	`
+ALTER TABLE sync_state RENAME COLUMN watermark_created_at TO wm_created_at;
+ALTER TABLE sync_state RENAME COLUMN watermark_id TO wm_id;
+ALTER TABLE sync_state RENAME COLUMN watermark_boundary TO boundary;
+ALTER TABLE sync_state RENAME COLUMN "rows" TO row_count;
+`,
 }
 
 // SchemaVersion is the schema version this package writes (PRAGMA
 // user_version): len(migrations).
-const SchemaVersion = 1
+const SchemaVersion = 2

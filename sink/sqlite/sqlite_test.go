@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,6 +99,60 @@ func TestOpenCreatesAndReopens(t *testing.T) {
 			t.Errorf("journal_mode = %q, want wal", mode)
 		}
 		s2.Close()
+	}
+}
+
+// TestOpenMigratesVersion1 opens a file written with the first schema:
+// its rows and state survive the rename of sync_state's columns.
+func TestOpenMigratesVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v1.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		migrations[0],
+		fmt.Sprintf("PRAGMA application_id = %d", applicationID),
+		"PRAGMA user_version = 1",
+		`INSERT INTO submissions VALUES ('f', 7, '7', '2026-01-01T00:00:00.000000Z', 0, '{"a":1}', '[]', '2026-01-01T00:00:01.000000Z')`,
+		`INSERT INTO sync_state (form_id, watermark_created_at, watermark_id, watermark_boundary, sort_order, last_total, "rows", field_names, updated_at)
+		 VALUES ('f', '2026-01-01T00:00:00.000000Z', 7, '["7"]', 'newest', 1, 1, '["a"]', '2026-01-01T00:00:01.000000Z')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var version int
+	s.DB().QueryRow("PRAGMA user_version").Scan(&version)
+	if version != SchemaVersion {
+		t.Errorf("user_version = %d after opening, want %d", version, SchemaVersion)
+	}
+	st, err := s.ReadState(t.Context(), []string{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := st["f"]
+	if f.Watermark.ID != 7 || f.Rows != 1 || len(f.Watermark.Boundary) != 1 || f.Watermark.Boundary[0] != "7" ||
+		f.Watermark.CreatedAt.IsZero() || strings.Join(f.FieldNames, ",") != "a" {
+		t.Errorf("state after migration: %+v", f)
+	}
+	rows, err := s.ReadRows(t.Context(), "f")
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows after migration: %v, %v", rows, err)
+	}
+	// And it goes on working: a commit adds to the migrated counter.
+	commit(t, s, sink.FormCommit{State: stateOf("f", "a"), Rows: spool(t, row(t, "f", ptr(8), t0, false, `{"a":2}`))})
+	var n int64
+	s.DB().QueryRow(`SELECT row_count FROM sync_state WHERE form_id = 'f'`).Scan(&n)
+	if n != 2 {
+		t.Errorf("row_count = %d after one more row, want 2", n)
 	}
 }
 
@@ -255,7 +310,7 @@ func TestRekeyOlderToNewerForm(t *testing.T) {
 		new4.CreatedAt.Format(sink.TimeLayout), new4.Fields); err != nil {
 		t.Fatal(err)
 	}
-	s.DB().Exec(`UPDATE sync_state SET "rows" = "rows" + 1 WHERE form_id = 'f'`)
+	s.DB().Exec(`UPDATE sync_state SET row_count = row_count + 1 WHERE form_id = 'f'`)
 	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: spool(t, new4)})
 	rows, _ = s.ReadRows(t.Context(), "f")
 	if len(rows) != 4 {

@@ -11,8 +11,8 @@ import (
 	"github.com/formsync/formsync/state"
 )
 
-const stateColumns = `form_id, watermark_created_at, watermark_id, watermark_boundary, sort_order,
-	last_total, "rows", field_names, last_success_at, last_error_at, last_error, backfill`
+const stateColumns = `form_id, wm_created_at, wm_id, boundary, sort_order,
+	last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill`
 
 // ReadState returns the stored state of the given forms (every form when
 // formIDs is empty). Forms never synced are absent from the map.

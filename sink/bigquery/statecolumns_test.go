@@ -1,0 +1,39 @@
+package bigquery
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/formsync/formsync/sink/sqlite"
+)
+
+// TestStateColumnsMatchSQLite keeps sync_state's columns the same in both
+// sinks, so that one query (and the README's) reads either.
+func TestStateColumnsMatchSQLite(t *testing.T) {
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, err := s.DB().Query(`SELECT name FROM pragma_table_info('sync_state') ORDER BY cid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var lite []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		lite = append(lite, n)
+	}
+	var bq []string
+	for _, f := range stateSchema() {
+		bq = append(bq, f.Name)
+	}
+	if !slices.Equal(lite, bq) {
+		t.Errorf("sync_state columns differ:\n sqlite   %v\n bigquery %v", lite, bq)
+	}
+}
