@@ -39,9 +39,16 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// 6 forms of 40 pages at 150 requests/s take about 1.6 s: stop it after
-	// the first two forms are done and the next two are half read.
-	time.Sleep(800 * time.Millisecond)
+	// 6 forms of 40 pages, two at a time: stop it once the simulator has
+	// served 120 requests, when the first two forms are read and the next
+	// two are half read (at 150 requests/s, about 0.8 s in), however
+	// slowly the process started.
+	for deadline := time.Now().Add(20 * time.Second); sim.Stats().Requests < 120; {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d requests after 20 s", sim.Stats().Requests)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	start := time.Now()
 	cmd.Wait()
