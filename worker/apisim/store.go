@@ -15,8 +15,6 @@ type rec struct {
 	spam bool
 }
 
-func (r rec) less(o rec) bool { return r.at < o.at || (r.at == o.at && r.id < o.id) }
-
 type form struct {
 	id     string
 	hash   uint64
