@@ -5,16 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
 	"unicode/utf8"
 )
 
-// wirePage is the envelope as sent. Members are kept raw so that their
-// types are checked here, with messages that say which member is wrong,
-// rather than trusted to reflection.
+// wirePage is the envelope as sent, decoded in one pass. The members of
+// pagination and of each submission are kept raw so that their types are
+// checked here, with messages that say which member is wrong, rather than
+// trusted to reflection.
 type wirePage struct {
-	Data json.RawMessage `json:"data"`
+	Data *[]wireSubmission `json:"data"`
 	Meta *struct {
 		Pagination *struct {
 			Total       json.RawMessage `json:"total"`
@@ -51,11 +53,18 @@ func decodePage(formID string, page int, body []byte) (p *Page, err error) {
 	var w wirePage
 	if err := json.Unmarshal(body, &w); err != nil {
 		var syn *json.SyntaxError
-		if errors.As(err, &syn) && syn.Offset >= int64(len(bytes.TrimRight(body, " \t\r\n"))) {
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn) && syn.Offset >= int64(len(bytes.TrimRight(body, " \t\r\n"))):
 			return nil, malformed("body ends early after %d bytes (truncated transfer?): %w", len(body), err)
-		}
-		if len(bytes.TrimSpace(body)) == 0 {
+		case len(bytes.TrimSpace(body)) == 0:
 			return nil, malformed("empty body")
+		case errors.As(err, &typ) && typ.Type == reflect.TypeFor[wireSubmission]():
+			return nil, malformed("data: a submission is a JSON %s, not an object", typ.Value)
+		case errors.As(err, &typ) && typ.Field == "data":
+			return nil, malformed("data is a JSON %s, not an array", typ.Value)
+		case errors.As(err, &typ) && (typ.Field == "meta" || typ.Field == "meta.pagination"):
+			return nil, malformed("%s is a JSON %s, not an object", typ.Field, typ.Value)
 		}
 		return nil, malformed("body is not a JSON page envelope: %w", err)
 	}
@@ -93,16 +102,10 @@ func decodePage(formID string, page int, body []byte) (p *Page, err error) {
 		return nil, malformed("meta.pagination.links: %w", err)
 	}
 
-	if isNull(w.Data) {
+	if w.Data == nil {
 		return nil, malformed("data is missing or null")
 	}
-	if w.Data[0] != '[' {
-		return nil, malformed("data is not an array")
-	}
-	var raws []wireSubmission
-	if err := json.Unmarshal(w.Data, &raws); err != nil {
-		return nil, malformed("data: %w", err)
-	}
+	raws := *w.Data
 	p.Submissions = make([]Submission, 0, len(raws))
 	for i, r := range raws {
 		s, err := decodeSubmission(r)

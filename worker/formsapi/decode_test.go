@@ -197,3 +197,21 @@ func TestDecodePageErrorNamesPage(t *testing.T) {
 		t.Fatalf("err = %v, want it to name form f9 page 4", err)
 	}
 }
+
+// TestDecodePageShapeMessages: a member of the wrong JSON type is named in
+// the message, with what it is instead.
+func TestDecodePageShapeMessages(t *testing.T) {
+	pag := `{"total":1,"count":1,"per_page":25,"current_page":4}`
+	for body, want := range map[string]string{
+		`{"data":{},"meta":{"pagination":` + pag + `}}`:  "data is a JSON object, not an array",
+		`{"data":"x","meta":{"pagination":` + pag + `}}`: "data is a JSON string, not an array",
+		`{"data":[1],"meta":{"pagination":` + pag + `}}`: "data: a submission is a JSON number, not an object",
+		`{"data":[],"meta":{"pagination":3}}`:            "meta.pagination is a JSON number, not an object",
+		`{"data":[],"meta":[]}`:                          "meta is a JSON array, not an object",
+	} {
+		_, err := DecodePage("f", []byte(body))
+		if err == nil || !strings.Contains(record(err).Error(), want) {
+			t.Errorf("%s: err = %v, want it to say %q", body, err, want)
+		}
+	}
+}
