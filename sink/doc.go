@@ -11,6 +11,12 @@
 // all of a Commit (rows upserted on form_id + submission_key, states written)
 // or none of it.
 //
+// A Row's fields and files are canonical JSON (AppendCanonical: keys sorted,
+// the bytes encoding/json's round trip would give), because the content key
+// of a submission without an id hashes them. Both the canonical form and the
+// spool's lines are written by hand for speed, and fuzz tests hold them to
+// encoding/json byte for byte.
+//
 // The destinations live in sub-packages: sqlite (the embedded default) and
 // bigquery. sinktest holds the contract suite both must pass.
 package sink
