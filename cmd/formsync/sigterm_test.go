@@ -86,5 +86,5 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 	for _, f := range forms {
 		h.CheckTable(t.Context(), f, sinktest.Expected(t, sim, f, apisim.Newer))
 	}
-	t.Logf("SIGTERM after 800ms: stopped in %s; %d of %d forms committed, the rest untouched; the next run completed them", waited.Round(time.Millisecond), done, len(forms))
+	t.Logf("SIGTERM after 120 requests: stopped in %s; %d of %d forms committed, the rest untouched; the next run completed them", waited.Round(time.Millisecond), done, len(forms))
 }
