@@ -44,7 +44,7 @@ const (
 //
 //	go test ./cmd/formsync -run '^$' -bench 'BackfillBigQueryFake' -benchtime 1x -timeout 30m
 func BenchmarkBackfillBigQueryFake(b *testing.B) {
-	bin := buildTB(b)
+	bin := buildBinary(b)
 	for _, n := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
 			sim := apisim.New(apisim.Options{Seed: 7, Variant: apisim.Newer, Forms: []string{"big"}, SubmissionsPerForm: n, TieEvery: 50})

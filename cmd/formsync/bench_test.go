@@ -9,7 +9,6 @@ package main
 // intended setting. Figures are reported with b.ReportMetric and b.Log.
 
 import (
-	"database/sql"
 	"fmt"
 	"math"
 	"net/http"
@@ -25,21 +24,8 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/formsync/formsync/sink/sqlite" // registers the "sqlite" driver for row counts
 	"github.com/formsync/formsync/worker/apisim"
 )
-
-// buildTB compiles formsync for a benchmark or test (kill_test.go's
-// buildBinary takes a *testing.T).
-func buildTB(tb testing.TB) string {
-	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "formsync")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		tb.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // procRun is what one run of the binary cost.
 type procRun struct {
@@ -141,28 +127,6 @@ func vmHWM(path string) int64 {
 	return 0
 }
 
-func baseEnv(srvURL, forms, db string, tmp string, extra ...string) []string {
-	env := append(os.Environ(),
-		"FORMSYNC_API_BASE_URL="+srvURL, "FORMSYNC_API_TOKEN="+apisim.DefaultToken,
-		"FORMSYNC_FORMS="+forms, "FORMSYNC_SQLITE_PATH="+db, "FORMSYNC_TMP_DIR="+tmp,
-		"FORMSYNC_LOG_LEVEL=error")
-	return append(env, extra...)
-}
-
-func countTable(tb testing.TB, db string) int {
-	tb.Helper()
-	conn, err := sql.Open("sqlite", db)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer conn.Close()
-	var n int
-	if err := conn.QueryRow(`SELECT count(*) FROM submissions`).Scan(&n); err != nil {
-		tb.Fatal(err)
-	}
-	return n
-}
-
 // BenchmarkBackfillSQLite backfills one form of 100,000 and of 1,000,000
 // submissions (newer form, page size 100, client rate unlimited in effect)
 // into a fresh SQLite file with `formsync backfill --form big`, and reports
@@ -170,7 +134,7 @@ func countTable(tb testing.TB, db string) int {
 // Targets for 1M on a 2-core machine: at most 60 s and 150 MiB, RSS flat
 // from 100k to 1M.
 func BenchmarkBackfillSQLite(b *testing.B) {
-	bin := buildTB(b)
+	bin := buildBinary(b)
 	for _, n := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
 			sim := apisim.New(apisim.Options{Seed: 7, Variant: apisim.Newer, Forms: []string{"big"}, SubmissionsPerForm: n, TieEvery: 50})
@@ -184,7 +148,7 @@ func BenchmarkBackfillSQLite(b *testing.B) {
 				b.StartTimer()
 				last = runProc(b, bin, env, "backfill", "--form", "big")
 				b.StopTimer()
-				if got := countTable(b, db); got != n {
+				if got := countRows(b, db); got != n {
 					b.Fatalf("table holds %d rows, want %d", got, n)
 				}
 				b.StartTimer()
@@ -250,7 +214,7 @@ func (a *arrivals) sustained() (perSecond float64, peak1s int) {
 // and the client is configured with the same rate R. It reports the achieved
 // requests/s (server side, first to last request) against R, and the 429s.
 func BenchmarkSustainedRate(b *testing.B) {
-	bin := buildTB(b)
+	bin := buildBinary(b)
 	const rate = 10.0
 	forms := make([]string, 50)
 	for i := range forms {
@@ -275,7 +239,7 @@ func BenchmarkSustainedRate(b *testing.B) {
 		lastRun = runProc(b, bin, env, "sync")
 		b.StopTimer()
 		srv.Close()
-		if got, want := countTable(b, db), 50*450; got != want {
+		if got, want := countRows(b, db), 50*450; got != want {
 			b.Fatalf("table holds %d rows, want %d", got, want)
 		}
 		last, lastStats = rec, sim.Stats()

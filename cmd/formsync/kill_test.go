@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,17 +13,6 @@ import (
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker/apisim"
 )
-
-// buildBinary compiles formsync once for the tests that run it as a process.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "formsync")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // TestSIGKILLNeverLosesOrDuplicates kills a real `formsync sync` process at
 // many points of its run (while paging, while staging, during the commit),
@@ -41,10 +29,7 @@ func TestSIGKILLNeverLosesOrDuplicates(t *testing.T) {
 			srv := httptest.NewServer(sim)
 			defer srv.Close()
 			db := filepath.Join(t.TempDir(), "k.db")
-			env := append(os.Environ(),
-				"FORMSYNC_API_BASE_URL="+srv.URL, "FORMSYNC_API_TOKEN="+apisim.DefaultToken,
-				"FORMSYNC_FORMS="+strings.Join(forms, ","), "FORMSYNC_SQLITE_PATH="+db,
-				"FORMSYNC_PAGE_SIZE=20", "FORMSYNC_RATE_LIMIT=300", "FORMSYNC_TMP_DIR="+t.TempDir(), "FORMSYNC_LOG_LEVEL=error")
+			env := baseEnv(srv.URL, strings.Join(forms, ","), db, t.TempDir(), "FORMSYNC_PAGE_SIZE=20", "FORMSYNC_RATE_LIMIT=300")
 			kills, progressed, last := 0, 0, 0
 			// Kill moments are fractions of how long a run takes on this
 			// machine, measured from the last run allowed to finish, so that
@@ -111,22 +96,4 @@ func TestSIGKILLNeverLosesOrDuplicates(t *testing.T) {
 			t.Logf("%s: %d SIGKILLs (%d runs committed before their end), then one clean run: table equals the simulator's submissions", order, kills, progressed)
 		})
 	}
-}
-
-func countRows(t *testing.T, db string) int {
-	t.Helper()
-	s, err := sqlite.Open(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	st, err := s.ReadState(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, f := range st {
-		n += int(f.Rows)
-	}
-	return n
 }

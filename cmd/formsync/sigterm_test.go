@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -28,10 +27,8 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
 	db := filepath.Join(t.TempDir(), "t.db")
-	env := append(os.Environ(),
-		"FORMSYNC_API_BASE_URL="+srv.URL, "FORMSYNC_API_TOKEN="+apisim.DefaultToken,
-		"FORMSYNC_FORMS="+strings.Join(forms, ","), "FORMSYNC_SQLITE_PATH="+db, "FORMSYNC_CONCURRENCY=2",
-		"FORMSYNC_PAGE_SIZE=10", "FORMSYNC_RATE_LIMIT=150", "FORMSYNC_TMP_DIR="+t.TempDir(), "FORMSYNC_SHUTDOWN_TIMEOUT=5s")
+	env := baseEnv(srv.URL, strings.Join(forms, ","), db, t.TempDir(), "FORMSYNC_CONCURRENCY=2",
+		"FORMSYNC_PAGE_SIZE=10", "FORMSYNC_RATE_LIMIT=150", "FORMSYNC_SHUTDOWN_TIMEOUT=5s", "FORMSYNC_LOG_LEVEL=info")
 	cmd := exec.Command(bin, "sync")
 	cmd.Env = env
 	var logs strings.Builder
