@@ -20,6 +20,41 @@ const maxIdent = 60
 // form id.
 func ViewName(formID string) string { return sanitize("form_", formID) }
 
+// MaxViewFields is the most field columns a form's view carries, in either
+// sink: SQLite allows 2000 columns per view (BigQuery 10,000), and a form's
+// view has the same columns whichever sink holds it.
+const MaxViewFields = 1900
+
+// ViewFixedColumns are the submissions columns every form view starts with.
+func ViewFixedColumns() []string {
+	return []string{"form_id", "submission_id", "submission_key", "created_at", "is_spam", "synced_at"}
+}
+
+// ViewColumn is one field column of a form's view.
+type ViewColumn struct {
+	Field string // the field name, a key of the submission's fields
+	Name  string // its column: sanitised, distinct from the others
+}
+
+// ViewColumns lists a form's view field columns: the first MaxViewFields
+// distinct field names, in order, each named by ColumnNames.
+func ViewColumns(fieldNames []string) []ViewColumn {
+	var names []string
+	seen := make(map[string]bool, len(fieldNames))
+	for _, f := range fieldNames {
+		if !seen[f] && len(names) < MaxViewFields {
+			seen[f] = true
+			names = append(names, f)
+		}
+	}
+	cols := ColumnNames(names, ViewFixedColumns())
+	out := make([]ViewColumn, len(names))
+	for i, f := range names {
+		out[i] = ViewColumn{Field: f, Name: cols[f]}
+	}
+	return out
+}
+
 // ColumnNames maps each field name to a distinct, sanitised column name that
 // differs from every name in reserved (the view's fixed columns).
 func ColumnNames(fields []string, reserved []string) map[string]string {

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,22 @@ func checkIdent(t *testing.T, s string) {
 	}
 	if strings.HasPrefix(s, "_table_") {
 		t.Errorf("reserved prefix in %q", s)
+	}
+}
+
+func TestViewColumnsDedupeAndCap(t *testing.T) {
+	fields := []string{"b", "a", "b", "form_id"}
+	for i := range MaxViewFields + 10 {
+		fields = append(fields, fmt.Sprintf("f%d", i))
+	}
+	cols := ViewColumns(fields)
+	if len(cols) != MaxViewFields {
+		t.Fatalf("%d columns, want the cap %d", len(cols), MaxViewFields)
+	}
+	if cols[0].Field != "b" || cols[1].Field != "a" || cols[2].Field != "form_id" || cols[3].Field != "f0" {
+		t.Errorf("first columns %v: want distinct names in order", cols[:4])
+	}
+	if cols[2].Name == "form_id" {
+		t.Error("a field named like a fixed column took its name")
 	}
 }

@@ -72,7 +72,7 @@ func TestHostileNamesCannotChangeStatements(t *testing.T) {
 		if len(got) != 1 {
 			t.Fatalf("view of form %q has %d rows", form, len(got))
 		}
-		cols := sink.ColumnNames(hostile, viewFixedColumns)
+		cols := sink.ColumnNames(hostile, sink.ViewFixedColumns())
 		if got[0]["form_id"] != form {
 			t.Errorf("view form_id %q, want %q", got[0]["form_id"], form)
 		}

@@ -162,36 +162,20 @@ func render(name string, data any) string {
 	return strings.TrimSpace(b.String()) + "\n"
 }
 
-// MaxViewFields is the most field columns a form's view carries, like the
-// SQLite sink's; BigQuery allows 10,000 columns.
-const MaxViewFields = 1900
-
-// viewFixedColumns are the submissions columns every form view starts with.
-var viewFixedColumns = []string{"form_id", "submission_id", "submission_key", "created_at", "is_spam", "synced_at"}
-
 // viewSQL is the DDL of one form's view: a column per field name, read with
 // the JSON subscript operator so that no character of a field name is ever
 // parsed as JSON path syntax.
 func viewSQL(project, dataset, formID string, fieldNames []string) string {
-	var names []string
-	seen := make(map[string]bool, len(fieldNames))
-	for _, f := range fieldNames {
-		if !seen[f] && len(names) < MaxViewFields {
-			seen[f] = true
-			names = append(names, f)
-		}
-	}
-	cols := sink.ColumnNames(names, viewFixedColumns)
 	var b strings.Builder
 	b.WriteString("CREATE OR REPLACE VIEW ")
 	b.WriteString(ref(project, dataset, sink.ViewName(formID)))
 	b.WriteString(" AS\nSELECT ")
-	b.WriteString(strings.Join(viewFixedColumns, ", "))
-	for _, f := range names {
+	b.WriteString(strings.Join(sink.ViewFixedColumns(), ", "))
+	for _, c := range sink.ViewColumns(fieldNames) {
 		b.WriteString(",\n  JSON_VALUE(fields[")
-		b.WriteString(stringLiteral(f))
+		b.WriteString(stringLiteral(c.Field))
 		b.WriteString("]) AS `")
-		b.WriteString(cols[f]) // sanitised: [a-z0-9_], quoted because it may be a keyword
+		b.WriteString(c.Name) // sanitised: [a-z0-9_], quoted because it may be a keyword
 		b.WriteString("`")
 	}
 	b.WriteString("\nFROM ")

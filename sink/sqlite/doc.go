@@ -26,7 +26,7 @@
 // Per-form views (named by sink.ViewName) expose one column per field name
 // (named by sink.ColumnNames). Field names and form ids are user data: they
 // only ever enter SQL as double-quoted sanitised identifiers or as escaped
-// string literals. A view carries at most MaxViewFields field columns
+// string literals. A view carries at most sink.MaxViewFields field columns
 // (SQLite limits a view to 2000 columns); further fields stay reachable
 // through the fields JSON column.
 package sqlite

@@ -431,7 +431,7 @@ func TestViewWithHostileNames(t *testing.T) {
 	commit(t, s, sink.FormCommit{State: stateOf(formID, names...), Rows: spool(t, r)},
 		sink.FormCommit{State: stateOf("other", "plain"), Rows: spool(t, row(t, "other", ptr(1), t0, false, `{"plain":"no"}`))})
 
-	cols := sink.ColumnNames(names, viewFixedColumns)
+	cols := sink.ColumnNames(names, sink.ViewFixedColumns())
 	for i, n := range hostile {
 		var got string
 		q := fmt.Sprintf(`SELECT %s FROM %s`, quoteIdent(cols[n]), quoteIdent(sink.ViewName(formID)))

@@ -12,13 +12,6 @@ import (
 	"github.com/formsync/formsync/sink"
 )
 
-// MaxViewFields is the most field columns a form's view carries; SQLite
-// allows 2000 columns per view.
-const MaxViewFields = 1900
-
-// viewFixedColumns are the submissions columns every form view starts with.
-var viewFixedColumns = []string{"form_id", "submission_id", "submission_key", "created_at", "is_spam", "synced_at"}
-
 // writeView (re)creates the view of one form with a column per field name.
 // Views cannot take parameters, so the form id and the JSON paths enter the
 // statement as escaped string literals and the column names as double-quoted
@@ -36,30 +29,21 @@ func writeView(ctx context.Context, tx *sql.Tx, formID string, fieldNames []stri
 }
 
 func viewSQL(formID string, fieldNames []string) string {
-	var names []string
-	seen := make(map[string]bool, len(fieldNames))
-	for _, f := range fieldNames {
-		if !seen[f] && len(names) < MaxViewFields {
-			seen[f] = true
-			names = append(names, f)
-		}
-	}
-	cols := sink.ColumnNames(names, viewFixedColumns)
 	var b strings.Builder
 	b.WriteString("CREATE VIEW ")
 	b.WriteString(quoteIdent(sink.ViewName(formID)))
 	b.WriteString(" AS SELECT ")
-	for i, c := range viewFixedColumns {
+	for i, c := range sink.ViewFixedColumns() {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(quoteIdent(c))
 	}
-	for _, f := range names {
+	for _, c := range sink.ViewColumns(fieldNames) {
 		b.WriteString(",\n\tjson_extract(fields, ")
-		b.WriteString(quoteString(jsonPath(f)))
+		b.WriteString(quoteString(jsonPath(c.Field)))
 		b.WriteString(") AS ")
-		b.WriteString(quoteIdent(cols[f]))
+		b.WriteString(quoteIdent(c.Name))
 	}
 	b.WriteString("\nFROM submissions WHERE form_id = ")
 	b.WriteString(quoteString(formID))
