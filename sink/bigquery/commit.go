@@ -175,42 +175,15 @@ func createdRange(spools []*sink.Spool) (from, to time.Time) {
 }
 
 // load runs the one load job of a commit: every spool, concatenated, into
-// the staging table (WRITE_TRUNCATE). The client never retries an upload
-// from a reader, so retries are here: the job id stays the same while it is
-// unknown whether BigQuery created the job (a 409 duplicate then means it
-// did: wait for it), and moves to the next id once a job with it ran and
-// failed (a job id is never reused).
+// the staging table (WRITE_TRUNCATE), under job ids base_load_N. The client
+// never retries an upload from a reader, so runJob's retries are the only
+// ones.
 func (s *Sink) load(ctx context.Context, base string, spools []*sink.Spool) error {
-	attempt := 1
-	tried := map[string]bool{}
 	table := "table " + s.cfg.Project + "." + s.cfg.Dataset + "." + s.cfg.StagingTable
-	return s.retry(ctx, func() error {
-		for range maxFreshIDs {
-			id := fmt.Sprintf("%s_load_%d", base, attempt)
-			again := tried[id]
-			tried[id] = true
-			job, err := s.startLoad(ctx, id, spools)
-			if err != nil && isDuplicate(err) {
-				if !again {
-					// The id was used before this commit (an earlier
-					// run with the same content): the staging table
-					// may hold other rows since, so load again.
-					attempt++
-					continue
-				}
-				job, err = s.client.JobFromIDLocation(ctx, id, s.cfg.Location)
-			}
-			if err != nil {
-				return s.scope.classify("loading staged rows into "+table, s.jobResource(id), err)
-			}
-			if err := s.waitJob(ctx, job); err != nil {
-				attempt++
-				return s.scope.classify("loading staged rows into "+table, s.jobResource(id), err)
-			}
-			return nil
-		}
-		return s.scope.classify("loading staged rows into "+table, base, fmt.Errorf("%d job ids in a row exist already", maxFreshIDs))
+	_, err := s.runJob(ctx, base+"_load", "loading staged rows into "+table, func(id string) (*bq.Job, error) {
+		return s.startLoad(ctx, id, spools)
 	})
+	return err
 }
 
 func (s *Sink) startLoad(ctx context.Context, id string, spools []*sink.Spool) (*bq.Job, error) {
@@ -239,8 +212,23 @@ func (s *Sink) startLoad(ctx context.Context, id string, spools []*sink.Spool) (
 }
 
 // runStatement runs one query job (a statement or a script) to completion
-// under ids derived from base, with the same id rules as load.
+// under job ids base_N.
 func (s *Sink) runStatement(ctx context.Context, base, op, sql string, params []bq.QueryParameter) (*bq.Job, error) {
+	return s.runJob(ctx, base, op, func(id string) (*bq.Job, error) {
+		q := s.query(sql, params...)
+		q.JobID = id
+		q.AddJobIDSuffix = false
+		return q.Run(ctx)
+	})
+}
+
+// runJob starts a job with start and waits for it, retrying under job ids
+// base_1, base_2, ...: the id stays the same while it is unknown whether
+// BigQuery created the job (a 409 duplicate then means it did: attach and
+// wait), and moves to the next once a job with it ran and failed, or
+// existed before this call (an earlier run with the same content), since a
+// job id is never reused.
+func (s *Sink) runJob(ctx context.Context, base, op string, start func(id string) (*bq.Job, error)) (*bq.Job, error) {
 	attempt := 1
 	tried := map[string]bool{}
 	var done *bq.Job
@@ -249,10 +237,7 @@ func (s *Sink) runStatement(ctx context.Context, base, op, sql string, params []
 			id := fmt.Sprintf("%s_%d", base, attempt)
 			again := tried[id]
 			tried[id] = true
-			q := s.query(sql, params...)
-			q.JobID = id
-			q.AddJobIDSuffix = false
-			job, err := q.Run(ctx)
+			job, err := start(id)
 			if err != nil && isDuplicate(err) {
 				if !again {
 					attempt++
