@@ -33,12 +33,11 @@ const (
 //
 // The peak RSS is the formsync process's only: the fake (its in-memory
 // SQLite tables, the uploads it buffers) and the simulator live in the test
-// process and are not counted (see resetPeakRSS: without it the 1M run
-// reported the test process's own high-water mark, about 230 MiB, left by
-// the 100k run's fake, instead of formsync's, about 60 MiB). The wall time does include the fake's work,
-// which is serialised under one lock and executes every MERGE on SQLite,
-// and the sink's job polling (one second by default, not configurable from
-// the CLI), so it is an upper bound on formsync's own cost.
+// process and are not counted (runProc resets the test process's
+// high-water mark before the start; see resetPeakRSS). The wall time does
+// include the fake's work, which is serialised under one lock and executes
+// every MERGE on SQLite, and the client's polling of jobs, so it is an
+// upper bound on formsync's own cost.
 //
 // Run it with
 //
