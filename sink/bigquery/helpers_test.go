@@ -9,6 +9,7 @@ import (
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery/bqfake"
+	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/state"
 )
 
@@ -67,24 +68,6 @@ func (b *bundle) row(t testing.TB, form string, id int64, n int, spam bool) sink
 	return r
 }
 
-func spoolOf(t testing.TB, rows ...sink.Row) *sink.Spool {
-	t.Helper()
-	sp, err := sink.NewSpool(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Remove() })
-	for _, r := range rows {
-		if err := sp.Append(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sp.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	return sp
-}
-
 // formState is a plausible state for a form after reading rows.
 func formState(form string, rows []sink.Row, fields ...string) state.Form {
 	f := state.New(form)
@@ -112,7 +95,7 @@ func (b *bundle) commit(t *testing.T, at time.Time, forms ...formRows) (sink.Res
 	for _, f := range forms {
 		fc := sink.FormCommit{State: f.state}
 		if f.rows != nil {
-			fc.Rows = spoolOf(t, f.rows...)
+			fc.Rows = sinktest.Spool(t, f.rows...)
 		}
 		c.Forms = append(c.Forms, fc)
 	}

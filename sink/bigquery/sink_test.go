@@ -9,6 +9,7 @@ import (
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery/bqfake"
+	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/state"
 )
 
@@ -280,7 +281,7 @@ func TestRecommitSameCommitAfterOtherLoad(t *testing.T) {
 	a := []sink.Row{b.row(t, "a", 1, 1, false)}
 	c := []sink.Row{b.row(t, "c", 2, 2, false)}
 	at := b.t0.Add(time.Hour)
-	commitA := &sink.Commit{SyncedAt: at, Forms: []sink.FormCommit{{State: formState("a", a), Rows: spoolOf(t, a...)}}}
+	commitA := &sink.Commit{SyncedAt: at, Forms: []sink.FormCommit{{State: formState("a", a), Rows: sinktest.Spool(t, a...)}}}
 	if _, err := b.sink.Commit(t.Context(), commitA); err != nil {
 		t.Fatal(err)
 	}

@@ -93,8 +93,15 @@ func (h *Harness) MustSync(ctx context.Context) *worker.Report {
 // become in the given response form.
 func Expected(t testing.TB, sim *apisim.Server, formID string, v apisim.Variant) []sink.Row {
 	t.Helper()
-	var rows []sink.Row
-	for _, s := range sim.Submissions(formID) {
+	return rowsOf(t, formID, sim.Submissions(formID), v)
+}
+
+// rowsOf is what subs become when read in response form v: no id and six
+// fractional digits in the older form, the id and three digits in the newer.
+func rowsOf(t testing.TB, formID string, subs []apisim.Submission, v apisim.Variant) []sink.Row {
+	t.Helper()
+	rows := make([]sink.Row, 0, len(subs))
+	for _, s := range subs {
 		id, at := &s.ID, s.CreatedAt
 		if v == apisim.Older {
 			id = nil
@@ -108,6 +115,25 @@ func Expected(t testing.TB, sim *apisim.Server, formID string, v apisim.Variant)
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// Spool stages rows in a finished spool, removed when the test ends.
+func Spool(t testing.TB, rows ...sink.Row) *sink.Spool {
+	t.Helper()
+	sp, err := sink.NewSpool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Remove() })
+	for _, r := range rows {
+		if err := sp.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sp.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	return sp
 }
 
 // CheckTable asserts that the form's stored rows are exactly want: same

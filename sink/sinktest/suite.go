@@ -177,21 +177,8 @@ func testMovingSeeds(t *testing.T, open Open) {
 // DeletedRows is the rows of the form's deleted submissions: loaded before
 // they were deleted, they may stay in the table.
 func DeletedRows(t testing.TB, sim *apisim.Server, formID string, v apisim.Variant) []sink.Row {
-	var rows []sink.Row
-	for _, d := range sim.Deleted(formID) {
-		id, at := &d.ID, d.CreatedAt
-		if v == apisim.Older {
-			id = nil
-		} else {
-			at = at.Truncate(time.Millisecond)
-		}
-		r, err := sink.NewRow(formID, id, at, d.IsSpam, d.Fields, d.Files)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, r)
-	}
-	return rows
+	t.Helper()
+	return rowsOf(t, formID, sim.Deleted(formID), v)
 }
 
 func testOlderToNewer(t *testing.T, s Sink, o apisim.Order) {

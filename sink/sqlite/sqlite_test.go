@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/state"
 )
 
@@ -40,24 +41,6 @@ func row(t testing.TB, formID string, id *int64, at time.Time, spam bool, fields
 	return r
 }
 
-func spool(t testing.TB, rows ...sink.Row) *sink.Spool {
-	t.Helper()
-	sp, err := sink.NewSpool(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rows {
-		if err := sp.Append(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sp.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Remove() })
-	return sp
-}
-
 func ptr(v int64) *int64 { return &v }
 
 func commit(t *testing.T, s *Sink, forms ...sink.FormCommit) sink.Result {
@@ -80,7 +63,7 @@ func TestOpenCreatesAndReopens(t *testing.T) {
 		t.Fatalf("SchemaVersion = %d, but there are %d migrations", SchemaVersion, len(migrations))
 	}
 	s, path := open(t)
-	commit(t, s, sink.FormCommit{State: stateOf("f1"), Rows: spool(t, row(t, "f1", ptr(1), t0, false, `{"a":1}`))})
+	commit(t, s, sink.FormCommit{State: stateOf("f1"), Rows: sinktest.Spool(t, row(t, "f1", ptr(1), t0, false, `{"a":1}`))})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +131,7 @@ func TestOpenMigratesVersion1(t *testing.T) {
 		t.Fatalf("rows after migration: %v, %v", rows, err)
 	}
 	// And it goes on working: a commit adds to the migrated counter.
-	commit(t, s, sink.FormCommit{State: stateOf("f", "a"), Rows: spool(t, row(t, "f", ptr(8), t0, false, `{"a":2}`))})
+	commit(t, s, sink.FormCommit{State: stateOf("f", "a"), Rows: sinktest.Spool(t, row(t, "f", ptr(8), t0, false, `{"a":2}`))})
 	var n int64
 	s.DB().QueryRow(`SELECT row_count FROM sync_state WHERE form_id = 'f'`).Scan(&n)
 	if n != 2 {
@@ -226,7 +209,7 @@ func TestCommitCounts(t *testing.T) {
 	r1 := row(t, "f", ptr(1), t0, false, `{"a":1}`)
 	r2 := row(t, "f", ptr(2), t0.Add(time.Second), false, `{"a":2}`)
 	res := commit(t, s,
-		sink.FormCommit{State: stateOf("f", "a"), Rows: spool(t, r1, r2, r1)}, // duplicate is a no-op
+		sink.FormCommit{State: stateOf("f", "a"), Rows: sinktest.Spool(t, r1, r2, r1)}, // duplicate is a no-op
 		sink.FormCommit{State: stateOf("idle")})
 	if want := (sink.Result{"f": {Inserted: 2}, "idle": {}}); !reflect.DeepEqual(res, want) {
 		t.Errorf("first commit = %v, want %v", res, want)
@@ -234,8 +217,8 @@ func TestCommitCounts(t *testing.T) {
 
 	r2spam := row(t, "f", ptr(2), t0.Add(time.Second), true, `{"a":2}`)
 	r3 := row(t, "f", ptr(3), t0.Add(2*time.Second), false, `{"a":3}`)
-	res = commit(t, s, sink.FormCommit{State: stateOf("f", "a"), Rows: spool(t, r1, r2spam, r3)},
-		sink.FormCommit{State: stateOf("f", "a"), Rows: spool(t, r3)}) // across spools too
+	res = commit(t, s, sink.FormCommit{State: stateOf("f", "a"), Rows: sinktest.Spool(t, r1, r2spam, r3)},
+		sink.FormCommit{State: stateOf("f", "a"), Rows: sinktest.Spool(t, r3)}) // across spools too
 	if want := (sink.Result{"f": {Inserted: 1, Updated: 1}}); !reflect.DeepEqual(res, want) {
 		t.Errorf("second commit = %v, want %v", res, want)
 	}
@@ -276,12 +259,12 @@ func TestRekeyOlderToNewerForm(t *testing.T) {
 	at3 := at6.Truncate(time.Millisecond)                       // newer form: 3 digits
 	old1 := row(t, "f", nil, at6, false, `{"a":1}`)
 	old2 := row(t, "f", nil, at6.Add(time.Second), false, `{"a":2}`)
-	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: spool(t, old1, old2)})
+	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: sinktest.Spool(t, old1, old2)})
 
 	new1 := row(t, "f", ptr(101), at3, true, `{"a":1}`)
 	new2 := row(t, "f", ptr(102), at3.Add(time.Second), false, `{"a":2}`)
 	new3 := row(t, "f", ptr(103), at3.Add(2*time.Second), false, `{"a":3}`)
-	res := commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: spool(t, new1, new2, new3, new1)})
+	res := commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: sinktest.Spool(t, new1, new2, new3, new1)})
 	if want := (sink.Counts{Inserted: 1, Updated: 2}); res["f"] != want {
 		t.Errorf("re-key commit = %+v, want %+v", res["f"], want)
 	}
@@ -304,14 +287,14 @@ func TestRekeyOlderToNewerForm(t *testing.T) {
 
 	// Both somehow stored: the legacy twin goes.
 	old4 := row(t, "f", nil, at6.Add(3*time.Second), false, `{"a":4}`)
-	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: spool(t, old4)})
+	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: sinktest.Spool(t, old4)})
 	new4 := row(t, "f", ptr(104), at3.Add(3*time.Second), false, `{"a":4}`)
 	if _, err := s.DB().Exec(`INSERT INTO submissions VALUES ('f', 104, '104', ?, 0, ?, '[]', 'x')`,
 		new4.CreatedAt.Format(sink.TimeLayout), new4.Fields); err != nil {
 		t.Fatal(err)
 	}
 	s.DB().Exec(`UPDATE sync_state SET row_count = row_count + 1 WHERE form_id = 'f'`)
-	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: spool(t, new4)})
+	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: sinktest.Spool(t, new4)})
 	rows, _ = s.ReadRows(t.Context(), "f")
 	if len(rows) != 4 {
 		t.Errorf("got %d rows after twin cleanup, want 4", len(rows))
@@ -322,15 +305,15 @@ func TestRekeyOlderToNewerForm(t *testing.T) {
 func TestCommitAllOrNothing(t *testing.T) {
 	s, _ := open(t)
 	before := stateOf("a", "x")
-	commit(t, s, sink.FormCommit{State: before, Rows: spool(t, row(t, "a", ptr(1), t0, false, `{"x":1}`))})
+	commit(t, s, sink.FormCommit{State: before, Rows: sinktest.Spool(t, row(t, "a", ptr(1), t0, false, `{"x":1}`))})
 
 	bad := row(t, "b", ptr(7), t0, false, `{}`)
 	bad.SubmissionKey = "" // violates a CHECK constraint
 	changed := stateOf("a", "x", "y")
 	changed.Watermark = state.Watermark{CreatedAt: t0.Add(time.Hour), ID: 9, Boundary: []string{"9"}}
 	_, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{
-		{State: changed, Rows: spool(t, row(t, "a", ptr(9), t0.Add(time.Hour), false, `{"x":9}`))},
-		{State: stateOf("b"), Rows: spool(t, row(t, "b", ptr(6), t0, false, `{}`), bad)},
+		{State: changed, Rows: sinktest.Spool(t, row(t, "a", ptr(9), t0.Add(time.Hour), false, `{"x":9}`))},
+		{State: stateOf("b"), Rows: sinktest.Spool(t, row(t, "b", ptr(6), t0, false, `{}`), bad)},
 	}})
 	if err == nil {
 		t.Fatal("commit with a bad row succeeded")
@@ -342,7 +325,7 @@ func TestCommitAllOrNothing(t *testing.T) {
 	for i := range big {
 		big[i] = row(t, "b", ptr(int64(1000+i)), t0, false, `{}`)
 	}
-	sp := spool(t, big...)
+	sp := sinktest.Spool(t, big...)
 	cancel()
 	_, err = s.Commit(ctx, &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: changed}, {State: stateOf("b"), Rows: sp}}})
 	if !errors.Is(err, context.Canceled) {
@@ -378,7 +361,7 @@ func (c *cancelAfter) Err() error {
 
 func TestCommitCancelledMidway(t *testing.T) {
 	s, _ := open(t)
-	commit(t, s, sink.FormCommit{State: stateOf("a", "x"), Rows: spool(t, row(t, "a", ptr(1), t0, false, `{"x":1}`))})
+	commit(t, s, sink.FormCommit{State: stateOf("a", "x"), Rows: sinktest.Spool(t, row(t, "a", ptr(1), t0, false, `{"x":1}`))})
 	rows := make([]sink.Row, 4*ctxCheckEvery)
 	for i := range rows {
 		rows[i] = row(t, "b", ptr(int64(i)), t0, false, `{}`)
@@ -386,8 +369,8 @@ func TestCommitCancelledMidway(t *testing.T) {
 	for _, calls := range []int{1, 2, 3, 4} {
 		ctx := &cancelAfter{Context: t.Context(), n: calls, done: make(chan struct{})}
 		_, err := s.Commit(ctx, &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{
-			{State: stateOf("a", "x", "y"), Rows: spool(t, row(t, "a", ptr(2), t0, false, `{"x":2}`))},
-			{State: stateOf("b"), Rows: spool(t, rows...)},
+			{State: stateOf("a", "x", "y"), Rows: sinktest.Spool(t, row(t, "a", ptr(2), t0, false, `{"x":2}`))},
+			{State: stateOf("b"), Rows: sinktest.Spool(t, rows...)},
 		}})
 		if err == nil {
 			t.Fatalf("cancelled at Err call %d: commit succeeded", calls)
@@ -428,8 +411,8 @@ func TestViewWithHostileNames(t *testing.T) {
 	formID := `form'; DROP VIEW x; --"`
 	names := append([]string(nil), hostile...)
 	r := row(t, formID, ptr(1), t0, false, string(fj))
-	commit(t, s, sink.FormCommit{State: stateOf(formID, names...), Rows: spool(t, r)},
-		sink.FormCommit{State: stateOf("other", "plain"), Rows: spool(t, row(t, "other", ptr(1), t0, false, `{"plain":"no"}`))})
+	commit(t, s, sink.FormCommit{State: stateOf(formID, names...), Rows: sinktest.Spool(t, r)},
+		sink.FormCommit{State: stateOf("other", "plain"), Rows: sinktest.Spool(t, row(t, "other", ptr(1), t0, false, `{"plain":"no"}`))})
 
 	cols := sink.ColumnNames(names, sink.ViewFixedColumns())
 	for i, n := range hostile {
@@ -455,7 +438,7 @@ func TestViewWithHostileNames(t *testing.T) {
 
 	// A new field re-creates the view.
 	commit(t, s, sink.FormCommit{State: stateOf("other", "new", "plain"),
-		Rows: spool(t, row(t, "other", ptr(2), t0, false, `{"new":"yes","plain":"p"}`))})
+		Rows: sinktest.Spool(t, row(t, "other", ptr(2), t0, false, `{"new":"yes","plain":"p"}`))})
 	var got string
 	if err := s.DB().QueryRow(`SELECT new FROM form_other WHERE submission_id = 2`).Scan(&got); err != nil || got != "yes" {
 		t.Errorf("re-created view: %q, %v", got, err)
@@ -472,7 +455,7 @@ func TestConcurrentCommitsAndReads(t *testing.T) {
 		for i := range 50 {
 			rows = append(rows, row(t, form, ptr(int64(i)), t0.Add(time.Duration(i)*time.Second), false, `{}`))
 		}
-		sp := spool(t, rows...)
+		sp := sinktest.Spool(t, rows...)
 		wg.Go(func() {
 			for range 3 {
 				if _, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stateOf(form), Rows: sp}}}); err != nil {
