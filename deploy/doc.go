@@ -26,7 +26,7 @@
 // at FORMSYNC_TMP_DIR; the token as a read-only file; a grace period longer
 // than FORMSYNC_SHUTDOWN_TIMEOUT; Forbid concurrency; shard counts that agree.
 // Every FORMSYNC_* name in the manifests and the Dockerfile must be one that
-// cli.EnvNames lists, so renaming a variable breaks the build here rather
+// `formsync env` lists, so renaming a variable breaks the build here rather
 // than a deployment. The Dockerfile test runs the image's own `go build` line
 // and checks the binary is static and reports the stamped version.
 package deploy

@@ -448,7 +448,7 @@ func TestDockerfile(t *testing.T) {
 
 	// What the manifests rely on: the port of FORMSYNC_HTTP_ADDR, and /tmp
 	// as the staging directory.
-	_, port, err := net.SplitHostPort(configField(t, "FORMSYNC_HTTP_ADDR").Tag.Get("default"))
+	_, port, err := net.SplitHostPort(defaultOf(t, "FORMSYNC_HTTP_ADDR"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -25,8 +26,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
-
-	"github.com/formsync/formsync/cmd/formsync/cli"
 )
 
 // kustomizations are the directories a user applies. TestKustomizationsListed
@@ -280,34 +279,98 @@ func configMap(objs []manifest, name string) *corev1.ConfigMap {
 	return nil
 }
 
-// configField returns the struct field of cli.Config read from the variable
-// name (FORMSYNC_...).
-func configField(t *testing.T, name string) reflect.StructField {
-	t.Helper()
-	typ := reflect.TypeFor[cli.Config]()
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		if "FORMSYNC_"+f.Tag.Get("envconfig") == name {
-			return f
+// binaryEnv is what `formsync env` prints in an environment without
+// FORMSYNC_* variables: every variable the binary reads, with its default.
+// The manifests are checked against the binary itself, not a copy of its
+// configuration.
+var binaryEnv = sync.OnceValues(func() (map[string]string, error) {
+	out, err := formsyncCmd(nil, "env")
+	if err != nil {
+		return nil, err
+	}
+	vars := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, value, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("formsync env printed %q, not NAME=value", line)
+		}
+		vars[name] = value
+	}
+	return vars, nil
+})
+
+// formsyncBinary is formsync built once for the tests of this package.
+var formsyncBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "formsync-deploy-test-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "formsync")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/formsync").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building formsync: %w: %s", err, out)
+	}
+	return bin, nil
+})
+
+// formsyncCmd runs the formsync binary with args in an environment holding
+// no FORMSYNC_* variable but those of env, and returns its standard output.
+func formsyncCmd(env map[string]string, args ...string) ([]byte, error) {
+	bin, err := formsyncBinary()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FORMSYNC_") && !strings.HasPrefix(kv, "JOB_COMPLETION_INDEX=") {
+			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	t.Fatalf("cli.Config has no field for %s", name)
-	return reflect.StructField{}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out, fmt.Errorf("formsync %s: %w: %s", strings.Join(args, " "), err, ee.Stderr)
+		}
+		return out, fmt.Errorf("formsync %s: %w", strings.Join(args, " "), err)
+	}
+	return out, nil
 }
 
-// effective is a variable's value in env, else the default of cli.Config.
+// defaultOf is the binary's default for the variable name.
+func defaultOf(t *testing.T, name string) string {
+	t.Helper()
+	vars, err := binaryEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := vars[name]
+	if !ok {
+		t.Fatalf("formsync does not read %s", name)
+	}
+	return v
+}
+
+// effective is a variable's value in env, else the binary's default.
 func effective(t *testing.T, env map[string]string, name string) string {
 	t.Helper()
 	if v, ok := env[name]; ok {
 		return v
 	}
-	return configField(t, name).Tag.Get("default")
+	return defaultOf(t, name)
 }
 
-// knownEnvNames is cli.EnvNames as a set.
-func knownEnvNames() map[string]bool {
+// knownEnvNames is every variable the binary reads, as a set.
+func knownEnvNames(t *testing.T) map[string]bool {
+	t.Helper()
+	vars, err := binaryEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
 	known := map[string]bool{}
-	for _, n := range cli.EnvNames() {
+	for n := range vars {
 		known[n] = true
 	}
 	return known
@@ -422,9 +485,9 @@ func TestManifestFilesPods(t *testing.T) {
 
 // TestEnvNamesKnown needs no kubectl: every FORMSYNC_* name written anywhere
 // in the manifests (values, ConfigMap keys, comments) or the Dockerfile is a
-// variable formsync reads, so renaming one in cli.Config fails here.
+// variable formsync reads (formsync env), so renaming one fails here.
 func TestEnvNamesKnown(t *testing.T) {
-	known := knownEnvNames()
+	known := knownEnvNames(t)
 	files := append(yamlFiles(t), filepath.Join("..", "Dockerfile"))
 	seen := 0
 	for _, f := range files {
@@ -436,7 +499,7 @@ func TestEnvNamesKnown(t *testing.T) {
 			for _, name := range envNameRE.FindAllString(line, -1) {
 				seen++
 				if !known[name] {
-					t.Errorf("%s:%d: %s is not a formsync variable (cli.EnvNames)", f, i+1, name)
+					t.Errorf("%s:%d: %s is not a formsync variable (formsync env)", f, i+1, name)
 				}
 			}
 		}
@@ -511,21 +574,21 @@ func TestRenderedManifests(t *testing.T) {
 	}
 }
 
-// checkEnvNamesIn cross-checks the rendered output against cli.EnvNames: the
+// checkEnvNamesIn cross-checks the rendered output against formsync env: the
 // whole text, and in particular every ConfigMap key (each becomes a variable
 // through envFrom).
 func checkEnvNamesIn(t *testing.T, text []byte, ms []manifest) {
 	t.Helper()
-	known := knownEnvNames()
+	known := knownEnvNames(t)
 	for _, name := range envNameRE.FindAllString(string(text), -1) {
 		if !known[name] {
-			t.Errorf("rendered manifests use %s, which formsync does not read (cli.EnvNames)", name)
+			t.Errorf("rendered manifests use %s, which formsync does not read (formsync env)", name)
 		}
 	}
 	for _, cm := range find[corev1.ConfigMap](ms) {
 		for k := range cm.Data {
 			if !known[k] {
-				t.Errorf("ConfigMap %s key %s is not a formsync variable (cli.EnvNames)", cm.Name, k)
+				t.Errorf("ConfigMap %s key %s is not a formsync variable (formsync env)", cm.Name, k)
 			}
 		}
 	}
@@ -723,34 +786,20 @@ func checkTokenFile(t *testing.T, owner, file string, mounts map[string]corev1.V
 	}
 }
 
-// checkConfigLoads loads the pod's environment with cli.LoadConfig and
-// validates it for the pod's command.
+// checkConfigLoads has the binary check the pod's environment for the
+// pod's command (formsync env -check).
 func checkConfigLoads(t *testing.T, pt podTemplate, env map[string]string) {
 	t.Helper()
-	for _, name := range cli.EnvNames() {
-		t.Setenv(name, "") // restored after the test
-		if v, ok := env[name]; ok {
-			t.Setenv(name, v)
-		} else {
-			os.Unsetenv(name)
-		}
+	command := "sync"
+	if args := pt.tmpl.Spec.Containers[0].Args; len(args) > 0 && args[0] == "run" {
+		command = "run"
 	}
-	t.Setenv("JOB_COMPLETION_INDEX", "")
-	os.Unsetenv("JOB_COMPLETION_INDEX")
-	need := cli.Need{API: true, Sink: true}
-	args := pt.tmpl.Spec.Containers[0].Args
-	if len(args) > 0 && args[0] == "run" {
-		need.Sched = true
-	}
+	podEnv := maps.Clone(env)
 	if pt.indexes > 0 {
 		// The last pod of an Indexed Job has the highest index.
-		t.Setenv("JOB_COMPLETION_INDEX", strconv.Itoa(pt.indexes-1))
+		podEnv["JOB_COMPLETION_INDEX"] = strconv.Itoa(pt.indexes - 1)
 	}
-	cfg, err := cli.LoadConfig()
-	if err == nil {
-		err = cfg.Validate(need)
-	}
-	if err != nil {
+	if _, err := formsyncCmd(podEnv, "env", "-check", command); err != nil {
 		t.Errorf("%s: the pod's configuration does not load: %v", pt.owner, err)
 	}
 }
@@ -971,15 +1020,12 @@ func TestDecodeManifestStrict(t *testing.T) {
 	}
 }
 
-// TestShutdownTimeoutDefault pins where checkPod takes the default from: the
-// struct tag of cli.Config, the same one `formsync help` prints.
+// TestShutdownTimeoutDefault pins where checkPod takes the default from:
+// the binary (formsync env).
 func TestShutdownTimeoutDefault(t *testing.T) {
-	def := configField(t, "FORMSYNC_SHUTDOWN_TIMEOUT").Tag.Get("default")
+	def := defaultOf(t, "FORMSYNC_SHUTDOWN_TIMEOUT")
 	if _, err := time.ParseDuration(def); err != nil {
 		t.Fatalf("default of FORMSYNC_SHUTDOWN_TIMEOUT %q: %v", def, err)
-	}
-	if !strings.Contains(cli.Usage(), "FORMSYNC_SHUTDOWN_TIMEOUT") {
-		t.Error("cli.Usage does not list FORMSYNC_SHUTDOWN_TIMEOUT")
 	}
 	if effective(t, map[string]string{}, "FORMSYNC_SHUTDOWN_TIMEOUT") != def {
 		t.Error("effective does not fall back to the default")

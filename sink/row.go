@@ -35,6 +35,10 @@ type Row struct {
 	// sorted); Files the files as canonical JSON (an array).
 	Fields string
 	Files  string
+	// Raw is the submission object exactly as the API sent it (valid
+	// UTF-8), so that a member formsync does not read today is never lost;
+	// empty when unknown (rows stored before it was kept).
+	Raw string
 }
 
 // NewRow builds the stored form of a submission. fields must be a JSON

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,14 +14,15 @@ import (
 // wireRow is a Row as one NDJSON line: the schema of the BigQuery staging
 // table, and what the SQLite sink reads back.
 type wireRow struct {
-	FormID        string `json:"form_id"`
-	SubmissionID  *int64 `json:"submission_id"`
-	SubmissionKey string `json:"submission_key"`
-	ContentKey    string `json:"content_key"`
-	CreatedAt     string `json:"created_at"`
-	IsSpam        bool   `json:"is_spam"`
-	Fields        string `json:"fields"`
-	Files         string `json:"files"`
+	FormID        string          `json:"form_id"`
+	SubmissionID  json.RawMessage `json:"submission_id"` // a string or, from older spools, a number
+	SubmissionKey string          `json:"submission_key"`
+	ContentKey    string          `json:"content_key"`
+	CreatedAt     string          `json:"created_at"`
+	IsSpam        bool            `json:"is_spam"`
+	Fields        string          `json:"fields"`
+	Files         string          `json:"files"`
+	Raw           string          `json:"raw"`
 }
 
 // Spool stages rows in a temporary NDJSON file so that a run's memory does

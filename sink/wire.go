@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,7 +23,11 @@ func appendWireRow(dst []byte, r Row) []byte {
 	if r.SubmissionID == nil {
 		dst = append(dst, "null"...)
 	} else {
+		// As a string: JSON readers that hold numbers as float64 (BigQuery's
+		// NDJSON loader among them) would round ids beyond 2^53.
+		dst = append(dst, '"')
 		dst = strconv.AppendInt(dst, *r.SubmissionID, 10)
+		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"submission_key":`...)
 	dst = appendQuoted(dst, r.SubmissionKey)
@@ -36,6 +41,8 @@ func appendWireRow(dst []byte, r Row) []byte {
 	dst = appendQuoted(dst, r.Fields)
 	dst = append(dst, `,"files":`...)
 	dst = appendQuoted(dst, r.Files)
+	dst = append(dst, `,"raw":`...)
+	dst = appendQuoted(dst, r.Raw)
 	return append(dst, "}\n"...)
 }
 
@@ -57,13 +64,21 @@ func (p *wireParser) parse(line []byte) (Row, error) {
 	if err := json.Unmarshal(line, &w); err != nil {
 		return Row{}, err
 	}
+	var id *int64
+	if v := strings.Trim(string(w.SubmissionID), `"`); v != "" && v != "null" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return Row{}, fmt.Errorf("submission_id: %w", err)
+		}
+		id = &n
+	}
 	at, err := time.Parse(TimeLayout, w.CreatedAt)
 	if err != nil {
 		return Row{}, fmt.Errorf("created_at: %w", err)
 	}
 	return Row{
-		FormID: w.FormID, SubmissionID: w.SubmissionID, SubmissionKey: w.SubmissionKey,
-		ContentKey: w.ContentKey, CreatedAt: at, IsSpam: w.IsSpam, Fields: w.Fields, Files: w.Files,
+		FormID: w.FormID, SubmissionID: id, SubmissionKey: w.SubmissionKey,
+		ContentKey: w.ContentKey, CreatedAt: at, IsSpam: w.IsSpam, Fields: w.Fields, Files: w.Files, Raw: w.Raw,
 	}, nil
 }
 
@@ -108,6 +123,9 @@ func (p *wireParser) fast(line []byte) (Row, error) {
 		if bytes.HasPrefix(c.src[c.i:], []byte("null")) {
 			c.i += 4
 		} else {
+			if c.i < len(c.src) && c.src[c.i] == '"' {
+				c.i++
+			}
 			j := c.i
 			for j < len(c.src) && (c.src[j] == '-' || '0' <= c.src[j] && c.src[j] <= '9') {
 				j++
@@ -117,6 +135,9 @@ func (p *wireParser) fast(line []byte) (Row, error) {
 				return Row{}, errLayout
 			}
 			r.SubmissionID, c.i = &id, j
+			if c.i < len(c.src) && c.src[c.i] == '"' {
+				c.i++
+			}
 		}
 	}
 	expect(`,"submission_key":`)
@@ -140,6 +161,8 @@ func (p *wireParser) fast(line []byte) (Row, error) {
 	r.Fields = str()
 	expect(`,"files":`)
 	r.Files = str()
+	expect(`,"raw":`)
+	r.Raw = str()
 	expect(`}`)
 	if err != nil {
 		return Row{}, err

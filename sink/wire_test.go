@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +16,14 @@ func encodeReference(t testing.TB, r Row) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
+	id := json.RawMessage("null")
+	if r.SubmissionID != nil {
+		id = json.RawMessage(`"` + strconv.FormatInt(*r.SubmissionID, 10) + `"`)
+	}
 	err := enc.Encode(wireRow{
-		FormID: r.FormID, SubmissionID: r.SubmissionID, SubmissionKey: r.SubmissionKey,
+		FormID: r.FormID, SubmissionID: id, SubmissionKey: r.SubmissionKey,
 		ContentKey: r.ContentKey, CreatedAt: r.CreatedAt.UTC().Format(TimeLayout),
-		IsSpam: r.IsSpam, Fields: r.Fields, Files: r.Files,
+		IsSpam: r.IsSpam, Fields: r.Fields, Files: r.Files, Raw: r.Raw,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -43,8 +48,8 @@ func checkWire(t *testing.T, r Row) {
 	if err := json.Unmarshal(line, &w); err != nil {
 		t.Fatal(err)
 	}
-	want := Row{FormID: w.FormID, SubmissionID: w.SubmissionID, SubmissionKey: w.SubmissionKey, ContentKey: w.ContentKey,
-		CreatedAt: r.CreatedAt.UTC().Truncate(time.Microsecond), IsSpam: w.IsSpam, Fields: w.Fields, Files: w.Files}
+	want := Row{FormID: w.FormID, SubmissionID: r.SubmissionID, SubmissionKey: w.SubmissionKey, ContentKey: w.ContentKey,
+		CreatedAt: r.CreatedAt.UTC().Truncate(time.Microsecond), IsSpam: w.IsSpam, Fields: w.Fields, Files: w.Files, Raw: w.Raw}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("read back %+v, want %+v", got, want)
 	}
@@ -56,7 +61,8 @@ func TestWireMatchesEncodingJSON(t *testing.T) {
 	for _, r := range []Row{
 		{FormID: "contact", SubmissionKey: "k", ContentKey: "c", CreatedAt: at, Fields: "{}", Files: "[]"},
 		{FormID: "f", SubmissionID: &id, SubmissionKey: "9007199254740993", CreatedAt: at.In(time.FixedZone("x", 3600)), IsSpam: true,
-			Fields: `{"msg":"line\nbreak \u2028 <b>&amp;","q":"\"quoted\" \\ back"}`, Files: `[{"name":"a.pdf"}]`},
+			Fields: `{"msg":"line\nbreak \u2028 <b>&amp;","q":"\"quoted\" \\ back"}`, Files: `[{"name":"a.pdf"}]`,
+			Raw: `{"id":9007199254740993,"data":{"msg":"x"},"extra":[1.50,2e400]}`},
 		{FormID: "tab\there \x01 \u2029 é \xff", SubmissionID: &neg, Fields: "\x00\x1f\x7f", Files: strings.Repeat("x", 70<<10)},
 	} {
 		checkWire(t, r)

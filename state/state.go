@@ -150,6 +150,11 @@ type Form struct {
 	LastError     string
 	// Backfill is the progress of an interrupted backfill, nil when none runs.
 	Backfill *Backfill
+	// Revision counts the commits that wrote this state; 0 before the
+	// first. A commit carries the revision it read and the sink refuses it
+	// when the stored one moved on (another process committed the form
+	// meanwhile): optimistic concurrency, so that no writer undoes another.
+	Revision int64
 }
 
 // New returns the state of a form never synced.

@@ -78,7 +78,6 @@ func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptio
 		return nil, fmt.Errorf("backfill of form %s: --until %s is before --since %s", formID, opts.Until.Format(time.RFC3339), opts.Since.Format(time.RFC3339))
 	}
 	start := e.cfg.Now()
-	before := e.cfg.Requests.Form(formID)
 	st, err := e.formState(ctx, formID)
 	if err != nil {
 		return nil, err
@@ -87,7 +86,7 @@ func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptio
 	b.firstTotal = -1
 	rep := &BackfillReport{FormID: formID}
 	defer func() {
-		rep.Requests = e.cfg.Requests.Form(formID).Requests - before.Requests
+		rep.Requests = b.report.Requests
 		rep.Pages = b.report.Pages
 		rep.Duration = e.cfg.Now().Sub(start)
 		b.discard()

@@ -6,34 +6,45 @@ package worker_test
 //	go test ./worker -run '^$' -bench 'Pipeline' -benchtime 5x -cpuprofile cpu.out && go tool pprof -top worker.test cpu.out
 
 import (
-	"context"
+	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/apisim"
 	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
-// renderedSource serves pages rendered once by the simulator and decodes
-// them on every call with formsapi.DecodePage: the benchmark pays for the
-// decode, not for HTTP or for the simulator.
+// renderedSource serves pages rendered once by the simulator, from memory,
+// through a real client: the benchmark pays for the client and the decode,
+// not for the network or the simulator.
 type renderedSource struct {
 	bodies map[string][][]byte // form -> page (1-based) -> body; the last is empty
 }
 
-func (s *renderedSource) Page(_ context.Context, formID string, page, _ int) (*formsapi.Page, error) {
-	pages := s.bodies[formID]
-	if page > len(pages) {
-		page = len(pages)
+func (s *renderedSource) RoundTrip(req *http.Request) (*http.Response, error) {
+	parts := strings.Split(req.URL.Path, "/") // /api/forms/{id}/submissions
+	pages := s.bodies[parts[3]]
+	page, _ := strconv.Atoi(req.URL.Query().Get("page"))
+	page = min(max(page, 1), len(pages))
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(pages[page-1])), Request: req}, nil
+}
+
+func (s *renderedSource) client(b *testing.B) *formsapi.Client {
+	c, err := formsapi.New(formsapi.Config{BaseURL: "http://127.0.0.1", Token: "t", RateLimit: 1e9, HTTPClient: &http.Client{Transport: s}})
+	if err != nil {
+		b.Fatal(err)
 	}
-	return formsapi.DecodePage(formID, pages[page-1])
+	return c
 }
 
 func renderPages(b *testing.B, sim *apisim.Server, formID string, perPage int) [][]byte {
@@ -76,7 +87,7 @@ func BenchmarkPipeline(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				e, err := worker.New(src, s, worker.Config{Forms: []string{"bench"}, PageSize: perPage, TmpDir: b.TempDir()})
+				e, err := worker.New(src.client(b), s, worker.Config{Forms: []string{"bench"}, PageSize: perPage, TmpDir: b.TempDir()})
 				if err != nil {
 					b.Fatal(err)
 				}

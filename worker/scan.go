@@ -53,13 +53,9 @@ type formRun struct {
 // readForm reads one form and stages its rows; it never commits.
 func (e *Engine) readForm(ctx context.Context, st state.Form) *formRun {
 	start := e.cfg.Now()
-	before := e.cfg.Requests.Form(st.FormID)
 	r := &formRun{e: e, old: st, wm: st.Watermark, lastTotal: st.LastTotal, fields: map[string]struct{}{}}
 	r.report.FormID = st.FormID
 	defer func() {
-		after := e.cfg.Requests.Form(st.FormID)
-		r.report.Requests = after.Requests - before.Requests
-		r.report.Limited = after.RateLimited - before.RateLimited
 		r.report.Duration = e.cfg.Now().Sub(start)
 		r.report.Order = r.order
 		if r.spool != nil {
@@ -113,7 +109,11 @@ func (r *formRun) next(now time.Time) state.Form {
 }
 
 func (r *formRun) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
-	p, err := r.e.src.Page(ctx, r.old.FormID, page, r.e.cfg.PageSize)
+	p, resp, err := r.e.src.Page(ctx, r.old.FormID, page, r.e.cfg.PageSize)
+	if resp != nil {
+		r.report.Requests += resp.Requests
+		r.report.Limited += resp.RateLimited
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ import (
 // Source is the Forms API as the engine reads it. *formsapi.Client
 // satisfies it.
 type Source interface {
-	Page(ctx context.Context, formID string, page, limit int) (*formsapi.Page, error)
+	Page(ctx context.Context, formID string, page, limit int) (*formsapi.Page, *formsapi.Response, error)
 }
 
 // Sink is where the engine keeps rows and state. Commit must apply all of a
@@ -49,9 +49,6 @@ type Config struct {
 	// ShutdownGrace bounds the commit of forms already read when ctx is
 	// cancelled (SIGTERM). Defaults to 15s.
 	ShutdownGrace time.Duration
-	// Requests counts the API requests per form; optional. Pass the same
-	// value as the client's Observer so that summaries count retries too.
-	Requests *RequestStats
 	// Logger receives the per-form and per-run summaries. Defaults to a
 	// logger that discards.
 	Logger *slog.Logger
@@ -70,10 +67,13 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Requests == nil {
-		c.Requests = NewRequestStats()
-	}
 	return c
+}
+
+// Validate reports every problem of the configuration at once, in the
+// names of its fields; zero fields stand for their defaults.
+func (c Config) Validate() error {
+	return c.withDefaults().validate()
 }
 
 func (c Config) validate() error {

@@ -13,8 +13,8 @@ import (
 	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/apisim"
 	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 func openSQLite(t *testing.T) *sqlite.Sink {
@@ -88,7 +88,7 @@ func TestBackfillIsIdempotentAndKeepsTheWatermark(t *testing.T) {
 			subs := h.Sim.Submissions("f")
 			h.Sim.SetSpam("f", subs[50].ID, !subs[50].IsSpam) // changed after it was loaded
 			h.Sim.Add("f", 5)                                 // newer than the watermark: a backfill window leaves them to sync
-			e := newEngine(t, h, client(t, h, h.Stats.Observe))
+			e := newEngine(t, h, client(t, h, nil))
 			win := worker.Window{Since: subs[40].CreatedAt.Truncate(time.Millisecond), Until: subs[120].CreatedAt}
 			rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{Window: win})
 			if err != nil {
@@ -117,7 +117,7 @@ func TestBackfillResumesAfterInterruption(t *testing.T) {
 		t.Run(o.String(), func(t *testing.T) {
 			s := openSQLite(t)
 			h := sinktest.NewHarness(t, apisim.Options{Seed: 12, Variant: apisim.Newer, Order: o, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
-			e := newEngine(t, h, client(t, h, h.Stats.Observe))
+			e := newEngine(t, h, client(t, h, nil))
 			stop, cancel := context.WithCancel(ctx)
 			_, err := e.Backfill(stop, "f", worker.BackfillOptions{CheckpointRows: 40, Progress: func(p worker.Progress) {
 				if p.Pages == 15 {
@@ -156,7 +156,7 @@ func TestBackfillDryRunReadsNothing(t *testing.T) {
 	s := openSQLite(t)
 	h := sinktest.NewHarness(t, apisim.Options{Seed: 13, Variant: apisim.Older, Forms: []string{"f"}, SubmissionsPerForm: 500}, s)
 	subs := h.Sim.Submissions("f")
-	e := newEngine(t, h, client(t, h, h.Stats.Observe))
+	e := newEngine(t, h, client(t, h, nil))
 	rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{DryRun: true, Window: worker.Window{Since: subs[100].CreatedAt, Until: subs[199].CreatedAt}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/formsync/formsync/sink/bigquery/bqfake"
-	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 const (

@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // procRun is what one run of the binary cost.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	_ "github.com/formsync/formsync/sink/sqlite" // registers the "sqlite" driver for row counts
-	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // Helpers of the tests and benchmarks that run the formsync binary as a

@@ -11,7 +11,7 @@ import (
 
 	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
-	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // TestSIGKILLNeverLosesOrDuplicates kills a real `formsync sync` process at

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/formsync/formsync/cmd/formsync/cli"
+	"github.com/formsync/formsync/cmd/formsync/internal/cli"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
-	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // TestSoak runs `formsync sync` over and over against a simulator that

@@ -9,6 +9,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/formsync/formsync/sink/internal/sqlname"
+
 	bq "cloud.google.com/go/bigquery"
 	"google.golang.org/api/googleapi"
 
@@ -80,7 +82,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 			changed = true
 		}
 		if !ok || !sameFields(p.FieldNames, next.FieldNames) {
-			view := s.cfg.Project + "." + s.cfg.Dataset + "." + sink.ViewName(id)
+			view := s.cfg.Project + "." + s.cfg.Dataset + "." + sqlname.ViewName(id)
 			if err := s.runDDL(ctx, "creating the view of form "+id, "view "+view, viewSQL(s.cfg.Project, s.cfg.Dataset, id, next.FieldNames)); err != nil {
 				return nil, err
 			}

@@ -60,7 +60,7 @@
 // # Statements
 //
 // All SQL lives in sql.go; only identifiers validated at Open or sanitised
-// by sink.ViewName / sink.ColumnNames enter the text. Values are query
+// by sqlname.ViewName / sqlname.ColumnNames enter the text. Values are query
 // parameters, except in views (which cannot take parameters): there the
 // form id and field names are printable-ASCII string literals with every
 // other character escaped, and fields are read with the JSON subscript

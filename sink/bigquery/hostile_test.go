@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/sink/internal/sqlname"
+
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery/bqfake"
 )
@@ -72,7 +74,7 @@ func TestHostileNamesCannotChangeStatements(t *testing.T) {
 		if len(got) != 1 {
 			t.Fatalf("view of form %q has %d rows", form, len(got))
 		}
-		cols := sink.ColumnNames(hostile, sink.ViewFixedColumns())
+		cols := sqlname.ColumnNames(hostile, sqlname.ViewFixedColumns())
 		if got[0]["form_id"] != form {
 			t.Errorf("view form_id %q, want %q", got[0]["form_id"], form)
 		}

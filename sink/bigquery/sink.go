@@ -215,6 +215,7 @@ func stagingSchema() bq.Schema {
 		{Name: "is_spam", Type: bq.BooleanFieldType, Required: true},
 		{Name: "fields", Type: bq.StringFieldType, Required: true},
 		{Name: "files", Type: bq.StringFieldType, Required: true},
+		{Name: "raw", Type: bq.StringFieldType},
 	}
 }
 

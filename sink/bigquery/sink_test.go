@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/sink/internal/sqlname"
+
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery/bqfake"
 	"github.com/formsync/formsync/sink/sinktest"
@@ -189,7 +191,7 @@ func TestNoDDLInSteadyState(t *testing.T) {
 
 func TestViewsOnlyWhenFieldNamesChange(t *testing.T) {
 	b := setup(t, bqfake.Options{})
-	view := "formsync_test." + sink.ViewName("v")
+	view := "formsync_test." + sqlname.ViewName("v")
 	rows := []sink.Row{b.row(t, "v", 1, 1, false)}
 	b.fake.ResetStats()
 	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("v", rows, "email", "message"), rows})

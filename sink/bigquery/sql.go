@@ -6,13 +6,13 @@ import (
 	"text/template"
 	"unicode/utf8"
 
-	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/internal/sqlname"
 )
 
 // Every SQL statement the sink sends is rendered here, from the templates
 // below. Only validated identifiers (project, dataset, table names checked
-// at Open, view and column names sanitised by sink.ViewName and
-// sink.ColumnNames) are spliced into the text; every value travels as a
+// at Open, view and column names sanitised by sqlname.ViewName and
+// sqlname.ColumnNames) are spliced into the text; every value travels as a
 // query parameter, except in views, which cannot take parameters: there the
 // form id and the field names enter as escaped string literals
 // (stringLiteral). The golden files in testdata/ hold what each template
@@ -168,10 +168,10 @@ func render(name string, data any) string {
 func viewSQL(project, dataset, formID string, fieldNames []string) string {
 	var b strings.Builder
 	b.WriteString("CREATE OR REPLACE VIEW ")
-	b.WriteString(ref(project, dataset, sink.ViewName(formID)))
+	b.WriteString(ref(project, dataset, sqlname.ViewName(formID)))
 	b.WriteString(" AS\nSELECT ")
-	b.WriteString(strings.Join(sink.ViewFixedColumns(), ", "))
-	for _, c := range sink.ViewColumns(fieldNames) {
+	b.WriteString(strings.Join(sqlname.ViewFixedColumns(), ", "))
+	for _, c := range sqlname.ViewColumns(fieldNames) {
 		b.WriteString(",\n  JSON_VALUE(fields[")
 		b.WriteString(stringLiteral(c.Field))
 		b.WriteString("]) AS `")

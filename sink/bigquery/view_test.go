@@ -4,18 +4,18 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/formsync/formsync/sink/internal/sqlname"
+
 	bq "cloud.google.com/go/bigquery"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
-
-	"github.com/formsync/formsync/sink"
 )
 
 // readView reads a form's view through the fake (SELECT * is a shape the
 // fake accepts for tests), one map per row, sorted by submission_key.
 func readView(t *testing.T, b *bundle, form string) []map[string]bq.Value {
 	t.Helper()
-	q := b.sink.query("SELECT * FROM " + ref(b.cfg.Project, b.cfg.Dataset, sink.ViewName(form)))
+	q := b.sink.query("SELECT * FROM " + ref(b.cfg.Project, b.cfg.Dataset, sqlname.ViewName(form)))
 	it, err := q.Read(t.Context())
 	if err != nil {
 		t.Fatalf("reading view: %v", err)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/apisim"
 	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // Sink is what the contract needs of a sink: what the engine uses, and a way
@@ -24,11 +24,10 @@ type Sink interface {
 
 // Harness wires a simulator, a client and a sink together for one test.
 type Harness struct {
-	T     testing.TB
-	Sim   *apisim.Server
-	Sink  Sink
-	URL   string
-	Stats *worker.RequestStats
+	T    testing.TB
+	Sim  *apisim.Server
+	Sink Sink
+	URL  string
 	// Config is applied to every Sync; tests may change it between runs.
 	Config worker.Config
 	client *formsapi.Client
@@ -44,7 +43,6 @@ func NewHarness(t testing.TB, opts apisim.Options, s Sink) *Harness {
 	sim := apisim.New(opts)
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
-	stats := worker.NewRequestStats()
 	client, err := formsapi.New(formsapi.Config{
 		BaseURL:        srv.URL,
 		Token:          opts.Token,
@@ -54,14 +52,13 @@ func NewHarness(t testing.TB, opts apisim.Options, s Sink) *Harness {
 		MaxRetryAfter:  50 * time.Millisecond,
 		InitialBackoff: time.Millisecond,
 		MaxBackoff:     5 * time.Millisecond,
-		Observer:       stats.Observe,
 	})
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
 	return &Harness{
-		T: t, Sim: sim, Sink: s, URL: srv.URL, Stats: stats, client: client,
-		Config: worker.Config{Forms: sim.FormIDs(), PageSize: 10, TmpDir: t.TempDir(), Requests: stats},
+		T: t, Sim: sim, Sink: s, URL: srv.URL, client: client,
+		Config: worker.Config{Forms: sim.FormIDs(), PageSize: 10, TmpDir: t.TempDir()},
 	}
 }
 

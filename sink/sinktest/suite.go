@@ -10,8 +10,8 @@ import (
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
-	"github.com/formsync/formsync/worker/apisim"
 	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // Open returns a fresh, empty sink for one test; it closes it with t.Cleanup.

@@ -23,10 +23,10 @@
 // thanks to WAL. Times are stored as sink.TimeLayout text (UTC, exactly six
 // fractional digits) so that text order is time order.
 //
-// Per-form views (named by sink.ViewName) expose one column per field name
-// (named by sink.ColumnNames). Field names and form ids are user data: they
+// Per-form views (named by sqlname.ViewName) expose one column per field name
+// (named by sqlname.ColumnNames). Field names and form ids are user data: they
 // only ever enter SQL as double-quoted sanitised identifiers or as escaped
-// string literals. A view carries at most sink.MaxViewFields field columns
+// string literals. A view carries at most sqlname.MaxViewFields field columns
 // (SQLite limits a view to 2000 columns); further fields stay reachable
 // through the fields JSON column.
 package sqlite

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/sink/internal/sqlname"
+
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/state"
@@ -414,10 +416,10 @@ func TestViewWithHostileNames(t *testing.T) {
 	commit(t, s, sink.FormCommit{State: stateOf(formID, names...), Rows: sinktest.Spool(t, r)},
 		sink.FormCommit{State: stateOf("other", "plain"), Rows: sinktest.Spool(t, row(t, "other", ptr(1), t0, false, `{"plain":"no"}`))})
 
-	cols := sink.ColumnNames(names, sink.ViewFixedColumns())
+	cols := sqlname.ColumnNames(names, sqlname.ViewFixedColumns())
 	for i, n := range hostile {
 		var got string
-		q := fmt.Sprintf(`SELECT %s FROM %s`, quoteIdent(cols[n]), quoteIdent(sink.ViewName(formID)))
+		q := fmt.Sprintf(`SELECT %s FROM %s`, quoteIdent(cols[n]), quoteIdent(sqlname.ViewName(formID)))
 		if err := s.DB().QueryRow(q).Scan(&got); err != nil {
 			t.Errorf("field %q: %v", n, err)
 			continue
@@ -427,7 +429,7 @@ func TestViewWithHostileNames(t *testing.T) {
 		}
 	}
 	var n int
-	s.DB().QueryRow(`SELECT count(*) FROM ` + quoteIdent(sink.ViewName(formID))).Scan(&n)
+	s.DB().QueryRow(`SELECT count(*) FROM ` + quoteIdent(sqlname.ViewName(formID))).Scan(&n)
 	if n != 1 {
 		t.Errorf("view holds %d rows, want 1 (its form only)", n)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/internal/sqlname"
 )
 
 // writeView (re)creates the view of one form with a column per field name.
@@ -18,7 +18,7 @@ import (
 // sanitised identifiers.
 func writeView(ctx context.Context, tx *sql.Tx, formID string, fieldNames []string) error {
 	stmt := viewSQL(formID, fieldNames)
-	view := quoteIdent(sink.ViewName(formID))
+	view := quoteIdent(sqlname.ViewName(formID))
 	if _, err := tx.ExecContext(ctx, "DROP VIEW IF EXISTS "+view); err != nil {
 		return fmt.Errorf("dropping view %s: %w", view, err)
 	}
@@ -31,15 +31,15 @@ func writeView(ctx context.Context, tx *sql.Tx, formID string, fieldNames []stri
 func viewSQL(formID string, fieldNames []string) string {
 	var b strings.Builder
 	b.WriteString("CREATE VIEW ")
-	b.WriteString(quoteIdent(sink.ViewName(formID)))
+	b.WriteString(quoteIdent(sqlname.ViewName(formID)))
 	b.WriteString(" AS SELECT ")
-	for i, c := range sink.ViewFixedColumns() {
+	for i, c := range sqlname.ViewFixedColumns() {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(quoteIdent(c))
 	}
-	for _, c := range sink.ViewColumns(fieldNames) {
+	for _, c := range sqlname.ViewColumns(fieldNames) {
 		b.WriteString(",\n\tjson_extract(fields, ")
 		b.WriteString(quoteString(jsonPath(c.Field)))
 		b.WriteString(") AS ")

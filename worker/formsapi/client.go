@@ -54,13 +54,26 @@ func New(cfg Config) (*Client, error) {
 // Config returns the effective configuration, defaults filled in.
 func (c *Client) Config() Config { return c.cfg }
 
+// Response is what one Page call cost: every attempt it made, retries
+// included. It is returned even when the call fails, so that callers can
+// account for the requests a failure spent.
+type Response struct {
+	// Requests counts the HTTP requests made, retries included.
+	Requests int
+	// RateLimited counts the requests answered 429.
+	RateLimited int
+	// Waited is the time spent in retry waits (not in the rate limiter).
+	Waited time.Duration
+}
+
 // Page fetches one page of a form's submissions:
 // {base}/api/forms/{formID}/submissions?page=N&limit=M. limit 0 leaves the
 // page size to the server; the older form ignores limit anyway, so callers
 // must use the returned PerPage. Transient failures (429, 5xx, transport,
 // malformed or truncated bodies) are retried within MaxWait; the returned
 // error is then the last attempt's *Error.
-func (c *Client) Page(ctx context.Context, formID string, page, limit int) (*Page, error) {
+func (c *Client) Page(ctx context.Context, formID string, page, limit int) (*Page, *Response, error) {
+	resp := &Response{}
 	var problems []string
 	if formID == "" {
 		problems = append(problems, "form id is empty")
@@ -72,13 +85,13 @@ func (c *Client) Page(ctx context.Context, formID string, page, limit int) (*Pag
 		problems = append(problems, fmt.Sprintf("limit must be between 0 (server default) and %d, got %d", MaxLimit, limit))
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("formsapi: form %q page %d: %s", formID, page, strings.Join(problems, "; "))
+		return nil, resp, fmt.Errorf("formsapi: form %q page %d: %s", formID, page, strings.Join(problems, "; "))
 	}
 	u := *c.base
 	prefix := strings.TrimRight(c.base.EscapedPath(), "/")
 	escaped := prefix + "/api/forms/" + url.PathEscape(formID) + "/submissions"
 	if err := setEscapedPath(&u, escaped); err != nil {
-		return nil, fmt.Errorf("formsapi: form %q page %d: building URL: %w", formID, page, err)
+		return nil, resp, fmt.Errorf("formsapi: form %q page %d: building URL: %w", formID, page, err)
 	}
 	q := url.Values{}
 	q.Set("page", strconv.Itoa(page))
@@ -86,7 +99,8 @@ func (c *Client) Page(ctx context.Context, formID string, page, limit int) (*Pag
 		q.Set("limit", strconv.Itoa(limit))
 	}
 	u.RawQuery = q.Encode()
-	return c.get(ctx, formID, page, &u)
+	p, err := c.get(ctx, formID, page, &u, resp)
+	return p, resp, err
 }
 
 // Follow fetches a server-supplied links.next or links.previous URL. It
@@ -103,7 +117,7 @@ func (c *Client) Follow(ctx context.Context, formID, link string) (*Page, error)
 			formID, origin(u), origin(c.base), ErrCrossOrigin)
 	}
 	page, _ := strconv.Atoi(u.Query().Get("page"))
-	return c.get(ctx, formID, max(page, 0), u)
+	return c.get(ctx, formID, max(page, 0), u, &Response{})
 }
 
 func (c *Client) sameOrigin(u *url.URL) bool {
@@ -146,7 +160,7 @@ func setEscapedPath(u *url.URL, escaped string) error {
 
 // get runs attempts until one succeeds, one fails for good, the wait
 // budget runs out or ctx is done.
-func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL) (*Page, error) {
+func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, resp *Response) (*Page, error) {
 	// Backoff's own jitter reads the global math/rand and cannot be
 	// injected, so it runs without randomisation and jitter is applied here
 	// from Config.Rand.
@@ -165,6 +179,7 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL) (
 			return nil, c.cancelled(formID, page, err, last)
 		}
 		start := c.cfg.Now()
+		resp.Requests++
 		p, e := c.attempt(ctx, formID, page, u)
 		ev := Event{FormID: formID, Page: page, Attempt: attempt, Duration: c.cfg.Now().Sub(start)}
 		if e == nil {
@@ -173,6 +188,9 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL) (
 			return p, nil
 		}
 		ev.Status, ev.Err, ev.RetryAfter = e.Status, e, e.RetryAfter
+		if e.Kind == KindRateLimited {
+			resp.RateLimited++
+		}
 		if ctx.Err() != nil {
 			// The caller gave up; the failure is theirs, not the server's.
 			c.observe(ev)
@@ -196,6 +214,7 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL) (
 		ev.Wait = wait
 		c.observe(ev)
 		waited += wait
+		resp.Waited = waited
 		if err := c.cfg.Sleep(ctx, wait); err != nil {
 			return nil, c.cancelled(formID, page, err, last)
 		}

@@ -21,7 +21,7 @@ func TestPageRequest(t *testing.T) {
 		writeJSON(w, newerPage)
 	})
 	b := setup(t, srv.URL+"/prefix/")
-	p, err := b.client.Page(t.Context(), "a/b c", 2, 100)
+	p, _, err := b.client.Page(t.Context(), "a/b c", 2, 100)
 	if err != nil {
 		t.Fatal(record(err))
 	}
@@ -50,7 +50,7 @@ func TestPageOlderFormIgnoresLimit(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		writeJSON(w, olderPage) // per_page 25 whatever limit says
 	})
-	p, err := setup(t, srv.URL).client.Page(t.Context(), "f1", 2, 100)
+	p, _, err := setup(t, srv.URL).client.Page(t.Context(), "f1", 2, 100)
 	if err != nil {
 		t.Fatal(record(err))
 	}
@@ -65,7 +65,7 @@ func TestPageArgumentErrors(t *testing.T) {
 		form        string
 		page, limit int
 	}{{"", 1, 10}, {"f", 0, 10}, {"f", 1, -1}, {"f", 1, 101}} {
-		if _, err := b.client.Page(t.Context(), tc.form, tc.page, tc.limit); record(err) == nil {
+		if _, _, err := b.client.Page(t.Context(), tc.form, tc.page, tc.limit); record(err) == nil {
 			t.Errorf("Page(%q,%d,%d) succeeded", tc.form, tc.page, tc.limit)
 		}
 	}
@@ -98,7 +98,7 @@ func TestErrorStatuses(t *testing.T) {
 			})
 			// MaxWait below the first backoff: retryable kinds give up at once.
 			b := setup(t, srv.URL, func(c *Config) { c.MaxWait = time.Millisecond })
-			_, err := b.client.Page(t.Context(), "contact-form", 3, 10)
+			_, _, err := b.client.Page(t.Context(), "contact-form", 3, 10)
 			record(err)
 			var e *Error
 			if !errors.As(err, &e) {
@@ -134,7 +134,7 @@ func TestErrorBodyExcerptBounded(t *testing.T) {
 		w.WriteHeader(400)
 		_, _ = w.Write([]byte("line1\n\x1b[31mred\x00" + strings.Repeat("é", 500) + testToken))
 	})
-	_, err := setup(t, srv.URL).client.Page(t.Context(), "f", 1, 0)
+	_, _, err := setup(t, srv.URL).client.Page(t.Context(), "f", 1, 0)
 	var e *Error
 	if !errors.As(record(err), &e) {
 		t.Fatal(err)
@@ -175,7 +175,7 @@ func TestRetryAfterWaits(t *testing.T) {
 				writeJSON(w, newerPage)
 			})
 			b := setup(t, srv.URL)
-			if _, err := b.client.Page(t.Context(), "f", 1, 10); err != nil {
+			if _, _, err := b.client.Page(t.Context(), "f", 1, 10); err != nil {
 				t.Fatal(record(err))
 			}
 			if got := b.Waits(); !slices.Equal(got, []time.Duration{tt.wantWait}) {
@@ -202,7 +202,7 @@ func TestRetryAfterNeverMultiplied(t *testing.T) {
 		writeJSON(w, newerPage)
 	})
 	b := setup(t, srv.URL)
-	if _, err := b.client.Page(t.Context(), "f", 1, 10); err != nil {
+	if _, _, err := b.client.Page(t.Context(), "f", 1, 10); err != nil {
 		t.Fatal(record(err))
 	}
 	want := []time.Duration{7 * time.Second, 7 * time.Second, 7 * time.Second, 7 * time.Second}
@@ -225,7 +225,7 @@ func TestBackoffGrowsWithJitter(t *testing.T) {
 		c.MaxBackoff = 4 * time.Second
 		c.Rand = func() float64 { r := rnd[i%len(rnd)]; i++; return r }
 	})
-	if _, err := b.client.Page(t.Context(), "f", 1, 10); err != nil {
+	if _, _, err := b.client.Page(t.Context(), "f", 1, 10); err != nil {
 		t.Fatal(record(err))
 	}
 	ms := time.Millisecond
@@ -269,7 +269,7 @@ func TestMaxWaitBudget(t *testing.T) {
 				w.WriteHeader(tt.status)
 			})
 			b := setup(t, srv.URL, func(c *Config) { c.MaxWait = tt.maxWait })
-			_, err := b.client.Page(t.Context(), "f", 5, 10)
+			_, _, err := b.client.Page(t.Context(), "f", 5, 10)
 			record(err)
 			if !errors.Is(err, tt.sentinel) {
 				t.Fatalf("err = %v, want %v", err, tt.sentinel)
@@ -300,7 +300,7 @@ func TestServerErrorThenSuccess(t *testing.T) {
 		writeJSON(w, newerPage)
 	})
 	b := setup(t, srv.URL)
-	p, err := b.client.Page(t.Context(), "f", 1, 2)
+	p, _, err := b.client.Page(t.Context(), "f", 1, 2)
 	if err != nil || len(p.Submissions) != 2 {
 		t.Fatalf("page=%v err=%v", p, record(err))
 	}
@@ -330,7 +330,7 @@ func TestTruncatedBodyThenSuccess(t *testing.T) {
 				writeJSON(w, olderPage)
 			})
 			b := setup(t, srv.URL)
-			p, err := b.client.Page(t.Context(), "f", 2, 0)
+			p, _, err := b.client.Page(t.Context(), "f", 2, 0)
 			if err != nil || len(p.Submissions) != 2 {
 				t.Fatalf("page=%v err=%v", p, record(err))
 			}
@@ -346,7 +346,7 @@ func TestMalformedStopsAfterThreeAttempts(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		writeJSON(w, `<html>maintenance</html>`)
 	})
-	_, err := setup(t, srv.URL).client.Page(t.Context(), "f", 1, 0)
+	_, _, err := setup(t, srv.URL).client.Page(t.Context(), "f", 1, 0)
 	if !errors.Is(record(err), ErrMalformed) || srv.Hits() != 3 {
 		t.Fatalf("err = %v hits = %d, want malformed after 3", err, srv.Hits())
 	}
@@ -357,13 +357,13 @@ func TestOversizedBody(t *testing.T) {
 		writeJSON(w, olderPage)
 	})
 	b := setup(t, srv.URL, func(c *Config) { c.MaxBodyBytes = 100 })
-	_, err := b.client.Page(t.Context(), "f", 1, 0)
+	_, _, err := b.client.Page(t.Context(), "f", 1, 0)
 	if !errors.Is(record(err), ErrMalformed) || !strings.Contains(err.Error(), "100 byte limit") {
 		t.Fatalf("err = %v", err)
 	}
 	// Exactly at the limit is fine.
 	b = setup(t, srv.URL, func(c *Config) { c.MaxBodyBytes = int64(len(olderPage)) })
-	if _, err := b.client.Page(t.Context(), "f", 1, 0); err != nil {
+	if _, _, err := b.client.Page(t.Context(), "f", 1, 0); err != nil {
 		t.Fatal(record(err))
 	}
 }
@@ -386,7 +386,7 @@ func TestStalledBodyTimesOutAndRetries(t *testing.T) {
 	})
 	b := setup(t, srv.URL, func(c *Config) { c.RequestTimeout = 200 * time.Millisecond })
 	start := time.Now()
-	p, err := b.client.Page(t.Context(), "f", 1, 0)
+	p, _, err := b.client.Page(t.Context(), "f", 1, 0)
 	if err != nil || len(p.Submissions) != 2 {
 		t.Fatalf("page=%v err=%v", p, record(err))
 	}
@@ -404,7 +404,7 @@ func TestTransportErrorRetried(t *testing.T) {
 	u := srv.URL
 	srv.Close() // nothing listens any more: connection refused
 	b := setup(t, u, func(c *Config) { c.MaxWait = 2 * time.Second })
-	_, err := b.client.Page(t.Context(), "f", 1, 0)
+	_, _, err := b.client.Page(t.Context(), "f", 1, 0)
 	if !errors.Is(record(err), ErrTransport) {
 		t.Fatalf("err = %v", err)
 	}
@@ -431,7 +431,7 @@ func TestContextCancelStopsWaiting(t *testing.T) {
 			return ctx.Err()
 		}
 	})
-	_, err := b.client.Page(ctx, "f", 1, 0)
+	_, _, err := b.client.Page(ctx, "f", 1, 0)
 	record(err)
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrRateLimited) || srv.Hits() != 1 {
 		t.Fatalf("err = %v hits = %d", err, srv.Hits())
@@ -526,7 +526,7 @@ func TestRedirectsNotFollowed(t *testing.T) {
 	api := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusFound)
 	})
-	_, err := setup(t, api.URL).client.Page(t.Context(), "f", 1, 0)
+	_, _, err := setup(t, api.URL).client.Page(t.Context(), "f", 1, 0)
 	if !errors.Is(record(err), ErrUnexpectedStatus) || other.Hits() != 0 {
 		t.Fatalf("err = %v, other hits = %d", err, other.Hits())
 	}
@@ -537,7 +537,7 @@ func TestTokenNeverInMalformedError(t *testing.T) {
 		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		writeJSON(w, `{"data":[{"created_at":"`+tok+`","id":"`+tok+`"}],"meta":{"pagination":{"total":1,"count":1,"per_page":25,"current_page":1}}}`)
 	})
-	_, err := setup(t, srv.URL).client.Page(t.Context(), "f", 1, 0)
+	_, _, err := setup(t, srv.URL).client.Page(t.Context(), "f", 1, 0)
 	if !errors.Is(record(err), ErrMalformed) || strings.Contains(err.Error(), testToken) {
 		t.Fatalf("err = %v", err)
 	}

@@ -124,7 +124,7 @@ func TestLimiterRealTime(t *testing.T) {
 	for g := range 3 { // three forms share the client's limiter
 		wg.Go(func() {
 			for i := range 10 {
-				if _, err := c.Page(ctx, "form", g*10+i+1, 10); err != nil {
+				if _, _, err := c.Page(ctx, "form", g*10+i+1, 10); err != nil {
 					t.Error(record(err))
 					return
 				}

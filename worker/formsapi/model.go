@@ -17,6 +17,9 @@ type Submission struct {
 	// of attachments (shape not documented by the API).
 	Fields json.RawMessage
 	Files  json.RawMessage
+	// Raw is the submission object exactly as sent (invalid UTF-8
+	// replaced), for the sinks' raw column.
+	Raw json.RawMessage
 }
 
 // Page is one page of a form's submissions.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // simClient serves a simulator on loopback and returns a client for it that
@@ -44,7 +44,7 @@ func readAll(t *testing.T, c *Client, formID string, limit int) []Submission {
 	t.Helper()
 	var all []Submission
 	for page := 1; ; page++ {
-		p, err := c.Page(t.Context(), formID, page, limit)
+		p, _, err := c.Page(t.Context(), formID, page, limit)
 		if err != nil {
 			t.Fatal(record(err))
 		}
@@ -60,7 +60,7 @@ func TestClientAgainstSimulatorBothFormsBothOrders(t *testing.T) {
 		for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
 			t.Run(v.String()+"/"+o.String(), func(t *testing.T) {
 				sim, c, _ := simClient(t, apisim.Options{Seed: 3, Variant: v, Order: o, Forms: []string{"f"}, SubmissionsPerForm: 137, TieEvery: 4})
-				p, err := c.Page(t.Context(), "f", 1, 100)
+				p, _, err := c.Page(t.Context(), "f", 1, 100)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -96,7 +96,7 @@ func TestClientAgainstSimulatorErrors(t *testing.T) {
 	sim.SetFormStatus("off", 400)
 	sim.SetFormStatus("gone", 404)
 	for form, want := range map[string]error{"off": ErrAccessDisabled, "gone": ErrFormNotFound, "never-existed": ErrFormNotFound} {
-		if _, err := c.Page(t.Context(), form, 1, 10); !errors.Is(record(err), want) {
+		if _, _, err := c.Page(t.Context(), form, 1, 10); !errors.Is(record(err), want) {
 			t.Errorf("%s: %v, want %v", form, err, want)
 		}
 	}
@@ -104,7 +104,7 @@ func TestClientAgainstSimulatorErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bad.Page(t.Context(), "off", 1, 10); !errors.Is(record(err), ErrUnauthorized) {
+	if _, _, err := bad.Page(t.Context(), "off", 1, 10); !errors.Is(record(err), ErrUnauthorized) {
 		t.Errorf("wrong token: %v, want ErrUnauthorized", err)
 	}
 }
@@ -155,7 +155,7 @@ func TestClientRateLimitKeepsSimulatorHappy(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for page := 1; page <= 5; page++ {
-				if _, err := c.Page(t.Context(), f, page, 10); err != nil {
+				if _, _, err := c.Page(t.Context(), f, page, 10); err != nil {
 					t.Error(record(err))
 				}
 			}

@@ -11,13 +11,11 @@ import (
 )
 
 // Wiring in the long-running mode: every API attempt reaches the metrics
-// through the engine's request counts, every run through ObserveRun, and
+// through the client's observer, every run through ObserveRun, and
 // Prometheus scrapes the handler.
 func Example() {
 	m := metrics.New()
-	requests := worker.NewRequestStats(m.ObserveRequest)
-	_ = formsapi.Config{Observer: requests.Observe}
-	_ = worker.Config{Requests: requests}
+	_ = formsapi.Config{Observer: m.ObserveRequest}
 
 	http.Handle("/metrics", m.Handler())
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"reflect"
@@ -225,15 +226,35 @@ func (c *Config) Token() (string, error) {
 	return tok, nil
 }
 
-// EnvNames lists every environment variable formsync reads, for --help and
-// for the test that keeps the Kubernetes manifests in step with the binary.
-func EnvNames() []string {
+// envNames lists every variable formsync reads.
+func envNames() []string {
 	var names []string
 	t := reflect.TypeOf(Config{})
 	for i := range t.NumField() {
 		names = append(names, envPrefix+"_"+t.Field(i).Tag.Get("envconfig"))
 	}
 	return names
+}
+
+// writeEnv prints every variable formsync reads as NAME=value, with the
+// value in effect (the environment's, else the default) and secrets
+// redacted: what `formsync env` shows an operator, and what the tests of
+// the Kubernetes manifests read the binary's variables from.
+func writeEnv(w io.Writer, c Config) {
+	v := reflect.ValueOf(c)
+	t := v.Type()
+	for i := range t.NumField() {
+		val := v.Field(i).Interface()
+		switch x := val.(type) {
+		case Secret:
+			if x == "" {
+				val = ""
+			}
+		case []string:
+			val = strings.Join(x, ",")
+		}
+		fmt.Fprintf(w, "%s_%s=%v\n", envPrefix, t.Field(i).Tag.Get("envconfig"), val)
+	}
 }
 
 // Usage describes every variable with its default.

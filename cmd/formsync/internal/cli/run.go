@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/metrics"
 	"github.com/formsync/formsync/worker/schedule"
 )
@@ -26,24 +25,11 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		return configError(e, err)
 	}
 	m := metrics.New()
-	stats := worker.NewRequestStats(m.ObserveRequest)
-	cfg := engineConfig(e, stats)
-	client, err := newClient(e.cfg, stats.Observe)
+	p, err := wire(ctx, e, shardForms(e.cfg), m)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "formsync run: %v\n", err)
-		return exitUsage
+		return wireFailed(e, err)
 	}
-	dst, err := openSink(ctx, e.cfg)
-	if err != nil {
-		e.log.Error("cannot open the sink", "error", err.Error())
-		return exitFailed
-	}
-	defer dst.Close()
-	eng, err := worker.New(client, dst, cfg)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "formsync run: %v\n", err)
-		return exitUsage
-	}
+	defer p.Close()
 
 	var ready atomic.Bool
 	ln, err := net.Listen("tcp", e.cfg.HTTPAddr)
@@ -57,7 +43,7 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	sched, err := schedule.New(schedule.Config{
 		Spec: e.cfg.Schedule,
 		Run: func(ctx context.Context) {
-			rep, err := eng.Sync(ctx)
+			rep, err := p.engine.Sync(ctx)
 			if err != nil {
 				e.log.Error("sync failed", "error", err.Error())
 				m.ObserveRun(nil, 0)
@@ -77,7 +63,7 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		return exitFailed
 	}
 	ready.Store(true)
-	e.log.Info("formsync is running", "schedule", e.cfg.Schedule, "next", sched.Next(), "forms", len(cfg.Forms), "http_addr", ln.Addr().String())
+	e.log.Info("formsync is running", "schedule", e.cfg.Schedule, "next", sched.Next(), "forms", len(p.forms), "http_addr", ln.Addr().String())
 
 	<-ctx.Done()
 	ready.Store(false)

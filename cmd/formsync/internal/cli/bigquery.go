@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery"
 )
 
 // openBigQuery opens the BigQuery sink. Each shard of a sharded run loads
 // into its own staging table, so concurrent pods never overwrite each
 // other's staged rows.
-func openBigQuery(ctx context.Context, cfg Config) (store, error) {
+func openBigQuery(ctx context.Context, cfg Config) (sink.Sink, error) {
 	staging := "_formsync_staging"
 	if cfg.ShardCount > 1 {
 		staging = fmt.Sprintf("%s_%d", staging, cfg.ShardIndex)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/metrics"
 )
 
 // timeFlag parses RFC 3339 or a bare date (YYYY-MM-DD, UTC midnight).
@@ -60,27 +61,14 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	if len(problems) > 0 {
 		return configError(e, &ConfigError{Problems: problems})
 	}
-	stats := worker.NewRequestStats()
-	cfg := engineConfig(e, stats)
-	cfg.Forms = []string{*form} // a backfill names its form: no sharding
-	client, err := newClient(e.cfg, stats.Observe)
+	m := metrics.New()
+	p, err := wire(ctx, e, []string{*form}, m) // a backfill names its form: no sharding
 	if err != nil {
-		fmt.Fprintf(e.stderr, "formsync backfill: %v\n", err)
-		return exitUsage
+		return wireFailed(e, err)
 	}
-	dst, err := openSink(ctx, e.cfg)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "formsync backfill: %v\n", err)
-		return exitFailed
-	}
-	defer dst.Close()
-	eng, err := worker.New(client, dst, cfg)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "formsync backfill: %v\n", err)
-		return exitUsage
-	}
+	defer p.Close()
 	prog := newProgressPrinter(e)
-	rep, err := eng.Backfill(ctx, *form, worker.BackfillOptions{
+	rep, err := p.engine.Backfill(ctx, *form, worker.BackfillOptions{
 		Window: worker.Window{Since: since.t, Until: until.t}, DryRun: *dry, CheckpointRows: *checkpoint, Progress: prog.update,
 	})
 	prog.done()
@@ -90,18 +78,21 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 			(time.Duration(float64(rep.LastPage-rep.FirstPage+1) / e.cfg.RateLimit * float64(time.Second))).Round(time.Second), e.cfg.RateLimit)
 	}
 	if err != nil {
-		e.log.Error("backfill failed", "form", *form, "error", err.Error())
+		attrs := []any{"form", *form, "error", err.Error()}
 		if rep != nil && rep.Checkpoints > 0 {
-			fmt.Fprintf(e.stderr, "formsync backfill: %d rows were committed before the failure; run the same command again to resume.\n", rep.Staged)
+			attrs = append(attrs, "rows_committed", rep.Staged, "hint", "run the same command again to resume")
 		}
+		e.log.Error("backfill failed", attrs...)
+		pushMetrics(ctx, e, m)
 		return exitFailed
 	}
 	if !*dry {
 		e.log.Info("backfill finished", "form", rep.FormID, "new", rep.Inserted, "updated", rep.Updated, "read", rep.Staged,
-			"pages", rep.Pages, "requests", rep.Requests, "checkpoints", rep.Checkpoints, "duration", rep.Duration)
+			"pages", rep.Pages, "requests", rep.Requests, "checkpoints", rep.Checkpoints, "duration_seconds", rep.Duration.Seconds())
 		fmt.Fprintf(e.stdout, "Backfill of form %s: %d rows read, %d new, %d updated, %d requests, %s.\n",
 			rep.FormID, rep.Staged, rep.Inserted, rep.Updated, rep.Requests, rep.Duration.Round(time.Millisecond))
 	}
+	pushMetrics(ctx, e, m)
 	return exitOK
 }
 

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"flag"
-	"fmt"
 
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/metrics"
@@ -18,46 +17,34 @@ func runSync(ctx context.Context, e *env, args []string) int {
 		return configError(e, err)
 	}
 	m := metrics.New()
-	rep, code := syncOnce(ctx, e, m)
-	if rep != nil {
-		m.ObserveRun(rep, rep.CommitDuration)
-	} else if code == exitFailed {
-		m.ObserveRun(nil, 0)
-	}
+	_, code := syncOnce(ctx, e, m)
 	pushMetrics(ctx, e, m)
-	if rep != nil && rep.Failed() > 0 {
-		return exitFailed
-	}
 	return code
 }
 
-// syncOnce builds everything from the configuration and runs one sync.
+// syncOnce wires the pipeline for this shard's forms, runs one sync and
+// records it in m. The exit code says how it went.
 func syncOnce(ctx context.Context, e *env, m *metrics.Metrics) (*worker.Report, int) {
-	cfg := engineConfig(e, worker.NewRequestStats(m.ObserveRequest))
-	if len(cfg.Forms) == 0 {
+	forms := shardForms(e.cfg)
+	if len(forms) == 0 {
 		e.log.Warn("no form falls in this shard", "shard_index", e.cfg.ShardIndex, "shard_count", e.cfg.ShardCount)
 		return nil, exitOK
 	}
-	client, err := newClient(e.cfg, cfg.Requests.Observe)
+	p, err := wire(ctx, e, forms, m)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "formsync: %v\n", err)
-		return nil, exitUsage
+		m.ObserveRun(nil, 0)
+		return nil, wireFailed(e, err)
 	}
-	dst, err := openSink(ctx, e.cfg)
-	if err != nil {
-		e.log.Error("cannot open the sink", "error", err.Error())
-		return nil, exitFailed
-	}
-	defer dst.Close()
-	eng, err := worker.New(client, dst, cfg)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "formsync: %v\n", err)
-		return nil, exitUsage
-	}
-	rep, err := eng.Sync(ctx)
+	defer p.Close()
+	rep, err := p.engine.Sync(ctx)
 	if err != nil {
 		e.log.Error("sync failed", "error", err.Error())
+		m.ObserveRun(nil, 0)
 		return nil, exitFailed
+	}
+	m.ObserveRun(rep, rep.CommitDuration)
+	if rep.Failed() > 0 {
+		return rep, exitFailed
 	}
 	return rep, exitOK
 }

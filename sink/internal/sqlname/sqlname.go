@@ -1,4 +1,4 @@
-package sink
+package sqlname
 
 import (
 	"crypto/sha256"

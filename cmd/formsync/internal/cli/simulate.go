@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 func runSimulate(ctx context.Context, e *env, args []string) int {

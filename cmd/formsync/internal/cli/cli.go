@@ -41,6 +41,7 @@ func commands() []command {
 		{"demo", "sync simulated forms into a local SQLite file, twice, and show the result", runDemo},
 		{"simulate", "serve the built-in API simulator on loopback", runSimulate},
 		{"status", "show each form's watermark, last success and error, rows and lag", runStatus},
+		{"env", "print every FORMSYNC_* variable with the value in effect (secrets redacted); -check COMMAND validates it", runEnv},
 		{"version", "print the version", func(_ context.Context, e *env, _ []string) int {
 			fmt.Fprintf(e.stdout, "formsync %s\n", formsapi.Version)
 			return exitOK
@@ -89,6 +90,35 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "  help       show this help; 'formsync <command> -h' shows a command's flags")
 	fmt.Fprintf(w, "\nConfiguration (environment variables, with defaults):\n%s", Usage())
+}
+
+// runEnv is `formsync env`: the configuration in effect, and with -check,
+// whether it is complete for a command (exit 2 with every problem if not).
+func runEnv(_ context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("env", flag.ContinueOnError)
+	check := fs.String("check", "", "validate the configuration for this command (sync, run or backfill) instead of printing it")
+	if ok, code := parseFlags(fs, e, args); !ok {
+		return code
+	}
+	need, ok := map[string]Need{
+		"":         {},
+		"sync":     {API: true, Sink: true},
+		"backfill": {API: true, Sink: true},
+		"run":      {API: true, Sink: true, Sched: true},
+	}[*check]
+	if !ok {
+		fmt.Fprintf(e.stderr, "formsync env: -check %q: use sync, run or backfill\n", *check)
+		return exitUsage
+	}
+	if *check == "" {
+		writeEnv(e.stdout, e.cfg)
+		return exitOK
+	}
+	if err := e.cfg.Validate(need); err != nil {
+		return configError(e, err)
+	}
+	fmt.Fprintf(e.stdout, "the configuration is complete for formsync %s\n", *check)
+	return exitOK
 }
 
 // newLogger builds the process logger: JSON with the keys Cloud Logging reads

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 	"github.com/formsync/formsync/worker/metrics"
 )
 

@@ -10,12 +10,12 @@ import (
 	"testing"
 
 	"github.com/formsync/formsync/sink/sqlite"
-	"github.com/formsync/formsync/worker/apisim"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // clearEnv unsets every FORMSYNC_ variable for the test.
 func clearEnv(t *testing.T) {
-	for _, n := range append(EnvNames(), "JOB_COMPLETION_INDEX") {
+	for _, n := range append(envNames(), "JOB_COMPLETION_INDEX") {
 		t.Setenv(n, "") // restored when the test ends
 		os.Unsetenv(n)
 	}
@@ -35,7 +35,7 @@ func TestHelpListsEveryVariableAndNoSecret(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("help exited %d", code)
 	}
-	for _, n := range EnvNames() {
+	for _, n := range envNames() {
 		if !strings.Contains(out, n) {
 			t.Errorf("help does not list %s", n)
 		}
@@ -54,11 +54,11 @@ func TestHelpListsEveryVariableAndNoSecret(t *testing.T) {
 // step with the binary: a new or renamed variable fails here until its row
 // is written.
 func TestREADMEDocumentsEveryVariable(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range EnvNames() {
+	for _, n := range envNames() {
 		if !strings.Contains(string(readme), "| `"+n+"` |") {
 			t.Errorf("README.md has no configuration row for %s", n)
 		}

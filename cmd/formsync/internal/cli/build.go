@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/formsync/formsync/worker/metrics"
+)
+
+// pipeline is the API client, the sink and the engine, wired together
+// from the configuration: what sync, run, backfill and demo share.
+type pipeline struct {
+	engine  *worker.Engine
+	sink    sink.Sink
+	metrics *metrics.Metrics
+	forms   []string
+}
+
+// Close closes the sink.
+func (p *pipeline) Close() error { return p.sink.Close() }
+
+// errConfig marks a wiring failure caused by the configuration (exit 2)
+// rather than by the world (exit 1).
+var errConfig = errors.New("configuration")
+
+// wire builds the pipeline for forms from e.cfg. Every request the client
+// makes is observed by m. A failure is either configuration (errors.Is
+// errConfig) or opening the sink.
+func wire(ctx context.Context, e *env, forms []string, m *metrics.Metrics) (*pipeline, error) {
+	client, err := newClient(e.cfg, m.ObserveRequest)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
+	}
+	cfg := engineConfig(e, forms)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
+	}
+	dst, err := openSink(ctx, e.cfg)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := worker.New(client, dst, cfg)
+	if err != nil {
+		dst.Close()
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
+	}
+	return &pipeline{engine: eng, sink: dst, metrics: m, forms: forms}, nil
+}
+
+// wireFailed reports a wire error on the one channel failures take (the
+// logger) and returns the exit code it deserves.
+func wireFailed(e *env, err error) int {
+	if errors.Is(err, errConfig) {
+		e.log.Error("invalid configuration", "error", err.Error())
+		return exitUsage
+	}
+	e.log.Error("cannot open the sink", "error", err.Error())
+	return exitFailed
+}
+
+// openSink opens the configured sink, creating its tables if missing.
+func openSink(ctx context.Context, cfg Config) (sink.Sink, error) {
+	switch cfg.Sink {
+	case "sqlite":
+		s, err := sqlite.Open(ctx, cfg.SQLitePath)
+		if err != nil {
+			return nil, fmt.Errorf("opening SQLite sink %s: %w", cfg.SQLitePath, err)
+		}
+		return s, nil
+	case "bigquery":
+		return openBigQuery(ctx, cfg)
+	}
+	return nil, fmt.Errorf("unknown sink %q", cfg.Sink)
+}
+
+// newClient builds the API client; observe receives every request attempt.
+func newClient(cfg Config, observe func(formsapi.Event)) (*formsapi.Client, error) {
+	token, err := cfg.Token()
+	if err != nil {
+		return nil, err
+	}
+	return formsapi.New(formsapi.Config{
+		BaseURL:        cfg.APIBaseURL,
+		Token:          token,
+		RequestTimeout: cfg.RequestTimeout,
+		RateLimit:      cfg.RateLimit,
+		MaxWait:        cfg.MaxWait,
+		MaxRetryAfter:  cfg.MaxRetryAfter,
+		InitialBackoff: cfg.BackoffInitial,
+		MaxBackoff:     cfg.BackoffMax,
+		Observer:       observe,
+	})
+}
+
+// engineConfig is the engine's share of the configuration.
+func engineConfig(e *env, forms []string) worker.Config {
+	c := e.cfg
+	return worker.Config{
+		Forms:         forms,
+		PageSize:      c.PageSize,
+		Concurrency:   c.Concurrency,
+		Lookback:      c.Lookback,
+		TmpDir:        c.TmpDir,
+		ShutdownGrace: c.ShutdownTimeout,
+		Logger:        e.log,
+	}
+}
+
+// shardForms is this pod's share of the configured forms.
+func shardForms(cfg Config) []string {
+	return worker.Shard(cfg.Forms, cfg.ShardIndex, cfg.ShardCount)
+}
