@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -42,7 +43,8 @@ type Row struct {
 }
 
 // NewRow builds the stored form of a submission. fields must be a JSON
-// object (or null/absent) and files a JSON array (or null/absent).
+// object (or null/absent) and files a JSON array or object (the live
+// service keys files by input name), or null/absent.
 func NewRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage) (Row, error) {
 	r, _, err := NewRowFields(formID, id, createdAt, isSpam, fields, files)
 	return r, err
@@ -56,7 +58,7 @@ func NewRowFields(formID string, id *int64, createdAt time.Time, isSpam bool, fi
 	if err != nil {
 		return Row{}, nil, fmt.Errorf("submission fields: %w", err)
 	}
-	fl, _, err := canonical(files, "[]", '[')
+	fl, _, err := canonical(files, "[]", '[', '{')
 	if err != nil {
 		return Row{}, nil, fmt.Errorf("submission files: %w", err)
 	}
@@ -94,14 +96,19 @@ func ContentKey(createdAt time.Time, fields, files string) string {
 
 // canonical returns the canonical JSON of raw (see AppendCanonical), and
 // the top-level keys when raw is an object. empty is used for a missing or
-// null value; the value must otherwise start with want.
-func canonical(raw json.RawMessage, empty string, want byte) (string, []string, error) {
+// null value; the value must otherwise start with one of want.
+func canonical(raw json.RawMessage, empty string, want ...byte) (string, []string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return empty, []string{}, nil
 	}
-	if raw[0] != want {
-		return "", nil, fmt.Errorf("want a JSON %s, got %.20q", map[byte]string{'{': "object", '[': "array"}[want], raw)
+	if !bytes.Contains(want, raw[:1]) {
+		kinds := map[byte]string{'{': "object", '[': "array"}
+		names := make([]string, len(want))
+		for i, w := range want {
+			names[i] = kinds[w]
+		}
+		return "", nil, fmt.Errorf("want a JSON %s, got %.20q", strings.Join(names, " or "), raw)
 	}
 	c := canonicalizer{src: raw}
 	var keys []string

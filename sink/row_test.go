@@ -38,10 +38,19 @@ func TestNewRowKeys(t *testing.T) {
 	}
 }
 
+// The live service keys files by input name: an object is as good as an
+// array.
+func TestNewRowAcceptsFilesObject(t *testing.T) {
+	r, err := NewRow("f", nil, time.Now(), false, json.RawMessage(`{"a":"1"}`), json.RawMessage(`{"cv":{"name":"cv.pdf","url":"https://x/cv.pdf"}}`))
+	if err != nil || r.Files != `{"cv":{"name":"cv.pdf","url":"https://x/cv.pdf"}}` {
+		t.Fatalf("files object: %+v, %v", r, err)
+	}
+}
+
 func TestNewRowRejectsBadShapes(t *testing.T) {
 	at := time.Now()
 	for _, tc := range []struct{ fields, files string }{
-		{`[1]`, `[]`}, {`"x"`, `[]`}, {`{}`, `{}`}, {`{"a":`, `[]`},
+		{`[1]`, `[]`}, {`"x"`, `[]`}, {`{}`, `"x"`}, {`{}`, `1`}, {`{"a":`, `[]`},
 	} {
 		if _, err := NewRow("f", nil, at, false, json.RawMessage(tc.fields), json.RawMessage(tc.files)); err == nil {
 			t.Errorf("fields %s files %s accepted", tc.fields, tc.files)

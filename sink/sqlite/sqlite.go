@@ -44,6 +44,11 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
 	}
+	if strings.HasPrefix(path, ":memory:") || path == ":memory" {
+		// An in-memory database is gone when the process exits: a sync
+		// into it would report success and keep nothing.
+		return nil, fmt.Errorf("sqlite: database path %q is an in-memory database, which keeps nothing after the run: give a file path", path)
+	}
 	if strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
 		// The driver reads a query string after '?'; refusing is clearer
 		// than opening some other file.
