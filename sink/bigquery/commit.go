@@ -2,13 +2,16 @@ package bigquery
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/formsync/formsync/sink/internal/sqlname"
 
 	bq "cloud.google.com/go/bigquery"
@@ -18,25 +21,25 @@ import (
 	"github.com/formsync/formsync/state"
 )
 
-// maxFreshIDs bounds how many job ids a commit skips because a job with
-// that id already existed before the commit started.
-const maxFreshIDs = 50
-
 // Commit applies c: every form's staged rows are upserted into submissions
 // on (form_id, submission_key) and every form's state is written to
-// sync_state, together or not at all.
+// sync_state with revision = State.Revision + 1, together or not at all.
+// When a form's stored revision is not State.Revision (another process
+// committed it since it was read), nothing is written and the error is a
+// *sink.ConflictError.
 //
-// The rows of all forms go to BigQuery in one load job (into the staging
-// table), then one multi-statement transaction merges them and the states.
-// A commit with no rows runs no load job and no submissions MERGE; when, in
-// addition, no form's state changed except LastSuccessAt it runs no DML at
-// all. Per-form views are (re)created, before the transaction, only for
-// forms whose field names changed.
+// The rows of all forms go to BigQuery in one load job, into a staging
+// table of this commit's own, then one multi-statement transaction checks
+// the revisions, merges the rows and writes the states. A commit with no
+// rows runs no load job and no submissions MERGE, only the state
+// transaction. Per-form views are (re)created, before the transaction,
+// only for forms whose field names changed.
 func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
 	if c == nil || len(c.Forms) == 0 {
 		return sink.Result{}, nil
 	}
-	// A form listed twice keeps its last state; its rows all count.
+	// A form listed twice keeps its last state (and the revision it
+	// carries); its rows all count.
 	order := []string{}
 	states := map[string]state.Form{}
 	var spools []*sink.Spool
@@ -63,35 +66,32 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	}
 	syncedAt = syncedAt.UTC().Truncate(time.Microsecond)
 
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-
 	res := make(sink.Result, len(order))
 	for _, id := range order {
 		res[id] = sink.Counts{}
 	}
+	// Checked here to spare a load job when the answer is known already;
+	// the transaction checks again, and only that check is authoritative.
 	prev, err := s.ReadState(ctx, order)
 	if err != nil {
 		return nil, err
 	}
-	changed := false
+	if forms := conflicts(prev, order, states); len(forms) > 0 {
+		return nil, &sink.ConflictError{Forms: forms}
+	}
 	for _, id := range order {
 		p, ok := prev[id]
-		next := states[id]
-		if !ok || !sameState(p, next) {
-			changed = true
-		}
-		if !ok || !sameFields(p.FieldNames, next.FieldNames) {
+		if next := states[id]; !ok || !sameFields(p.FieldNames, next.FieldNames) {
 			view := s.cfg.Project + "." + s.cfg.Dataset + "." + sqlname.ViewName(id)
 			if err := s.runDDL(ctx, "creating the view of form "+id, "view "+view, viewSQL(s.cfg.Project, s.cfg.Dataset, id, next.FieldNames)); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if nRows == 0 && !changed {
-		return res, nil
+	base, err := commitID(s.cfg, syncedAt, c.Forms)
+	if err != nil {
+		return nil, err
 	}
-	base := commitID(s.cfg, syncedAt, order, states, c.Forms)
 	params := []bq.QueryParameter{{Name: "synced_at", Value: syncedAt}}
 	sp := make([]stateParam, 0, len(order))
 	for _, id := range order {
@@ -104,13 +104,14 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	params = append(params, bq.QueryParameter{Name: "states", Value: sp})
 
 	if nRows == 0 {
-		if _, err := s.runStatement(ctx, base+"_state", "writing sync state", render("writeState", s.t), params); err != nil {
+		if _, err := s.transact(ctx, base+"_state", "writing sync state", render("writeState", s.t), params, order, states); err != nil {
 			return nil, err
 		}
 		return res, nil
 	}
 
-	if err := s.load(ctx, base, spools); err != nil {
+	staging := s.cfg.StagingTable + "_" + base
+	if err := s.load(ctx, base, staging, spools); err != nil {
 		return nil, err
 	}
 	from, to := createdRange(spools)
@@ -121,7 +122,9 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		// its content-keyed twin may be up to 1 ms later.
 		bq.QueryParameter{Name: "created_to", Value: to.Add(time.Millisecond)},
 	)
-	job, err := s.runStatement(ctx, base+"_txn", "merging staged rows and sync state", render("commit", s.t), params)
+	t := s.t
+	t.Staging = ref(s.cfg.Project, s.cfg.StagingDataset, staging)
+	job, err := s.transact(ctx, base+"_txn", "merging staged rows and sync state", render("commit", t), params, order, states)
 	if err != nil {
 		return nil, err
 	}
@@ -147,9 +150,82 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	return res, nil
 }
 
-// commitID derives the job ids of a commit from its content, so that a
-// retried request finds the job a lost response had created.
-func commitID(cfg Config, syncedAt time.Time, order []string, states map[string]state.Form, forms []sink.FormCommit) string {
+// conflicts lists the forms whose stored revision (0 when never stored) is
+// not the one their new state carries.
+func conflicts(stored map[string]state.Form, order []string, states map[string]state.Form) []string {
+	var out []string
+	for _, id := range order {
+		if stored[id].Revision != states[id].Revision {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// transact runs a commit's transaction script. When BigQuery cancels it
+// for a concurrent update of the same tables (another shard or a backfill
+// committing at the same time), it waits (exponential backoff with jitter),
+// re-reads the stored revisions and, unless another process committed one
+// of the forms meanwhile (a *sink.ConflictError), runs the script again
+// under a new job id: the script plans from the tables as they are then.
+// A script whose revision assertion fails is reported as a
+// *sink.ConflictError naming the forms whose revision moved.
+func (s *Sink) transact(ctx context.Context, base, op, sql string, params []bq.QueryParameter, order []string, states map[string]state.Form) (*bq.Job, error) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = s.cfg.RetryInitial
+	b.MaxInterval = max(30*time.Second, s.cfg.RetryInitial)
+	b.MaxElapsedTime = 0 // bounded by MaxConcurrentRetries and ctx
+	for run := 1; ; run++ {
+		job, err := s.runStatement(ctx, fmt.Sprintf("%s%d", base, run), op, sql, params)
+		switch {
+		case err == nil:
+			return job, nil
+		case isStateConflict(err):
+			return nil, s.conflictError(ctx, order, states)
+		case !errors.Is(err, ErrConcurrentUpdate):
+			return nil, err
+		}
+		s.aborted.Add(1)
+		if run > s.cfg.MaxConcurrentRetries {
+			return nil, fmt.Errorf("bigquery: %s: cancelled %d times by concurrent transactions: %w", op, run, err)
+		}
+		pause := time.NewTimer(b.NextBackOff())
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return nil, fmt.Errorf("bigquery: %s: waiting to retry a cancelled transaction: %w", op, ctx.Err())
+		case <-pause.C:
+		}
+		stored, err := s.ReadState(ctx, order)
+		if err != nil {
+			return nil, err
+		}
+		if forms := conflicts(stored, order, states); len(forms) > 0 {
+			return nil, &sink.ConflictError{Forms: forms}
+		}
+		s.rerun.Add(1)
+	}
+}
+
+// conflictError names the forms whose stored revision moved, read after
+// the transaction's assertion failed.
+func (s *Sink) conflictError(ctx context.Context, order []string, states map[string]state.Form) error {
+	stored, err := s.ReadState(ctx, order)
+	forms := conflicts(stored, order, states)
+	if err != nil || len(forms) == 0 {
+		// The assertion saw a moved revision; name every form rather
+		// than none.
+		forms = order
+	}
+	return &sink.ConflictError{Forms: forms}
+}
+
+// commitID names a commit's jobs and staging table: a digest of its
+// content, for whoever reads the job list, and a random part, so that no
+// other call (another process, a retry of the same content by the caller)
+// can ever hold the same ids. A 409 on one of these ids therefore always
+// answers a job this commit created.
+func commitID(cfg Config, syncedAt time.Time, forms []sink.FormCommit) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", cfg.Project, cfg.Dataset, cfg.StagingTable)
 	binary.Write(h, binary.BigEndian, syncedAt.UnixMicro())
@@ -160,7 +236,11 @@ func commitID(cfg Config, syncedAt time.Time, order []string, states map[string]
 		}
 		fmt.Fprintf(h, "%s\x00%d\x00%d\x00", fc.State.FormID, n, size)
 	}
-	return "formsync_" + hex.EncodeToString(h.Sum(nil)[:12])
+	var nonce [6]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return "", fmt.Errorf("bigquery: commit id: %w", err)
+	}
+	return "formsync_" + hex.EncodeToString(h.Sum(nil)[:6]) + hex.EncodeToString(nonce[:]), nil
 }
 
 func createdRange(spools []*sink.Spool) (from, to time.Time) {
@@ -177,18 +257,19 @@ func createdRange(spools []*sink.Spool) (from, to time.Time) {
 }
 
 // load runs the one load job of a commit: every spool, concatenated, into
-// the staging table (WRITE_TRUNCATE), under job ids base_load_N. The client
-// never retries an upload from a reader, so runJob's retries are the only
-// ones.
-func (s *Sink) load(ctx context.Context, base string, spools []*sink.Spool) error {
-	table := "table " + s.cfg.Project + "." + s.cfg.Dataset + "." + s.cfg.StagingTable
-	_, err := s.runJob(ctx, base+"_load", "loading staged rows into "+table, func(id string) (*bq.Job, error) {
-		return s.startLoad(ctx, id, spools)
+// the commit's own staging table, which the job creates (CREATE_IF_NEEDED)
+// and which expires with the staging dataset's default expiration. The
+// client never retries an upload from a reader, so runJob's retries are the
+// only ones.
+func (s *Sink) load(ctx context.Context, base, table string, spools []*sink.Spool) error {
+	res := "table " + s.cfg.Project + "." + s.cfg.StagingDataset + "." + table
+	_, err := s.runJob(ctx, base+"_load", "loading staged rows into "+res, func(id string) (*bq.Job, error) {
+		return s.startLoad(ctx, id, table, spools)
 	})
 	return err
 }
 
-func (s *Sink) startLoad(ctx context.Context, id string, spools []*sink.Spool) (*bq.Job, error) {
+func (s *Sink) startLoad(ctx context.Context, id, table string, spools []*sink.Spool) (*bq.Job, error) {
 	readers := make([]io.Reader, 0, len(spools))
 	for _, sp := range spools {
 		rc, err := sp.Open()
@@ -201,7 +282,9 @@ func (s *Sink) startLoad(ctx context.Context, id string, spools []*sink.Spool) (
 	src := bq.NewReaderSource(io.MultiReader(readers...))
 	src.SourceFormat = bq.JSON
 	src.Schema = stagingSchema()
-	l := s.dataset().Table(s.cfg.StagingTable).LoaderFrom(src)
+	l := s.client.Dataset(s.cfg.StagingDataset).Table(table).LoaderFrom(src)
+	// Truncate: a load job retried after a failure must not append to
+	// what an earlier attempt may have left.
 	l.WriteDisposition = bq.WriteTruncate
 	l.CreateDisposition = bq.CreateIfNeeded
 	l.JobID = id
@@ -224,40 +307,42 @@ func (s *Sink) runStatement(ctx context.Context, base, op, sql string, params []
 	})
 }
 
-// runJob starts a job with start and waits for it, retrying under job ids
-// base_1, base_2, ...: the id stays the same while it is unknown whether
-// BigQuery created the job (a 409 duplicate then means it did: attach and
-// wait), and moves to the next once a job with it ran and failed, or
-// existed before this call (an earlier run with the same content), since a
-// job id is never reused.
+// runJob starts a job with start and waits for it, retrying transient
+// failures under job ids base_1, base_2, ...
+//
+//   - While it is unknown whether BigQuery created the job (the insert
+//     failed, possibly after the client's own retries), the same id is sent
+//     again; a 409 then means the job exists (ids are unique to the commit,
+//     see commitID) and the sink attaches to it.
+//   - A job that ran and failed transiently is retried under the next id.
+//   - A job whose status cannot be read is never replaced: it may still be
+//     running, and a second identical transaction must not start beside
+//     it. Polling is retried; when it keeps failing, the commit fails.
 func (s *Sink) runJob(ctx context.Context, base, op string, start func(id string) (*bq.Job, error)) (*bq.Job, error) {
 	attempt := 1
-	tried := map[string]bool{}
 	var done *bq.Job
 	err := s.retry(ctx, func() error {
-		for range maxFreshIDs {
-			id := fmt.Sprintf("%s_%d", base, attempt)
-			again := tried[id]
-			tried[id] = true
-			job, err := start(id)
-			if err != nil && isDuplicate(err) {
-				if !again {
-					attempt++
-					continue
-				}
-				job, err = s.client.JobFromIDLocation(ctx, id, s.cfg.Location)
-			}
-			if err != nil {
-				return s.scope.classify(op, s.jobResource(id), err)
-			}
-			if err := s.waitJob(ctx, job); err != nil {
-				attempt++
-				return s.scope.classify(op, s.jobResource(id), err)
-			}
-			done = job
-			return nil
+		id := fmt.Sprintf("%s_%d", base, attempt)
+		job, err := start(id)
+		if err != nil && isDuplicate(err) {
+			job, err = s.client.JobFromIDLocation(ctx, id, s.cfg.Location)
 		}
-		return s.scope.classify(op, base, fmt.Errorf("%d job ids in a row exist already", maxFreshIDs))
+		if err != nil {
+			return s.scope.classify(op, s.jobResource(id), err)
+		}
+		if err := s.waitJob(ctx, job); err != nil {
+			var pe *pollError
+			if errors.As(err, &pe) {
+				return backoff.Permanent(s.scope.classify(op, s.jobResource(id), err))
+			}
+			cerr := s.scope.classify(op, s.jobResource(id), err)
+			if Retryable(cerr) {
+				attempt++ // the job ran and failed: job ids are never reused
+			}
+			return cerr
+		}
+		done = job
+		return nil
 	})
 	return done, err
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 
 	bq "cloud.google.com/go/bigquery"
 	"google.golang.org/api/googleapi"
@@ -34,6 +35,12 @@ var (
 	// ErrDuplicate: something that must be new already exists (a job id
 	// reused outside the sink's own retry).
 	ErrDuplicate = errors.New("bigquery: already exists")
+	// ErrConcurrentUpdate: BigQuery cancelled a transaction because
+	// another transaction was mutating the same table ("Transaction is
+	// aborted due to concurrent update against table ..."). Commit retries
+	// it itself (Config.MaxConcurrentRetries); it reaches a caller only
+	// when those retries are spent.
+	ErrConcurrentUpdate = errors.New("bigquery: transaction cancelled by a concurrent update")
 )
 
 // Error is a classified BigQuery failure. Its message names what failed
@@ -101,6 +108,9 @@ func (sc errorScope) classify(op, resource string, err error) error {
 		e.Reason = jerr.Reason
 	}
 	e.Kind = kindOf(e.Reason, e.Code, err)
+	if isConcurrentUpdate(e.Reason, err) {
+		e.Kind = ErrConcurrentUpdate
+	}
 	switch e.Kind {
 	case ErrAccessDenied:
 		e.Hint = fmt.Sprintf("grant roles/bigquery.dataEditor on dataset %s and roles/bigquery.jobUser on project %s to the service account formsync runs as", sc.Dataset, sc.Project)
@@ -114,6 +124,8 @@ func (sc errorScope) classify(op, resource string, err error) error {
 		e.Hint = "a transient BigQuery failure; the next run retries it"
 	case ErrDuplicate:
 		e.Hint = "a job with this id already exists"
+	case ErrConcurrentUpdate:
+		e.Hint = "other formsync processes (shards, a backfill) kept committing at the same time; the next run retries"
 	}
 	return e
 }
@@ -177,4 +189,54 @@ func isDuplicate(err error) bool {
 func isNotFound(err error) bool {
 	var gerr *googleapi.Error
 	return errors.As(err, &gerr) && gerr.Code == http.StatusNotFound
+}
+
+// concurrentUpdateText is the stable part of the error BigQuery ends a
+// transaction with when another transaction mutates the same table:
+// "Transaction is aborted due to concurrent update against table
+// p:d.t. Transaction ID: ..." (reason invalidQuery). BigQuery gives this
+// failure no reason of its own: invalidQuery is also what a genuinely
+// invalid query gets. So the reason is checked first and the message's
+// fixed fragment tells the two apart.
+const concurrentUpdateText = "aborted due to concurrent update"
+
+func isConcurrentUpdate(reason string, err error) bool {
+	if reason != "invalidQuery" && reason != "invalid" && reason != "" {
+		return false
+	}
+	return strings.Contains(errMessage(err), concurrentUpdateText)
+}
+
+// stateConflictText is the description of the commit script's ASSERT on
+// the stored revisions (sql.go). An ASSERT failure has no reason of its
+// own either (invalidQuery); the description is formsync's own text, so it
+// identifies the failure without depending on BigQuery's wording.
+const stateConflictText = "formsync_state_conflict"
+
+// isStateConflict reports a commit script that failed on its revision
+// assertion.
+func isStateConflict(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != ErrInvalid {
+		return false
+	}
+	return strings.Contains(errMessage(err), stateConflictText)
+}
+
+// errMessage is BigQuery's own message in err: a job's error result or an
+// API error's message, not the text the sink wraps around it.
+func errMessage(err error) string {
+	var jerr *bq.Error
+	if errors.As(err, &jerr) {
+		return jerr.Message
+	}
+	var gerr *googleapi.Error
+	if errors.As(err, &gerr) {
+		msg := gerr.Message
+		for _, it := range gerr.Errors {
+			msg += "\n" + it.Message
+		}
+		return msg
+	}
+	return ""
 }

@@ -89,10 +89,18 @@ type formRows struct {
 	rows  []sink.Row
 }
 
+// commit commits forms, each state carrying the revision stored now (as a
+// worker that has just read the state would).
 func (b *bundle) commit(t *testing.T, at time.Time, forms ...formRows) (sink.Result, error) {
 	t.Helper()
 	c := &sink.Commit{SyncedAt: at}
+	var ids []string
 	for _, f := range forms {
+		ids = append(ids, f.state.FormID)
+	}
+	stored := readState(t, b.sink, ids...)
+	for _, f := range forms {
+		f.state.Revision = stored[f.state.FormID].Revision
 		fc := sink.FormCommit{State: f.state}
 		if f.rows != nil {
 			fc.Rows = sinktest.Spool(t, f.rows...)

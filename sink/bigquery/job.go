@@ -15,27 +15,51 @@ import (
 // here rather than with Job.Wait so that the interval is the sink's and a
 // failed query job is not polled through getQueryResults, which the client
 // retries while the error looks transient.
+//
+// A failure to read the status is retried (bounded by MaxRetries); when it
+// persists the result is a *pollError: the job may still be running, so
+// the caller must not start another in its place.
 func (s *Sink) waitJob(ctx context.Context, job *bq.Job) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.JobTimeout)
 	defer cancel()
 	t := time.NewTimer(0)
 	defer t.Stop()
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for job %s: %w", job.ID(), ctx.Err())
+			return &pollError{job: job.ID(), err: ctx.Err()}
 		case <-t.C:
 		}
 		st, err := job.Status(ctx)
 		if err != nil {
-			return err
+			failures++
+			if failures > s.cfg.MaxRetries || !Retryable(s.scope.classify("", "", err)) {
+				return &pollError{job: job.ID(), err: err}
+			}
+			t.Reset(min(s.cfg.RetryInitial<<failures, 30*time.Second))
+			continue
 		}
+		failures = 0
 		if st.Done() {
 			return st.Err()
 		}
 		t.Reset(s.cfg.PollInterval)
 	}
 }
+
+// pollError says that a job's status could not be read: it may still be
+// running (and may yet succeed).
+type pollError struct {
+	job string
+	err error
+}
+
+func (e *pollError) Error() string {
+	return fmt.Sprintf("job %s may still be running (its status could not be read): %v", e.job, e.err)
+}
+
+func (e *pollError) Unwrap() error { return e.err }
 
 func (s *Sink) jobResource(id string) string {
 	return "job " + s.cfg.Project + ":" + s.cfg.Location + "." + id

@@ -15,8 +15,8 @@ func (s *Sink) ReadRows(ctx context.Context, formID string) ([]sink.Row, error) 
 	var out []sink.Row
 	q := s.query(render("readRows", s.t), bq.QueryParameter{Name: "form_id", Value: formID})
 	err := s.readAll(ctx, "reading rows of form "+formID, "table "+s.t.Submissions, q.Read, func() { out = nil }, func(v []bq.Value) error {
-		if len(v) != 6 {
-			return fmt.Errorf("bigquery: reading rows of form %s: got %d columns, want 6", formID, len(v))
+		if len(v) != 7 {
+			return fmt.Errorf("bigquery: reading rows of form %s: got %d columns, want 7", formID, len(v))
 		}
 		r := sink.Row{
 			FormID:        formID,
@@ -34,6 +34,7 @@ func (s *Sink) ReadRows(ctx context.Context, formID string) ([]sink.Row, error) 
 		if r.Files, err = canonicalJSON(vString(v[5])); err != nil {
 			return fmt.Errorf("bigquery: reading rows of form %s: submission %s: files: %w", formID, r.SubmissionKey, err)
 		}
+		r.Raw = vString(v[6])
 		r.ContentKey = sink.ContentKey(r.CreatedAt, r.Fields, r.Files)
 		out = append(out, r)
 		return nil

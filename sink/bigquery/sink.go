@@ -5,13 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
+	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	bq "cloud.google.com/go/bigquery"
 	"github.com/cenkalti/backoff/v4"
+	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 )
 
@@ -36,10 +39,22 @@ type Config struct {
 	// read BIGQUERY_EMULATOR_HOST. FORMSYNC_BQ_ENDPOINT, optional; when set
 	// no credentials are sent.
 	Endpoint string
-	// StagingTable is the table each commit's rows are loaded into before
-	// the MERGE. Sharded runs give each shard its own so that pods never
-	// overwrite each other's staged rows. Default "_formsync_staging".
+	// StagingTable is the prefix of the staging tables: each commit loads
+	// its rows into a table of its own, <StagingTable>_<commit id>, in
+	// StagingDataset, created by the load job itself, so that nothing one
+	// process loads can be merged by another (a shard, a backfill, a
+	// retried commit). Default "_formsync_staging". (It named one shared
+	// table before; a value from that time still works as a prefix.)
 	StagingTable string
+	// StagingDataset holds the staging tables; Open creates it with a
+	// default table expiration of StagingExpiration, so that a table left
+	// behind by a crash disappears without any DDL from formsync. Default
+	// "<Dataset>_staging". The service account needs
+	// roles/bigquery.dataEditor on it too.
+	StagingDataset string
+	// StagingExpiration is the staging dataset's default table
+	// expiration, set when Open creates the dataset. Default 6 hours.
+	StagingExpiration time.Duration
 	// TempDir is unused by the sink itself (spools come from the worker);
 	// kept so all sinks share one configuration shape.
 	TempDir string
@@ -62,6 +77,11 @@ type Config struct {
 	// MaxRetries bounds the retries of one step (upload, load, transaction).
 	// Default 5.
 	MaxRetries int
+	// MaxConcurrentRetries bounds how often one commit's transaction is
+	// run again after BigQuery cancelled it for a concurrent update of the
+	// same tables (another shard or a backfill committing at the same
+	// time). Default 20.
+	MaxConcurrentRetries int
 }
 
 var (
@@ -74,6 +94,9 @@ func (c Config) withDefaults() Config {
 	c.Dataset = cmp.Or(c.Dataset, "formsync")
 	c.Location = cmp.Or(c.Location, "US")
 	c.StagingTable = cmp.Or(c.StagingTable, "_formsync_staging")
+	c.StagingDataset = cmp.Or(c.StagingDataset, c.Dataset+"_staging")
+	c.StagingExpiration = cmp.Or(c.StagingExpiration, 6*time.Hour)
+	c.MaxConcurrentRetries = cmp.Or(c.MaxConcurrentRetries, 20)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -99,6 +122,12 @@ func (c Config) validate() error {
 	if !tableRE.MatchString(c.StagingTable) || c.StagingTable == submissionsTable || c.StagingTable == stateTable {
 		errs = append(errs, fmt.Errorf("staging table %q must be letters, digits and '_', and not %s or %s", c.StagingTable, submissionsTable, stateTable))
 	}
+	if !datasetRE.MatchString(c.StagingDataset) || c.StagingDataset == c.Dataset {
+		errs = append(errs, fmt.Errorf("staging dataset %q must be letters, digits and '_', and not the dataset itself", c.StagingDataset))
+	}
+	if c.StagingExpiration < time.Hour {
+		errs = append(errs, fmt.Errorf("staging expiration %v must be at least an hour (a commit's table must outlive its retries)", c.StagingExpiration))
+	}
 	if strings.TrimSpace(c.Location) == "" || strings.ContainsAny(c.Location, "`'\"\\\n") {
 		errs = append(errs, fmt.Errorf("FORMSYNC_BQ_LOCATION %q is not a location", c.Location))
 	}
@@ -114,15 +143,18 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Sink is the BigQuery destination. It is safe for concurrent use; commits
-// are serialised, as they share the staging table.
+// Sink is the BigQuery destination. It is safe for concurrent use: each
+// commit has a staging table of its own, and BigQuery itself refuses (and
+// the sink retries) transactions that would overlap.
 type Sink struct {
 	cfg    Config
 	client *bq.Client
 	scope  errorScope
 	t      tables
-	// commitMu serialises Commit: each commit truncates the staging table.
-	commitMu sync.Mutex
+	// aborted counts transactions BigQuery cancelled for a concurrent
+	// update, rerun counts the transactions run again after one; tests
+	// and logs read them.
+	aborted, rerun atomic.Int64
 }
 
 // Open connects to BigQuery and creates what is missing: the dataset (in
@@ -150,7 +182,6 @@ func Open(ctx context.Context, cfg Config) (*Sink, error) {
 		t: tables{
 			Submissions: ref(cfg.Project, cfg.Dataset, submissionsTable),
 			State:       ref(cfg.Project, cfg.Dataset, stateTable),
-			Staging:     ref(cfg.Project, cfg.Dataset, cfg.StagingTable),
 		},
 	}
 	if err := s.ensureSchema(ctx); err != nil {
@@ -183,8 +214,16 @@ func submissionsSchema() bq.Schema {
 		{Name: "fields", Type: bq.JSONFieldType},
 		{Name: "files", Type: bq.JSONFieldType},
 		{Name: "synced_at", Type: bq.TimestampFieldType, Required: true},
+		// Added after the first release: nullable, appended by migrate.
+		{Name: "raw", Type: bq.StringFieldType, Description: "the submission object exactly as the API sent it (NULL for rows stored before it was kept)"},
+		{Name: "fields_text", Type: bq.StringFieldType, Description: "fields as exact JSON text when the JSON column had to round a number (NULL otherwise)"},
+		{Name: "files_text", Type: bq.StringFieldType, Description: "files as exact JSON text when the JSON column had to round a number (NULL otherwise)"},
 	}
 }
+
+// addedSubmissionColumns are the columns migrate appends to a submissions
+// table created before them.
+var addedSubmissionColumns = []string{"raw", "fields_text", "files_text"}
 
 func stateSchema() bq.Schema {
 	return bq.Schema{
@@ -201,8 +240,11 @@ func stateSchema() bq.Schema {
 		{Name: "last_error", Type: bq.StringFieldType},
 		{Name: "backfill", Type: bq.JSONFieldType},
 		{Name: "updated_at", Type: bq.TimestampFieldType, Required: true},
+		{Name: "revision", Type: bq.IntegerFieldType, Description: "commits that wrote this state (NULL, from before it was kept, reads as 0)"},
 	}
 }
+
+var addedStateColumns = []string{"revision"}
 
 // stagingSchema is one NDJSON line of a sink.Spool.
 func stagingSchema() bq.Schema {
@@ -220,51 +262,98 @@ func stagingSchema() bq.Schema {
 }
 
 func (s *Sink) ensureSchema(ctx context.Context) error {
-	ds := s.dataset()
-	res := "dataset " + s.cfg.Project + "." + s.cfg.Dataset
-	err := s.retry(ctx, func() error {
-		_, err := ds.Metadata(ctx)
-		if isNotFound(err) {
-			err = ds.Create(ctx, &bq.DatasetMetadata{Location: s.cfg.Location, Description: "formsync: form submissions and sync state"})
-			if isDuplicate(err) { // created concurrently by another pod
-				err = nil
+	for _, d := range []struct {
+		name string
+		meta *bq.DatasetMetadata
+	}{
+		{s.cfg.Dataset, &bq.DatasetMetadata{Location: s.cfg.Location, Description: "formsync: form submissions and sync state"}},
+		{s.cfg.StagingDataset, &bq.DatasetMetadata{
+			Location:               s.cfg.Location,
+			DefaultTableExpiration: s.cfg.StagingExpiration,
+			Description:            "formsync: one staging table per commit, expiring on their own",
+		}},
+	} {
+		ds := s.client.Dataset(d.name)
+		res := "dataset " + s.cfg.Project + "." + d.name
+		err := s.retry(ctx, func() error {
+			_, err := ds.Metadata(ctx)
+			if isNotFound(err) {
+				err = ds.Create(ctx, d.meta)
+				if isDuplicate(err) { // created concurrently by another pod
+					err = nil
+				}
 			}
+			return s.scope.classify("creating the dataset", res, err)
+		})
+		if err != nil {
+			return err
 		}
-		return s.scope.classify("creating the dataset", res, err)
-	})
-	if err != nil {
-		return err
 	}
 	for _, t := range []struct {
-		name string
-		meta *bq.TableMetadata
+		name  string
+		meta  *bq.TableMetadata
+		added []string
 	}{
 		{submissionsTable, &bq.TableMetadata{
 			Schema:           submissionsSchema(),
 			TimePartitioning: &bq.TimePartitioning{Type: bq.DayPartitioningType, Field: "created_at"},
 			Clustering:       &bq.Clustering{Fields: []string{"form_id"}},
 			Description:      "formsync: one row per form submission",
-		}},
-		{stateTable, &bq.TableMetadata{Schema: stateSchema(), Description: "formsync: sync state, one row per form"}},
-		{s.cfg.StagingTable, &bq.TableMetadata{Schema: stagingSchema(), Description: "formsync: rows of the last commit, before the MERGE"}},
+		}, addedSubmissionColumns},
+		{stateTable, &bq.TableMetadata{Schema: stateSchema(), Description: "formsync: sync state, one row per form"}, addedStateColumns},
 	} {
-		tbl := ds.Table(t.name)
+		tbl := s.dataset().Table(t.name)
 		res := "table " + s.cfg.Project + "." + s.cfg.Dataset + "." + t.name
 		err := s.retry(ctx, func() error {
-			_, err := tbl.Metadata(ctx)
+			meta, err := tbl.Metadata(ctx)
 			if isNotFound(err) {
 				err = tbl.Create(ctx, t.meta)
 				if isDuplicate(err) {
 					err = nil
 				}
+				return s.scope.classify("creating the table", res, err)
 			}
-			return s.scope.classify("creating the table", res, err)
+			if err != nil {
+				return s.scope.classify("reading the table's schema", res, err)
+			}
+			return s.scope.classify("adding columns to the table", res, s.migrate(ctx, tbl, meta, t.meta.Schema, t.added))
 		})
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// migrate appends to a table created by an earlier formsync the nullable
+// columns added since (old rows read them as NULL). It is one metadata
+// update, made only while a column is missing: none in the steady state.
+// The etag makes a concurrent migration by another pod fail (412) rather
+// than be overwritten; the retry then finds the columns present.
+func (s *Sink) migrate(ctx context.Context, tbl *bq.Table, meta *bq.TableMetadata, want bq.Schema, added []string) error {
+	have := map[string]bool{}
+	for _, f := range meta.Schema {
+		have[f.Name] = true
+	}
+	schema := append(bq.Schema{}, meta.Schema...)
+	for _, f := range want {
+		if have[f.Name] {
+			continue
+		}
+		if !slices.Contains(added, f.Name) || f.Required {
+			return fmt.Errorf("column %s is missing and formsync does not add it: the table was changed by hand", f.Name)
+		}
+		schema = append(schema, f)
+	}
+	if len(schema) == len(meta.Schema) {
+		return nil
+	}
+	_, err := tbl.Update(ctx, bq.TableMetadataToUpdate{Schema: schema}, meta.ETag)
+	var gerr *googleapi.Error
+	if errors.As(err, &gerr) && gerr.Code == http.StatusPreconditionFailed {
+		return &googleapi.Error{Code: http.StatusServiceUnavailable, Message: "table changed while adding columns: " + gerr.Message}
+	}
+	return err
 }
 
 // retry runs op until it succeeds, fails with an error that is not

@@ -3,6 +3,7 @@ package bigquery
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,7 +153,9 @@ func TestOneLoadJobPerCommit(t *testing.T) {
 		t.Errorf("state-only commit wrote %+v", got)
 	}
 
-	// No rows, nothing changed but LastSuccessAt: no DML at all.
+	// No rows, nothing changed but LastSuccessAt: no load job, no
+	// submissions DML; the state is written all the same (its revision
+	// is the concurrency token every commit moves on).
 	b.fake.ResetStats()
 	var same []formRows
 	for _, f := range forms[1:] {
@@ -162,7 +165,7 @@ func TestOneLoadJobPerCommit(t *testing.T) {
 	}
 	res := b.mustCommit(t, b.t0.Add(3*time.Hour), same...)
 	st = b.fake.Stats()
-	if st.LoadJobs != 0 || len(st.DML) != 0 || len(st.DDL) != 0 {
+	if st.LoadJobs != 0 || len(st.DML) != 1 || st.DML["formsync_test.sync_state"] != 1 || len(st.DDL) != 0 {
 		t.Errorf("idle commit: %+v", st)
 	}
 	if len(res) != 4 {
@@ -173,7 +176,7 @@ func TestOneLoadJobPerCommit(t *testing.T) {
 func TestNoDDLInSteadyState(t *testing.T) {
 	b := setup(t, bqfake.Options{})
 	st := b.fake.Stats()
-	for _, tbl := range []string{"formsync_test", "formsync_test.submissions", "formsync_test.sync_state", "formsync_test._formsync_staging"} {
+	for _, tbl := range []string{"formsync_test", "formsync_test_staging", "formsync_test.submissions", "formsync_test.sync_state"} {
 		if st.DDL[tbl] != 1 {
 			t.Errorf("first Open: DDL on %s = %d, want 1", tbl, st.DDL[tbl])
 		}
@@ -276,31 +279,94 @@ func TestFaultsLeaveExactTable(t *testing.T) {
 	}
 }
 
-func TestRecommitSameCommitAfterOtherLoad(t *testing.T) {
-	// A commit whose job ids exist from an earlier call must not trust the
-	// staging table: another commit may have loaded it since.
+func TestStaleRevisionWritesNothing(t *testing.T) {
+	// A commit carrying a revision that is no longer the stored one (another
+	// process committed the form since) writes nothing, rows or state, and
+	// says which forms conflicted.
 	b := setup(t, bqfake.Options{})
 	a := []sink.Row{b.row(t, "a", 1, 1, false)}
 	c := []sink.Row{b.row(t, "c", 2, 2, false)}
-	at := b.t0.Add(time.Hour)
-	commitA := &sink.Commit{SyncedAt: at, Forms: []sink.FormCommit{{State: formState("a", a), Rows: sinktest.Spool(t, a...)}}}
-	if _, err := b.sink.Commit(t.Context(), commitA); err != nil {
-		t.Fatal(err)
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("a", a), a}, formRows{formState("c", c), c})
+	if got := readState(t, b.sink, "a")["a"].Revision; got != 1 {
+		t.Fatalf("revision after the first commit = %d, want 1", got)
 	}
-	b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{formState("c", c), c})
-	// Same content, same SyncedAt: same job ids.
-	res, err := b.sink.Commit(t.Context(), commitA)
+	b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{formState("a", a), a})
+	if got := readState(t, b.sink, "a", "c"); got["a"].Revision != 2 || got["c"].Revision != 1 {
+		t.Fatalf("revisions a=%d c=%d, want 2 and 1", got["a"].Revision, got["c"].Revision)
+	}
+
+	for _, rows := range [][]sink.Row{nil, {b.row(t, "a", 3, 3, false), b.row(t, "c", 4, 4, false)}} {
+		stale := formState("a", a)
+		stale.Revision = 1 // read before the second commit
+		stale.LastError = "must not be stored"
+		fresh := formState("c", c)
+		fresh.Revision = 1
+		commit := &sink.Commit{SyncedAt: b.t0.Add(3 * time.Hour), Forms: []sink.FormCommit{{State: stale}, {State: fresh}}}
+		if rows != nil {
+			commit.Forms[0].Rows = sinktest.Spool(t, rows[0])
+			commit.Forms[1].Rows = sinktest.Spool(t, rows[1])
+		}
+		b.fake.ResetStats()
+		_, err := b.sink.Commit(t.Context(), commit)
+		var ce *sink.ConflictError
+		if !errors.As(err, &ce) || !errors.Is(err, sink.ErrStateConflict) || !slices.Equal(ce.Forms, []string{"a"}) {
+			t.Fatalf("stale commit: err = %v, want a ConflictError on form a", err)
+		}
+		if st := b.fake.Stats(); len(st.DML) != 0 {
+			t.Errorf("stale commit ran DML: %+v", st.DML)
+		}
+		checkRows(t, b.sink, "a", a)
+		checkRows(t, b.sink, "c", c)
+		got := readState(t, b.sink, "a", "c")
+		if got["a"].Revision != 2 || got["a"].LastError != "" || got["c"].Revision != 1 {
+			t.Errorf("stale commit changed the state: %+v", got)
+		}
+	}
+}
+
+// TestStaleRevisionInsideTransaction checks the transaction's own check:
+// the revision moves between the sink's early read and its transaction
+// (another process commits in between), and the transaction writes
+// nothing.
+func TestStaleRevisionInsideTransaction(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	other, err := Open(t.Context(), b.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res["a"] != (sink.Counts{}) {
-		t.Errorf("counts %+v", res["a"])
+	defer other.Close()
+	a := []sink.Row{b.row(t, "a", 1, 1, false)}
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("a", a), a})
+
+	st := formState("a", a)
+	st.Revision = 1
+	late := []sink.Row{b.row(t, "a", 2, 2, false)}
+	// The view of a form seen for the first time is created before the
+	// transaction; a new field name makes this commit create one, and the
+	// other process commits while that happens.
+	st.FieldNames = []string{"new"}
+	hook := b.fake.OnStatement(func(kind string) {
+		if kind == "CREATE_VIEW" {
+			if _, err := other.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(2 * time.Hour), Forms: []sink.FormCommit{{State: withRevision(formState("a", a), 1)}}}); err != nil {
+				t.Errorf("other commit: %v", err)
+			}
+		}
+	})
+	_, err = b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(3 * time.Hour), Forms: []sink.FormCommit{{State: st, Rows: sinktest.Spool(t, late...)}}})
+	hook()
+	var ce *sink.ConflictError
+	if !errors.As(err, &ce) || !slices.Equal(ce.Forms, []string{"a"}) {
+		t.Fatalf("err = %v, want a ConflictError on form a", err)
 	}
 	checkRows(t, b.sink, "a", a)
-	checkRows(t, b.sink, "c", c)
-	if got := b.fake.Stats().LoadJobs; got != 3 {
-		t.Errorf("%d load jobs, want 3", got)
+	if got := readState(t, b.sink, "a")["a"]; got.Revision != 2 || len(got.FieldNames) != 0 {
+		t.Errorf("state after the refused commit: %+v", got)
 	}
+}
+
+func withRevision(f state.Form, rev int64) state.Form {
+	f.Revision = rev
+	return f
 }
 
 func TestResumableUploadAndPagedReads(t *testing.T) {

@@ -36,8 +36,8 @@ func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]stat
 }
 
 func scanState(v []bq.Value) (state.Form, error) {
-	if len(v) != 12 {
-		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 12", len(v))
+	if len(v) != 13 {
+		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 13", len(v))
 	}
 	f := state.Form{
 		FormID:        vString(v[0]),
@@ -48,6 +48,7 @@ func scanState(v []bq.Value) (state.Form, error) {
 		LastSuccessAt: vTime(v[8]),
 		LastErrorAt:   vTime(v[9]),
 		LastError:     vString(v[10]),
+		Revision:      vInt(v[12]),
 	}
 	wrap := func(what string, err error) error {
 		return fmt.Errorf("bigquery: reading sync state of form %s: %s: %w", f.FormID, what, err)
@@ -77,25 +78,37 @@ func unmarshalNullable(v bq.Value, dst any) error {
 
 // stateParam is one element of the @states parameter (ARRAY<STRUCT>).
 // JSON-typed columns travel as JSON text and are parsed by PARSE_JSON.
+//
+// No member is ever NULL: how BigQuery types and passes a NULL inside a
+// STRUCT of an ARRAY parameter is a corner no test here can check against
+// the real service, so absence travels as a typed sentinel the statements
+// turn back into NULL: the zero time.Time is 0001-01-01 00:00:00 UTC,
+// BigQuery's smallest TIMESTAMP (NULLIF(x, TIMESTAMP '0001-01-01
+// 00:00:00+00')), and "" is "no backfill" (NULLIF(backfill, ”)).
 type stateParam struct {
-	FormID        string           `bigquery:"form_id"`
-	WmCreatedAt   bq.NullTimestamp `bigquery:"wm_created_at"`
-	WmID          int64            `bigquery:"wm_id"`
-	Boundary      string           `bigquery:"boundary"`
-	SortOrder     string           `bigquery:"sort_order"`
-	LastTotal     int64            `bigquery:"last_total"`
-	FieldNames    string           `bigquery:"field_names"`
-	LastSuccessAt bq.NullTimestamp `bigquery:"last_success_at"`
-	LastErrorAt   bq.NullTimestamp `bigquery:"last_error_at"`
-	LastError     string           `bigquery:"last_error"`
-	Backfill      bq.NullString    `bigquery:"backfill"`
+	FormID        string    `bigquery:"form_id"`
+	WmCreatedAt   time.Time `bigquery:"wm_created_at"`
+	WmID          int64     `bigquery:"wm_id"`
+	Boundary      string    `bigquery:"boundary"`
+	SortOrder     string    `bigquery:"sort_order"`
+	LastTotal     int64     `bigquery:"last_total"`
+	FieldNames    string    `bigquery:"field_names"`
+	LastSuccessAt time.Time `bigquery:"last_success_at"`
+	LastErrorAt   time.Time `bigquery:"last_error_at"`
+	LastError     string    `bigquery:"last_error"`
+	Backfill      string    `bigquery:"backfill"`
+	// Revision is the revision the committer read: the transaction
+	// asserts it is still the stored one, and stores Revision+1.
+	Revision int64 `bigquery:"revision"`
 }
 
-func nullTime(t time.Time) bq.NullTimestamp {
+// sentinelTime is the zero time as BigQuery's smallest TIMESTAMP, for
+// "none"; times are UTC microseconds otherwise.
+func sentinelTime(t time.Time) time.Time {
 	if t.IsZero() {
-		return bq.NullTimestamp{}
+		return time.Time{}
 	}
-	return bq.NullTimestamp{Timestamp: t.UTC().Truncate(time.Microsecond), Valid: true}
+	return t.UTC().Truncate(time.Microsecond)
 }
 
 func newStateParam(f state.Form) (stateParam, error) {
@@ -110,42 +123,19 @@ func newStateParam(f state.Form) (stateParam, error) {
 		return stateParam{}, err
 	}
 	p := stateParam{
-		FormID: f.FormID, WmCreatedAt: nullTime(f.Watermark.CreatedAt), WmID: f.Watermark.ID,
+		FormID: f.FormID, WmCreatedAt: sentinelTime(f.Watermark.CreatedAt), WmID: f.Watermark.ID,
 		Boundary: string(boundary), SortOrder: string(f.Order), LastTotal: f.LastTotal,
-		FieldNames: string(fields), LastSuccessAt: nullTime(f.LastSuccessAt),
-		LastErrorAt: nullTime(f.LastErrorAt), LastError: f.LastError,
+		FieldNames: string(fields), LastSuccessAt: sentinelTime(f.LastSuccessAt),
+		LastErrorAt: sentinelTime(f.LastErrorAt), LastError: f.LastError, Revision: f.Revision,
 	}
 	if b := f.Backfill; b != nil {
 		j, err := json.Marshal(b)
 		if err != nil {
 			return stateParam{}, err
 		}
-		p.Backfill = bq.NullString{StringVal: string(j), Valid: true}
+		p.Backfill = string(j)
 	}
 	return p, nil
-}
-
-// sameState reports whether writing next over prev would change nothing a
-// reader cares about: everything but Rows (the sink's own count) and
-// LastSuccessAt compared as stored (microseconds, UTC).
-func sameState(prev, next state.Form) bool {
-	us := func(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
-	bf := func(b *state.Backfill) string {
-		j, _ := json.Marshal(b)
-		return string(j)
-	}
-	js := func(v []string) string {
-		j, _ := json.Marshal(v)
-		return string(j)
-	}
-	return prev.FormID == next.FormID &&
-		us(prev.Watermark.CreatedAt).Equal(us(next.Watermark.CreatedAt)) &&
-		prev.Watermark.ID == next.Watermark.ID &&
-		js(prev.Watermark.Boundary) == js(next.Watermark.Boundary) &&
-		prev.Order == next.Order && prev.LastTotal == next.LastTotal &&
-		js(prev.FieldNames) == js(next.FieldNames) &&
-		us(prev.LastErrorAt).Equal(us(next.LastErrorAt)) && prev.LastError == next.LastError &&
-		bf(prev.Backfill) == bf(next.Backfill)
 }
 
 func sameFields(prev, next []string) bool { return slices.Equal(prev, next) }

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,24 @@ type job struct {
 	res     *result
 	err     *apiError // a failed job's error, as getQueryResults answers it
 	pending int
+	// finish, when set, is a transaction's work: it runs when the job
+	// stops looking running (after pending polls), so that transactions
+	// overlap other jobs as they do in BigQuery.
+	finish func()
+}
+
+// poll is one look at the job: it reports whether the job is still
+// running, and runs a transaction's work when its time has come.
+func (j *job) poll() bool {
+	if j.pending > 0 {
+		j.pending--
+		return true
+	}
+	if f := j.finish; f != nil {
+		j.finish = nil
+		f()
+	}
+	return false
 }
 
 func (s *Server) newJob(project string, in *bqv2.Job, prefix string) (*job, error) {
@@ -64,10 +83,10 @@ func (j *job) fail(e *apiError) {
 
 // view is the job as jobs.get shows it now.
 func (j *job) view() *bqv2.Job {
+	running := j.poll()
 	out := *j.j
 	st := *j.j.Status
-	if j.pending > 0 {
-		j.pending--
+	if running {
 		st = bqv2.JobStatus{State: "RUNNING"}
 	}
 	out.Status = &st
@@ -102,9 +121,74 @@ func (s *Server) insertJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.stats.QueryJobs++
-	s.runStatement(j, stmt, params)
+	s.start(j, stmt, params)
+	if hooks := s.hooks; len(hooks) > 0 {
+		// Outside the lock, so that a hook may call the fake; the
+		// caller's job stays as it is until the hook returns.
+		s.mu.Unlock()
+		for _, h := range hooks {
+			if h != nil {
+				h(stmt.kind)
+			}
+		}
+		s.mu.Lock()
+	}
 	writeJSON(w, http.StatusOK, j.view())
 	return nil
+}
+
+// OnStatement calls fn with the statement type of every query job
+// inserted from now on, after the job ran and before its creation is
+// answered: tests use it to act "between" two steps of a client. The
+// returned func removes the hook.
+func (s *Server) OnStatement(fn func(kind string)) (remove func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := len(s.hooks)
+	s.hooks = append(s.hooks, fn)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.hooks[i] = nil
+	}
+}
+
+// start runs a statement for a query job. A transaction script is
+// cancelled at once when another running transaction mutates one of its
+// tables (BigQuery cancels the later of two such transactions); otherwise
+// it is registered as running and does its work when it finishes, after
+// Options.PendingPolls polls, while other jobs come and go.
+func (s *Server) start(j *job, stmt *statement, params map[string]param) {
+	if len(stmt.mutates) == 0 {
+		s.runStatement(j, stmt, params)
+		return
+	}
+	for _, other := range s.running {
+		for _, a := range stmt.mutates {
+			if slices.Contains(other.mutates, a) {
+				p, d, t, _ := splitRef(a)
+				j.j.Statistics.Query = &bqv2.JobStatistics2{StatementType: stmt.kind}
+				j.fail(invalidQuery("Transaction is aborted due to concurrent update against table %s:%s.%s. Transaction ID: %s", p, d, t, other.j.j.JobReference.JobId))
+				s.stats.Aborted++
+				return
+			}
+		}
+	}
+	key := j.j.Id
+	s.running[key] = &running{j: j, mutates: stmt.mutates}
+	j.finish = func() {
+		delete(s.running, key)
+		s.runStatement(j, stmt, params)
+	}
+	if j.pending == 0 {
+		j.poll()
+	}
+}
+
+// running is a transaction in flight.
+type running struct {
+	j       *job
+	mutates []string
 }
 
 // runStatement executes a recognised statement for a query job.
@@ -171,11 +255,11 @@ func (s *Server) runQuery(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.stats.QueryJobs++
-	s.runStatement(j, stmt, params)
+	j.pending = 0
+	s.start(j, stmt, params)
 	if j.err != nil {
 		return j.err
 	}
-	j.pending = 0
 	int64TS := req.FormatOptions != nil && req.FormatOptions.UseInt64Timestamp
 	resp := &bqv2.QueryResponse{Kind: "bigquery#queryResponse", JobReference: j.j.JobReference, JobComplete: true}
 	if j.res != nil {
@@ -205,8 +289,7 @@ func (s *Server) getQueryResults(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusBadRequest, "invalid", "bqfake: job %s is not a query job", j.j.JobReference.JobId)
 	}
 	resp := &bqv2.GetQueryResultsResponse{Kind: "bigquery#getQueryResultsResponse", JobReference: j.j.JobReference}
-	if j.pending > 0 {
-		j.pending--
+	if j.poll() {
 		writeJSON(w, http.StatusOK, resp)
 		return nil
 	}

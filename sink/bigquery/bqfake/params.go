@@ -166,6 +166,12 @@ func materialise(tx *sql.Tx, name string, p param) error {
 			v := ev
 			if et.Type == "STRUCT" {
 				v = ev.StructValues[c.Name]
+				// How BigQuery passes a NULL member of a STRUCT inside an
+				// ARRAY parameter was never checked against the service;
+				// the fake refuses it rather than guess.
+				if v == nil || v.Value == nil && v.ArrayValues == nil && v.StructValues == nil {
+					return invalidQuery("bqfake: parameter %s: member %s of element is NULL: NULL inside a STRUCT of an ARRAY parameter is not supported", name, c.Name)
+				}
 			}
 			a, err := scalar(c.Type, v)
 			if err != nil {

@@ -72,6 +72,12 @@ type Stats struct {
 	// (datasets.insert, tables.insert, CREATE OR REPLACE VIEW) per
 	// dataset or table.
 	DML, DDL map[string]int
+	// Aborted counts transactions cancelled because another running
+	// transaction mutated one of their tables.
+	Aborted int
+	// MergePlan is SQLite's EXPLAIN QUERY PLAN of the last submissions
+	// MERGE join, one step a line.
+	MergePlan string
 }
 
 // Server is a BigQuery fake. Create it with New; it listens on loopback.
@@ -84,8 +90,10 @@ type Server struct {
 	datasets map[string]*bqv2.Dataset // "project.dataset"
 	tables   map[string]*bqv2.Table   // "project.dataset.table"
 	jobs     map[string]*job          // "project.jobID"
+	running  map[string]*running      // transactions started, not finished
 	uploads  map[string]*resumable
 	faults   map[Op][]fault
+	hooks    []func(kind string)
 	stats    Stats
 	seq      int
 }
@@ -111,6 +119,7 @@ func New(opts Options) *Server {
 		datasets: map[string]*bqv2.Dataset{},
 		tables:   map[string]*bqv2.Table{},
 		jobs:     map[string]*job{},
+		running:  map[string]*running{},
 		uploads:  map[string]*resumable{},
 		faults:   map[Op][]fault{},
 		stats:    Stats{DML: map[string]int{}, DDL: map[string]int{}},
@@ -178,6 +187,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+p+"/datasets/{dataset}/tables", s.lock(s.insertTable))
 	mux.HandleFunc("GET "+p+"/datasets/{dataset}/tables/{table}", s.lock(s.getTable))
 	mux.HandleFunc("DELETE "+p+"/datasets/{dataset}/tables/{table}", s.lock(s.deleteTable))
+	mux.HandleFunc("PATCH "+p+"/datasets/{dataset}/tables/{table}", s.lock(s.patchTable))
 	mux.HandleFunc("GET "+p+"/datasets/{dataset}/tables/{table}/data", s.lock(s.listTableData))
 	mux.HandleFunc("POST "+p+"/jobs", s.lock(s.insertJob))
 	mux.HandleFunc("GET "+p+"/jobs/{job}", s.lock(s.getJob))

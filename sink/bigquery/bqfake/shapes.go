@@ -7,60 +7,90 @@ package bqfake
 const (
 	shapeReadState = `SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort_order, last_total,
   row_count, TO_JSON_STRING(field_names) AS field_names, last_success_at, last_error_at, last_error,
-  TO_JSON_STRING(backfill) AS backfill
+  TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision
 FROM ` + "`?`" + `
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 `
-	shapeReadRows = `SELECT submission_id, submission_key, created_at, is_spam, TO_JSON_STRING(fields) AS fields,
-  TO_JSON_STRING(files) AS files
+	shapeReadRows = `SELECT submission_id, submission_key, created_at, is_spam,
+  COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
+  COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw
 FROM ` + "`?`" + `
 WHERE form_id = @form_id
 ORDER BY created_at, submission_key
 `
-	shapeWriteState = `MERGE ` + "`?`" + ` AS t
+	shapeWriteState = `BEGIN TRANSACTION;
+
+ASSERT NOT EXISTS (
+  SELECT 1
+  FROM UNNEST(@states) AS st
+  LEFT JOIN ` + "`?`" + ` AS t ON t.form_id = st.form_id
+  WHERE COALESCE(t.revision, 0) != st.revision
+) AS 'formsync_state_conflict: the sync state of a form changed since it was read';
+
+MERGE ` + "`?`" + ` AS t
 USING (SELECT * FROM UNNEST(@states)) AS s
 ON t.form_id = s.form_id
 WHEN MATCHED THEN UPDATE SET
-  wm_created_at = s.wm_created_at, wm_id = s.wm_id, boundary = PARSE_JSON(s.boundary),
-  sort_order = s.sort_order, last_total = s.last_total, row_count = t.row_count,
-  field_names = PARSE_JSON(s.field_names), last_success_at = s.last_success_at,
-  last_error_at = s.last_error_at, last_error = s.last_error, backfill = PARSE_JSON(s.backfill),
-  updated_at = @synced_at
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at)
+  wm_created_at = NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), wm_id = s.wm_id,
+  boundary = PARSE_JSON(s.boundary), sort_order = s.sort_order, last_total = s.last_total,
+  row_count = t.row_count, field_names = PARSE_JSON(s.field_names),
+  last_success_at = NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
+  last_error_at = NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), last_error = s.last_error,
+  backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision)
 VALUES (
-  s.form_id, s.wm_created_at, s.wm_id, PARSE_JSON(s.boundary), s.sort_order, s.last_total, 0,
-  PARSE_JSON(s.field_names), s.last_success_at, s.last_error_at, s.last_error, PARSE_JSON(s.backfill),
-  @synced_at
-)
+  s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
+  s.sort_order, s.last_total, 0, PARSE_JSON(s.field_names),
+  NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
+  NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
+  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1
+);
+
+COMMIT TRANSACTION;
 `
 	shapeCommit = `BEGIN TRANSACTION;
 
+ASSERT NOT EXISTS (
+  SELECT 1
+  FROM UNNEST(@states) AS st
+  LEFT JOIN ` + "`?`" + ` AS t ON t.form_id = st.form_id
+  WHERE COALESCE(t.revision, 0) != st.revision
+) AS 'formsync_state_conflict: the sync state of a form changed since it was read';
+
 CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
-  SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files
+  SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files,
+    NULLIF(raw, '') AS raw
   FROM ` + "`?`" + `
   WHERE TRUE
-  QUALIFY ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY is_spam DESC, fields, files, created_at) = 1
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY is_spam DESC, fields, files, created_at, raw) = 1
 ),
 ranked AS (
-  SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, content_key ORDER BY submission_id IS NULL DESC, submission_id) AS content_rank
+  SELECT *,
+    ROW_NUMBER() OVER (PARTITION BY form_id, content_key ORDER BY submission_id IS NULL DESC, submission_id) AS content_rank,
+    TO_JSON_STRING(SAFE.PARSE_JSON(fields, wide_number_mode => 'exact')) AS fields_exact,
+    TO_JSON_STRING(SAFE.PARSE_JSON(files, wide_number_mode => 'exact')) AS files_exact
   FROM staged
 ),
 stored AS (
-  SELECT form_id, submission_id, submission_key, is_spam, TO_JSON_STRING(fields) AS fields,
-    TO_JSON_STRING(files) AS files
+  SELECT form_id, submission_id, submission_key, created_at, is_spam,
+    COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
+    COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw
   FROM ` + "`?`" + `
   WHERE created_at BETWEEN @created_from AND @created_to
     AND form_id IN (SELECT DISTINCT form_id FROM staged)
 )
-SELECT s.form_id, s.submission_id, s.submission_key, s.created_at, s.is_spam, s.fields, s.files,
+SELECT s.form_id, s.submission_id, s.submission_key, s.created_at, s.is_spam, s.fields, s.files, s.raw,
+  s.fields_exact IS NULL AS fields_inexact, s.files_exact IS NULL AS files_inexact,
   CASE
     WHEN k.submission_key IS NULL AND l.submission_key IS NOT NULL THEN 'rekey'
     WHEN k.submission_key IS NULL THEN 'insert'
     WHEN k.is_spam != s.is_spam
-      OR k.fields != TO_JSON_STRING(PARSE_JSON(s.fields, wide_number_mode => 'round'))
-      OR k.files != TO_JSON_STRING(PARSE_JSON(s.files, wide_number_mode => 'round'))
+      OR k.fields != COALESCE(s.fields_exact, s.fields)
+      OR k.files != COALESCE(s.files_exact, s.files)
+      OR TIMESTAMP_TRUNC(k.created_at, MILLISECOND) != TIMESTAMP_TRUNC(s.created_at, MILLISECOND)
       OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id)) THEN 'update'
+    WHEN s.raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.raw) THEN 'refresh'
     ELSE 'none'
   END AS action,
   l.submission_key AS legacy_key
@@ -71,24 +101,32 @@ LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
   AND l.submission_key = s.content_key;
 
 MERGE ` + "`?`" + ` AS t
-USING (SELECT * FROM _formsync_plan WHERE action != 'none' OR legacy_key IS NOT NULL) AS p
-ON t.form_id = p.form_id
+USING (
+  SELECT *, submission_key AS match_key, FALSE AS twin FROM _formsync_plan WHERE action != 'none'
+  UNION ALL
+  SELECT *, legacy_key AS match_key, TRUE AS twin FROM _formsync_plan WHERE legacy_key IS NOT NULL
+) AS p
+ON t.form_id = p.form_id AND t.submission_key = p.match_key
   AND t.created_at BETWEEN @created_from AND @created_to
-  AND (t.submission_key = p.submission_key OR (t.submission_id IS NULL AND t.submission_key = p.legacy_key))
-WHEN MATCHED AND t.submission_key = p.legacy_key AND p.action = 'rekey' THEN UPDATE SET
+WHEN MATCHED AND p.twin AND p.action = 'rekey' THEN UPDATE SET
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam,
-  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'),
-  files = PARSE_JSON(p.files, wide_number_mode => 'round'), synced_at = @synced_at
-WHEN MATCHED AND t.submission_key = p.legacy_key THEN DELETE
-WHEN MATCHED AND p.action = 'update' THEN UPDATE SET
-  submission_id = COALESCE(p.submission_id, t.submission_id), is_spam = p.is_spam,
-  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'),
-  files = PARSE_JSON(p.files, wide_number_mode => 'round'), synced_at = @synced_at
-WHEN NOT MATCHED BY TARGET AND p.action = 'insert' THEN
-  INSERT (form_id, submission_id, submission_key, created_at, is_spam, fields, files, synced_at)
+  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  raw = COALESCE(p.raw, t.raw), synced_at = @synced_at
+WHEN MATCHED AND p.twin THEN DELETE
+WHEN MATCHED AND p.action IN ('update', 'refresh') THEN UPDATE SET
+  submission_id = COALESCE(p.submission_id, t.submission_id),
+  created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
+  is_spam = p.is_spam,
+  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  raw = COALESCE(p.raw, t.raw), synced_at = @synced_at
+WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
+  INSERT (form_id, submission_id, submission_key, created_at, is_spam, fields, fields_text, files, files_text, raw, synced_at)
   VALUES (p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam,
-    PARSE_JSON(p.fields, wide_number_mode => 'round'), PARSE_JSON(p.files, wide_number_mode => 'round'),
-    @synced_at);
+    PARSE_JSON(p.fields, wide_number_mode => 'round'), IF(p.fields_inexact, p.fields, NULL),
+    PARSE_JSON(p.files, wide_number_mode => 'round'), IF(p.files_inexact, p.files, NULL),
+    p.raw, @synced_at);
 
 MERGE ` + "`?`" + ` AS t
 USING (
@@ -103,16 +141,19 @@ USING (
 ) AS s
 ON t.form_id = s.form_id
 WHEN MATCHED THEN UPDATE SET
-  wm_created_at = s.wm_created_at, wm_id = s.wm_id, boundary = PARSE_JSON(s.boundary),
-  sort_order = s.sort_order, last_total = s.last_total, row_count = t.row_count + s.added_rows,
-  field_names = PARSE_JSON(s.field_names), last_success_at = s.last_success_at,
-  last_error_at = s.last_error_at, last_error = s.last_error, backfill = PARSE_JSON(s.backfill),
-  updated_at = @synced_at
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at)
+  wm_created_at = NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), wm_id = s.wm_id,
+  boundary = PARSE_JSON(s.boundary), sort_order = s.sort_order, last_total = s.last_total,
+  row_count = t.row_count + s.added_rows, field_names = PARSE_JSON(s.field_names),
+  last_success_at = NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
+  last_error_at = NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), last_error = s.last_error,
+  backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision)
 VALUES (
-  s.form_id, s.wm_created_at, s.wm_id, PARSE_JSON(s.boundary), s.sort_order, s.last_total, s.added_rows,
-  PARSE_JSON(s.field_names), s.last_success_at, s.last_error_at, s.last_error, PARSE_JSON(s.backfill),
-  @synced_at
+  s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
+  s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
+  NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
+  NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
+  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1
 );
 
 COMMIT TRANSACTION;

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	bqv2 "google.golang.org/api/bigquery/v2"
@@ -15,7 +16,11 @@ import (
 type statement struct {
 	kind string // statementType as BigQuery reports it
 	refs []string
-	run  func(s *Server, params map[string]param) (*result, error)
+	// mutates lists the tables a transaction script changes: BigQuery
+	// cancels a transaction that mutates a table another running
+	// transaction mutates.
+	mutates []string
+	run     func(s *Server, params map[string]param) (*result, error)
 }
 
 // normalise collapses whitespace outside string literals and quoted
@@ -67,22 +72,24 @@ func normalise(q string) (string, []string, error) {
 }
 
 type shapeDef struct {
-	text    string
-	kind    string
-	params  map[string]string // name -> GoogleSQL type
+	text   string
+	kind   string
+	params map[string]string // name -> GoogleSQL type
+	// mutated are the indexes, in refs, of the tables a script mutates.
+	mutated []int
 	handler func(s *Server, refs []string, params map[string]param) (*result, error)
 }
 
-var statesType = "ARRAY<STRUCT<form_id STRING, wm_created_at TIMESTAMP, wm_id INT64, boundary STRING, sort_order STRING, last_total INT64, field_names STRING, last_success_at TIMESTAMP, last_error_at TIMESTAMP, last_error STRING, backfill STRING>>"
+var statesType = "ARRAY<STRUCT<form_id STRING, wm_created_at TIMESTAMP, wm_id INT64, boundary STRING, sort_order STRING, last_total INT64, field_names STRING, last_success_at TIMESTAMP, last_error_at TIMESTAMP, last_error STRING, backfill STRING, revision INT64>>"
 
 var shapes = map[string]*shapeDef{}
 
 func init() {
 	for _, d := range []*shapeDef{
-		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, (*Server).readState},
-		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, (*Server).readRows},
-		{shapeWriteState, "MERGE", map[string]string{"states": statesType, "synced_at": "TIMESTAMP"}, (*Server).writeState},
-		{shapeCommit, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP"}, (*Server).commitScript},
+		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, nil, (*Server).readState},
+		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, nil, (*Server).readRows},
+		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP"}, []int{1}, (*Server).writeState},
+		{shapeCommit, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP"}, []int{3, 4}, (*Server).commitScript},
 	} {
 		n, _, err := normalise(d.text)
 		if err != nil {
@@ -127,7 +134,13 @@ func (s *Server) recognise(q string) (*statement, error) {
 		if !ok {
 			d = shapes[n+";"]
 		}
-		return &statement{kind: d.kind, refs: refs, run: func(s *Server, params map[string]param) (*result, error) {
+		var mutates []string
+		for _, i := range d.mutated {
+			if i < len(refs) {
+				mutates = append(mutates, refs[i])
+			}
+		}
+		return &statement{kind: d.kind, refs: refs, mutates: mutates, run: func(s *Server, params map[string]param) (*result, error) {
 			for name, typ := range d.params {
 				p, ok := params[name]
 				if !ok {
@@ -228,8 +241,9 @@ func (s *Server) readState(refs []string, params map[string]param) (*result, err
 			col("boundary", "STRING"), col("sort_order", "STRING"), col("last_total", "INTEGER"),
 			col("row_count", "INTEGER"), col("field_names", "STRING"), col("last_success_at", "TIMESTAMP"),
 			col("last_error_at", "TIMESTAMP"), col("last_error", "STRING"), col("backfill", "STRING"),
+			col("revision", "INTEGER"),
 		}, `SELECT form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names,
-			last_success_at, last_error_at, last_error, backfill
+			last_success_at, last_error_at, last_error, backfill, COALESCE(revision, 0)
 			FROM `+quoteIdent(refs[0])+`
 			WHERE (SELECT count(*) FROM temp.param_form_ids) = 0 OR form_id IN (SELECT value FROM temp.param_form_ids)
 			ORDER BY form_id`)
@@ -238,7 +252,8 @@ func (s *Server) readState(refs []string, params map[string]param) (*result, err
 
 func (s *Server) readRows(refs []string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
-		q := `SELECT submission_id, submission_key, created_at, is_spam, fields, files
+		q := `SELECT submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields),
+			COALESCE(files_text, files), raw
 			FROM ` + quoteIdent(refs[0]) + ` WHERE form_id = @form_id ORDER BY created_at, submission_key`
 		args, err := named(q, params)
 		if err != nil {
@@ -246,9 +261,31 @@ func (s *Server) readRows(refs []string, params map[string]param) (*result, erro
 		}
 		return s.query(tx, []*bqv2.TableFieldSchema{
 			col("submission_id", "INTEGER"), col("submission_key", "STRING"), col("created_at", "TIMESTAMP"),
-			col("is_spam", "BOOLEAN"), col("fields", "STRING"), col("files", "STRING"),
+			col("is_spam", "BOOLEAN"), col("fields", "STRING"), col("files", "STRING"), col("raw", "STRING"),
 		}, q, args...)
 	})
+}
+
+// minTimestamp is TIMESTAMP '0001-01-01 00:00:00+00' in microseconds: the
+// sentinel the sink sends for "no time" (NULLIF turns it into NULL).
+var minTimestamp = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+
+// assertRevisions is the scripts' ASSERT: every form's stored revision
+// (NULL and a missing row read as 0) is the one its state carries.
+func (s *Server) assertRevisions(tx *sql.Tx, ref string, params map[string]param) error {
+	if err := materialise(tx, "states", params["states"]); err != nil {
+		return err
+	}
+	var n int
+	err := tx.QueryRow(`SELECT count(*) FROM temp.param_states AS st LEFT JOIN ` + quoteIdent(ref) + ` AS t ON t.form_id = st.form_id
+		WHERE COALESCE(t.revision, 0) != st.revision`).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("bqfake: %w", err)
+	}
+	if n > 0 {
+		return invalidQuery("formsync_state_conflict: the sync state of a form changed since it was read")
+	}
+	return nil
 }
 
 // mergeState is the sync_state MERGE on SQLite: source rows are the
@@ -261,7 +298,10 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, add
 	if _, err := exec(tx, `DROP TABLE IF EXISTS temp._fake_state_src`); err != nil {
 		return 0, err
 	}
-	if _, err := exec(tx, `CREATE TEMP TABLE _fake_state_src AS SELECT st.*, `+addedRows+` AS added_rows FROM temp.param_states AS st`); err != nil {
+	ts := func(c string) string { return fmt.Sprintf("NULLIF(st.%s, %d) AS %s", c, minTimestamp, c) }
+	if _, err := exec(tx, `CREATE TEMP TABLE _fake_state_src AS SELECT st.form_id, `+ts("wm_created_at")+`, st.wm_id,
+		st.boundary, st.sort_order, st.last_total, st.field_names, `+ts("last_success_at")+`, `+ts("last_error_at")+`,
+		st.last_error, NULLIF(st.backfill, '') AS backfill, st.revision, `+addedRows+` AS added_rows FROM temp.param_states AS st`); err != nil {
 		return 0, err
 	}
 	var dup string
@@ -279,15 +319,15 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, add
 	n, err := exec(tx, `UPDATE `+st+` SET wm_created_at = s.wm_created_at, wm_id = s.wm_id, boundary = s.boundary,
 		sort_order = s.sort_order, last_total = s.last_total, row_count = `+st+`.row_count + s.added_rows,
 		field_names = s.field_names, last_success_at = s.last_success_at, last_error_at = s.last_error_at,
-		last_error = s.last_error, backfill = s.backfill, updated_at = @synced_at
+		last_error = s.last_error, backfill = s.backfill, updated_at = @synced_at, revision = s.revision + 1
 		FROM temp._fake_state_src AS s WHERE `+st+`.form_id = s.form_id`, args...)
 	if err != nil {
 		return 0, err
 	}
 	m, err := exec(tx, `INSERT INTO `+st+` (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count,
-		field_names, last_success_at, last_error_at, last_error, backfill, updated_at)
+		field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision)
 		SELECT s.form_id, s.wm_created_at, s.wm_id, s.boundary, s.sort_order, s.last_total, s.added_rows,
-		s.field_names, s.last_success_at, s.last_error_at, s.last_error, s.backfill, @synced_at
+		s.field_names, s.last_success_at, s.last_error_at, s.last_error, s.backfill, @synced_at, s.revision + 1
 		FROM temp._fake_state_src AS s WHERE s.form_id NOT IN (SELECT form_id FROM `+st+`)`, args...)
 	if err != nil {
 		return 0, err
@@ -299,9 +339,16 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, add
 	return n + m, nil
 }
 
+// writeState is the state-only transaction: ASSERT, then the MERGE.
 func (s *Server) writeState(refs []string, params map[string]param) (*result, error) {
+	if len(refs) != 2 || refs[0] != refs[1] {
+		return nil, invalidQuery("bqfake: state script with unexpected table references %v", refs)
+	}
 	return s.tx(func(tx *sql.Tx) (*result, error) {
-		n, err := s.mergeState(tx, refs[0], params, "0")
+		if err := s.assertRevisions(tx, refs[0], params); err != nil {
+			return nil, err
+		}
+		n, err := s.mergeState(tx, refs[1], params, "0")
 		if err != nil {
 			return nil, err
 		}
@@ -310,13 +357,17 @@ func (s *Server) writeState(refs []string, params map[string]param) (*result, er
 }
 
 // commitScript is the commit transaction on SQLite. refs are, in order of
-// appearance: staging, submissions (plan), submissions (MERGE), sync_state.
+// appearance: sync_state (ASSERT), staging, submissions (plan),
+// submissions (MERGE), sync_state (MERGE).
 func (s *Server) commitScript(refs []string, params map[string]param) (*result, error) {
-	if len(refs) != 4 || refs[1] != refs[2] {
+	if len(refs) != 5 || refs[2] != refs[3] || refs[0] != refs[4] {
 		return nil, invalidQuery("bqfake: commit script with unexpected table references %v", refs)
 	}
-	staging, subs, state := quoteIdent(refs[0]), quoteIdent(refs[1]), refs[3]
+	staging, subs, state := quoteIdent(refs[1]), quoteIdent(refs[2]), refs[4]
 	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.assertRevisions(tx, state, params); err != nil {
+			return nil, err
+		}
 		for _, t := range []string{"_formsync_plan", "_fake_src", "_fake_match"} {
 			if _, err := exec(tx, "DROP TABLE IF EXISTS temp."+t); err != nil {
 				return nil, err
@@ -324,24 +375,30 @@ func (s *Server) commitScript(refs []string, params map[string]param) (*result, 
 		}
 		plan := `CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
-  SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files FROM (
-    SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY is_spam DESC, fields, files, created_at) AS rn
+  SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files, NULLIF(raw, '') AS raw FROM (
+    SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY is_spam DESC, fields, files, created_at, raw) AS rn
     FROM ` + staging + `) WHERE rn = 1
 ),
 ranked AS (
-  SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, content_key ORDER BY submission_id IS NULL DESC, submission_id) AS content_rank
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, content_key ORDER BY submission_id IS NULL DESC, submission_id) AS content_rank,
+    bqfake_json_exact(fields) AS fields_exact, bqfake_json_exact(files) AS files_exact
   FROM staged
 ),
 stored AS (
-  SELECT form_id, submission_id, submission_key, is_spam, fields, files FROM ` + subs + `
+  SELECT form_id, submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields) AS fields,
+    COALESCE(files_text, files) AS files, raw
+  FROM ` + subs + `
   WHERE created_at BETWEEN @created_from AND @created_to AND form_id IN (SELECT DISTINCT form_id FROM staged)
 )
-SELECT s.form_id, s.submission_id, s.submission_key, s.created_at, s.is_spam, s.fields, s.files,
+SELECT s.form_id, s.submission_id, s.submission_key, s.created_at, s.is_spam, s.fields, s.files, s.raw,
+  s.fields_exact IS NULL AS fields_inexact, s.files_exact IS NULL AS files_inexact,
   CASE
     WHEN k.submission_key IS NULL AND l.submission_key IS NOT NULL THEN 'rekey'
     WHEN k.submission_key IS NULL THEN 'insert'
-    WHEN k.is_spam != s.is_spam OR k.fields != s.fields OR k.files != s.files
+    WHEN k.is_spam != s.is_spam OR k.fields != COALESCE(s.fields_exact, s.fields) OR k.files != COALESCE(s.files_exact, s.files)
+      OR k.created_at / 1000 != s.created_at / 1000
       OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id)) THEN 'update'
+    WHEN s.raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.raw) THEN 'refresh'
     ELSE 'none'
   END AS action,
   l.submission_key AS legacy_key
@@ -358,22 +415,31 @@ LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
 			return nil, err
 		}
 
-		// MERGE submissions: matches are computed first, on the snapshot,
-		// then each WHEN clause is applied to its matches.
-		if _, err := exec(tx, `CREATE TEMP TABLE _fake_src AS SELECT * FROM temp._formsync_plan WHERE action != 'none' OR legacy_key IS NOT NULL`); err != nil {
+		// MERGE submissions: the source is the plan with one match key
+		// per row (the row's key, plus its content-keyed twin's as a
+		// second row); matches are computed first, on the snapshot, then
+		// each WHEN clause is applied to its matches.
+		if _, err := exec(tx, `CREATE TEMP TABLE _fake_src AS
+			SELECT *, submission_key AS match_key, 0 AS twin FROM temp._formsync_plan WHERE action != 'none'
+			UNION ALL
+			SELECT *, legacy_key AS match_key, 1 AS twin FROM temp._formsync_plan WHERE legacy_key IS NOT NULL`); err != nil {
 			return nil, err
 		}
-		on := `t.form_id = p.form_id AND t.created_at BETWEEN @created_from AND @created_to
-			AND (t.submission_key = p.submission_key OR (t.submission_id IS NULL AND t.submission_key = p.legacy_key))`
-		match := `CREATE TEMP TABLE _fake_match AS SELECT t.rowid AS trow, p.rowid AS prow,
-			CASE WHEN t.submission_key = p.legacy_key AND p.action = 'rekey' THEN 1
-			     WHEN t.submission_key = p.legacy_key THEN 2
-			     WHEN p.action = 'update' THEN 3 ELSE 0 END AS clause
-			FROM ` + subs + ` AS t JOIN temp._fake_src AS p ON ` + on
-		if args, err = named(match, params); err != nil {
+		on := `t.form_id = p.form_id AND t.submission_key = p.match_key AND t.created_at BETWEEN @created_from AND @created_to`
+		matchSelect := `SELECT t.rowid AS trow, p.rowid AS prow,
+			CASE WHEN p.twin AND p.action = 'rekey' THEN 1
+			     WHEN p.twin THEN 2
+			     WHEN p.action IN ('update', 'refresh') THEN 3 ELSE 0 END AS clause
+			FROM temp._fake_src AS p JOIN ` + subs + ` AS t ON ` + on
+		if args, err = named(matchSelect, params); err != nil {
 			return nil, err
 		}
-		if _, err := exec(tx, match, args...); err != nil {
+		plans, err := explain(tx, matchSelect, args...)
+		if err != nil {
+			return nil, err
+		}
+		s.stats.MergePlan = plans
+		if _, err := exec(tx, `CREATE TEMP TABLE _fake_match AS `+matchSelect, args...); err != nil {
 			return nil, err
 		}
 		var dup int64
@@ -383,20 +449,26 @@ LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
 		} else if err != sql.ErrNoRows {
 			return nil, err
 		}
+		jsonSet := `fields = bqfake_json_round(p.fields), fields_text = CASE WHEN p.fields_inexact THEN p.fields END,
+				files = bqfake_json_round(p.files), files_text = CASE WHEN p.files_inexact THEN p.files END,
+				raw = COALESCE(p.raw, ` + subs + `.raw), synced_at = @synced_at`
 		var affected int64
 		steps := []string{
 			`DELETE FROM ` + subs + ` WHERE rowid IN (SELECT trow FROM temp._fake_match WHERE clause = 2)`,
 			`UPDATE ` + subs + ` SET submission_id = p.submission_id, submission_key = p.submission_key,
-				is_spam = p.is_spam, fields = p.fields, files = p.files, synced_at = @synced_at
+				is_spam = p.is_spam, ` + jsonSet + `
 				FROM (SELECT m.trow, s.* FROM temp._fake_match AS m JOIN temp._fake_src AS s ON s.rowid = m.prow WHERE m.clause = 1) AS p
 				WHERE ` + subs + `.rowid = p.trow`,
 			`UPDATE ` + subs + ` SET submission_id = COALESCE(p.submission_id, ` + subs + `.submission_id),
-				is_spam = p.is_spam, fields = p.fields, files = p.files, synced_at = @synced_at
+				created_at = CASE WHEN ` + subs + `.created_at / 1000 = p.created_at / 1000 THEN ` + subs + `.created_at ELSE p.created_at END,
+				is_spam = p.is_spam, ` + jsonSet + `
 				FROM (SELECT m.trow, s.* FROM temp._fake_match AS m JOIN temp._fake_src AS s ON s.rowid = m.prow WHERE m.clause = 3) AS p
 				WHERE ` + subs + `.rowid = p.trow`,
-			`INSERT INTO ` + subs + ` (form_id, submission_id, submission_key, created_at, is_spam, fields, files, synced_at)
-				SELECT p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam, p.fields, p.files, @synced_at
-				FROM temp._fake_src AS p WHERE p.action = 'insert' AND p.rowid NOT IN (SELECT prow FROM temp._fake_match)`,
+			`INSERT INTO ` + subs + ` (form_id, submission_id, submission_key, created_at, is_spam, fields, fields_text, files, files_text, raw, synced_at)
+				SELECT p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam,
+				bqfake_json_round(p.fields), CASE WHEN p.fields_inexact THEN p.fields END,
+				bqfake_json_round(p.files), CASE WHEN p.files_inexact THEN p.files END, p.raw, @synced_at
+				FROM temp._fake_src AS p WHERE NOT p.twin AND p.action = 'insert' AND p.rowid NOT IN (SELECT prow FROM temp._fake_match)`,
 		}
 		for _, q := range steps {
 			args, err := named(q, params)
@@ -409,7 +481,7 @@ LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
 			}
 			affected += n
 		}
-		s.countDML(refs[1])
+		s.countDML(refs[2])
 		if f, ok := s.takeFault(OpScript); ok {
 			return nil, &apiError{f.status, f.reason, "bqfake: injected failure in the middle of the transaction"}
 		}
@@ -432,6 +504,29 @@ LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
 		}
 		return res, nil
 	})
+}
+
+// explain is SQLite's EXPLAIN QUERY PLAN of q, one step a line: the fake
+// records the plan of its MERGE join so that tests can check that the
+// match condition is an equality join (SEARCH ... USING ... INDEX) and not
+// a scan of the table per source row.
+func explain(tx *sql.Tx, q string, args ...any) (string, error) {
+	rows, err := tx.Query("EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		return "", fmt.Errorf("bqfake: explaining the MERGE join: %w", err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			return "", err
+		}
+		b.WriteString(detail)
+		b.WriteByte('\n')
+	}
+	return b.String(), rows.Err()
 }
 
 // recogniseView prepares a CREATE OR REPLACE VIEW of the sink's shape. The

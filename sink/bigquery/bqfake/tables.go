@@ -128,6 +128,8 @@ func (s *Server) createTable(key string, t *bqv2.Table) error {
 	t.Type = "TABLE"
 	t.CreationTime = s.opts.Now().UnixMilli()
 	t.LastModifiedTime = uint64(t.CreationTime)
+	s.seq++
+	t.Etag = fmt.Sprintf("etag-%d", s.seq)
 	if ds := s.datasets[t.TableReference.ProjectId+"."+t.TableReference.DatasetId]; ds != nil {
 		t.Location = ds.Location
 	}
@@ -413,4 +415,58 @@ func parseTimestamp(s string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("invalid timestamp %q", s)
+}
+
+// patchTable serves tables.patch for the one change formsync makes: new
+// NULLABLE columns appended to the schema (what BigQuery allows without
+// rewriting the table). Anything else is refused.
+func (s *Server) patchTable(w http.ResponseWriter, r *http.Request) error {
+	project, dataset, table := r.PathValue("project"), r.PathValue("dataset"), r.PathValue("table")
+	t, err := s.table(project, dataset, table)
+	if err != nil {
+		return err
+	}
+	if t.Type == "VIEW" {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: patching a view is not supported")
+	}
+	if m := r.Header.Get("If-Match"); m != "" && m != t.Etag {
+		return errorf(http.StatusPreconditionFailed, "conditionNotMet", "Precondition check failed.")
+	}
+	var in bqv2.Table
+	if err := decodeBody(r, &in); err != nil {
+		return err
+	}
+	if in.Schema == nil {
+		return errorf(http.StatusBadRequest, "invalid", "bqfake: tables.patch supports schema changes only")
+	}
+	old := t.Schema.Fields
+	if len(in.Schema.Fields) < len(old) {
+		return errorf(http.StatusBadRequest, "invalid", "Provided Schema does not match Table %s:%s.%s. Cannot drop columns", project, dataset, table)
+	}
+	for i, f := range old {
+		g := in.Schema.Fields[i]
+		if g.Name != f.Name || normType(g.Type) != normType(f.Type) || (g.Mode == "REQUIRED") != (f.Mode == "REQUIRED") {
+			return errorf(http.StatusBadRequest, "invalid", "bqfake: tables.patch may only append columns; field %s changed", f.Name)
+		}
+	}
+	key := tableKey(project, dataset, table)
+	for _, f := range in.Schema.Fields[len(old):] {
+		if f.Mode == "REQUIRED" {
+			return errorf(http.StatusBadRequest, "invalid", "Provided Schema does not match Table %s. Cannot add required fields to an existing schema. (field: %s)", key, f.Name)
+		}
+		typ, err := sqliteType(f)
+		if err != nil {
+			return err
+		}
+		if _, err := s.db.Exec("ALTER TABLE " + quoteIdent(key) + " ADD COLUMN " + quoteIdent(f.Name) + " " + typ); err != nil {
+			return fmt.Errorf("bqfake: adding column %s to %s: %w", f.Name, key, err)
+		}
+	}
+	t.Schema = in.Schema
+	s.seq++
+	t.Etag = fmt.Sprintf("etag-%d", s.seq)
+	t.LastModifiedTime = uint64(s.opts.Now().UnixMilli())
+	s.stats.DDL[dataset+"."+table]++
+	writeJSON(w, http.StatusOK, t)
+	return nil
 }
