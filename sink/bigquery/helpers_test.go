@@ -11,6 +11,7 @@ import (
 	"github.com/formsync/formsync/sink/bigquery/bqfake"
 	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/state"
+	"google.golang.org/api/option"
 )
 
 // bundle is one test's fake and sink.
@@ -154,4 +155,9 @@ func readState(t *testing.T, s *Sink, ids ...string) map[string]state.Form {
 		t.Fatalf("ReadState: %v", err)
 	}
 	return st
+}
+
+// clientOptions point a bare client at the fake.
+func clientOptions(fake *bqfake.Server) []option.ClientOption {
+	return []option.ClientOption{option.WithEndpoint(fake.URL() + "/bigquery/v2/"), option.WithoutAuthentication()}
 }

@@ -122,6 +122,9 @@ func (s *Server) insertJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.stats.QueryJobs++
 	s.start(j, stmt, params)
+	if f, ok := s.takeFault(OpQueryLost); ok {
+		return &apiError{f.status, f.reason, "bqfake: injected lost jobs.insert response"}
+	}
 	if hooks := s.hooks; len(hooks) > 0 {
 		// Outside the lock, so that a hook may call the fake; the
 		// caller's job stays as it is until the hook returns.
@@ -161,6 +164,13 @@ func (s *Server) OnStatement(fn func(kind string)) (remove func()) {
 func (s *Server) start(j *job, stmt *statement, params map[string]param) {
 	if len(stmt.mutates) == 0 {
 		s.runStatement(j, stmt, params)
+		return
+	}
+	if _, ok := s.takeFault(OpConcurrent); ok {
+		p, d, t, _ := splitRef(stmt.mutates[0])
+		j.j.Statistics.Query = &bqv2.JobStatistics2{StatementType: stmt.kind}
+		j.fail(invalidQuery("Transaction is aborted due to concurrent update against table %s:%s.%s. Transaction ID: injected", p, d, t))
+		s.stats.Aborted++
 		return
 	}
 	for _, other := range s.running {

@@ -52,6 +52,16 @@ const (
 	OpScript Op = "script"
 	// OpJobsGet answers the next jobs.get with the given status and reason.
 	OpJobsGet Op = "jobs-get"
+	// OpQueryLost creates and starts the next query job inserted with
+	// jobs.insert, then answers the request with the given status, as if
+	// the response had been lost: a retried insert with the same job id
+	// gets 409 duplicate.
+	OpQueryLost Op = "query-lost"
+	// OpConcurrent cancels the next transaction script as BigQuery does
+	// when another transaction mutates the same table (the status and
+	// reason given are ignored: the error is BigQuery's, reason
+	// invalidQuery).
+	OpConcurrent Op = "concurrent"
 )
 
 type fault struct {

@@ -11,7 +11,7 @@ CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
   SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files,
     NULLIF(raw, '') AS raw
-  FROM `my-project.formsync._formsync_staging`
+  FROM `my-project.formsync_staging._formsync_staging_formsync_0123456789abcdef01234567`
   WHERE TRUE
   QUALIFY ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY is_spam DESC, fields, files, created_at, raw) = 1
 ),

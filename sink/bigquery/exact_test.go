@@ -1,0 +1,262 @@
+package bigquery
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bq "cloud.google.com/go/bigquery"
+	"google.golang.org/api/iterator"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/bigquery/bqfake"
+	"github.com/formsync/formsync/sink/sinktest"
+	"github.com/formsync/formsync/sink/sqlite"
+)
+
+// TestExactNumbersRoundTrip sends an id of 2^63-1 and a field value no
+// INT64, UINT64 or FLOAT64 holds through the whole BigQuery path (spool
+// NDJSON, load job, transaction) and reads them back exactly as the SQLite
+// sink holds them. The JSON column itself holds the rounded number (what
+// PARSE_JSON can store); the exact text is in fields_text.
+func TestExactNumbersRoundTrip(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+
+	id := int64(math.MaxInt64)
+	const wide = "123456789012345678901234567890"
+	at := b.t0.Truncate(time.Millisecond)
+	exact, err := sink.NewRow("wide", &id, at, false, json.RawMessage(`{"amount":`+wide+`,"n":1,"x":0.1}`), json.RawMessage(`{"upload":[{"size":`+wide+`}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact.Raw = `{"id":9223372036854775807,"created_at":"2026-03-04 05:06:07.123","data":{"amount":` + wide + `}}`
+	plainID := int64(42)
+	plain, err := sink.NewRow("wide", &plainID, at.Add(time.Second), false, json.RawMessage(`{"n":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []sink.Row{exact, plain}
+	st := formState("wide", rows, "amount", "n", "x")
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{st, rows})
+	if _, err := lite.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(time.Hour), Forms: []sink.FormCommit{{State: st, Rows: sinktest.Spool(t, rows...)}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.sink.ReadRows(t.Context(), "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := lite.ReadRows(t.Context(), "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || len(want) != 2 {
+		t.Fatalf("got %d rows from BigQuery, %d from SQLite", len(got), len(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		g.Raw, w.Raw = "", ""
+		if *g.SubmissionID != *w.SubmissionID || g.SubmissionKey != w.SubmissionKey || g.Fields != w.Fields || g.Files != w.Files ||
+			!g.CreatedAt.Equal(w.CreatedAt) || g.ContentKey != w.ContentKey {
+			t.Errorf("row %d:\nBigQuery %+v\nSQLite   %+v", i, g, w)
+		}
+	}
+	if *got[0].SubmissionID != math.MaxInt64 || !strings.Contains(got[0].Fields, wide) || !strings.Contains(got[0].Files, wide) {
+		t.Errorf("wide values changed: id %d fields %s files %s", *got[0].SubmissionID, got[0].Fields, got[0].Files)
+	}
+	if got[0].Raw != exact.Raw || got[1].Raw != "" {
+		t.Errorf("raw read back %q and %q, want %q and empty", got[0].Raw, got[1].Raw, exact.Raw)
+	}
+
+	// What is stored: the JSON column rounds (it cannot do otherwise),
+	// fields_text keeps the exact text, and only where needed.
+	stored := selectAll(t, b, "submissions")
+	for _, r := range stored {
+		switch r["submission_key"] {
+		case "9223372036854775807":
+			if r["fields_text"] != exact.Fields || r["files_text"] != exact.Files || strings.Contains(r["fields"].(string), wide) {
+				t.Errorf("stored wide row: %v", r)
+			}
+		case "42":
+			if r["fields_text"] != nil || r["files_text"] != nil {
+				t.Errorf("a row with exact numbers has text copies: %v", r)
+			}
+		}
+	}
+
+	// The same rows again: nothing changes, nothing counted.
+	res := b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{st, rows})
+	if res["wide"] != (sink.Counts{}) {
+		t.Errorf("re-commit of exact rows counted %+v", res["wide"])
+	}
+}
+
+// TestLaterVersionReplacesEveryColumn: a submission read again with other
+// values replaces is_spam, fields, files, raw and created_at (a created_at
+// in another millisecond; the same millisecond keeps the stored
+// microseconds, which the newer response form cannot print).
+func TestLaterVersionReplacesEveryColumn(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	first := b.row(t, "v", 7, 1, false)
+	first.Raw = `{"id":7,"v":1}`
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("v", nil), []sink.Row{first}})
+
+	later := first
+	later.CreatedAt = first.CreatedAt.Add(3 * time.Second)
+	later.IsSpam = true
+	later.Fields = `{"email":"changed@example.com"}`
+	later.Files = `[{"name":"a.pdf"}]`
+	later.Raw = `{"id":7,"v":2}`
+	later.ContentKey = sink.ContentKey(later.CreatedAt, later.Fields, later.Files)
+	// The batch's created_at range covers the stored row too (as a
+	// lookback re-read does).
+	other := b.row(t, "v", 8, 0, false)
+	res := b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{formState("v", nil), []sink.Row{later, other}})
+	if res["v"] != (sink.Counts{Inserted: 1, Updated: 1}) {
+		t.Errorf("counts %+v, want 1 inserted, 1 updated", res["v"])
+	}
+	checkRows(t, b.sink, "v", []sink.Row{later, other})
+	got, err := b.sink.ReadRows(t.Context(), "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range got {
+		if r.SubmissionKey == "7" && (r.Raw != later.Raw || !r.CreatedAt.Equal(later.CreatedAt)) {
+			t.Errorf("later version stored as %+v", r)
+		}
+	}
+
+	// Only raw differs: the row is refreshed, not counted as updated.
+	again := later
+	again.Raw = `{"id":7,"v":2,"new_member":true}`
+	res = b.mustCommit(t, b.t0.Add(3*time.Hour), formRows{formState("v", nil), []sink.Row{again}})
+	if res["v"] != (sink.Counts{}) {
+		t.Errorf("raw-only change counted %+v", res["v"])
+	}
+	got, _ = b.sink.ReadRows(t.Context(), "v")
+	for _, r := range got {
+		if r.SubmissionKey == "7" && r.Raw != again.Raw {
+			t.Errorf("raw not refreshed: %q", r.Raw)
+		}
+	}
+}
+
+// selectAll reads a table of the sink's dataset through the fake's
+// SELECT * shape, one map per row.
+func selectAll(t *testing.T, b *bundle, table string) []map[string]bq.Value {
+	t.Helper()
+	it, err := b.sink.query("SELECT * FROM " + ref(b.cfg.Project, b.cfg.Dataset, table)).Read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]bq.Value
+	for {
+		row := map[string]bq.Value{}
+		err := it.Next(&row)
+		if errors.Is(err, iterator.Done) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, row)
+	}
+}
+
+// TestMigrateAddsColumnsInPlace opens the sink on tables made by the
+// release before raw, fields_text, files_text and revision: Open appends
+// them (old rows read NULL: raw "", revision 0) and, once they exist, does
+// no DDL again.
+func TestMigrateAddsColumnsInPlace(t *testing.T) {
+	fake := bqfake.New(bqfake.Options{})
+	t.Cleanup(fake.Close)
+	cfg := testConfig(fake)
+	client, err := bq.NewClient(t.Context(), cfg.Project, clientOptions(fake)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ds := client.Dataset("formsync_test")
+	if err := ds.Create(t.Context(), &bq.DatasetMetadata{Location: "US"}); err != nil {
+		t.Fatal(err)
+	}
+	oldSubs := submissionsSchema()[:8]
+	oldState := stateSchema()[:13]
+	for name, schema := range map[string]bq.Schema{"submissions": oldSubs, "sync_state": oldState} {
+		if err := ds.Table(name).Create(t.Context(), &bq.TableMetadata{Schema: schema}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loadNDJSON(t, ds.Table("submissions"), oldSubs, `{"form_id":"old","submission_id":"5","submission_key":"5","created_at":"2026-03-04T05:06:07.123000Z","is_spam":false,"fields":{"a":1},"files":[],"synced_at":"2026-03-04T06:00:00Z"}`)
+	loadNDJSON(t, ds.Table("sync_state"), oldState, `{"form_id":"old","wm_created_at":"2026-03-04T05:06:07.123000Z","wm_id":"5","boundary":["5"],"sort_order":"newest_first","last_total":"1","row_count":"1","field_names":["a"],"updated_at":"2026-03-04T06:00:00Z"}`)
+
+	fake.ResetStats()
+	s, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st := fake.Stats(); st.DDL["formsync_test.submissions"] != 1 || st.DDL["formsync_test.sync_state"] != 1 {
+		t.Errorf("migration DDL: %v, want one schema update per table", st.DDL)
+	}
+	rows, err := s.ReadRows(t.Context(), "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Raw != "" || rows[0].Fields != `{"a":1}` {
+		t.Fatalf("old rows after migration: %+v", rows)
+	}
+	st, err := s.ReadState(t.Context(), []string{"old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["old"].Revision != 0 || st["old"].Rows != 1 {
+		t.Fatalf("old state after migration: %+v", st["old"])
+	}
+	next := st["old"]
+	id := int64(6)
+	r, _ := sink.NewRow("old", &id, time.Date(2026, 3, 4, 5, 7, 0, 0, time.UTC), false, json.RawMessage(`{"a":2}`), nil)
+	next.Watermark = next.Watermark.Advance(r.CreatedAt, id, r.SubmissionKey)
+	if _, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: time.Date(2026, 3, 4, 7, 0, 0, 0, time.UTC), Forms: []sink.FormCommit{{State: next, Rows: sinktest.Spool(t, r)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readState(t, s, "old")["old"]; got.Revision != 1 || got.Rows != 2 {
+		t.Errorf("after a commit on migrated tables: %+v", got)
+	}
+
+	fake.ResetStats()
+	s2, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	if st := fake.Stats(); len(st.DDL) != 0 {
+		t.Errorf("second Open after migration did DDL: %v", st.DDL)
+	}
+}
+
+func loadNDJSON(t *testing.T, tbl *bq.Table, schema bq.Schema, lines ...string) {
+	t.Helper()
+	src := bq.NewReaderSource(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+	src.SourceFormat = bq.JSON
+	src.Schema = schema
+	job, err := tbl.LoaderFrom(src).Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := job.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
