@@ -2,6 +2,8 @@ package bigquery
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -98,15 +100,20 @@ func (s *Sink) readAll(ctx context.Context, op, resource string, read func(conte
 	})
 }
 
-// runDDL runs one statement that is not part of a transaction (views).
+// runDDL runs one statement that is not part of a transaction (views),
+// under job ids of its own: like every job the sink starts, a 409 on a
+// retried insert (the client retries a query job's insert on 5xx by
+// itself) is its own job, and the sink attaches to it.
 func (s *Sink) runDDL(ctx context.Context, op, resource, sql string) error {
-	return s.retry(ctx, func() error {
-		job, err := s.query(sql).Run(ctx)
-		if err != nil {
-			return s.scope.classify(op, resource, err)
-		}
-		return s.scope.classify(op, resource, s.waitJob(ctx, job))
-	})
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return fmt.Errorf("bigquery: %s: job id: %w", op, err)
+	}
+	_, err := s.runStatement(ctx, "formsync_ddl_"+hex.EncodeToString(nonce[:]), op, sql, nil)
+	if err != nil {
+		return fmt.Errorf("%w (%s)", err, resource)
+	}
+	return nil
 }
 
 // Value helpers for rows read as []bq.Value.

@@ -1,0 +1,278 @@
+package bigquery
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/bigquery/bqfake"
+	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/sink/sinktest"
+	"github.com/formsync/formsync/state"
+)
+
+// TestCancelledTransactionIsRunAgain: BigQuery cancels the commit's
+// transaction for a concurrent update; the sink waits, re-reads the
+// revisions (unchanged) and runs it again under a new job id.
+func TestCancelledTransactionIsRunAgain(t *testing.T) {
+	b := setup(t, bqfake.Options{PendingPolls: 1})
+	rows := []sink.Row{b.row(t, "f", 1, 1, false), b.row(t, "f", 2, 2, false)}
+	b.fake.FailNext(bqfake.OpConcurrent, 0, "")
+	b.fake.FailNext(bqfake.OpConcurrent, 0, "")
+	res := b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
+	if res["f"] != (sink.Counts{Inserted: 2}) {
+		t.Errorf("counts %+v", res["f"])
+	}
+	if a, r := b.sink.aborted.Load(), b.sink.rerun.Load(); a != 2 || r != 2 {
+		t.Errorf("%d cancelled, %d rerun; want 2 and 2", a, r)
+	}
+	checkRows(t, b.sink, "f", rows)
+	if got := readState(t, b.sink, "f")["f"]; got.Revision != 1 || got.Rows != 2 {
+		t.Errorf("state %+v", got)
+	}
+}
+
+// TestCancelledTransactionThenConflict: after the cancellation another
+// process commits the form; the sink's re-read sees the moved revision and
+// gives up with a ConflictError rather than run its stale state.
+func TestCancelledTransactionThenConflict(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	other, err := Open(t.Context(), b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
+	b.fake.FailNext(bqfake.OpConcurrent, 0, "")
+	var once atomic.Bool
+	remove := b.fake.OnStatement(func(kind string) {
+		if kind == "SCRIPT" && once.CompareAndSwap(false, true) {
+			if _, err := other.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0, Forms: []sink.FormCommit{{State: formState("f", nil)}}}); err != nil {
+				t.Errorf("other commit: %v", err)
+			}
+		}
+	})
+	_, err = b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(time.Hour), Forms: []sink.FormCommit{{State: formState("f", rows), Rows: sinktest.Spool(t, rows...)}}})
+	remove()
+	if !errors.Is(err, sink.ErrStateConflict) {
+		t.Fatalf("err = %v, want a state conflict", err)
+	}
+	checkRows(t, b.sink, "f", nil)
+}
+
+// TestLostInsertResponseAttaches: the transaction's jobs.insert creates the
+// job but its response is lost (503); the client retries the insert with
+// the same id and gets 409; the sink attaches to the job instead of
+// starting a second transaction.
+func TestLostInsertResponseAttaches(t *testing.T) {
+	b := setup(t, bqfake.Options{PendingPolls: 2})
+	first := []sink.Row{b.row(t, "f", 0, 0, false)}
+	// The first commit creates the form's view: the lost response is
+	// that DDL job's.
+	b.fake.FailNext(bqfake.OpQueryLost, http.StatusServiceUnavailable, "backendError")
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", first, "email"), first})
+	if got := b.fake.Stats().DDL["formsync_test."+sqlname.ViewName("f")]; got != 1 {
+		t.Errorf("view created %d times, want 1", got)
+	}
+	// The second one's is the transaction's.
+	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
+	b.fake.ResetStats()
+	b.fake.FailNext(bqfake.OpQueryLost, http.StatusServiceUnavailable, "backendError")
+	res := b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows, "email"), rows})
+	if res["f"] != (sink.Counts{Inserted: 1}) {
+		t.Errorf("counts %+v", res["f"])
+	}
+	rows = append(rows, first...)
+	st := b.fake.Stats()
+	if st.DML["formsync_test.submissions"] != 1 || st.DML["formsync_test.sync_state"] != 1 {
+		t.Errorf("DML %v: the transaction ran more than once", st.DML)
+	}
+	checkRows(t, b.sink, "f", rows)
+}
+
+// TestPollingErrorsKeepTheSameJob: jobs.get failing while the transaction
+// runs never starts a second transaction: the sink keeps polling the same
+// job, and when polling keeps failing it gives up saying the job may still
+// be running.
+func TestPollingErrorsKeepTheSameJob(t *testing.T) {
+	b := setup(t, bqfake.Options{PendingPolls: 2})
+	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
+	b.fake.ResetStats()
+	for range 2 {
+		// 429 without a reason: not retried by the client itself, so
+		// the sink's own polling loop sees it.
+		b.fake.FailNext(bqfake.OpJobsGet, http.StatusTooManyRequests, "")
+	}
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
+	st := b.fake.Stats()
+	if st.DML["formsync_test.submissions"] != 1 {
+		t.Errorf("DML %v", st.DML)
+	}
+
+	more := []sink.Row{b.row(t, "f", 2, 2, false)}
+	b.fake.ResetStats()
+	// The load job polls first; then every poll of the transaction fails.
+	ok := false
+	remove := b.fake.OnStatement(func(kind string) {
+		if kind == "SCRIPT" && !ok {
+			ok = true
+			for range b.cfg.MaxRetries + 1 {
+				b.fake.FailNext(bqfake.OpJobsGet, http.StatusTooManyRequests, "")
+			}
+		}
+	})
+	_, err := b.commit(t, b.t0.Add(2*time.Hour), formRows{formState("f", more), more})
+	remove()
+	if err == nil || !strings.Contains(err.Error(), "may still be running") {
+		t.Fatalf("err = %v, want one saying the job may still be running", err)
+	}
+	// The helper's ReadState, Commit's, and one transaction.
+	if got := b.fake.Stats().QueryJobs; got != 3 {
+		t.Errorf("%d query jobs, want 3: no second transaction", got)
+	}
+}
+
+// TestShardsAndBackfillCommitConcurrently: four shards and a backfill, each
+// with its own Sink on one dataset, commit at the same time, each in a loop
+// of ReadState, commit with the revision read, retry on ConflictError.
+// BigQuery (the fake) cancels overlapping transactions; the sinks run them
+// again. The backfill re-reads rows the shards also commit. At the end
+// every row is stored once and every form's row count is exact.
+func TestShardsAndBackfillCommitConcurrently(t *testing.T) {
+	b := setup(t, bqfake.Options{PendingPolls: 2})
+	const shards, rounds, perRound = 4, 6, 5
+	formsOf := func(shard int) []string { return []string{fmt.Sprintf("s%d_a", shard), fmt.Sprintf("s%d_b", shard)} }
+	var all []string
+	for i := range shards {
+		all = append(all, formsOf(i)...)
+	}
+	rowOf := func(form string, n int) sink.Row {
+		// The same submission whoever reads it: ids by form and n.
+		var f int
+		fmt.Sscanf(form, "s%d", &f)
+		return b.row(t, form, int64(f*1000+n), n, false)
+	}
+	type tally struct{ conflicts, spent int }
+	var mu sync.Mutex
+	var total tally
+	want := map[string]map[string]sink.Row{}
+	for _, f := range all {
+		want[f] = map[string]sink.Row{}
+	}
+
+	worker := func(name string, forms []string, batch func(round int) map[string][]sink.Row) {
+		cfg := b.cfg
+		cfg.StagingTable = "_formsync_staging_" + name
+		s, err := Open(t.Context(), cfg)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer s.Close()
+		var mine tally
+		for round := range rounds {
+			rows := batch(round)
+			for attempt := 0; ; attempt++ {
+				if attempt > 200 {
+					t.Errorf("%s: round %d never committed", name, round)
+					return
+				}
+				stored, err := s.ReadState(t.Context(), forms)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				c := &sink.Commit{SyncedAt: b.t0.Add(time.Hour)}
+				for _, f := range forms {
+					st, ok := stored[f]
+					if !ok {
+						st = state.New(f)
+					}
+					for _, r := range rows[f] {
+						st.Watermark = st.Watermark.Advance(r.CreatedAt, *r.SubmissionID, r.SubmissionKey)
+					}
+					c.Forms = append(c.Forms, sink.FormCommit{State: st, Rows: sinktest.Spool(t, rows[f]...)})
+				}
+				_, err = s.Commit(t.Context(), c)
+				switch {
+				case err == nil:
+				case errors.Is(err, sink.ErrStateConflict):
+					mine.conflicts++
+					continue
+				case errors.Is(err, ErrConcurrentUpdate):
+					mine.spent++
+					continue
+				default:
+					t.Errorf("%s: %v", name, err)
+					return
+				}
+				break
+			}
+		}
+		mu.Lock()
+		total.conflicts += mine.conflicts
+		total.spent += mine.spent
+		mu.Unlock()
+		t.Logf("%s: %d transactions cancelled (and run again: %d), %d state conflicts, %d commits whose retries ran out",
+			name, s.aborted.Load(), s.rerun.Load(), mine.conflicts, mine.spent)
+	}
+
+	var wg sync.WaitGroup
+	for i := range shards {
+		batch := func(round int) map[string][]sink.Row {
+			out := map[string][]sink.Row{}
+			for _, f := range formsOf(i) {
+				for n := range perRound {
+					out[f] = append(out[f], rowOf(f, round*perRound+n))
+				}
+			}
+			return out
+		}
+		for round := range rounds {
+			for f, rs := range batch(round) {
+				for _, r := range rs {
+					want[f][r.SubmissionKey] = r
+				}
+			}
+		}
+		wg.Go(func() { worker(fmt.Sprintf("shard%d", i), formsOf(i), batch) })
+	}
+	// The backfill re-reads every form: rows the shards commit too, and
+	// older ones only it finds.
+	backfill := func(round int) map[string][]sink.Row {
+		out := map[string][]sink.Row{}
+		for _, f := range all {
+			out[f] = []sink.Row{rowOf(f, round*perRound), rowOf(f, 500+round)}
+		}
+		return out
+	}
+	for round := range rounds {
+		for f, rs := range backfill(round) {
+			for _, r := range rs {
+				want[f][r.SubmissionKey] = r
+			}
+		}
+	}
+	wg.Go(func() { worker("backfill", all, backfill) })
+	wg.Wait()
+
+	st := readState(t, b.sink)
+	for _, f := range all {
+		var rows []sink.Row
+		for _, r := range want[f] {
+			rows = append(rows, r)
+		}
+		checkRows(t, b.sink, f, rows)
+		if st[f].Rows != int64(len(rows)) {
+			t.Errorf("form %s: state counts %d rows, %d stored", f, st[f].Rows, len(rows))
+		}
+	}
+	t.Logf("tally: %d transactions cancelled by BigQuery (fake), %d state conflicts re-read and retried, %d commits that spent their retries",
+		b.fake.Stats().Aborted, total.conflicts, total.spent)
+}
