@@ -12,14 +12,19 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// goldenStatements is every statement shape the sink sends, rendered for a
-// fixed configuration.
-func goldenStatements() map[string]string {
-	t := tables{
+// goldenTables are the tables of the golden renderings.
+func goldenTables() tables {
+	return tables{
 		Submissions: ref("my-project", "formsync", submissionsTable),
 		State:       ref("my-project", "formsync", stateTable),
 		Staging:     ref("my-project", "formsync_staging", "_formsync_staging_formsync_0123456789abcdef01234567"),
 	}
+}
+
+// goldenStatements is every statement shape the sink sends, rendered for a
+// fixed configuration.
+func goldenStatements() map[string]string {
+	t := goldenTables()
 	return map[string]string{
 		"read_state.sql":  render("readState", t),
 		"read_rows.sql":   render("readRows", t),

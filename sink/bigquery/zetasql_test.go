@@ -1,0 +1,201 @@
+package bigquery
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bq "cloud.google.com/go/bigquery"
+)
+
+// zetasqlPackage is the npm package that ships Google's ZetaSQL analyzer
+// prebuilt (a local gRPC server) with a Node client.
+const zetasqlPackage = "@fivetrandevelopers/zetasql@1.13.0"
+
+// TestZetaSQLAcceptsEverySQLText feeds every SQL text the sink can send
+// (the golden files, and views of forms and fields with hostile names) to
+// the ZetaSQL analyzer, BigQuery's SQL front end, with BigQuery's column
+// and parameter types and maximum language features. Two probes that
+// BigQuery rejects must be rejected, proving the check can fail.
+//
+// It needs node and npm; the package (about 90 MB to download, 340 MB
+// installed) is installed once into the user's cache directory, which
+// takes a minute or so the first time; afterwards the test takes about a
+// second.
+func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		t.Skip("node or npm not found: skipping the ZetaSQL analysis of the sink's SQL")
+	}
+	modules := zetasqlModules(t, npm)
+	driver, err := filepath.Abs(filepath.Join("testdata", "zetasql", "analyze.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type script struct {
+		Name string `json:"name"`
+		SQL  string `json:"sql"`
+	}
+	var scripts []script
+	for name, sql := range goldenStatements() {
+		scripts = append(scripts, script{name, sql})
+	}
+	for i, h := range hostile {
+		scripts = append(scripts, script{fmt.Sprintf("view of hostile form %d", i), viewSQL("my-project", "formsync", h, hostile)})
+	}
+	// Probes BigQuery refuses: each must fail.
+	probes := map[string]string{
+		"probe: JSON in ORDER BY": "SELECT form_id FROM `my-project.formsync.submissions` ORDER BY fields",
+		"probe: commit script naming a column that does not exist, in its last statement": strings.Replace(
+			goldenStatements()["commit.sql"], "COUNTIF(action = 'insert') AS inserted, COUNTIF(action IN", "COUNTIF(actions = 'insert') AS inserted, COUNTIF(action IN", 1),
+	}
+	for name, sql := range probes {
+		if !strings.Contains(sql, "actions") && strings.HasPrefix(name, "probe: commit") {
+			t.Fatalf("%s: the probe did not change the script", name)
+		}
+		scripts = append(scripts, script{name, sql})
+	}
+
+	tbl := goldenTables()
+	req := map[string]any{
+		"tables": []map[string]any{
+			{"name": strings.Trim(tbl.Submissions, "`"), "columns": zetaColumns(submissionsSchema())},
+			{"name": strings.Trim(tbl.State, "`"), "columns": zetaColumns(stateSchema())},
+			{"name": strings.Trim(tbl.Staging, "`"), "columns": zetaColumns(stagingSchema())},
+		},
+		"params":  zetaParams(),
+		"scripts": scripts,
+	}
+	in, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), node, driver, modules)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("running the analyzer: %v\n%s", err, stderr.String())
+	}
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var r struct {
+			Name       string `json:"name"`
+			OK         bool   `json:"ok"`
+			Error      string `json:"error"`
+			At         int    `json:"at"`
+			Statements int    `json:"statements"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("analyzer output %q: %v", sc.Text(), err)
+		}
+		seen[r.Name] = true
+		_, probe := probes[r.Name]
+		switch {
+		case probe && r.OK:
+			t.Errorf("%s: accepted, but BigQuery refuses it", r.Name)
+		case probe:
+			t.Logf("%s: refused as it should be: %s", r.Name, r.Error)
+		case !r.OK:
+			t.Errorf("%s: ZetaSQL refuses statement %d (byte %d): %s", r.Name, r.Statements+1, r.At, r.Error)
+		}
+	}
+	for _, s := range scripts {
+		if !seen[s.Name] {
+			t.Errorf("%s: no answer from the analyzer", s.Name)
+		}
+	}
+}
+
+// zetasqlModules returns a node_modules directory holding the analyzer
+// package, installing it into the user's cache directory when missing.
+func zetasqlModules(t *testing.T, npm string) string {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "formsync-zetasql", strings.NewReplacer("@", "_", "/", "_").Replace(zetasqlPackage))
+	modules := filepath.Join(dir, "node_modules")
+	if _, err := os.Stat(filepath.Join(modules, "@fivetrandevelopers", "zetasql", "package.json")); err == nil {
+		return modules
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Installed beside its final place, then renamed: a test run
+	// interrupted mid-install, or two running at once, never leave a half
+	// installed package where the next run looks.
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "install-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	t.Logf("installing %s into %s (once; a minute or so)", zetasqlPackage, dir)
+	cmd := exec.CommandContext(t.Context(), npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--no-save", zetasqlPackage)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm install %s: %v\n%s", zetasqlPackage, err, out)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(modules, "@fivetrandevelopers", "zetasql", "package.json")); serr != nil {
+			t.Fatalf("moving the installed analyzer into place: %v", err)
+		}
+	}
+	return modules
+}
+
+// zetaType is a column or parameter type as analyze.js takes it.
+func zetaType(typ bq.FieldType) any {
+	switch typ {
+	case bq.StringFieldType:
+		return "STRING"
+	case bq.IntegerFieldType:
+		return "INT64"
+	case bq.BooleanFieldType:
+		return "BOOL"
+	case bq.TimestampFieldType:
+		return "TIMESTAMP"
+	case bq.JSONFieldType:
+		return "JSON"
+	}
+	panic("zetaType: no mapping for " + string(typ))
+}
+
+func zetaColumns(s bq.Schema) []map[string]any {
+	var out []map[string]any
+	for _, f := range s {
+		out = append(out, map[string]any{"name": f.Name, "type": zetaType(f.Type)})
+	}
+	return out
+}
+
+// zetaParams are the query parameters as the client types them: @states
+// from stateParam's fields, the others from their Go values.
+func zetaParams() []map[string]any {
+	schema, err := bq.InferSchema(stateParam{})
+	if err != nil {
+		panic(err)
+	}
+	var fields []map[string]any
+	for _, f := range schema {
+		fields = append(fields, map[string]any{"name": f.Name, "type": zetaType(f.Type)})
+	}
+	return []map[string]any{
+		{"name": "states", "type": map[string]any{"array": map[string]any{"struct": fields}}},
+		{"name": "synced_at", "type": "TIMESTAMP"},
+		{"name": "created_from", "type": "TIMESTAMP"},
+		{"name": "created_to", "type": "TIMESTAMP"},
+		{"name": "form_ids", "type": map[string]any{"array": "STRING"}},
+		{"name": "form_id", "type": "STRING"},
+	}
+}
