@@ -45,7 +45,7 @@ func NewHarness(t testing.TB, opts apisim.Options, s Sink) *Harness {
 	t.Cleanup(srv.Close)
 	client, err := formsapi.New(formsapi.Config{
 		BaseURL:        srv.URL,
-		Token:          opts.Token,
+		Token:          formsapi.Secret(opts.Token),
 		RateLimit:      10000,
 		RequestTimeout: 10 * time.Second,
 		MaxWait:        300 * time.Millisecond,

@@ -262,7 +262,7 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 	if err != nil {
 		return nil, fail(KindTransport, 0, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	req.Header.Set("Authorization", "Bearer "+c.cfg.Token.Reveal())
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 
@@ -275,7 +275,7 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyRead))
 		e := fail(statusKind(resp.StatusCode), resp.StatusCode, nil)
-		e.Body = excerpt(body, c.cfg.Token)
+		e.Body = excerpt(body, c.cfg.Token.Reveal())
 		if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), c.cfg.Now()); ok {
 			e.RetryAfter = ra
 		}
@@ -332,10 +332,10 @@ func statusKind(status int) Kind {
 // the token (echoed by a server into a body we quote, say) is wrapped so
 // that its text does not, while errors.Is/As still see through it.
 func (c *Client) redact(err error) error {
-	if err == nil || c.cfg.Token == "" || !strings.Contains(err.Error(), c.cfg.Token) {
+	if err == nil || c.cfg.Token == "" || !strings.Contains(err.Error(), c.cfg.Token.Reveal()) {
 		return err
 	}
-	return &redactedError{err: err, token: c.cfg.Token}
+	return &redactedError{err: err, token: c.cfg.Token.Reveal()}
 }
 
 type redactedError struct {

@@ -33,7 +33,7 @@ const (
 )
 
 // redacted replaces secrets wherever a Config is printed.
-const redacted = "[REDACTED]"
+const redacted = Redacted
 
 // Config configures a Client. Zero values take the documented defaults.
 type Config struct {
@@ -44,7 +44,7 @@ type Config struct {
 	BaseURL string
 	// Token is the personal access token sent as "Authorization: Bearer
 	// <Token>". It never appears in errors, String, GoString or LogValue.
-	Token string `json:"-"`
+	Token Secret
 	// UserAgent defaults to "formsync/" + Version.
 	UserAgent string
 	// RequestTimeout bounds one attempt, including reading the body, so a
@@ -154,7 +154,7 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 	switch {
 	case c.Token == "":
 		problems = append(problems, errors.New("the API token is empty: set FORMSYNC_API_TOKEN or the token file"))
-	case strings.ContainsFunc(c.Token, isSpaceOrControl):
+	case strings.ContainsFunc(c.Token.Reveal(), isSpaceOrControl):
 		// Said without echoing the token: it may be almost right.
 		problems = append(problems, errors.New("the API token contains whitespace or control characters: check FORMSYNC_API_TOKEN or the token file for a stray newline or a \"Bearer \" prefix (give the bare token)"))
 	}
