@@ -437,3 +437,77 @@ func TestUntrustedSubmissionsAreStoredNotTrusted(t *testing.T) {
 		}
 	}
 }
+
+// bumpFirst is a sink on which another process commits each form (a state
+// it read, unchanged but for its error) just before the first sync commit.
+type bumpFirst struct {
+	*memsink.Sink
+	once sync.Once
+}
+
+func (s *bumpFirst) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
+	s.once.Do(func() {
+		states, _ := s.ReadState(ctx, nil)
+		other := &sink.Commit{SyncedAt: c.SyncedAt}
+		for _, st := range states {
+			st.Backfill = &state.Backfill{Cursor: base, StartedAt: base}
+			other.Forms = append(other.Forms, sink.FormCommit{State: st})
+		}
+		if _, err := s.Sink.Commit(ctx, other); err != nil {
+			panic(err)
+		}
+	})
+	return s.Sink.Commit(ctx, c)
+}
+
+// A sync whose commit finds the forms committed by another process since
+// it read them merges: its rows and watermark go in, the other's backfill
+// progress stays.
+func TestSyncMergesAConcurrentCommit(t *testing.T) {
+	ctx := t.Context()
+	mem := memsink.New()
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 24, Variant: apisim.Newer, Forms: []string{"a", "b"}, SubmissionsPerForm: 40}, mem)
+	h.MustSync(ctx)
+	h.Sim.Add("a", 5)
+	s := &bumpFirst{Sink: mem}
+	e, err := worker.New(client(t, h, nil), s, h.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.Sync(ctx)
+	if err != nil || rep.Err() != nil {
+		t.Fatal(err, rep.Err())
+	}
+	if rep.Conflicts != 1 || enginetest.FormReport(t, rep, "a").Inserted != 5 {
+		t.Errorf("conflicts %d, inserted %d; want 1 and 5", rep.Conflicts, enginetest.FormReport(t, rep, "a").Inserted)
+	}
+	st, _ := mem.ReadState(ctx, nil)
+	for _, f := range []string{"a", "b"} {
+		if st[f].Backfill == nil {
+			t.Errorf("form %s: the sync's merge dropped the other process's backfill progress", f)
+		}
+		h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, apisim.Newer))
+	}
+	subs := h.Sim.Submissions("a")
+	if wm := st["a"].Watermark.CreatedAt; !wm.Equal(subs[len(subs)-1].CreatedAt.Truncate(time.Millisecond)) {
+		t.Errorf("watermark of a = %s, want the newest submission's", wm)
+	}
+}
+
+func TestConfigValidateListsEveryProblem(t *testing.T) {
+	err := worker.Config{PageSize: 101, Concurrency: -1, FormTimeout: -time.Second, Lookback: -time.Hour, ShutdownGrace: -1}.Validate()
+	var fields []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var fe *worker.FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("%v is not a *FieldError", e)
+		}
+		fields = append(fields, fe.Field)
+	}
+	if want := "Forms PageSize Concurrency FormTimeout Lookback ShutdownGrace"; strings.Join(fields, " ") != want {
+		t.Errorf("fields %v, want %s", fields, want)
+	}
+	if _, err := worker.New(nil, nil, worker.Config{}); err == nil {
+		t.Error("New accepted a configuration without forms")
+	}
+}
