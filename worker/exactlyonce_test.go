@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -509,5 +510,24 @@ func TestConfigValidateListsEveryProblem(t *testing.T) {
 	}
 	if _, err := worker.New(nil, nil, worker.Config{}); err == nil {
 		t.Error("New accepted a configuration without forms")
+	}
+}
+
+// A form with more field names than a view has columns is logged.
+func TestViewColumnCapIsLogged(t *testing.T) {
+	fields := map[string]any{}
+	for i := range sink.MaxViewFields + 3 {
+		fields[fmt.Sprintf("f%d", i)] = "x"
+	}
+	api := &fakeAPI{perPage: 10}
+	api.set("wide", sub(1, base, fields))
+	var logs strings.Builder
+	cfg := worker.Config{Forms: []string{"wide"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	rep, err := fakeEngine(t, api, memsink.New(), cfg).Sync(t.Context())
+	if err != nil || rep.Err() != nil {
+		t.Fatal(err, rep.Err())
+	}
+	if !strings.Contains(logs.String(), "view_columns=1900") || !strings.Contains(logs.String(), "field_names=1903") {
+		t.Errorf("no warning about the view's column cap in:\n%.2000s", logs.String())
 	}
 }
