@@ -103,52 +103,6 @@ func (c *Client) Page(ctx context.Context, formID string, page, limit int) (*Pag
 	return p, resp, err
 }
 
-// Follow fetches a server-supplied links.next or links.previous URL. It
-// refuses, without making a request, any link whose scheme, host or port
-// differs from the base URL's (ErrCrossOrigin): the token goes only where
-// the operator pointed it.
-func (c *Client) Follow(ctx context.Context, formID, link string) (*Page, error) {
-	u, err := url.Parse(link)
-	if err != nil {
-		return nil, fmt.Errorf("formsapi: form %q: refusing to follow link that does not parse: %w", formID, ErrCrossOrigin)
-	}
-	if !c.sameOrigin(u) {
-		return nil, fmt.Errorf("formsapi: form %q: refusing to follow link to %s, which is not the API's origin %s: %w",
-			formID, origin(u), origin(c.base), ErrCrossOrigin)
-	}
-	page, _ := strconv.Atoi(u.Query().Get("page"))
-	return c.get(ctx, formID, max(page, 0), u, &Response{})
-}
-
-func (c *Client) sameOrigin(u *url.URL) bool {
-	return u.User == nil && u.Host != "" &&
-		strings.EqualFold(u.Scheme, c.base.Scheme) &&
-		strings.EqualFold(u.Hostname(), c.base.Hostname()) &&
-		effectivePort(u) == effectivePort(c.base)
-}
-
-func effectivePort(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "https":
-		return "443"
-	case "http":
-		return "80"
-	}
-	return ""
-}
-
-// origin prints scheme://host[:port] only: a link's path and query are
-// server data and do not belong in an error.
-func origin(u *url.URL) string {
-	if u.Scheme == "" && u.Host == "" {
-		return "(relative link)"
-	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
-}
-
 func setEscapedPath(u *url.URL, escaped string) error {
 	p, err := url.PathUnescape(escaped)
 	if err != nil {

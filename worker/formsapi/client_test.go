@@ -18,7 +18,7 @@ func TestPageRequest(t *testing.T) {
 	var got *http.Request
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		got = r.Clone(r.Context())
-		writeJSON(w, newerPage)
+		writePage(w, r, newerPage)
 	})
 	b := setup(t, srv.URL+"/prefix/")
 	p, _, err := b.client.Page(t.Context(), "a/b c", 2, 100)
@@ -354,7 +354,7 @@ func TestMalformedStopsAfterThreeAttempts(t *testing.T) {
 
 func TestOversizedBody(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
-		writeJSON(w, olderPage)
+		writePage(w, r, olderPage)
 	})
 	b := setup(t, srv.URL, func(c *Config) { c.MaxBodyBytes = 100 })
 	_, _, err := b.client.Page(t.Context(), "f", 1, 0)
@@ -382,7 +382,7 @@ func TestStalledBodyTimesOutAndRetries(t *testing.T) {
 			}
 			return
 		}
-		writeJSON(w, olderPage)
+		writePage(w, r, olderPage)
 	})
 	b := setup(t, srv.URL, func(c *Config) { c.RequestTimeout = 200 * time.Millisecond })
 	start := time.Now()
@@ -482,42 +482,6 @@ func TestNewValidation(t *testing.T) {
 	got := c.Config()
 	if got.RateLimit != 5 || got.MaxWait != 2*time.Minute || got.MaxRetryAfter != time.Minute || got.RequestTimeout != 30*time.Second || got.MaxBodyBytes != 32<<20 || got.UserAgent != "formsync/dev" {
 		t.Errorf("defaults = %v", got)
-	}
-}
-
-func TestFollowSameOriginOnly(t *testing.T) {
-	api := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) { writeJSON(w, newerPage) })
-	other := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) { writeJSON(w, newerPage) })
-	b := setup(t, api.URL)
-	apiURL, _ := url.Parse(api.URL)
-	otherURL, _ := url.Parse(other.URL)
-	path := "/api/forms/f/submissions?page=2&limit=10"
-	refused := []string{
-		other.URL + path,                                     // other port
-		"https://" + apiURL.Host + path,                      // other scheme
-		"http://localhost:" + apiURL.Port() + path,           // other host name
-		"http://user:pw@" + apiURL.Host + path,               // credentials
-		"/api/forms/f/submissions?page=2",                    // relative
-		"//" + otherURL.Host + path,                          // scheme-relative
-		"http://" + apiURL.Host + "@" + otherURL.Host + path, // userinfo trick
-		"http://" + otherURL.Host + "#" + apiURL.Host,        // fragment trick
-		"\x00bad", // unparseable
-	}
-	for _, link := range refused {
-		_, err := b.client.Follow(t.Context(), "f", link)
-		if !errors.Is(record(err), ErrCrossOrigin) {
-			t.Errorf("Follow(%q) = %v, want ErrCrossOrigin", link, err)
-		}
-	}
-	if api.Hits() != 0 || other.Hits() != 0 {
-		t.Fatalf("refused links made requests: api %d other %d", api.Hits(), other.Hits())
-	}
-	p, err := b.client.Follow(t.Context(), "f", strings.ToUpper("http://")+apiURL.Host+path)
-	if err != nil || api.Hits() != 1 || len(p.Submissions) != 2 {
-		t.Fatalf("same-origin follow: %v hits %d", record(err), api.Hits())
-	}
-	if ev := b.Events(); ev[len(ev)-1].Page != 2 {
-		t.Errorf("event page = %d, want 2 from the link", ev[len(ev)-1].Page)
 	}
 }
 

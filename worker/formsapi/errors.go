@@ -20,9 +20,10 @@ var (
 	ErrTransport      = errors.New("formsapi: transport error")
 	// ErrUnexpectedStatus is matched by KindUnexpectedStatus errors.
 	ErrUnexpectedStatus = errors.New("formsapi: unexpected HTTP status")
-	// ErrCrossOrigin: Follow refused a server-supplied link to another
-	// scheme, host or port, so the token was not sent there.
-	ErrCrossOrigin = errors.New("formsapi: link leaves the API's origin")
+	// ErrPaging: a page's pagination does not add up (current_page is not
+	// the page asked for, or total_pages does not follow from total and
+	// per_page). Retrying does not help: the server ignores paging.
+	ErrPaging = errors.New("formsapi: pagination does not add up")
 	// ErrInsecureURL: the base URL would send the token in clear.
 	ErrInsecureURL = errors.New("formsapi: insecure base URL")
 )
@@ -39,6 +40,7 @@ const (
 	KindMalformed                        // body not a valid page, truncated or too large
 	KindTransport                        // no complete response: timeout, connection error
 	KindUnexpectedStatus                 // any other status
+	KindPaging                           // 200, but the pagination does not add up
 )
 
 func (k Kind) String() string {
@@ -59,6 +61,8 @@ func (k Kind) String() string {
 		return "transport error"
 	case KindUnexpectedStatus:
 		return "unexpected status"
+	case KindPaging:
+		return "paging inconsistent"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -81,6 +85,8 @@ func (k Kind) sentinel() error {
 		return ErrTransport
 	case KindUnexpectedStatus:
 		return ErrUnexpectedStatus
+	case KindPaging:
+		return ErrPaging
 	}
 	return nil
 }
@@ -98,7 +104,7 @@ func (k Kind) retryable() bool {
 // and page and says what the user can do about it.
 type Error struct {
 	FormID string
-	Page   int // 0 when unknown (DecodePage, or a followed link without page)
+	Page   int // 0 when unknown (a body decoded without the page asked for)
 	Status int // HTTP status; 0 when no response arrived
 	Kind   Kind
 	// RetryAfter is the server's parsed Retry-After, 0 if none.
@@ -140,6 +146,8 @@ func (e *Error) Error() string {
 		b.WriteString("no complete response from the API; check network connectivity and the base URL")
 	case KindUnexpectedStatus:
 		fmt.Fprintf(&b, "unexpected HTTP status %d; check the base URL", e.Status)
+	case KindPaging:
+		b.WriteString("the page's pagination does not add up, so its pages cannot be trusted to cover the form; check that the base URL points at the Form Submissions API and that no cache or proxy in between ignores the page parameter")
 	default:
 		b.WriteString(e.Kind.String())
 	}

@@ -112,7 +112,7 @@ func TestLimiterRealTime(t *testing.T) {
 		mu.Lock()
 		starts = append(starts, time.Now())
 		mu.Unlock()
-		writeJSON(w, newerPage)
+		writePage(w, r, newerPage)
 	})
 	c, err := New(Config{BaseURL: srv.URL, Token: testToken, RateLimit: 20})
 	if err != nil {
