@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -32,6 +33,11 @@ type Client struct {
 	base    *url.URL
 	http    *http.Client
 	limiter *Limiter
+	tok     *tokenMatcher
+	// rejected is set by the first 401: the token is the same for every
+	// form, so every later call fails at once instead of spending a request
+	// (and a rate-limit slot) to hear the same answer.
+	rejected atomic.Pointer[Error]
 }
 
 // New validates cfg, fills its defaults and returns a Client. The error
@@ -48,6 +54,7 @@ func New(cfg Config) (*Client, error) {
 		base:    base,
 		http:    &hc,
 		limiter: NewLimiter(cfg.RateLimit, cfg.Now, cfg.Sleep),
+		tok:     newTokenMatcher(cfg.Token.Reveal()),
 	}, nil
 }
 
@@ -129,8 +136,15 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 	var last *Error
 	malformed := 0
 	for attempt := 1; ; attempt++ {
+		if e := c.unauthorized(formID, page); e != nil {
+			return nil, e
+		}
 		if err := c.limiter.Wait(ctx); err != nil {
 			return nil, c.cancelled(formID, page, err, last)
+		}
+		// Again: another form may have been refused while this one waited.
+		if e := c.unauthorized(formID, page); e != nil {
+			return nil, e
 		}
 		start := c.cfg.Now()
 		resp.Requests++
@@ -142,8 +156,11 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 			return p, nil
 		}
 		ev.Status, ev.Err, ev.RetryAfter = e.Status, e, e.RetryAfter
-		if e.Kind == KindRateLimited {
+		switch e.Kind {
+		case KindRateLimited:
 			resp.RateLimited++
+		case KindUnauthorized:
+			c.rejected.CompareAndSwap(nil, e)
 		}
 		if ctx.Err() != nil {
 			// The caller gave up; the failure is theirs, not the server's.
@@ -173,6 +190,17 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 			return nil, c.cancelled(formID, page, err, last)
 		}
 	}
+}
+
+// unauthorized returns, once a 401 has been seen, the error for a call
+// that is not sent.
+func (c *Client) unauthorized(formID string, page int) *Error {
+	first := c.rejected.Load()
+	if first == nil {
+		return nil
+	}
+	return &Error{FormID: formID, Page: page, Status: first.Status, Kind: KindUnauthorized,
+		Err: fmt.Errorf("not sent: the API already refused the token for form %q", first.FormID)}
 }
 
 // nextWait honours a usable Retry-After exactly (capped at MaxRetryAfter),
@@ -229,7 +257,7 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyRead))
 		e := fail(statusKind(resp.StatusCode), resp.StatusCode, nil)
-		e.Body = excerpt(body, c.cfg.Token.Reveal())
+		e.Body = errorText(body, c.tok)
 		if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), c.cfg.Now()); ok {
 			e.RetryAfter = ra
 		}
@@ -272,8 +300,12 @@ func statusKind(status int) Kind {
 		return KindAccessDisabled
 	case status == http.StatusUnauthorized:
 		return KindUnauthorized
+	case status == http.StatusForbidden:
+		return KindForbidden
 	case status == http.StatusNotFound:
 		return KindFormNotFound
+	case status == http.StatusGone:
+		return KindGone
 	case status == http.StatusTooManyRequests:
 		return KindRateLimited
 	case status >= 500 && status <= 599:
@@ -283,19 +315,20 @@ func statusKind(status int) Kind {
 }
 
 // redact is the last line of defence: an error whose text would contain
-// the token (echoed by a server into a body we quote, say) is wrapped so
-// that its text does not, while errors.Is/As still see through it.
+// the token in any encoding (echoed by a server into a body we quote, say)
+// is wrapped so that its text does not, while errors.Is/As still see
+// through it.
 func (c *Client) redact(err error) error {
-	if err == nil || c.cfg.Token == "" || !strings.Contains(err.Error(), c.cfg.Token.Reveal()) {
+	if err == nil || !c.tok.contains(err.Error()) {
 		return err
 	}
-	return &redactedError{err: err, token: c.cfg.Token.Reveal()}
+	return &redactedError{err: err, tok: c.tok}
 }
 
 type redactedError struct {
-	err   error
-	token string
+	err error
+	tok *tokenMatcher
 }
 
-func (r *redactedError) Error() string { return strings.ReplaceAll(r.err.Error(), r.token, redacted) }
+func (r *redactedError) Error() string { return r.tok.redact(r.err.Error()) }
 func (r *redactedError) Unwrap() error { return r.err }

@@ -82,7 +82,8 @@ func TestErrorStatuses(t *testing.T) {
 		{400, KindAccessDisabled, ErrAccessDisabled, `enable "HTTP API Access" in the form's Settings tab`, 1},
 		{401, KindUnauthorized, ErrUnauthorized, "FORMSYNC_API_TOKEN", 1},
 		{404, KindFormNotFound, ErrFormNotFound, "FORMSYNC_FORMS", 1},
-		{403, KindUnexpectedStatus, ErrUnexpectedStatus, "unexpected HTTP status 403", 1},
+		{403, KindForbidden, ErrForbidden, "may not read this form", 1},
+		{410, KindGone, ErrGone, "form was removed, or the service retired this version of the API", 1},
 		{418, KindUnexpectedStatus, ErrUnexpectedStatus, "unexpected HTTP status 418", 1},
 		{302, KindUnexpectedStatus, ErrUnexpectedStatus, "unexpected HTTP status 302", 1},
 		{429, KindRateLimited, ErrRateLimited, "rate limited", 1},
@@ -110,7 +111,7 @@ func TestErrorStatuses(t *testing.T) {
 			if !errors.Is(err, tt.sentinel) {
 				t.Errorf("errors.Is(%v, %v) = false", err, tt.sentinel)
 			}
-			for _, other := range []error{ErrAccessDisabled, ErrUnauthorized, ErrFormNotFound, ErrRateLimited, ErrServer, ErrMalformed, ErrTransport} {
+			for _, other := range []error{ErrAccessDisabled, ErrUnauthorized, ErrFormNotFound, ErrRateLimited, ErrServer, ErrMalformed, ErrTransport, ErrForbidden, ErrGone, ErrPaging, ErrUnexpectedStatus} {
 				if other != tt.sentinel && errors.Is(err, other) {
 					t.Errorf("also matches %v", other)
 				}
