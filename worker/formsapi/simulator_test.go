@@ -2,8 +2,10 @@ package formsapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -56,7 +58,7 @@ func readAll(t *testing.T, c *Client, formID string, limit int) []Submission {
 }
 
 func TestClientAgainstSimulatorBothFormsBothOrders(t *testing.T) {
-	for _, v := range []apisim.Variant{apisim.Older, apisim.Newer} {
+	for _, v := range []apisim.Variant{apisim.Older, apisim.Newer, apisim.Live} {
 		for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
 			t.Run(v.String()+"/"+o.String(), func(t *testing.T) {
 				sim, c, _ := simClient(t, apisim.Options{Seed: 3, Variant: v, Order: o, Forms: []string{"f"}, SubmissionsPerForm: 137, TieEvery: 4})
@@ -64,8 +66,8 @@ func TestClientAgainstSimulatorBothFormsBothOrders(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				wantPer := map[apisim.Variant]int{apisim.Older: 25, apisim.Newer: 100}[v]
-				if p.PerPage != wantPer || p.Newer != (v == apisim.Newer) || p.Total != 137 {
+				wantPer := map[apisim.Variant]int{apisim.Older: 25, apisim.Newer: 100, apisim.Live: 100}[v]
+				if p.PerPage != wantPer || p.Newer != (v != apisim.Older) || p.Total != 137 {
 					t.Errorf("page 1: per_page %d newer %v total %d", p.PerPage, p.Newer, p.Total)
 				}
 				got := readAll(t, c, "f", 100)
@@ -79,16 +81,47 @@ func TestClientAgainstSimulatorBothFormsBothOrders(t *testing.T) {
 						w = want[len(want)-1-i]
 					}
 					at := w.CreatedAt
-					if v == apisim.Newer {
+					if v != apisim.Older {
 						at = at.Truncate(time.Millisecond)
 					}
-					if !s.CreatedAt.Equal(at) || (s.ID != nil) != (v == apisim.Newer) || (s.ID != nil && *s.ID != w.ID) {
+					if !s.CreatedAt.Equal(at) || (s.ID != nil) != (v != apisim.Older) || (s.ID != nil && *s.ID != w.ID) {
 						t.Fatalf("submission %d: got %v id %v, want %v id %d", i, s.CreatedAt, s.ID, at, w.ID)
+					}
+					if !jsonEqual(s.Fields, w.Fields) || len(s.Raw) == 0 {
+						t.Fatalf("submission %d: fields %s raw %s, want fields %s", i, s.Fields, s.Raw, w.Fields)
+					}
+					if v == apisim.Live && (string(s.Files) != "[]" || s.IsSpam) {
+						t.Fatalf("submission %d: live form has no files or is_spam, got %s %v", i, s.Files, s.IsSpam)
 					}
 				}
 			})
 		}
 	}
+}
+
+// TestClientAgainstLiveSinglePage: a live form of one page answers
+// "links": [], and its values come through.
+func TestClientAgainstLiveSinglePage(t *testing.T) {
+	sim, c, _ := simClient(t, apisim.Options{Seed: 5, Variant: apisim.Live, Forms: []string{"contact"}, SubmissionsPerForm: 7})
+	p, _, err := c.Page(t.Context(), "contact", 1, 10)
+	if err != nil {
+		t.Fatal(record(err))
+	}
+	if p.TotalPages != 1 || len(p.Submissions) != 7 || p.Next != "" || p.Previous != "" || !p.Newer {
+		t.Fatalf("page = %+v", p)
+	}
+	want := sim.Submissions("contact")
+	for i, s := range p.Submissions {
+		var fields map[string]any
+		if err := json.Unmarshal(s.Fields, &fields); err != nil || fields["email"] == nil || !jsonEqual(s.Fields, want[len(want)-1-i].Fields) {
+			t.Errorf("submission %d fields = %s", i, s.Fields)
+		}
+	}
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
 func TestClientAgainstSimulatorErrors(t *testing.T) {
