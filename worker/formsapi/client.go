@@ -32,7 +32,7 @@ type Client struct {
 	cfg     Config
 	base    *url.URL
 	http    *http.Client
-	limiter *Limiter
+	limiter *limiter
 	tok     *tokenMatcher
 	// rejected is set by the first 401: the token is the same for every
 	// form, so every later call fails at once instead of spending a request
@@ -53,7 +53,7 @@ func New(cfg Config) (*Client, error) {
 		cfg:     cfg,
 		base:    base,
 		http:    &hc,
-		limiter: NewLimiter(cfg.RateLimit, cfg.Now, cfg.Sleep),
+		limiter: newLimiter(cfg.RateLimit, cfg.MaxRetryAfter, cfg.Now, cfg.Sleep),
 		tok:     newTokenMatcher(cfg.Token.Reveal()),
 	}, nil
 }
@@ -71,6 +71,9 @@ type Response struct {
 	RateLimited int
 	// Waited is the time spent in retry waits (not in the rate limiter).
 	Waited time.Duration
+	// Paced is the time spent in the rate limiter: the ceiling's spacing
+	// and waits for the server's rate-limit window to close.
+	Paced time.Duration
 }
 
 // Page fetches one page of a form's submissions:
@@ -139,7 +142,9 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 		if e := c.unauthorized(formID, page); e != nil {
 			return nil, e
 		}
-		if err := c.limiter.Wait(ctx); err != nil {
+		sl, paced, err := c.limiter.wait(ctx)
+		resp.Paced += paced
+		if err != nil {
 			return nil, c.cancelled(formID, page, err, last)
 		}
 		// Again: another form may have been refused while this one waited.
@@ -148,7 +153,12 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 		}
 		start := c.cfg.Now()
 		resp.Requests++
-		p, e := c.attempt(ctx, formID, page, u)
+		p, hdr, e := c.attempt(ctx, formID, page, u)
+		if e == nil {
+			c.limiter.observe(sl, http.StatusOK, hdr, 0)
+		} else {
+			c.limiter.observe(sl, e.Status, hdr, e.RetryAfter)
+		}
 		ev := Event{FormID: formID, Page: page, Attempt: attempt, Duration: c.cfg.Now().Sub(start)}
 		if e == nil {
 			ev.Status = http.StatusOK
@@ -233,7 +243,7 @@ func (c *Client) cancelled(formID string, page int, cause error, last *Error) er
 
 // attempt makes one request under RequestTimeout, body included, and
 // classifies the outcome.
-func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.URL) (*Page, *Error) {
+func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.URL) (*Page, http.Header, *Error) {
 	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
 	fail := func(kind Kind, status int, err error) *Error {
@@ -242,7 +252,7 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 
 	req, err := http.NewRequestWithContext(actx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fail(KindTransport, 0, err)
+		return nil, nil, fail(KindTransport, 0, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.cfg.Token.Reveal())
 	req.Header.Set("Accept", "application/json")
@@ -250,7 +260,7 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fail(KindTransport, 0, c.timeoutText(actx, err))
+		return nil, nil, fail(KindTransport, 0, c.timeoutText(actx, err))
 	}
 	defer resp.Body.Close()
 
@@ -261,18 +271,18 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 		if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), c.cfg.Now()); ok {
 			e.RetryAfter = ra
 		}
-		return nil, e
+		return nil, resp.Header, e
 	}
 
 	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBodyBytes+1))
 	if err != nil {
 		if actx.Err() != nil {
-			return nil, fail(KindTransport, resp.StatusCode, c.timeoutText(actx, err))
+			return nil, resp.Header, fail(KindTransport, resp.StatusCode, c.timeoutText(actx, err))
 		}
-		return nil, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body cut off after %d bytes (truncated transfer): %w", len(body), err))
+		return nil, resp.Header, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body cut off after %d bytes (truncated transfer): %w", len(body), err))
 	}
 	if int64(len(body)) > c.cfg.MaxBodyBytes {
-		return nil, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body exceeds the %d byte limit", c.cfg.MaxBodyBytes))
+		return nil, resp.Header, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body exceeds the %d byte limit", c.cfg.MaxBodyBytes))
 	}
 	p, err := decodePage(formID, page, body)
 	if err != nil {
@@ -280,11 +290,11 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 		if errors.As(err, &e) {
 			e.Status = resp.StatusCode
 			e.Err = c.redact(e.Err)
-			return nil, e
+			return nil, resp.Header, e
 		}
-		return nil, fail(KindMalformed, resp.StatusCode, err)
+		return nil, resp.Header, fail(KindMalformed, resp.StatusCode, err)
 	}
-	return p, nil
+	return p, resp.Header, nil
 }
 
 func (c *Client) timeoutText(actx context.Context, err error) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -462,6 +463,10 @@ func TestNewValidation(t *testing.T) {
 		{BaseURL: "https://forms.example.com", Token: testToken + "\n"},
 		{BaseURL: "https://forms.example.com", Token: "Bearer " + testToken},
 		{BaseURL: "https://forms.example.com", Token: testToken, RateLimit: -1},
+		{BaseURL: "https://forms.example.com", Token: testToken, RateLimit: 0.001},
+		{BaseURL: "https://forms.example.com", Token: testToken, RateLimit: 0.0099},
+		{BaseURL: "https://forms.example.com", Token: testToken, RateLimit: math.NaN()},
+		{BaseURL: "https://forms.example.com", Token: testToken, RateLimit: math.Inf(1)},
 		{BaseURL: "https://forms.example.com", Token: testToken, MaxWait: -time.Second},
 	} {
 		if _, err := New(cfg); record(err) == nil {
@@ -475,6 +480,9 @@ func TestNewValidation(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)
 		}
+	}
+	if _, err := New(Config{BaseURL: "https://forms.example.com", Token: testToken, RateLimit: MinRateLimit}); err != nil {
+		t.Errorf("RateLimit %g refused: %v", MinRateLimit, record(err))
 	}
 	c, err := New(ok("https://forms.example.com"))
 	if err != nil {

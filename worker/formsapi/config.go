@@ -30,6 +30,9 @@ const (
 
 	// MaxLimit is the largest page size the API accepts (newer form).
 	MaxLimit = 100
+
+	// MinRateLimit is the lowest RateLimit accepted: one request per 100 s.
+	MinRateLimit = 0.01
 )
 
 // redacted replaces secrets wherever a Config is printed.
@@ -50,8 +53,12 @@ type Config struct {
 	// RequestTimeout bounds one attempt, including reading the body, so a
 	// stalled body is cut off and retried. Defaults to 30s.
 	RequestTimeout time.Duration
-	// RateLimit is the client-side request rate (per second) shared by all
-	// forms of one Client, retries included. Defaults to 5; must be > 0.
+	// RateLimit is the ceiling of the request rate (per second) shared by
+	// all forms of one Client, retries included: starts are spaced at least
+	// 1/RateLimit apart. Below it the Client follows the server's own
+	// X-RateLimit-Limit/-Remaining and Retry-After, so a high ceiling gets
+	// close to the plan's full rate without knowing it. Defaults to 5; must
+	// be finite and at least MinRateLimit.
 	RateLimit float64
 	// MaxWait is the total of retry waits one Page or Follow call may spend.
 	// When the next wait would exceed it, the call returns the last error.
@@ -161,8 +168,10 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 	if strings.ContainsFunc(c.UserAgent, isControl) {
 		problems = append(problems, errors.New("the user agent contains control characters"))
 	}
-	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
-		problems = append(problems, fmt.Errorf("rate limit must be a finite number > 0 requests per second, got %g", c.RateLimit))
+	// 0 means the default. Below MinRateLimit a sync would take hours per
+	// page, which is a typo (0.001 for 1), not a choice.
+	if c.RateLimit != 0 && !(c.RateLimit >= MinRateLimit) || math.IsInf(c.RateLimit, 0) {
+		problems = append(problems, fmt.Errorf("rate limit must be a finite number of at least %g requests per second (check FORMSYNC_RATE_LIMIT), got %g", MinRateLimit, c.RateLimit))
 	}
 	for _, d := range []struct {
 		name string

@@ -199,3 +199,47 @@ func TestClientRateLimitKeepsSimulatorHappy(t *testing.T) {
 		t.Errorf("%d requests answered 429 although the client stayed under the server's rate", n)
 	}
 }
+
+// TestClientLearnsUndisclosedPlanLimit: against the simulator's plan limit
+// (20 requests per 10 s, not told to the client) and a ceiling of 1000/s,
+// the client reads every page with at most one 429, and spends its waits in
+// the limiter rather than in retries. Simulator and client share a fake
+// clock, so nothing really sleeps.
+func TestClientLearnsUndisclosedPlanLimit(t *testing.T) {
+	clock := newFakeClock()
+	sim := apisim.New(apisim.Options{Seed: 8, Token: testToken, Variant: apisim.Live, Forms: []string{"a", "b"},
+		SubmissionsPerForm: 250, PlanLimit: 20, PlanWindow: 10 * time.Second, Now: clock.Now})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	c, err := New(Config{BaseURL: srv.URL, Token: testToken, RateLimit: 1000, Now: clock.Now, Sleep: clock.Sleep,
+		Observer: func(ev Event) { record(ev.Err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := clock.Now()
+	var paced time.Duration
+	limited := 0
+	for _, f := range []string{"a", "b"} {
+		for page := 1; page <= 25; page++ {
+			p, resp, err := c.Page(t.Context(), f, page, 10)
+			if err != nil {
+				t.Fatal(record(err))
+			}
+			if len(p.Submissions) != 10 {
+				t.Fatalf("%s page %d: %d submissions", f, page, len(p.Submissions))
+			}
+			paced += resp.Paced
+			limited += resp.RateLimited
+		}
+	}
+	st := sim.Stats()
+	if st.ByStatus[429] > 1 || limited != st.ByStatus[429] {
+		t.Errorf("%d answers were 429 (client counted %d), want at most 1", st.ByStatus[429], limited)
+	}
+	// 50 pages at 20 per 10 s: the third window opens after 20 s. The
+	// first window's end is learned from its 429 (a retry wait); the
+	// second's is predicted (a wait in the limiter).
+	if el := clock.Now().Sub(start); el > 21*time.Second || paced < 9*time.Second {
+		t.Errorf("took %v on the fake clock, %v of it paced; want about 20 s, half of it paced", el, paced)
+	}
+}
