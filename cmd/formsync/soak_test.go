@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
@@ -119,11 +119,11 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h := &sinktest.Harness{T: t, Sim: sim, Sink: s}
+	h := &enginetest.Harness{T: t, Sim: sim, Sink: s}
 	rows, duplicates, missing, stale := 0, 0, 0, 0
 	for _, f := range forms {
-		want := sinktest.Expected(t, sim, f, apisim.Newer)
-		gone := sinktest.DeletedRows(t, sim, f, apisim.Newer)
+		want := enginetest.Expected(t, sim, f, apisim.Newer)
+		gone := enginetest.DeletedRows(t, sim, f, apisim.Newer)
 		h.CheckTable(t.Context(), f, want, gone...)
 		got, err := s.ReadRows(t.Context(), f)
 		if err != nil {

@@ -80,10 +80,6 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 	return s, nil
 }
 
-// DB returns the underlying database for read-only tools (status, ad-hoc
-// queries). Writing through it bypasses the Sink's guarantees.
-func (s *Sink) DB() *sql.DB { return s.db }
-
 // Close closes the database.
 func (s *Sink) Close() error {
 	if err := s.db.Close(); err != nil {

@@ -1,4 +1,8 @@
-package sinktest
+// Package enginetest runs the sync engine against the API simulator for
+// tests: a Harness wires a simulator on loopback, a real API client and a
+// sink, syncs, and checks the table the sink ends up with against the
+// simulator's submissions (Expected, CheckTable).
+package enginetest
 
 import (
 	"context"
@@ -15,7 +19,7 @@ import (
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
-// Sink is what the contract needs of a sink: what the engine uses, and a way
+// Sink is what a harness needs of a sink: what the engine uses, and a way
 // to read back what was stored.
 type Sink interface {
 	worker.Sink
@@ -93,6 +97,13 @@ func Expected(t testing.TB, sim *apisim.Server, formID string, v apisim.Variant)
 	return rowsOf(t, formID, sim.Submissions(formID), v)
 }
 
+// DeletedRows is the rows of the form's deleted submissions: loaded before
+// they were deleted, they may stay in the table.
+func DeletedRows(t testing.TB, sim *apisim.Server, formID string, v apisim.Variant) []sink.Row {
+	t.Helper()
+	return rowsOf(t, formID, sim.Deleted(formID), v)
+}
+
 // rowsOf is what subs become when read in response form v: no id and six
 // fractional digits in the older form, the id and three digits in the newer.
 func rowsOf(t testing.TB, formID string, subs []apisim.Submission, v apisim.Variant) []sink.Row {
@@ -112,25 +123,6 @@ func rowsOf(t testing.TB, formID string, subs []apisim.Submission, v apisim.Vari
 		rows = append(rows, r)
 	}
 	return rows
-}
-
-// Spool stages rows in a finished spool, removed when the test ends.
-func Spool(t testing.TB, rows ...sink.Row) *sink.Spool {
-	t.Helper()
-	sp, err := sink.NewSpool(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Remove() })
-	for _, r := range rows {
-		if err := sp.Append(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sp.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	return sp
 }
 
 // CheckTable asserts that the form's stored rows are exactly want: same
