@@ -27,7 +27,7 @@ const maxMalformedAttempts = 3
 const maxErrorBodyRead = 4 << 10
 
 // Client reads pages of form submissions. It is safe for concurrent use;
-// all its calls share one rate Limiter.
+// all its calls share one limiter (see the package doc, Pacing).
 type Client struct {
 	cfg     Config
 	base    *url.URL

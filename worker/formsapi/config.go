@@ -60,11 +60,12 @@ type Config struct {
 	// close to the plan's full rate without knowing it. Defaults to 5; must
 	// be finite and at least MinRateLimit.
 	RateLimit float64
-	// MaxWait is the total of retry waits one Page or Follow call may spend.
+	// MaxWait is the total of retry waits one Page call may spend.
 	// When the next wait would exceed it, the call returns the last error.
 	// Defaults to 2m.
 	MaxWait time.Duration
-	// MaxRetryAfter caps an honoured Retry-After. Defaults to 60s.
+	// MaxRetryAfter caps an honoured Retry-After, and a wait for the
+	// server's rate-limit window to close. Defaults to 60s.
 	MaxRetryAfter time.Duration
 	// InitialBackoff and MaxBackoff shape the exponential backoff used when
 	// the server gives no usable Retry-After. Default 500ms and 30s.
@@ -81,7 +82,8 @@ type Config struct {
 	// metrics and per-form counts). It must be quick and safe for
 	// concurrent use.
 	Observer func(Event)
-	// Now, Sleep and Rand are injectable for deterministic tests. Defaults:
+	// Now, Sleep and Rand are injectable for deterministic tests (the
+	// limiter uses Now and Sleep too). Defaults:
 	// time.Now, a timer that also returns when ctx is done, and
 	// math/rand/v2.Float64.
 	Now   func() time.Time
@@ -89,7 +91,7 @@ type Config struct {
 	Rand  func() float64
 }
 
-// Event describes one attempt of a Page or Follow call.
+// Event describes one attempt of a Page call.
 type Event struct {
 	FormID  string
 	Page    int
