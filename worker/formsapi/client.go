@@ -286,15 +286,31 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 	}
 	p, err := decodePage(formID, page, body)
 	if err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			e.Status = resp.StatusCode
-			e.Err = c.redact(e.Err)
-			return nil, resp.Header, e
-		}
-		return nil, resp.Header, fail(KindMalformed, resp.StatusCode, err)
+		return nil, resp.Header, c.decodeError(formID, page, resp.StatusCode, body, err)
 	}
 	return p, resp.Header, nil
+}
+
+// decodeError makes a decode failure safe to store. Its message quotes
+// server values cut to a few dozen characters, and a cut token no longer
+// matches the token: when the body holds the token, the message is taken
+// from decoding the body with the token redacted, before any cut.
+func (c *Client) decodeError(formID string, page, status int, body []byte, err error) *Error {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{FormID: formID, Page: page, Kind: KindMalformed, Err: err}
+	}
+	if c.tok.contains(string(body)) {
+		var safe *Error
+		if _, err2 := decodePage(formID, page, []byte(c.tok.redact(string(body)))); errors.As(err2, &safe) && safe.Kind == e.Kind {
+			e = safe
+		} else {
+			e.Err = errors.New("the body quotes the API token, so the details are withheld")
+		}
+	}
+	e.Status = status
+	e.Err = c.redact(e.Err)
+	return e
 }
 
 func (c *Client) timeoutText(actx context.Context, err error) error {

@@ -153,3 +153,24 @@ func TestUnauthorizedStopsEveryForm(t *testing.T) {
 		t.Errorf("late call: err %v, %d requests", err, resp.Requests)
 	}
 }
+
+// TestLongTokenNotCutInDecodeErrors: a decode error quotes at most a few
+// dozen characters of a bad value; a long token echoed there must not
+// leave its first characters behind.
+func TestLongTokenNotCutInDecodeErrors(t *testing.T) {
+	tok := "Zq" + strings.Repeat("0123456789abcdef", 4) // 66 characters
+	for name, sub := range map[string]string{
+		"created_at": `{"id":1,"created_at":"` + tok + `"}`,
+		"id":         `{"id":"` + tok + `","created_at":"2026-01-01T00:00:00Z"}`,
+		"fields":     `{"fields":"` + tok + `","created_at":"2026-01-01T00:00:00Z"}`,
+	} {
+		srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+			writeJSON(w, `{"data":[`+sub+`],"meta":{"pagination":{"total":1,"per_page":10,"current_page":1}}}`)
+		})
+		b := setup(t, srv.URL, func(c *Config) { c.Token = Secret(tok) })
+		_, _, err := b.client.Page(t.Context(), "f", 1, 0)
+		if !errors.Is(err, ErrMalformed) || strings.Contains(err.Error(), tok[:12]) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: err = %v, want a malformed error naming %s without any of the token", name, err, name)
+		}
+	}
+}
