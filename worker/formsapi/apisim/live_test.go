@@ -96,6 +96,12 @@ func TestPlanLimit(t *testing.T) {
 	if r := b.get(t, "/api/forms/contact/submissions", "wrong"); r.status != 401 || r.header.Get("X-RateLimit-Limit") != "" {
 		t.Errorf("401: %d %v", r.status, r.header)
 	}
+	if n, w := b.sim.PlanLimit(); n != 3 || w != 10*time.Second {
+		t.Errorf("PlanLimit() = %d, %v", n, w)
+	}
+	if _, w := New(Options{PlanLimit: 1, PlanWindow: 1500 * time.Millisecond}).PlanLimit(); w != 2*time.Second {
+		t.Errorf("window 1.5s rounded to %v, want 2s", w)
+	}
 	if st := b.sim.Stats(); st.Faults["429-plan"] != 1 || st.ByStatus[http.StatusTooManyRequests] != 1 {
 		t.Errorf("stats = %+v", st)
 	}

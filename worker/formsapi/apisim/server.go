@@ -84,6 +84,10 @@ func New(opts Options) *Server {
 // Token returns the bearer token the server accepts.
 func (s *Server) Token() string { return s.opts.Token }
 
+// PlanLimit returns the plan limit in effect (0 when none) and its window,
+// rounded up to whole seconds.
+func (s *Server) PlanLimit() (int, time.Duration) { return s.opts.PlanLimit, s.opts.PlanWindow }
+
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // SetVariant switches the response form for subsequent requests of the

@@ -44,6 +44,11 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 	fmt.Fprintf(e.stdout, "API simulator: http://%s/api/forms/{%s}/submissions (token from -token, default %q)\n",
 		ln.Addr(), strings.Join(sim.FormIDs(), ","), apisim.DefaultToken)
 	fmt.Fprintf(e.stdout, "response form: %s\n", variantsText(opts))
+	if n, w := sim.PlanLimit(); n > 0 {
+		// Said here, not to the client: it must find the limit from the
+		// X-RateLimit headers, as it would against the live service.
+		fmt.Fprintf(e.stdout, "plan limit: %d requests per %s window (not announced; X-RateLimit-* headers sent)\n", n, w)
+	}
 	e.log.Info("simulator listening", "addr", ln.Addr().String(), "forms", len(sim.FormIDs()))
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(e.stderr, "formsync simulate: %v\n", err)
