@@ -22,6 +22,12 @@ const MaxDepth = 499
 // MaxDepth: no sink could query them.
 var ErrTooDeep = errors.New("JSON nested too deeply for the sinks")
 
+// MaxViewFields is the most field columns a form's view carries, in either
+// sink: SQLite allows 2000 columns per view (BigQuery 10,000), and a form's
+// view has the same columns whichever sink holds it. Fields beyond it stay
+// in the fields JSON column.
+const MaxViewFields = 1900
+
 // TimeLayout is how created_at and synced_at travel in NDJSON and are stored
 // as text: RFC 3339, UTC, exactly six fractional digits, so that text order is
 // time order.

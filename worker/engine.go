@@ -308,7 +308,12 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 	for _, r := range runs {
 		switch {
 		case r.err == nil:
-			c.Forms = append(c.Forms, sink.FormCommit{State: r.next(now), Rows: r.spool})
+			next := r.next(now)
+			if n := len(next.FieldNames); n > sink.MaxViewFields && n > len(r.old.FieldNames) {
+				e.cfg.Logger.Warn("the form has more field names than a view has columns: its view shows the first ones, every value stays in the fields column",
+					"form", r.old.FormID, "field_names", n, "view_columns", sink.MaxViewFields)
+			}
+			c.Forms = append(c.Forms, sink.FormCommit{State: next, Rows: r.spool})
 			committed = append(committed, r)
 		case errors.Is(r.err, context.Canceled) && !errors.Is(r.err, formsapi.ErrUnauthorized):
 			// Stopped by shutdown or by another form's 401, not a failure

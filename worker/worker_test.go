@@ -172,6 +172,22 @@ func TestBackfillDryRunReadsNothing(t *testing.T) {
 	if _, err := e.Backfill(ctx, "f", worker.BackfillOptions{Window: worker.Window{Since: subs[5].CreatedAt, Until: subs[1].CreatedAt}}); err == nil {
 		t.Error("a window ending before it starts was accepted")
 	}
+	// Windows holding no submission, before, between and after them: no
+	// page to read.
+	gap := subs[50].CreatedAt.Add(time.Microsecond)
+	for _, win := range []worker.Window{
+		{Since: subs[0].CreatedAt.Add(-48 * time.Hour), Until: subs[0].CreatedAt.Add(-24 * time.Hour)},
+		{Since: gap, Until: gap},
+		{Since: subs[499].CreatedAt.Add(time.Hour)},
+	} {
+		rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{DryRun: true, Window: win})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.PagesToRead() != 0 || rep.RowsEstimate != 0 {
+			t.Errorf("empty window %v..%v: %d pages (%d..%d), about %d rows; want none", win.Since, win.Until, rep.PagesToRead(), rep.FirstPage, rep.LastPage, rep.RowsEstimate)
+		}
+	}
 }
 
 // A shutdown in the middle of a sync commits the forms read completely and
