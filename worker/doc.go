@@ -46,10 +46,16 @@
 //     read forwards and oldest-first forms backwards.
 //   - De-duplicates every submission against the page read just before.
 //   - Detects the one case left, a deletion in a newest-first form while it
-//     is read forwards: the total drops and no submission repeats from the
-//     page before. The pass is then made again (up to Config.MaxRescans
-//     times); if the form never holds still, its rows are committed but its
-//     watermark is kept, so the next run reads the same range again.
+//     is read forwards: it pulls every later submission up by one, so the
+//     first submission of the next page lands on the page just read and
+//     would be skipped. The total dropping between two pages shows it; the
+//     walker then reads the page before again (where the pulled
+//     submissions now are) before going on. Additions at the head push
+//     submissions the other way, which only repeats them.
+//   - Remembers, in the watermark's boundary, both the id and the content
+//     key of the submissions at the watermark's millisecond, so that a form
+//     answering in the older response form next time does not store them
+//     again under their content keys.
 //   - Checks that paging adds up on every page: the client refuses a page
 //     whose current_page is not the page asked for, or whose total_pages
 //     does not match ⌈total / per_page⌉; the walker refuses a page identical

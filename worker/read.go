@@ -245,6 +245,13 @@ func (r *formRun) stage(row sink.Row, fieldNames []string) error {
 			id = *row.SubmissionID
 		}
 		r.wm = r.wm.Advance(row.CreatedAt, id, row.SubmissionKey)
+		if row.ContentKey != row.SubmissionKey {
+			// Also by content: should the form answer in the older
+			// response form next time, the submissions at the watermark's
+			// millisecond are recognised as loaded rather than stored
+			// again under their content keys.
+			r.wm = r.wm.Advance(row.CreatedAt, id, row.ContentKey)
+		}
 	}
 	for _, name := range fieldNames {
 		r.fields[name] = struct{}{}

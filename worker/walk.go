@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -10,11 +9,6 @@ import (
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker/formsapi"
 )
-
-// ErrPagingMismatch is matched by the error of a form whose pages do not
-// add up: a page identical to the one before it (a server or proxy that
-// ignores the page parameter).
-var ErrPagingMismatch = errors.New("paging does not add up")
 
 // span says which submissions a walk is after. Walks go from newer to
 // older submissions in either order, so a span has an upper end (rows
@@ -87,8 +81,8 @@ func (w *walker) walk(ctx context.Context, start int, first *formsapi.Page) erro
 			prev = seen
 		}
 		if prev != nil && prev.page != page && len(p.Submissions) > 0 && slices.Equal(prev.order, keysInOrder(p, r.old.FormID)) {
-			return fmt.Errorf("form %s: %w: page %d holds exactly the submissions of page %d (the server ignores the page parameter)",
-				r.old.FormID, ErrPagingMismatch, page, prev.page)
+			return fmt.Errorf("form %s: page %d holds exactly the submissions of page %d, so the server (or a proxy) ignores the page parameter: %w",
+				r.old.FormID, page, prev.page, formsapi.ErrPaging)
 		}
 		var prevKeys map[string]struct{}
 		if prev != nil {

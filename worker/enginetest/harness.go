@@ -105,7 +105,8 @@ func DeletedRows(t testing.TB, sim *apisim.Server, formID string, v apisim.Varia
 }
 
 // rowsOf is what subs become when read in response form v: no id and six
-// fractional digits in the older form, the id and three digits in the newer.
+// fractional digits in the older form, the id and three digits in the newer
+// and the live form, which sends neither files nor is_spam.
 func rowsOf(t testing.TB, formID string, subs []apisim.Submission, v apisim.Variant) []sink.Row {
 	t.Helper()
 	rows := make([]sink.Row, 0, len(subs))
@@ -116,7 +117,11 @@ func rowsOf(t testing.TB, formID string, subs []apisim.Submission, v apisim.Vari
 		} else {
 			at = at.Truncate(time.Millisecond)
 		}
-		r, err := sink.NewRow(formID, id, at, s.IsSpam, s.Fields, s.Files)
+		spam, files := s.IsSpam, s.Files
+		if v == apisim.Live {
+			spam, files = false, nil
+		}
+		r, err := sink.NewRow(formID, id, at, spam, s.Fields, files)
 		if err != nil {
 			t.Fatalf("expected row: %v", err)
 		}
@@ -179,6 +184,40 @@ func (h *Harness) CheckTable(ctx context.Context, formID string, want []sink.Row
 	sort.Strings(unexpected)
 	if len(unexpected) > 0 {
 		h.T.Errorf("form %s: %d unexpected rows, e.g. %v", formID, len(unexpected), unexpected[:min(5, len(unexpected))])
+	}
+}
+
+// CheckKeys asserts that every submission of want is stored exactly once,
+// by id or, when it was last read without one, by content, and nothing
+// else is: what a form switching response forms must keep, whatever each
+// row's content was when last read.
+func (h *Harness) CheckKeys(ctx context.Context, formID string, want []sink.Row) {
+	h.T.Helper()
+	got, err := h.Sink.ReadRows(ctx, formID)
+	if err != nil {
+		h.T.Fatalf("reading %s: %v", formID, err)
+	}
+	byKey := map[string]sink.Row{}
+	for _, r := range got {
+		if _, dup := byKey[r.SubmissionKey]; dup {
+			h.T.Errorf("form %s: key %s stored twice", formID, r.SubmissionKey)
+		}
+		byKey[r.SubmissionKey] = r
+	}
+	for _, w := range want {
+		_, byID := byKey[w.SubmissionKey]
+		_, byContent := byKey[w.ContentKey]
+		switch {
+		case byID && byContent && w.SubmissionKey != w.ContentKey:
+			h.T.Errorf("form %s: submission %s stored twice, by id and by content", formID, w.SubmissionKey)
+		case !byID && !byContent:
+			h.T.Errorf("form %s: submission %s missing", formID, w.SubmissionKey)
+		}
+		delete(byKey, w.SubmissionKey)
+		delete(byKey, w.ContentKey)
+	}
+	if len(byKey) > 0 {
+		h.T.Errorf("form %s: %d rows that are no submission", formID, len(byKey))
 	}
 }
 
