@@ -74,8 +74,8 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	prog.done()
 	if rep != nil && *dry {
 		fmt.Fprintf(e.stdout, "Dry run: form %s (%s) would be read from page %d to page %d: about %d submissions in %d requests, about %s at %g requests/s.\n",
-			rep.FormID, rep.Order, rep.FirstPage, rep.LastPage, rep.RowsEstimate, rep.LastPage-rep.FirstPage+1,
-			(time.Duration(float64(rep.LastPage-rep.FirstPage+1) / e.cfg.RateLimit * float64(time.Second))).Round(time.Second), e.cfg.RateLimit)
+			rep.FormID, rep.Order, rep.FirstPage, rep.LastPage, rep.RowsEstimate, rep.PagesToRead(),
+			(time.Duration(float64(rep.PagesToRead()) / e.cfg.RateLimit * float64(time.Second))).Round(time.Second), e.cfg.RateLimit)
 	}
 	if err != nil {
 		attrs := []any{"form", *form, "error", err.Error()}

@@ -10,22 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/robfig/cron/v3"
 )
 
 // envPrefix is the prefix of every formsync environment variable.
 const envPrefix = "FORMSYNC"
-
-// Secret holds a credential. It prints as "[redacted]" wherever it ends up:
-// fmt verbs, slog, errors.
-type Secret string
-
-func (Secret) String() string   { return "[redacted]" }
-func (Secret) GoString() string { return "[redacted]" }
-
-// Value returns the credential itself, for the one place that sends it.
-func (s Secret) Value() string { return string(s) }
 
 // Config is formsync's whole configuration, read from FORMSYNC_* environment
 // variables. Every field documents its variable and default; `formsync help`
@@ -36,8 +27,8 @@ type Config struct {
 	APIBaseURL string `envconfig:"API_BASE_URL" desc:"base URL of the Form Submissions Read API (https; http only on loopback)"`
 	// API_TOKEN / API_TOKEN_FILE: the personal access token, given directly or
 	// as a file (a mounted Kubernetes Secret). Exactly one is needed.
-	APIToken     Secret `envconfig:"API_TOKEN" desc:"API personal access token (prefer FORMSYNC_API_TOKEN_FILE)"`
-	APITokenFile string `envconfig:"API_TOKEN_FILE" desc:"file holding the API token (e.g. a mounted Secret)"`
+	APIToken     formsapi.Secret `envconfig:"API_TOKEN" desc:"API personal access token (prefer FORMSYNC_API_TOKEN_FILE)"`
+	APITokenFile string          `envconfig:"API_TOKEN_FILE" desc:"file holding the API token (e.g. a mounted Secret)"`
 	// FORMS: comma-separated form ids to sync.
 	Forms []string `envconfig:"FORMS" desc:"comma-separated form ids to sync"`
 	// PAGE_SIZE: the limit asked per page (the older API form ignores it and
@@ -211,9 +202,9 @@ func (c *Config) Validate(n Need) error {
 }
 
 // Token returns the API token, reading FORMSYNC_API_TOKEN_FILE when set.
-func (c *Config) Token() (string, error) {
+func (c *Config) Token() (formsapi.Secret, error) {
 	if c.APITokenFile == "" {
-		return c.APIToken.Value(), nil
+		return c.APIToken, nil
 	}
 	b, err := os.ReadFile(c.APITokenFile)
 	if err != nil {
@@ -223,7 +214,7 @@ func (c *Config) Token() (string, error) {
 	if tok == "" {
 		return "", fmt.Errorf("FORMSYNC_API_TOKEN_FILE %s is empty", c.APITokenFile)
 	}
-	return tok, nil
+	return formsapi.Secret(tok), nil
 }
 
 // envNames lists every variable formsync reads.
@@ -246,7 +237,7 @@ func writeEnv(w io.Writer, c Config) {
 	for i := range t.NumField() {
 		val := v.Field(i).Interface()
 		switch x := val.(type) {
-		case Secret:
+		case formsapi.Secret:
 			if x == "" {
 				val = ""
 			}

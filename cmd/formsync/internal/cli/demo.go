@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 	"github.com/formsync/formsync/worker/metrics"
 )
@@ -55,7 +56,7 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	defer srv.Close()
 
 	e.cfg.APIBaseURL = "http://" + ln.Addr().String()
-	e.cfg.APIToken, e.cfg.APITokenFile = Secret(apisim.DefaultToken), ""
+	e.cfg.APIToken, e.cfg.APITokenFile = formsapi.Secret(apisim.DefaultToken), ""
 	e.cfg.Forms = sim.FormIDs()
 	e.cfg.Sink, e.cfg.SQLitePath = "sqlite", *db
 	e.cfg.ShardIndex, e.cfg.ShardCount = 0, 1
