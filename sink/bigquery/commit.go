@@ -1,6 +1,7 @@
 package bigquery
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -114,14 +116,10 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if err := s.load(ctx, base, staging, spools); err != nil {
 		return nil, err
 	}
-	from, to := createdRange(spools)
-	params = append(params,
-		bq.QueryParameter{Name: "created_from", Value: from},
-		// A row loaded from the older response form keeps its
-		// microseconds; the newer form prints milliseconds only, so
-		// its content-keyed twin may be up to 1 ms later.
-		bq.QueryParameter{Name: "created_to", Value: to.Add(time.Millisecond)},
-	)
+	// The stored rows the plan compares with are read by form (the
+	// table is clustered on form_id), not by a created_at range: a later
+	// version of a submission may move its created_at anywhere.
+	params = append(params, bq.QueryParameter{Name: "form_ids", Value: order})
 	t := s.t
 	t.Staging = ref(s.cfg.Project, s.cfg.StagingDataset, staging)
 	job, err := s.transact(ctx, base+"_txn", "merging staged rows and sync state", render("commit", t), params, order, states)
@@ -243,19 +241,6 @@ func commitID(cfg Config, syncedAt time.Time, forms []sink.FormCommit) (string, 
 	return "formsync_" + hex.EncodeToString(h.Sum(nil)[:6]) + hex.EncodeToString(nonce[:]), nil
 }
 
-func createdRange(spools []*sink.Spool) (from, to time.Time) {
-	for i, sp := range spools {
-		a, b := sp.CreatedRange()
-		if i == 0 || a.Before(from) {
-			from = a
-		}
-		if i == 0 || b.After(to) {
-			to = b
-		}
-	}
-	return from.UTC(), to.UTC()
-}
-
 // load runs the one load job of a commit: every spool, concatenated, into
 // the commit's own staging table, which the job creates (CREATE_IF_NEEDED)
 // and which expires with the staging dataset's default expiration. The
@@ -279,7 +264,7 @@ func (s *Sink) startLoad(ctx context.Context, id, table string, spools []*sink.S
 		defer rc.Close()
 		readers = append(readers, rc)
 	}
-	src := bq.NewReaderSource(io.MultiReader(readers...))
+	src := bq.NewReaderSource(&sequencer{r: io.MultiReader(readers...)})
 	src.SourceFormat = bq.JSON
 	src.Schema = stagingSchema()
 	l := s.client.Dataset(s.cfg.StagingDataset).Table(table).LoaderFrom(src)
@@ -345,4 +330,65 @@ func (s *Sink) runJob(ctx context.Context, base, op string, start func(id string
 		return nil
 	})
 	return done, err
+}
+
+// sequencer numbers the NDJSON lines it reads: every line, an object,
+// starts with "{"seq":N," (N from 1), so that the staging table keeps the
+// order of the commit's rows, which a load job does not. Versions of one
+// submission within a commit are applied in that order, as the SQLite
+// sink applies them. It streams: memory does not grow with the spool.
+type sequencer struct {
+	r       io.Reader
+	n       int64
+	pending []byte // the prefix still to emit
+	mid     bool   // inside a line
+	buf     []byte
+}
+
+func (q *sequencer) Read(p []byte) (int, error) {
+	written := 0
+	for written < len(p) {
+		if len(q.pending) > 0 {
+			c := copy(p[written:], q.pending)
+			q.pending = q.pending[c:]
+			written += c
+			continue
+		}
+		if len(q.buf) == 0 {
+			if written > 0 {
+				return written, nil
+			}
+			if cap(q.buf) == 0 {
+				q.buf = make([]byte, 0, 64<<10)
+			}
+			n, err := q.r.Read(q.buf[:cap(q.buf)])
+			q.buf = q.buf[:n]
+			if n == 0 {
+				return 0, err
+			}
+		}
+		if !q.mid {
+			if q.buf[0] != '{' {
+				return written, fmt.Errorf("bigquery: staged NDJSON line %d does not start with an object", q.n+1)
+			}
+			q.n++
+			q.pending = strconv.AppendInt(append(q.pending[:0], `{"seq":`...), q.n, 10)
+			q.pending = append(q.pending, ',')
+			q.buf = q.buf[1:]
+			q.mid = true
+			continue
+		}
+		// Copy up to the end of the line (its '\n' included).
+		chunk := q.buf
+		if i := bytes.IndexByte(chunk, '\n'); i >= 0 {
+			chunk = chunk[:i+1]
+		}
+		c := copy(p[written:], chunk)
+		written += c
+		if c == len(chunk) && chunk[len(chunk)-1] == '\n' {
+			q.mid = false
+		}
+		q.buf = q.buf[c:]
+	}
+	return written, nil
 }

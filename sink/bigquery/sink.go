@@ -246,9 +246,11 @@ func stateSchema() bq.Schema {
 
 var addedStateColumns = []string{"revision"}
 
-// stagingSchema is one NDJSON line of a sink.Spool.
+// stagingSchema is one NDJSON line of a sink.Spool, numbered (seq) as it
+// is uploaded.
 func stagingSchema() bq.Schema {
 	return bq.Schema{
+		{Name: "seq", Type: bq.IntegerFieldType, Required: true},
 		{Name: "form_id", Type: bq.StringFieldType, Required: true},
 		{Name: "submission_id", Type: bq.IntegerFieldType},
 		{Name: "submission_key", Type: bq.StringFieldType, Required: true},

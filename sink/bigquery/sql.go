@@ -102,45 +102,67 @@ BEGIN TRANSACTION;
 CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
   SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files,
-    NULLIF(raw, '') AS raw
+    NULLIF(raw, '') AS raw, seq,
+    COALESCE(TO_JSON_STRING(SAFE.PARSE_JSON(fields, wide_number_mode => 'exact')), fields) AS fields_cmp,
+    COALESCE(TO_JSON_STRING(SAFE.PARSE_JSON(files, wide_number_mode => 'exact')), files) AS files_cmp,
+    SAFE.PARSE_JSON(fields, wide_number_mode => 'exact') IS NULL AS fields_inexact,
+    SAFE.PARSE_JSON(files, wide_number_mode => 'exact') IS NULL AS files_inexact
   FROM {{.Staging}}
+),
+versions AS (
+  SELECT *,
+    COALESCE(LAG(seq) OVER w IS NOT NULL AND (is_spam != LAG(is_spam) OVER w OR fields_cmp != LAG(fields_cmp) OVER w
+      OR files_cmp != LAG(files_cmp) OVER w
+      OR TIMESTAMP_TRUNC(created_at, MILLISECOND) != TIMESTAMP_TRUNC(LAG(created_at) OVER w, MILLISECOND)
+      OR (raw IS NOT NULL AND raw IS DISTINCT FROM LAG(raw) OVER w)), FALSE) AS changed
+  FROM staged
+  WINDOW w AS (PARTITION BY form_id, submission_key ORDER BY seq)
+),
+batch AS (
+  SELECT *,
+    COUNTIF(changed) OVER k AS inner_changes,
+    FIRST_VALUE(is_spam) OVER k AS first_spam, FIRST_VALUE(fields_cmp) OVER k AS first_fields,
+    FIRST_VALUE(files_cmp) OVER k AS first_files, FIRST_VALUE(created_at) OVER k AS first_created,
+    FIRST_VALUE(raw) OVER k AS first_raw
+  FROM versions
   WHERE TRUE
-  QUALIFY ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY is_spam DESC, fields, files, created_at, raw) = 1
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY seq DESC) = 1
+  WINDOW k AS (PARTITION BY form_id, submission_key ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ),
 ranked AS (
-  SELECT *,
-    ROW_NUMBER() OVER (PARTITION BY form_id, content_key ORDER BY submission_id IS NULL DESC, submission_id) AS content_rank,
-    TO_JSON_STRING(SAFE.PARSE_JSON(fields, wide_number_mode => 'exact')) AS fields_exact,
-    TO_JSON_STRING(SAFE.PARSE_JSON(files, wide_number_mode => 'exact')) AS files_exact
-  FROM staged
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, content_key ORDER BY submission_id IS NULL DESC, submission_id) AS content_rank
+  FROM batch
 ),
 stored AS (
   SELECT form_id, submission_id, submission_key, created_at, is_spam,
     COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
     COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw
   FROM {{.Submissions}}
-  WHERE created_at BETWEEN @created_from AND @created_to
-    AND form_id IN (SELECT DISTINCT form_id FROM staged)
+  WHERE form_id IN UNNEST(@form_ids)
+),
+joined AS (
+  SELECT s.*, k.submission_key AS stored_key, l.submission_key AS legacy_key,
+    k.submission_key IS NOT NULL AND (k.is_spam != s.first_spam OR k.fields != s.first_fields
+      OR k.files != s.first_files
+      OR TIMESTAMP_TRUNC(k.created_at, MILLISECOND) != TIMESTAMP_TRUNC(s.first_created, MILLISECOND)
+      OR (s.first_raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.first_raw))
+      OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id))) AS first_differs
+  FROM ranked AS s
+  LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
+  LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
+    AND s.content_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
+    AND l.submission_key = s.content_key
 )
-SELECT s.form_id, s.submission_id, s.submission_key, s.created_at, s.is_spam, s.fields, s.files, s.raw,
-  s.fields_exact IS NULL AS fields_inexact, s.files_exact IS NULL AS files_inexact,
+SELECT form_id, submission_id, submission_key, created_at, is_spam, fields, files, raw, fields_inexact, files_inexact,
   CASE
-    WHEN k.submission_key IS NULL AND l.submission_key IS NOT NULL THEN 'rekey'
-    WHEN k.submission_key IS NULL THEN 'insert'
-    WHEN k.is_spam != s.is_spam
-      OR k.fields != COALESCE(s.fields_exact, s.fields)
-      OR k.files != COALESCE(s.files_exact, s.files)
-      OR TIMESTAMP_TRUNC(k.created_at, MILLISECOND) != TIMESTAMP_TRUNC(s.created_at, MILLISECOND)
-      OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id)) THEN 'update'
-    WHEN s.raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.raw) THEN 'refresh'
+    WHEN stored_key IS NULL AND legacy_key IS NOT NULL THEN 'rekey'
+    WHEN stored_key IS NULL THEN 'insert'
+    WHEN first_differs OR inner_changes > 0 THEN 'update'
     ELSE 'none'
   END AS action,
-  l.submission_key AS legacy_key
-FROM ranked AS s
-LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
-LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
-  AND s.content_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
-  AND l.submission_key = s.content_key;
+  IF(stored_key IS NULL AND legacy_key IS NOT NULL OR first_differs, 1, 0) + inner_changes AS updates,
+  legacy_key
+FROM joined;
 
 MERGE {{.Submissions}} AS t
 USING (
@@ -149,11 +171,10 @@ USING (
   SELECT *, legacy_key AS match_key, TRUE AS twin FROM _formsync_plan WHERE legacy_key IS NOT NULL
 ) AS p
 ON t.form_id = p.form_id AND t.submission_key = p.match_key
-  AND t.created_at BETWEEN @created_from AND @created_to
 WHEN MATCHED AND p.twin AND p.action = 'rekey' THEN UPDATE SET
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam,{{template "jsonColumns"}}
 WHEN MATCHED AND p.twin THEN DELETE
-WHEN MATCHED AND p.action IN ('update', 'refresh') THEN UPDATE SET
+WHEN MATCHED AND p.action = 'update' THEN UPDATE SET
   submission_id = COALESCE(p.submission_id, t.submission_id),
   created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
   is_spam = p.is_spam,{{template "jsonColumns"}}
@@ -183,7 +204,7 @@ VALUES ({{template "stateValues" "s.added_rows"}}
 
 COMMIT TRANSACTION;
 
-SELECT form_id, COUNTIF(action = 'insert') AS inserted, COUNTIF(action IN ('rekey', 'update')) AS updated
+SELECT form_id, COUNTIF(action = 'insert') AS inserted, SUM(updates) AS updated
 FROM _formsync_plan
 GROUP BY form_id;
 {{end}}

@@ -89,7 +89,7 @@ func init() {
 		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, nil, (*Server).readState},
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, nil, (*Server).readRows},
 		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP"}, []int{1}, (*Server).writeState},
-		{shapeCommit, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP"}, []int{3, 4}, (*Server).commitScript},
+		{shapeCommit, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "form_ids": "ARRAY<STRING>"}, []int{3, 4}, (*Server).commitScript},
 	} {
 		n, _, err := normalise(d.text)
 		if err != nil {
@@ -373,40 +373,76 @@ func (s *Server) commitScript(refs []string, params map[string]param) (*result, 
 				return nil, err
 			}
 		}
+		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
+			return nil, err
+		}
+		// BigQuery's plan on SQLite: QUALIFY becomes a filter on a
+		// subquery, COUNTIF a SUM, TIMESTAMP_TRUNC(x, MILLISECOND) an
+		// integer division of the microseconds, IS DISTINCT FROM IS NOT.
 		plan := `CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
-  SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files, NULLIF(raw, '') AS raw FROM (
-    SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY is_spam DESC, fields, files, created_at, raw) AS rn
-    FROM ` + staging + `) WHERE rn = 1
+  SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files,
+    NULLIF(raw, '') AS raw, seq,
+    COALESCE(bqfake_json_exact(fields), fields) AS fields_cmp,
+    COALESCE(bqfake_json_exact(files), files) AS files_cmp,
+    bqfake_json_exact(fields) IS NULL AS fields_inexact,
+    bqfake_json_exact(files) IS NULL AS files_inexact
+  FROM ` + staging + `
+),
+versions AS (
+  SELECT *,
+    COALESCE(LAG(seq) OVER w IS NOT NULL AND (is_spam != LAG(is_spam) OVER w OR fields_cmp != LAG(fields_cmp) OVER w
+      OR files_cmp != LAG(files_cmp) OVER w
+      OR created_at / 1000 != LAG(created_at) OVER w / 1000
+      OR (raw IS NOT NULL AND raw IS NOT LAG(raw) OVER w)), 0) AS changed
+  FROM staged
+  WINDOW w AS (PARTITION BY form_id, submission_key ORDER BY seq)
+),
+batch AS (
+  SELECT * FROM (
+    SELECT *,
+      SUM(changed) OVER k AS inner_changes,
+      FIRST_VALUE(is_spam) OVER k AS first_spam, FIRST_VALUE(fields_cmp) OVER k AS first_fields,
+      FIRST_VALUE(files_cmp) OVER k AS first_files, FIRST_VALUE(created_at) OVER k AS first_created,
+      FIRST_VALUE(raw) OVER k AS first_raw,
+      ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY seq DESC) AS from_last
+    FROM versions
+    WINDOW k AS (PARTITION BY form_id, submission_key ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+  ) WHERE from_last = 1
 ),
 ranked AS (
-  SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, content_key ORDER BY submission_id IS NULL DESC, submission_id) AS content_rank,
-    bqfake_json_exact(fields) AS fields_exact, bqfake_json_exact(files) AS files_exact
-  FROM staged
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, content_key ORDER BY submission_id IS NULL DESC, submission_id) AS content_rank
+  FROM batch
 ),
 stored AS (
   SELECT form_id, submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields) AS fields,
     COALESCE(files_text, files) AS files, raw
   FROM ` + subs + `
-  WHERE created_at BETWEEN @created_from AND @created_to AND form_id IN (SELECT DISTINCT form_id FROM staged)
+  WHERE form_id IN (SELECT value FROM temp.param_form_ids)
+),
+joined AS (
+  SELECT s.*, k.submission_key AS stored_key, l.submission_key AS legacy_key,
+    k.submission_key IS NOT NULL AND (k.is_spam != s.first_spam OR k.fields != s.first_fields
+      OR k.files != s.first_files
+      OR k.created_at / 1000 != s.first_created / 1000
+      OR (s.first_raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.first_raw))
+      OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id))) AS first_differs
+  FROM ranked AS s
+  LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
+  LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
+    AND s.content_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
+    AND l.submission_key = s.content_key
 )
-SELECT s.form_id, s.submission_id, s.submission_key, s.created_at, s.is_spam, s.fields, s.files, s.raw,
-  s.fields_exact IS NULL AS fields_inexact, s.files_exact IS NULL AS files_inexact,
+SELECT form_id, submission_id, submission_key, created_at, is_spam, fields, files, raw, fields_inexact, files_inexact,
   CASE
-    WHEN k.submission_key IS NULL AND l.submission_key IS NOT NULL THEN 'rekey'
-    WHEN k.submission_key IS NULL THEN 'insert'
-    WHEN k.is_spam != s.is_spam OR k.fields != COALESCE(s.fields_exact, s.fields) OR k.files != COALESCE(s.files_exact, s.files)
-      OR k.created_at / 1000 != s.created_at / 1000
-      OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id)) THEN 'update'
-    WHEN s.raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.raw) THEN 'refresh'
+    WHEN stored_key IS NULL AND legacy_key IS NOT NULL THEN 'rekey'
+    WHEN stored_key IS NULL THEN 'insert'
+    WHEN first_differs OR inner_changes > 0 THEN 'update'
     ELSE 'none'
   END AS action,
-  l.submission_key AS legacy_key
-FROM ranked AS s
-LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
-LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
-  AND s.content_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
-  AND l.submission_key = s.content_key`
+  CASE WHEN stored_key IS NULL AND legacy_key IS NOT NULL OR first_differs THEN 1 ELSE 0 END + inner_changes AS updates,
+  legacy_key
+FROM joined`
 		args, err := named(plan, params)
 		if err != nil {
 			return nil, err
@@ -425,11 +461,11 @@ LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
 			SELECT *, legacy_key AS match_key, 1 AS twin FROM temp._formsync_plan WHERE legacy_key IS NOT NULL`); err != nil {
 			return nil, err
 		}
-		on := `t.form_id = p.form_id AND t.submission_key = p.match_key AND t.created_at BETWEEN @created_from AND @created_to`
+		on := `t.form_id = p.form_id AND t.submission_key = p.match_key`
 		matchSelect := `SELECT t.rowid AS trow, p.rowid AS prow,
 			CASE WHEN p.twin AND p.action = 'rekey' THEN 1
 			     WHEN p.twin THEN 2
-			     WHEN p.action IN ('update', 'refresh') THEN 3 ELSE 0 END AS clause
+			     WHEN p.action = 'update' THEN 3 ELSE 0 END AS clause
 			FROM temp._fake_src AS p JOIN ` + subs + ` AS t ON ` + on
 		if args, err = named(matchSelect, params); err != nil {
 			return nil, err
@@ -492,7 +528,7 @@ LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
 			return nil, err
 		}
 		res, err := s.query(tx, []*bqv2.TableFieldSchema{col("form_id", "STRING"), col("inserted", "INTEGER"), col("updated", "INTEGER")},
-			`SELECT form_id, SUM(action = 'insert'), SUM(action IN ('rekey', 'update')) FROM temp._formsync_plan GROUP BY form_id ORDER BY form_id`)
+			`SELECT form_id, SUM(action = 'insert'), SUM(updates) FROM temp._formsync_plan GROUP BY form_id ORDER BY form_id`)
 		if err != nil {
 			return nil, err
 		}
