@@ -1,61 +1,121 @@
-// Package bigquery is formsync's BigQuery destination.
+// Package bigquery is formsync's BigQuery destination, a sink.Sink.
 //
 // Open connects (Config.Endpoint points the client at an emulator or at
 // bqfake; the client itself ignores BIGQUERY_EMULATOR_HOST) and creates what
-// is missing: the dataset in Config.Location, `submissions` (partitioned by
-// DAY on created_at, clustered by form_id, JSON fields/files), `sync_state`
-// (one row per form; boundary, field_names and backfill as JSON) and the
-// staging table (the schema of one sink.Spool NDJSON line; sharded runs use
-// one staging table per shard). When everything exists Open only reads
-// metadata: no DDL in the steady state.
+// is missing: the dataset in Config.Location; `submissions` (partitioned by
+// DAY on created_at, clustered by form_id); `sync_state` (one row per form;
+// boundary, field_names and backfill as JSON); and the staging dataset
+// (Config.StagingDataset, "<dataset>_staging" by default) with a default
+// table expiration of Config.StagingExpiration (6 h). Tables created by an
+// earlier formsync gain the nullable columns added since (submissions: raw,
+// fields_text, files_text; sync_state: revision) by one schema update each,
+// made only while a column is missing: old rows read them as NULL (raw as
+// "", revision as 0). When everything exists Open only reads metadata: no
+// DDL in the steady state.
 //
 // # How a commit flows
 //
-//  1. One SELECT reads the stored state of the commit's forms.
+//  1. One SELECT reads the stored state of the commit's forms. A form whose
+//     stored revision is not the one its State carries (another process
+//     committed it since it was read; a form never stored is at 0) makes
+//     the commit a *sink.ConflictError at once, before any job. A form
+//     listed twice keeps its last state and its rows all count.
 //  2. CREATE OR REPLACE VIEW `form_<id>` for each form that is new or whose
 //     field names changed (views are DDL, rate-limited, and cannot be part
 //     of a transaction; they run before it, so a failed commit only means
 //     the view is refreshed again next time).
-//  3. All forms' spools, concatenated, go into ONE load job (NDJSON,
-//     WRITE_TRUNCATE into the staging table) with a job id derived from the
-//     commit. The client never retries an upload from a reader, so the sink
-//     does, with bounded exponential backoff: the same id while it is
-//     unknown whether the job was created (a 409 duplicate then means it
-//     was: the sink waits for that job), the next id once a job ran and
-//     failed. A 409 on an id the commit has not sent yet means an earlier
-//     call used it; the staging table may have been overwritten since, so
-//     the rows are loaded again under a fresh id. Job.Wait returns nil for a
-//     failed job, so the sink polls the status itself and checks its error.
-//  4. ONE multi-statement transaction: a temp table `_formsync_plan`
-//     classifies every (deduplicated) staged row against the stored rows
-//     (insert, update, rekey, none, plus a content-keyed twin to delete),
-//     the submissions MERGE applies the plan, the sync_state MERGE writes
-//     the states from the @states ARRAY<STRUCT> parameter with row_count =
-//     previous + inserted - twins removed, then COMMIT, then a final SELECT
-//     returns the per-form counts from the same plan. The counts are computed
-//     inside the transaction, from the very rows the MERGE applies, so they
-//     are exact and consistent with it by construction (a SELECT run before
-//     the transaction could disagree with it if anything changed between
-//     the two). The plan is pruned to the batch's created_at range (widened
-//     by 1 ms: a row loaded from the older response form keeps microseconds
-//     the newer form does not print).
+//  3. All forms' spools, concatenated and numbered line by line (a `seq`
+//     column, so the commit's row order survives the load), go into ONE
+//     load job into a staging table of this commit's own,
+//     <StagingTable>_<commit id>, which the job creates (CREATE_IF_NEEDED)
+//     and the staging dataset's default expiration deletes: nothing one
+//     process loads can be merged by another (a shard, a backfill, a
+//     retried commit), and no DDL is issued for it.
+//  4. ONE multi-statement transaction:
+//     - ASSERT that every form's stored revision is still the one read (it
+//     fails with the description formsync_state_conflict, which the sink
+//     turns into a *sink.ConflictError naming the forms whose revision
+//     moved, after re-reading them);
+//     - a temp table `_formsync_plan` with one row per staged key: its
+//     last version (highest seq), the number of changes between its
+//     versions in this commit, and the action against the stored row
+//     (insert, update, rekey from a content-keyed twin, none), so that
+//     counts equal the SQLite sink's row-by-row apply;
+//     - the submissions MERGE, whose source has ONE match key per row: the
+//     row's own key, plus, through UNION ALL, a second row keyed by the
+//     content-keyed twin to re-key or delete. The ON clause is therefore
+//     form_id and key equality, which BigQuery runs as a join on equality
+//     (the former `key = k OR key = legacy_key` left it only form_id);
+//     - the sync_state MERGE from the @states parameter, row_count =
+//     previous + inserted - twins removed, revision = the revision read + 1;
+//     - COMMIT, then a SELECT of the per-form counts from the same plan.
 //
-// A commit with no rows runs no load job and no submissions MERGE: only the
-// sync_state MERGE, and only when some form's state changed in something
-// other than LastSuccessAt. A run with no new rows therefore runs no load
-// job and no DML at all (LastSuccessAt is then not advanced in storage).
+// A commit with no rows runs no load job and no submissions MERGE: only a
+// transaction with the ASSERT and the sync_state MERGE. Every commit writes
+// its forms' states, even when only LastSuccessAt changed: the revision is
+// the token the next commit (this process's or another's) is checked
+// against.
+//
+// The stored rows a plan compares with are read by form (IN
+// UNNEST(@form_ids), which prunes on the clustering), not by created_at:
+// a later version of a submission may move its created_at anywhere.
 //
 // # Upsert rules (the same as the SQLite sink's)
 //
-// Rows are keyed by (form_id, submission_key). A staged row whose stored
-// twin is identical changes nothing; one whose is_spam, fields or files
-// differ is updated (synced_at = the commit's SyncedAt) and counted in
-// Updated. A row with an id whose content-keyed twin (stored from the older
-// response form: submission_id NULL, submission_key = its ContentKey) exists
-// is re-keyed to the id, counted in Updated, never duplicated; if the id key
-// is stored too, the twin is deleted. Duplicates inside a batch are
-// harmless: one row per key is kept (deterministically: spam first, then the
-// smallest fields/files text, since NDJSON loading keeps no line order).
+// Rows are keyed by (form_id, submission_key). A staged row identical to
+// its stored twin changes nothing. A later version (is_spam, fields, files,
+// raw or created_at's millisecond differ) replaces every column, created_at
+// included; within one millisecond the stored created_at is kept, because
+// the newer response form prints milliseconds where a row loaded from the
+// older one has microseconds. A row with an id whose content-keyed twin
+// (stored from the older response form: submission_id NULL,
+// submission_key = its ContentKey) exists is re-keyed to the id (keeping
+// the twin's created_at), counted in Updated, never duplicated; if the id
+// key is stored too, the twin is deleted. Versions of one submission within
+// a commit apply in the commit's order: the last one is stored, and each
+// change between them counts as an update.
+//
+// # Exact values
+//
+// `raw`, the submission object exactly as the API sent it, is a STRING
+// column: BigQuery's JSON type holds a number as an INT64, a UINT64 or a
+// FLOAT64, so a JSON column could not keep `123456789012345678901234567890`
+// or `1.000000000000000000001` as sent, and raw exists to keep everything
+// as sent. `fields` and `files` stay JSON (analysts query them with JSON
+// functions and the views read them), stored with PARSE_JSON(...,
+// wide_number_mode => 'round'); where SAFE.PARSE_JSON(..., 'exact') fails,
+// i.e. a number that JSON cannot hold exactly, the exact text goes to
+// fields_text / files_text (NULL otherwise), and ReadRows, and every
+// comparison, read COALESCE(fields_text, TO_JSON_STRING(fields)). Ids travel
+// as strings in the NDJSON (sink.Spool writes them so), so the loader never
+// rounds an id beyond 2^53. The views' JSON_VALUE reads the JSON column: a
+// field holding such a wide number shows its rounded value there.
+//
+// # Concurrency and retries
+//
+// BigQuery cancels a transaction that mutates a table another running
+// transaction mutates ("Transaction is aborted due to concurrent update
+// against table ...", reason invalidQuery: the reason is shared with real
+// query errors, so the message's fixed fragment tells them apart). Shards
+// and a backfill committing together hit this. The sink waits (exponential
+// backoff with jitter), re-reads the revisions (a moved one ends the commit
+// with a *sink.ConflictError: the caller re-reads its state and merges) and
+// runs the transaction again under a new job id; the plan is built inside
+// the transaction from the tables as they are then. Config.
+// MaxConcurrentRetries bounds it; after that the error is
+// ErrConcurrentUpdate.
+//
+// Job ids are the commit id (a digest of the commit plus a random part, so
+// no other call can hold them) and a suffix per step and attempt. The
+// client never retries an upload from a reader, and retries a query job's
+// insert by itself on 5xx; either way a 409 duplicate on one of these ids
+// answers a job this commit created, and the sink attaches to it
+// (JobFromIDLocation) instead of starting another. A job that ran and
+// failed transiently is retried under the next id. A job whose status
+// cannot be read (jobs.get failing beyond its retries) is never replaced:
+// it may still be running, and a second identical transaction must not
+// start beside it; the commit fails saying so. Job.Wait returns nil for a
+// failed job, so the sink polls the status itself and checks its error.
 //
 // # Statements
 //
@@ -65,17 +125,28 @@
 // form id and field names are printable-ASCII string literals with every
 // other character escaped, and fields are read with the JSON subscript
 // operator (JSON_VALUE(fields['name'])), so no character of a name is ever
-// parsed as JSON path syntax. testdata/*.sql are the golden renderings
-// (go test -run 'Golden|Shapes' -update rewrites them and bqfake/shapes.go,
-// the fake's copy).
+// parsed as JSON path syntax. The @states ARRAY<STRUCT> parameter has no
+// NULL member (how BigQuery passes one was never checked against the
+// service): a missing time travels as 0001-01-01 00:00:00 UTC, BigQuery's
+// smallest TIMESTAMP, and no backfill as "", both turned back into NULL by
+// NULLIF in the statements.
+//
+// testdata/*.sql are the golden renderings (go test -run 'Golden|Shapes'
+// -update rewrites them and bqfake/shapes.go, the fake's copy).
+// TestZetaSQLAcceptsEverySQLText has Google's ZetaSQL analyzer (npm
+// @fivetrandevelopers/zetasql, run by testdata/zetasql/analyze.js) analyze
+// each of them, statement by statement, and views of hostile names, with
+// BigQuery's column and parameter types.
 //
 // # Errors
 //
 // Every BigQuery failure is an *Error naming the table or job and saying
 // what to do; errors.Is tells ErrRetryable (backendError, internalError,
 // rateLimitExceeded, 5xx, transport) from ErrInvalid, ErrQuotaExceeded,
-// ErrAccessDenied, ErrNotFound and ErrDuplicate. Retries are bounded
-// (Config.MaxRetries) and respect ctx.
+// ErrAccessDenied, ErrNotFound, ErrDuplicate and ErrConcurrentUpdate. A
+// refused revision is a *sink.ConflictError (errors.Is
+// sink.ErrStateConflict). Retries are bounded (Config.MaxRetries,
+// Config.MaxConcurrentRetries) and respect ctx.
 //
 // # Testing
 //

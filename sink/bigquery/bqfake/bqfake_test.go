@@ -127,3 +127,33 @@ func TestDuplicateJobID(t *testing.T) {
 		t.Errorf("%d query jobs, want 1", got)
 	}
 }
+
+func TestPatchAppendsNullableColumnsOnly(t *testing.T) {
+	_, _, tbl := setup(t, bqfake.Options{})
+	meta, err := tbl.Metadata(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := append(bq.Schema{}, meta.Schema...)
+	grown = append(grown, &bq.FieldSchema{Name: "extra", Type: bq.StringFieldType})
+	for name, schema := range map[string]bq.Schema{
+		"dropped column":  meta.Schema[:2],
+		"required column": append(append(bq.Schema{}, meta.Schema...), &bq.FieldSchema{Name: "req", Type: bq.StringFieldType, Required: true}),
+		"changed type":    append(bq.Schema{{Name: "name", Type: bq.IntegerFieldType, Required: true}}, meta.Schema[1:]...),
+	} {
+		if _, err := tbl.Update(t.Context(), bq.TableMetadataToUpdate{Schema: schema}, meta.ETag); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := tbl.Update(t.Context(), bq.TableMetadataToUpdate{Schema: grown}, meta.ETag); err != nil {
+		t.Fatalf("appending a nullable column: %v", err)
+	}
+	// The etag moved on: a second update from the old metadata fails.
+	var ge *googleapi.Error
+	if _, err := tbl.Update(t.Context(), bq.TableMetadataToUpdate{Schema: grown}, meta.ETag); !errors.As(err, &ge) || ge.Code != 412 {
+		t.Errorf("stale etag: %v, want 412", err)
+	}
+	if err := load(t, tbl, `{"name":"a","extra":"x"}`+"\n", false); err != nil {
+		t.Errorf("loading into the new column: %v", err)
+	}
+}

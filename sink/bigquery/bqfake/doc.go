@@ -6,7 +6,8 @@
 // # What it covers
 //
 //   - datasets.get/insert/delete (deleteContents), tables.get/insert/delete,
-//     tabledata.list (paged).
+//     tabledata.list (paged), tables.patch for appending NULLABLE columns
+//     to a schema (with the etag as If-Match; any other patch is refused).
 //   - Load jobs from uploads only: multipart (uploadType=multipart) and
 //     resumable (uploadType=resumable, chunks with Content-Range, answered
 //     with X-Http-Status-Code-Override: 308 until complete), NDJSON only,
@@ -27,19 +28,37 @@
 //     whitespace outside quotes and replacing each backquoted
 //     project.dataset.table by `?`; string literals are decoded as GoogleSQL
 //     decodes them. Each shape is executed with the same semantics on an
-//     in-memory SQLite database (modernc.org/sqlite): the commit script's
-//     plan, MERGE clauses evaluated on the snapshot of matches (with
-//     BigQuery's "must match at most one source row" check), the state
-//     MERGE, all in one SQLite transaction (all or nothing). Parameters are
-//     bound from queryParameters, type-checked against what each shape
+//     in-memory SQLite database (modernc.org/sqlite): the scripts' ASSERT on
+//     revisions (failing with its description, reason invalidQuery), the
+//     commit script's plan (window functions as BigQuery's), the MERGE
+//     clauses evaluated on the snapshot of matches (with BigQuery's "must
+//     match at most one source row" check; Stats.MergePlan keeps SQLite's
+//     EXPLAIN QUERY PLAN of the match join), the state MERGE, all in one
+//     SQLite transaction (all or nothing). PARSE_JSON's wide_number_mode is
+//     honoured: 'exact' fails (SAFE.: NULL) on a number no INT64, UINT64 or
+//     FLOAT64 holds exactly, 'round' stores the nearest FLOAT64. Parameters
+//     are bound from queryParameters, type-checked against what each shape
 //     needs; ARRAY parameters (ARRAY<STRING>, ARRAY<STRUCT>) become temp
-//     tables read by the translated UNNEST. Any other statement is refused:
-//     HTTP 400, reason invalidQuery, "bqfake: unsupported statement: ...".
+//     tables read by the translated UNNEST, and a NULL member inside a
+//     STRUCT of an ARRAY is refused (never checked against the service).
+//     Any other statement is refused: HTTP 400, reason invalidQuery,
+//     "bqfake: unsupported statement: ...".
+//   - Transactions overlap: a transaction script is registered as running
+//     when its job is inserted and does its work when a poll finds it done
+//     (after Options.PendingPolls polls), while other jobs come and go. A
+//     transaction inserted while another running one mutates one of its
+//     tables is cancelled at once with BigQuery's error ("Transaction is
+//     aborted due to concurrent update against table p:d.t. Transaction ID:
+//     ...", reason invalidQuery); Stats.Aborted counts them. Work is
+//     applied atomically when the transaction finishes, so the outcome is
+//     the serial one BigQuery's snapshot isolation gives.
 //   - Faults (FailNext): a failing upload, a lost upload response (the job
 //     exists: the retry gets 409), a failed load job, a failing query
 //     request, a transaction failing after its first DML (rolled back), a
-//     failing jobs.get. Options.PendingPolls makes jobs look running for a
-//     few polls.
+//     failing jobs.get, a lost jobs.insert response (the job exists: the
+//     client's retry gets 409), a transaction cancelled for a concurrent
+//     update. Options.PendingPolls makes jobs look running for a few polls.
+//     OnStatement lets a test act between a client's steps.
 //   - Counters (Stats): load and query jobs, multipart/resumable uploads,
 //     DML statements and DDL (dataset/table creation, views) per table.
 //
@@ -47,11 +66,15 @@
 //
 // Authentication, IAM, quotas and rate limits (other than injected
 // faults), locations (echoed, not enforced), partitioning and clustering
-// (stored as metadata only), REPEATED/RECORD columns, types other than
+// (stored as metadata only), dataset default table expiration (stored, not
+// enforced: tables never expire), REPEATED/RECORD columns, types other than
 // STRING, JSON, INT64, FLOAT64, BOOL and TIMESTAMP, CSV/Avro/Parquet,
 // loads from GCS, the Storage Read API, streaming inserts, copy/extract
-// jobs, table patch/update, job cancellation, sessions, dry runs and any
-// SQL beyond the shapes above. JSON values are stored as the text the
-// client sent (BigQuery normalises them). Every request is served under one
-// lock.
+// jobs, table patches other than appended columns, job cancellation,
+// sessions, dry runs and any SQL beyond the shapes above. JSON values keep
+// the text of exact numbers (BigQuery may print them differently); object
+// keys are sorted. Every request is served under one lock; the lock is not
+// what orders transactions (see above). A transaction whose client never
+// polls it again stays running and cancels every later transaction on its
+// tables.
 package bqfake

@@ -96,7 +96,8 @@ func normaliseJSON(text string, round bool) (string, bool, error) {
 }
 
 // exactNumber reports whether an INT64, a UINT64 or a FLOAT64 holds the
-// number exactly, as its shortest text.
+// number exactly: its value is the FLOAT64's, or the FLOAT64's shortest
+// text reads back as the same number (0.1: a decimal that round-trips).
 func exactNumber(s string) bool {
 	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return true
@@ -110,5 +111,5 @@ func exactNumber(s string) bool {
 	}
 	want, ok1 := new(big.Rat).SetString(s)
 	got, ok2 := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
-	return ok1 && ok2 && want.Cmp(got) == 0
+	return ok1 && ok2 && (want.Cmp(got) == 0 || want.Cmp(new(big.Rat).SetFloat64(f)) == 0)
 }
