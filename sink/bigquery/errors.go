@@ -79,7 +79,7 @@ func Retryable(err error) bool { return errors.Is(err, ErrRetryable) }
 
 // errorScope is what classify needs to write a useful hint.
 type errorScope struct {
-	Project, Dataset string
+	Project, Dataset, StagingDataset string
 }
 
 // classify wraps err, from the client or from a job's status, into an
@@ -113,7 +113,7 @@ func (sc errorScope) classify(op, resource string, err error) error {
 	}
 	switch e.Kind {
 	case ErrAccessDenied:
-		e.Hint = fmt.Sprintf("grant roles/bigquery.dataEditor on dataset %s and roles/bigquery.jobUser on project %s to the service account formsync runs as", sc.Dataset, sc.Project)
+		e.Hint = fmt.Sprintf("grant roles/bigquery.dataEditor on dataset %s%s and roles/bigquery.jobUser on project %s to the service account formsync runs as", sc.Dataset, sc.alsoStaging(), sc.Project)
 	case ErrNotFound:
 		e.Hint = fmt.Sprintf("check FORMSYNC_BQ_PROJECT (%s), FORMSYNC_BQ_DATASET (%s) and FORMSYNC_BQ_LOCATION; formsync creates missing tables when it starts", sc.Project, sc.Dataset)
 	case ErrQuotaExceeded:
@@ -128,6 +128,13 @@ func (sc errorScope) classify(op, resource string, err error) error {
 		e.Hint = "other formsync processes (shards, a backfill) kept committing at the same time; the next run retries"
 	}
 	return e
+}
+
+func (sc errorScope) alsoStaging() string {
+	if sc.StagingDataset == "" {
+		return ""
+	}
+	return " (and on its staging dataset " + sc.StagingDataset + ")"
 }
 
 func kindOf(reason string, code int, err error) error {

@@ -178,7 +178,7 @@ func Open(ctx context.Context, cfg Config) (*Sink, error) {
 	s := &Sink{
 		cfg:    cfg,
 		client: client,
-		scope:  errorScope{Project: cfg.Project, Dataset: cfg.Dataset},
+		scope:  errorScope{Project: cfg.Project, Dataset: cfg.Dataset, StagingDataset: cfg.StagingDataset},
 		t: tables{
 			Submissions: ref(cfg.Project, cfg.Dataset, submissionsTable),
 			State:       ref(cfg.Project, cfg.Dataset, stateTable),
