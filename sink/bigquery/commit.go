@@ -116,10 +116,20 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if err := s.load(ctx, base, staging, spools); err != nil {
 		return nil, err
 	}
-	// The stored rows the plan compares with are read by form (the
-	// table is clustered on form_id), not by a created_at range: a later
-	// version of a submission may move its created_at anywhere.
-	params = append(params, bq.QueryParameter{Name: "form_ids", Value: order})
+	// The plan compares staged rows with the stored rows of the batch's
+	// created_at range (partition pruning), widened to whole milliseconds
+	// (a row loaded from the older response form keeps its
+	// microseconds, the newer form prints milliseconds, so a content-keyed
+	// twin may be up to 1 ms later). A stored row of a staged key outside
+	// that range has moved its created_at to another millisecond: a later
+	// version by definition, found by a scan of the forms' key
+	// columns only (clustering on form_id prunes it to the commit's forms).
+	from, to := createdRange(spools)
+	params = append(params,
+		bq.QueryParameter{Name: "created_from", Value: from.Truncate(time.Millisecond)},
+		bq.QueryParameter{Name: "created_to", Value: to.Truncate(time.Millisecond).Add(time.Millisecond - time.Microsecond)},
+		bq.QueryParameter{Name: "form_ids", Value: order},
+	)
 	t := s.t
 	t.Staging = ref(s.cfg.Project, s.cfg.StagingDataset, staging)
 	job, err := s.transact(ctx, base+"_txn", "merging staged rows and sync state", render("commit", t), params, order, states)
@@ -239,6 +249,19 @@ func commitID(cfg Config, syncedAt time.Time, forms []sink.FormCommit) (string, 
 		return "", fmt.Errorf("bigquery: commit id: %w", err)
 	}
 	return "formsync_" + hex.EncodeToString(h.Sum(nil)[:6]) + hex.EncodeToString(nonce[:]), nil
+}
+
+func createdRange(spools []*sink.Spool) (from, to time.Time) {
+	for i, sp := range spools {
+		a, b := sp.CreatedRange()
+		if i == 0 || a.Before(from) {
+			from = a
+		}
+		if i == 0 || b.After(to) {
+			to = b
+		}
+	}
+	return from.UTC(), to.UTC()
 }
 
 // load runs the one load job of a commit: every spool, concatenated, into

@@ -56,9 +56,17 @@
 // the token the next commit (this process's or another's) is checked
 // against.
 //
-// The stored rows a plan compares with are read by form (IN
-// UNNEST(@form_ids), which prunes on the clustering), not by created_at:
-// a later version of a submission may move its created_at anywhere.
+// What each commit reads of `submissions`: the wide columns (fields,
+// files, raw) only in the partitions of the batch's created_at range,
+// widened to whole milliseconds; the key columns of the commit's forms
+// (clustering prunes to them) outside it, because a later version of a
+// submission may move its created_at anywhere, and a stored row of a staged
+// key found outside the range has by definition changed its created_at's
+// millisecond: it is updated without comparing its values. The MERGE's ON
+// clause and WHEN clauses reference only narrow target columns (form_id,
+// submission_key, submission_id, created_at); a staged raw replaces the
+// stored one through a clause of its own rather than COALESCE(p.raw,
+// t.raw), which would read every stored raw of the forms.
 //
 // # Upsert rules (the same as the SQLite sink's)
 //

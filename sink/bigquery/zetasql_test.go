@@ -193,6 +193,8 @@ func zetaParams() []map[string]any {
 	return []map[string]any{
 		{"name": "states", "type": map[string]any{"array": map[string]any{"struct": fields}}},
 		{"name": "synced_at", "type": "TIMESTAMP"},
+		{"name": "created_from", "type": "TIMESTAMP"},
+		{"name": "created_to", "type": "TIMESTAMP"},
 		{"name": "form_ids", "type": map[string]any{"array": "STRING"}},
 		{"name": "form_id", "type": "STRING"},
 	}

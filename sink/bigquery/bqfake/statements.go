@@ -89,7 +89,7 @@ func init() {
 		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, nil, (*Server).readState},
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, nil, (*Server).readRows},
 		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP"}, []int{1}, (*Server).writeState},
-		{shapeCommit, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "form_ids": "ARRAY<STRING>"}, []int{3, 4}, (*Server).commitScript},
+		{shapeCommit, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP", "form_ids": "ARRAY<STRING>"}, []int{4, 5}, (*Server).commitScript},
 	} {
 		n, _, err := normalise(d.text)
 		if err != nil {
@@ -357,13 +357,15 @@ func (s *Server) writeState(refs []string, params map[string]param) (*result, er
 }
 
 // commitScript is the commit transaction on SQLite. refs are, in order of
-// appearance: sync_state (ASSERT), staging, submissions (plan),
-// submissions (MERGE), sync_state (MERGE).
+// appearance: sync_state (ASSERT), staging, submissions (plan: stored),
+// submissions (plan: elsewhere), submissions (MERGE), sync_state (MERGE).
+// The MERGE's split WHEN clauses (with and without a staged raw) are the
+// one clause here with raw = COALESCE(p.raw, t.raw).
 func (s *Server) commitScript(refs []string, params map[string]param) (*result, error) {
-	if len(refs) != 5 || refs[2] != refs[3] || refs[0] != refs[4] {
+	if len(refs) != 6 || refs[2] != refs[3] || refs[2] != refs[4] || refs[0] != refs[5] {
 		return nil, invalidQuery("bqfake: commit script with unexpected table references %v", refs)
 	}
-	staging, subs, state := quoteIdent(refs[1]), quoteIdent(refs[2]), refs[4]
+	staging, subs, state := quoteIdent(refs[1]), quoteIdent(refs[2]), refs[5]
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := s.assertRevisions(tx, state, params); err != nil {
 			return nil, err
@@ -418,17 +420,22 @@ stored AS (
   SELECT form_id, submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields) AS fields,
     COALESCE(files_text, files) AS files, raw
   FROM ` + subs + `
-  WHERE form_id IN (SELECT value FROM temp.param_form_ids)
+  WHERE created_at BETWEEN @created_from AND @created_to AND form_id IN (SELECT value FROM temp.param_form_ids)
+),
+elsewhere AS (
+  SELECT form_id, submission_key FROM ` + subs + `
+  WHERE form_id IN (SELECT value FROM temp.param_form_ids) AND created_at NOT BETWEEN @created_from AND @created_to
 ),
 joined AS (
-  SELECT s.*, k.submission_key AS stored_key, l.submission_key AS legacy_key,
-    k.submission_key IS NOT NULL AND (k.is_spam != s.first_spam OR k.fields != s.first_fields
+  SELECT s.*, COALESCE(k.submission_key, e.submission_key) AS stored_key, l.submission_key AS legacy_key,
+    e.submission_key IS NOT NULL OR k.submission_key IS NOT NULL AND (k.is_spam != s.first_spam OR k.fields != s.first_fields
       OR k.files != s.first_files
       OR k.created_at / 1000 != s.first_created / 1000
       OR (s.first_raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.first_raw))
       OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id))) AS first_differs
   FROM ranked AS s
   LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
+  LEFT JOIN elsewhere AS e ON e.form_id = s.form_id AND e.submission_key = s.submission_key
   LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
     AND s.content_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
     AND l.submission_key = s.content_key

@@ -46,17 +46,23 @@ stored AS (
     COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
     COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw
   FROM `my-project.formsync.submissions`
-  WHERE form_id IN UNNEST(@form_ids)
+  WHERE created_at BETWEEN @created_from AND @created_to AND form_id IN UNNEST(@form_ids)
+),
+elsewhere AS (
+  SELECT form_id, submission_key
+  FROM `my-project.formsync.submissions`
+  WHERE form_id IN UNNEST(@form_ids) AND created_at NOT BETWEEN @created_from AND @created_to
 ),
 joined AS (
-  SELECT s.*, k.submission_key AS stored_key, l.submission_key AS legacy_key,
-    k.submission_key IS NOT NULL AND (k.is_spam != s.first_spam OR k.fields != s.first_fields
+  SELECT s.*, COALESCE(k.submission_key, e.submission_key) AS stored_key, l.submission_key AS legacy_key,
+    e.submission_key IS NOT NULL OR k.submission_key IS NOT NULL AND (k.is_spam != s.first_spam OR k.fields != s.first_fields
       OR k.files != s.first_files
       OR TIMESTAMP_TRUNC(k.created_at, MILLISECOND) != TIMESTAMP_TRUNC(s.first_created, MILLISECOND)
       OR (s.first_raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.first_raw))
       OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id))) AS first_differs
   FROM ranked AS s
   LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
+  LEFT JOIN elsewhere AS e ON e.form_id = s.form_id AND e.submission_key = s.submission_key
   LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
     AND s.content_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
     AND l.submission_key = s.content_key
@@ -79,19 +85,31 @@ USING (
   SELECT *, legacy_key AS match_key, TRUE AS twin FROM _formsync_plan WHERE legacy_key IS NOT NULL
 ) AS p
 ON t.form_id = p.form_id AND t.submission_key = p.match_key
+WHEN MATCHED AND p.twin AND p.action = 'rekey' AND p.raw IS NOT NULL THEN UPDATE SET
+  submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam, raw = p.raw,
+  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  synced_at = @synced_at
 WHEN MATCHED AND p.twin AND p.action = 'rekey' THEN UPDATE SET
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam,
   fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
   files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
-  raw = COALESCE(p.raw, t.raw), synced_at = @synced_at
+  synced_at = @synced_at
 WHEN MATCHED AND p.twin THEN DELETE
+WHEN MATCHED AND p.action = 'update' AND p.raw IS NOT NULL THEN UPDATE SET
+  submission_id = COALESCE(p.submission_id, t.submission_id),
+  created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
+  is_spam = p.is_spam, raw = p.raw,
+  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  synced_at = @synced_at
 WHEN MATCHED AND p.action = 'update' THEN UPDATE SET
   submission_id = COALESCE(p.submission_id, t.submission_id),
   created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
   is_spam = p.is_spam,
   fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
   files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
-  raw = COALESCE(p.raw, t.raw), synced_at = @synced_at
+  synced_at = @synced_at
 WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
   INSERT (form_id, submission_id, submission_key, created_at, is_spam, fields, fields_text, files, files_text, raw, synced_at)
   VALUES (p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam,
