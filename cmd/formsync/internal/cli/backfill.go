@@ -102,7 +102,11 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 		if rep != nil && rep.Checkpoints > 0 {
 			attrs = append(attrs, "rows_committed", rep.Staged, "hint", "run the same command again to resume")
 		}
-		e.log.Error("backfill failed", attrs...)
+		if ctx.Err() != nil {
+			e.log.Warn("backfill interrupted by a shutdown signal: what was committed stays; run the same command again to resume", attrs...)
+		} else {
+			e.log.Error("backfill failed", attrs...)
+		}
 		pushMetrics(ctx, e, m)
 		return exitFailed
 	}

@@ -43,6 +43,9 @@ func syncOnce(ctx context.Context, e *env, m *metrics.Metrics) (*worker.Report, 
 		return nil, exitFailed
 	}
 	m.ObserveRun(rep, rep.CommitDuration)
+	if logInterrupted(ctx, e, rep) {
+		return rep, exitFailed // not completed: the next run (or the Job's retry) finishes it
+	}
 	if rep.Failed() > 0 {
 		return rep, exitFailed
 	}
