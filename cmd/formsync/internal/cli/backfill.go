@@ -79,6 +79,7 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	if len(problems) > 0 {
 		return configError(e, &ConfigError{Problems: problems})
 	}
+	defer prepareTmpDir(e)()
 	m := metrics.New()
 	p, err := wire(ctx, e, []string{*form}, m) // a backfill names its form: no sharding
 	if err != nil {

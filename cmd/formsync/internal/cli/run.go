@@ -26,6 +26,7 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	if err := e.cfg.Validate(Need{API: true, Forms: true, Sink: true, Sched: true}); err != nil {
 		return configError(e, err)
 	}
+	defer prepareTmpDir(e)()
 	m := metrics.New()
 	p, err := wire(ctx, e, shardForms(e.cfg), m)
 	if err != nil {

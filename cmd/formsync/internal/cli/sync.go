@@ -30,6 +30,7 @@ func syncOnce(ctx context.Context, e *env, m *metrics.Metrics) (*worker.Report, 
 		e.log.Warn("no form falls in this shard", "shard_index", e.cfg.ShardIndex, "shard_count", e.cfg.ShardCount)
 		return nil, exitOK
 	}
+	defer prepareTmpDir(e)()
 	p, err := wire(ctx, e, forms, m)
 	if err != nil {
 		m.ObserveRun(nil, 0)
