@@ -795,6 +795,16 @@ func checkConfigLoads(t *testing.T, pt podTemplate, env map[string]string) {
 		command = "run"
 	}
 	podEnv := maps.Clone(env)
+	// The token file is the Secret's mount (checkTokenFile): formsync reads
+	// it when it checks the configuration, so a file with a token stands
+	// in for it here.
+	if _, ok := podEnv["FORMSYNC_API_TOKEN_FILE"]; ok {
+		tok := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(tok, []byte("test-token\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		podEnv["FORMSYNC_API_TOKEN_FILE"] = tok
+	}
 	if pt.indexes > 0 {
 		// The last pod of an Indexed Job has the highest index.
 		podEnv["JOB_COMPLETION_INDEX"] = strconv.Itoa(pt.indexes - 1)
