@@ -305,12 +305,26 @@ var formsyncBinary = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "formsync")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/formsync").CombinedOutput(); err != nil {
+	// With the test binary's race flag: the packages compiled for the
+	// tests are reused instead of compiled again.
+	args := append(append([]string{"build"}, raceFlags...), "-o", bin, "../cmd/formsync")
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building formsync: %w: %s", err, out)
 	}
 	return bin, nil
 })
+
+var binDir string // removed by TestMain
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // formsyncCmd runs the formsync binary with args in an environment holding
 // no FORMSYNC_* variable but those of env, and returns its standard output.
