@@ -2,6 +2,7 @@ package sink
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 	"unicode/utf16"
@@ -48,6 +49,8 @@ type canonicalizer struct {
 	src   []byte
 	i     int
 	depth int
+	// limit is the deepest nesting accepted; 0 means maxDepth.
+	limit int
 	// str is scratch for unquoting strings with escapes, tmp for
 	// reordering an object's members.
 	str, tmp []byte
@@ -57,6 +60,10 @@ type canonicalizer struct {
 const maxDepth = 10000
 
 func (c *canonicalizer) fail(msg string) error { return &errSyntax{off: c.i, msg: msg} }
+
+func (c *canonicalizer) tooDeep() error {
+	return fmt.Errorf("%w: more than %d levels", ErrTooDeep, cmp.Or(c.limit, maxDepth))
+}
 
 func (c *canonicalizer) space() {
 	for c.i < len(c.src) {
@@ -121,8 +128,8 @@ type member struct {
 }
 
 func (c *canonicalizer) object(dst []byte, keys *[]string) ([]byte, error) {
-	if c.depth++; c.depth > maxDepth {
-		return dst, c.fail("nested too deeply")
+	if c.depth++; c.depth > cmp.Or(c.limit, maxDepth) {
+		return dst, c.tooDeep()
 	}
 	defer func() { c.depth-- }()
 	c.i++ // {
@@ -218,8 +225,8 @@ func (c *canonicalizer) object(dst []byte, keys *[]string) ([]byte, error) {
 }
 
 func (c *canonicalizer) array(dst []byte) ([]byte, error) {
-	if c.depth++; c.depth > maxDepth {
-		return dst, c.fail("nested too deeply")
+	if c.depth++; c.depth > cmp.Or(c.limit, maxDepth) {
+		return dst, c.tooDeep()
 	}
 	defer func() { c.depth-- }()
 	c.i++ // [

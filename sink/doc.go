@@ -1,7 +1,9 @@
-// Package sink defines what every formsync destination receives: the Row as
-// stored, the Spool that stages a run's rows on disk as NDJSON, and the
-// Commit that a destination applies atomically together with the forms' new
-// state.
+// Package sink declares what a formsync destination is and what it
+// receives. A Sink keeps submissions and every form's sync state and applies
+// a Commit all at once or not at all, refusing one whose state it no longer
+// holds (ConflictError). A Commit carries, per form, the new state.Form and
+// the Spool that staged the run's rows on disk as NDJSON; each Row is a
+// submission as stored.
 //
 // Data flows like this: the worker decodes a page of submissions, turns each
 // into a Row (NewRow derives the submission key), appends it to the form's
@@ -17,6 +19,7 @@
 // spool's lines are written by hand for speed, and fuzz tests hold them to
 // encoding/json byte for byte.
 //
-// The destinations live in sub-packages: sqlite (the embedded default) and
-// bigquery. sinktest holds the contract suite both must pass.
+// The destinations live in sub-packages: sqlite (the embedded default),
+// bigquery, and memsink (in memory, the reference the engine is tested on).
+// sinktest holds the contract every one of them passes.
 package sink

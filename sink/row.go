@@ -5,11 +5,28 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// MaxDepth is the deepest nesting of objects and arrays a submission's
+// fields or files may have. BigQuery's JSON type takes at most 500 levels
+// (SQLite's JSON functions 1000), and the raw submission object holds the
+// fields one level down.
+const MaxDepth = 499
+
+// ErrTooDeep is returned by NewRow for fields or files nested deeper than
+// MaxDepth: no sink could query them.
+var ErrTooDeep = errors.New("JSON nested too deeply for the sinks")
+
+// MaxViewFields is the most field columns a form's view carries, in either
+// sink: SQLite allows 2000 columns per view (BigQuery 10,000), and a form's
+// view has the same columns whichever sink holds it. Fields beyond it stay
+// in the fields JSON column.
+const MaxViewFields = 1900
 
 // TimeLayout is how created_at and synced_at travel in NDJSON and are stored
 // as text: RFC 3339, UTC, exactly six fractional digits, so that text order is
@@ -110,7 +127,7 @@ func canonical(raw json.RawMessage, empty string, want ...byte) (string, []strin
 		}
 		return "", nil, fmt.Errorf("want a JSON %s, got %.20q", strings.Join(names, " or "), raw)
 	}
-	c := canonicalizer{src: raw}
+	c := canonicalizer{src: raw, limit: MaxDepth}
 	var keys []string
 	out, err := c.document(make([]byte, 0, len(raw)), &keys)
 	if err != nil {

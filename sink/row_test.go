@@ -2,6 +2,7 @@ package sink
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,22 @@ func TestSpoolRoundTrip(t *testing.T) {
 	}
 	if err := s.Remove(); err != nil {
 		t.Fatal("second Remove:", err)
+	}
+}
+
+// Fields nested deeper than any sink can query are refused with
+// ErrTooDeep, so that the engine can keep the row without them.
+func TestNewRowDepthBound(t *testing.T) {
+	nested := func(levels int) json.RawMessage {
+		return json.RawMessage(`{"a":` + strings.Repeat("[", levels-1) + strings.Repeat("]", levels-1) + `}`)
+	}
+	if _, err := NewRow("f", nil, time.Now(), false, nested(MaxDepth), nil); err != nil {
+		t.Fatalf("%d levels: %v", MaxDepth, err)
+	}
+	if _, err := NewRow("f", nil, time.Now(), false, nested(MaxDepth+1), nil); !errors.Is(err, ErrTooDeep) {
+		t.Fatalf("%d levels: %v, want ErrTooDeep", MaxDepth+1, err)
+	}
+	if _, err := NewRow("f", nil, time.Now(), false, nil, nested(1001)); !errors.Is(err, ErrTooDeep) {
+		t.Fatalf("files 1001 levels: %v, want ErrTooDeep", err)
 	}
 }

@@ -22,6 +22,18 @@ func (w Window) contains(t time.Time) bool {
 	return (w.Since.IsZero() || !t.Before(w.Since)) && (w.Until.IsZero() || !t.After(w.Until))
 }
 
+// span is the walk over the window: newer than Until is skipped, older
+// than Since ends it.
+func (w Window) span() span {
+	return span{
+		stage: func(r sink.Row) bool { return w.contains(r.CreatedAt) },
+		past:  func(r sink.Row) bool { return !w.Since.IsZero() && r.CreatedAt.Before(w.Since) },
+	}
+}
+
+// DefaultCheckpointRows is BackfillOptions.CheckpointRows when zero.
+const DefaultCheckpointRows = 50_000
+
 // BackfillOptions tunes one backfill.
 type BackfillOptions struct {
 	Window
@@ -30,7 +42,7 @@ type BackfillOptions struct {
 	DryRun bool
 	// CheckpointRows is how many staged rows trigger an intermediate commit,
 	// which also records how far the backfill got so that an interrupted
-	// backfill resumes there. Defaults to 50,000.
+	// backfill resumes there. Defaults to DefaultCheckpointRows.
 	CheckpointRows int
 	// Progress, when set, is called after every page.
 	Progress func(Progress)
@@ -56,43 +68,58 @@ type BackfillReport struct {
 	Staged   int
 	Pages    int // pages read, including those read to locate the window
 	Requests int
-	// FirstPage and LastPage are the window's pages as located; RowsEstimate
-	// is how many submissions they hold.
+	// Rescans counts pages read again because the form moved while read.
+	Rescans int
+	// FirstPage and LastPage are the window's pages as located, in the
+	// order they are read; both 0 when the window holds no submission.
+	// RowsEstimate is how many submissions they hold, about.
 	FirstPage, LastPage int
 	RowsEstimate        int
 	Checkpoints         int
+	// Conflicts counts checkpoints refused because a sync committed the
+	// form meanwhile, merged and committed again.
+	Conflicts int
 	// ResumedFrom is the cursor an interrupted backfill resumed at.
 	ResumedFrom time.Time
 	Duration    time.Duration
 }
 
-// Backfill re-reads a form, or the window of it, through the same
-// exactly-once path as Sync: rows are upserted, so nothing is duplicated. It
-// never moves the watermark backwards: a backfill of a bounded window leaves
-// it alone, and a complete backfill of the whole form only moves it forward.
-// Every CheckpointRows rows it commits what it has with its progress; when a
-// backfill of the same window was interrupted, it resumes from there.
-func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptions) (*BackfillReport, error) {
-	opts.CheckpointRows = cmp.Or(opts.CheckpointRows, 50_000)
-	if !opts.Since.IsZero() && !opts.Until.IsZero() && opts.Until.Before(opts.Since) {
-		return nil, fmt.Errorf("backfill of form %s: --until %s is before --since %s", formID, opts.Until.Format(time.RFC3339), opts.Since.Format(time.RFC3339))
+// PagesToRead is how many pages the window spans.
+func (r *BackfillReport) PagesToRead() int {
+	if r.FirstPage == 0 {
+		return 0
 	}
-	start := e.cfg.Now()
+	return max(r.FirstPage, r.LastPage) - min(r.FirstPage, r.LastPage) + 1
+}
+
+// Backfill re-reads a form, or the window of it, through the same page
+// walker and exactly-once commit as Sync: rows are upserted, so nothing is
+// duplicated. It never moves the watermark backwards: a backfill of a
+// bounded window leaves it alone, and a complete backfill of the whole form
+// only moves it forward. Every CheckpointRows rows it commits what it has
+// with its progress; when a backfill of the same window was interrupted, it
+// resumes from there.
+func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptions) (*BackfillReport, error) {
+	opts.CheckpointRows = cmp.Or(opts.CheckpointRows, DefaultCheckpointRows)
+	if !opts.Since.IsZero() && !opts.Until.IsZero() && opts.Until.Before(opts.Since) {
+		return nil, fmt.Errorf("backfill of form %s: until %s is before since %s", formID, opts.Until.Format(time.RFC3339Nano), opts.Since.Format(time.RFC3339Nano))
+	}
 	st, err := e.formState(ctx, formID)
 	if err != nil {
 		return nil, err
 	}
-	b := &backfill{formRun: formRun{e: e, old: st, wm: st.Watermark, lastTotal: st.LastTotal, fields: map[string]struct{}{}}, opts: opts, start: start}
-	b.firstTotal = -1
+	b := &backfill{formRun: e.newRun(st), opts: opts}
+	b.onStaged = b.staged
 	rep := &BackfillReport{FormID: formID}
 	defer func() {
 		rep.Requests = b.report.Requests
 		rep.Pages = b.report.Pages
-		rep.Duration = e.cfg.Now().Sub(start)
+		rep.Rescans = b.report.Rescans
+		rep.Duration = e.cfg.Now().Sub(b.start)
 		b.discard()
 	}()
 	if err := b.run(ctx, rep); err != nil {
-		return rep, err
+		return rep, b.explain(ctx, err)
 	}
 	return rep, nil
 }
@@ -109,15 +136,16 @@ func (e *Engine) formState(ctx context.Context, formID string) (state.Form, erro
 }
 
 type backfill struct {
-	formRun
-	opts  BackfillOptions
-	start time.Time
-	// cursor is the created_at reached in the direction of the form's
-	// order; resume re-reads from it (inclusive, harmlessly).
+	*formRun
+	opts BackfillOptions
+	// cursor is the oldest created_at staged: walks go from newer to
+	// older, so an interrupted backfill resumes at it (inclusive,
+	// harmlessly).
 	cursor time.Time
 	// whole is set when the backfill covers the whole form in one go:
 	// then it may move the watermark forward.
 	whole bool
+	read  int
 }
 
 func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
@@ -130,38 +158,36 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	}
 	rep.Order = b.order
 	win := b.opts.Window
-	// Resume an interrupted backfill of the same window.
+	// Resume an interrupted backfill of the same window: it got down to
+	// its cursor.
 	if bf := b.old.Backfill; bf != nil && bf.Since.Equal(win.Since) && bf.Until.Equal(win.Until) && !bf.Cursor.IsZero() {
 		rep.ResumedFrom = bf.Cursor
-		switch b.order {
-		case state.OrderNewestFirst:
-			win.Until = bf.Cursor
-		case state.OrderOldestFirst:
-			win.Since = bf.Cursor
-		}
+		win.Until = bf.Cursor
 	}
 	b.whole = win.Since.IsZero() && win.Until.IsZero()
 
-	near, far := win.Until, win.Since // newest-first: read from Until down to Since
-	if b.order == state.OrderOldestFirst {
-		near, far = win.Since, win.Until
-	}
-	firstPage, p, err := b.search(ctx, first, near)
+	start, startPage, err := b.locate(ctx, first, win.Until, false)
 	if err != nil {
 		return err
 	}
-	lastPage := first.TotalPages
-	if !far.IsZero() {
-		if lastPage, _, err = b.search(ctx, first, far); err != nil {
+	end := 1
+	if b.forwardWalk() {
+		end = max(first.TotalPages, 1)
+	}
+	if !win.Since.IsZero() {
+		if end, _, err = b.locate(ctx, first, win.Since, true); err != nil {
 			return err
 		}
 	}
-	rep.FirstPage, rep.LastPage = firstPage, max(lastPage, firstPage)
-	rep.RowsEstimate = (rep.LastPage - rep.FirstPage + 1) * max(b.perPage, 1)
-	if first.Total == 0 {
+	rep.FirstPage, rep.LastPage = start, end
+	if b.forwardWalk() && end < start || !b.forwardWalk() && end > start {
+		rep.LastPage = start
+	}
+	rep.RowsEstimate = rep.PagesToRead() * max(b.perPage, 1)
+	if first.Total == 0 || b.empty(startPage, win) && rep.FirstPage == rep.LastPage {
 		rep.FirstPage, rep.LastPage, rep.RowsEstimate = 0, 0, 0
 	}
-	if b.opts.DryRun || first.Total == 0 {
+	if b.opts.DryRun || rep.FirstPage == 0 {
 		return nil
 	}
 	if b.spool, err = sink.NewSpool(b.e.cfg.TmpDir); err != nil {
@@ -171,167 +197,215 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	if rf := rep.ResumedFrom; !rf.IsZero() {
 		b.old.Backfill.Cursor = rf
 	}
-	read := 0
-	var prev map[string]struct{}
-	for page := firstPage; ; page++ {
-		if p == nil {
-			if p, err = b.fetch(ctx, page); err != nil {
-				return err
-			}
-		}
-		seen := make(map[string]struct{}, len(p.Submissions))
-		beyond := false
-		for i, s := range p.Submissions {
-			row, names, err := sink.NewRowFields(b.old.FormID, s.ID, s.CreatedAt, s.IsSpam, s.Fields, s.Files)
-			if err != nil {
-				return fmt.Errorf("form %s page %d submission %d: %w", b.old.FormID, page, i+1, err)
-			}
-			if _, dup := prev[row.SubmissionKey]; dup {
-				continue
-			}
-			seen[row.SubmissionKey] = struct{}{}
-			if !win.contains(row.CreatedAt) {
-				beyond = beyond || b.pastFar(row.CreatedAt, far)
-				continue
-			}
-			if err := b.stage(row, names); err != nil {
-				return err
-			}
-			b.cursor = row.CreatedAt
-		}
-		prev = seen
-		read++
+	w := &walker{r: b.formRun, span: win.span(), onPage: func(ctx context.Context, page int) error {
+		b.read++
 		if b.opts.Progress != nil {
-			b.opts.Progress(b.progress(read, rep.LastPage-firstPage+1))
-		}
-		if beyond || len(p.Submissions) == 0 || page >= p.TotalPages {
-			break
-		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("backfill of form %s stopped after page %d: %w", b.old.FormID, page, context.Cause(ctx))
+			b.opts.Progress(b.progress(rep.PagesToRead()))
 		}
 		if b.spool.Len() >= b.opts.CheckpointRows {
-			if err := b.checkpoint(ctx, rep, false); err != nil {
-				return err
-			}
+			return b.checkpoint(ctx, rep, false)
 		}
-		p = nil
+		return nil
+	}}
+	var firstPage *formsapi.Page
+	if start == 1 {
+		firstPage = first
+	}
+	if startPage != nil && startPage.CurrentPage == start {
+		firstPage = startPage
+	}
+	if err := w.walk(ctx, start, firstPage); err != nil {
+		return err
 	}
 	return b.checkpoint(ctx, rep, true)
 }
 
-// pastFar reports whether t lies beyond the far end of the window in the
-// form's order, so that the rest of the form can be left unread.
-func (b *backfill) pastFar(t, far time.Time) bool {
-	if far.IsZero() {
+func (b *backfill) forwardWalk() bool { return b.order != state.OrderOldestFirst }
+
+// empty reports whether a located page holds no submission of the window.
+func (b *backfill) empty(p *formsapi.Page, win Window) bool {
+	if p == nil {
 		return false
 	}
-	if b.order == state.OrderOldestFirst {
-		return t.After(far)
+	for _, s := range p.Submissions {
+		if win.contains(s.CreatedAt.UTC().Truncate(time.Microsecond)) {
+			return false
+		}
 	}
-	return t.Before(far)
+	return true
 }
 
-// search finds the first page holding a submission at or beyond t in the
-// form's order (for newest-first: created_at <= t), by bisection: about
-// log2(pages) requests. A zero t is page 1.
-func (b *backfill) search(ctx context.Context, first *formsapi.Page, t time.Time) (int, *formsapi.Page, error) {
-	if t.IsZero() || b.order == state.OrderUnknown || first.TotalPages <= 1 {
-		return 1, first, nil
+// staged moves the cursor down to a staged row.
+func (b *backfill) staged(row sink.Row) {
+	if b.cursor.IsZero() || row.CreatedAt.Before(b.cursor) {
+		b.cursor = row.CreatedAt
 	}
-	reached := func(p *formsapi.Page) bool {
-		if len(p.Submissions) == 0 {
-			return true
+}
+
+// locate finds, by bisection (about log2(pages) requests), the page where a
+// walk from newer to older submissions reaches t. For the start of a walk
+// (end false) that is the first page read that holds a submission at or
+// older than t; for its end (end true), the page holding the last
+// submission at or newer than t. A zero t is the first or last page of the
+// walk. It returns the page and, when fetched, its content.
+func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time, end bool) (int, *formsapi.Page, error) {
+	n := max(first.TotalPages, 1)
+	newestFirst := b.order != state.OrderOldestFirst
+	if t.IsZero() || n == 1 || b.order == state.OrderUnknown {
+		switch {
+		case newestFirst == !end:
+			return 1, first, nil
+		default:
+			return n, nil, nil
 		}
-		last := p.Submissions[len(p.Submissions)-1].CreatedAt
-		if b.order == state.OrderNewestFirst {
-			return !last.After(t)
-		}
-		return !last.Before(t)
 	}
-	if reached(first) {
-		return 1, first, nil
-	}
-	var found *formsapi.Page
+	pages := map[int]*formsapi.Page{1: first}
 	var ferr error
-	n := sort.Search(first.TotalPages-1, func(i int) bool {
-		if ferr != nil {
-			return true
+	get := func(i int) *formsapi.Page {
+		if p, ok := pages[i]; ok {
+			return p
 		}
-		p, err := b.fetch(ctx, i+2)
+		if ferr != nil {
+			return nil
+		}
+		p, err := b.fetch(ctx, i)
 		if err != nil {
 			ferr = err
-			return true
+			return nil
 		}
-		ok := reached(p)
-		if ok {
-			found = p
+		pages[i] = p
+		return p
+	}
+	oldest := func(p *formsapi.Page) (time.Time, bool) {
+		if len(p.Submissions) == 0 {
+			return time.Time{}, false
 		}
-		return ok
-	})
+		s := p.Submissions[len(p.Submissions)-1]
+		if !newestFirst {
+			s = p.Submissions[0]
+		}
+		return s.CreatedAt, true
+	}
+	newest := func(p *formsapi.Page) (time.Time, bool) {
+		if len(p.Submissions) == 0 {
+			return time.Time{}, false
+		}
+		s := p.Submissions[0]
+		if !newestFirst {
+			s = p.Submissions[len(p.Submissions)-1]
+		}
+		return s.CreatedAt, true
+	}
+	var page int
+	switch {
+	case newestFirst && !end:
+		// The first page whose oldest submission is at or before t.
+		page = 1 + sort.Search(n, func(i int) bool {
+			p := get(i + 1)
+			if p == nil {
+				return true
+			}
+			o, ok := oldest(p)
+			return !ok || !o.After(t)
+		})
+	case newestFirst && end:
+		// The last page whose newest submission is at or after t.
+		page = sort.Search(n, func(i int) bool {
+			p := get(i + 1)
+			if p == nil {
+				return true
+			}
+			nw, ok := newest(p)
+			return !ok || nw.Before(t)
+		})
+	case !newestFirst && !end:
+		// The last page whose oldest submission is at or before t.
+		page = sort.Search(n, func(i int) bool {
+			p := get(i + 1)
+			if p == nil {
+				return true
+			}
+			o, ok := oldest(p)
+			return !ok || o.After(t)
+		})
+	default:
+		// The first page whose newest submission is at or after t.
+		page = 1 + sort.Search(n, func(i int) bool {
+			p := get(i + 1)
+			if p == nil {
+				return true
+			}
+			nw, ok := newest(p)
+			return !ok || !nw.Before(t)
+		})
+	}
 	if ferr != nil {
 		return 0, nil, ferr
 	}
-	page := n + 2
-	if page > first.TotalPages {
-		return first.TotalPages, nil, nil
-	}
-	if found != nil && found.CurrentPage != page {
-		found = nil // the last probe was not the answer; fetch it again
-	}
-	return page, found, nil
+	page = min(max(page, 1), n)
+	return page, pages[page], nil
 }
 
-func (b *backfill) progress(read, total int) Progress {
-	p := Progress{FormID: b.old.FormID, Pages: read, PagesTotal: max(total, read), Rows: b.report.Staged + b.spool.Len(), Elapsed: b.e.cfg.Now().Sub(b.start)}
-	if read > 0 && p.PagesTotal > read {
-		p.ETA = time.Duration(float64(p.Elapsed) / float64(read) * float64(p.PagesTotal-read))
+func (b *backfill) progress(total int) Progress {
+	p := Progress{FormID: b.old.FormID, Pages: b.read, PagesTotal: max(total, b.read), Rows: b.report.Staged + b.spool.Len(), Elapsed: b.e.cfg.Now().Sub(b.start)}
+	if b.read > 0 && p.PagesTotal > b.read {
+		p.ETA = time.Duration(float64(p.Elapsed) / float64(b.read) * float64(p.PagesTotal-b.read))
 	}
 	return p
 }
 
 // checkpoint commits the staged rows with the backfill's progress; the final
 // one clears the progress and, for a whole-form backfill, moves the
-// watermark forward.
+// watermark forward. A sync committing the form meanwhile makes the sink
+// refuse it; it is then merged with what the sync wrote and committed again.
 func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bool) error {
 	if err := b.spool.Finish(); err != nil {
 		return fmt.Errorf("form %s: %w", b.old.FormID, err)
 	}
-	// Re-read the state just before writing it: a sync of the same form may
-	// have moved its watermark meanwhile, and a backfill must not undo that.
-	cur, err := b.e.formState(ctx, b.old.FormID)
-	if err != nil {
-		return err
-	}
-	next := b.formRun.next(b.e.cfg.Now().UTC())
-	st := cur
+	now := b.e.cfg.Now().UTC()
+	next := b.formRun.next(now)
+	st := b.old
 	st.FieldNames = next.FieldNames
 	if st.Order == state.OrderUnknown {
 		st.Order = b.order
 	}
 	st.Backfill = &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.start.UTC()}
+	moveWatermark := final && b.whole && rep.ResumedFrom.IsZero()
 	if final {
 		st.Backfill = nil
-		if b.whole && rep.ResumedFrom.IsZero() {
-			st.Watermark = cur.Watermark.Merge(b.wm)
+		if moveWatermark {
+			st.Watermark = st.Watermark.Merge(b.wm)
 			if st.Watermark.CreatedAt.Equal(b.wm.CreatedAt) {
-				st.LastTotal = b.lastTotal
+				st.LastTotal = b.minTotal
 			}
-			st.LastSuccessAt, st.LastError = next.LastSuccessAt, ""
+			st.LastSuccessAt, st.LastError = now, ""
 		}
 	}
-	c := &sink.Commit{SyncedAt: b.e.cfg.Now().UTC(), Forms: []sink.FormCommit{{State: st, Rows: b.spool}}}
-	res, err := b.e.dst.Commit(ctx, c)
+	merge := func(stored, ours state.Form) state.Form {
+		out := merged(stored, ours)
+		if !moveWatermark {
+			// A window's rows say nothing of what is loaded beyond it.
+			out.Watermark, out.LastTotal = stored.Watermark, stored.LastTotal
+			out.LastSuccessAt, out.LastError, out.LastErrorAt = stored.LastSuccessAt, stored.LastError, stored.LastErrorAt
+		}
+		return out
+	}
+	c := &sink.Commit{SyncedAt: now, Forms: []sink.FormCommit{{State: st, Rows: b.spool}}}
+	res, conflicts, err := b.e.commit(ctx, c, merge)
+	rep.Conflicts += conflicts
 	if err != nil {
 		return fmt.Errorf("backfill of form %s: committing %d rows: %w", b.old.FormID, b.spool.Len(), err)
 	}
+	b.old = c.Forms[0].State
+	b.old.Revision++
 	got := res[b.old.FormID]
 	rep.Inserted += got.Inserted
 	rep.Updated += got.Updated
 	rep.Staged += b.spool.Len()
 	b.report.Staged += b.spool.Len()
 	rep.Checkpoints++
-	b.e.cfg.Logger.Info("backfill checkpoint", "form", b.old.FormID, "rows", b.spool.Len(), "new", got.Inserted, "updated", got.Updated, "cursor", b.cursor, "final", final)
+	b.e.cfg.Logger.Info("backfill checkpoint", "form", b.old.FormID, "rows", b.spool.Len(), "new", got.Inserted, "updated", got.Updated,
+		"cursor", b.cursor, "final", final)
 	b.spool.Remove()
 	b.spool = nil
 	if !final {

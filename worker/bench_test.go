@@ -17,9 +17,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
@@ -127,7 +127,7 @@ func BenchmarkRequestsVsLowerBound(b *testing.B) {
 						b.Fatal(err)
 					}
 					defer s.Close()
-					h := sinktest.NewHarness(b, apisim.Options{Seed: 9, Variant: apisim.Newer, Order: order, Forms: forms, SubmissionsPerForm: 1000, TieEvery: 7}, s)
+					h := enginetest.NewHarness(b, apisim.Options{Seed: 9, Variant: apisim.Newer, Order: order, Forms: forms, SubmissionsPerForm: 1000, TieEvery: 7}, s)
 					h.Config.PageSize = ps
 					h.MustSync(b.Context())
 					requests, iters := 0, 0

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
@@ -27,7 +27,7 @@ func openSQLite(t *testing.T) *sqlite.Sink {
 	return s
 }
 
-func newEngine(t *testing.T, h *sinktest.Harness, src worker.Source) *worker.Engine {
+func newEngine(t *testing.T, h *enginetest.Harness, src worker.Source) *worker.Engine {
 	t.Helper()
 	e, err := worker.New(src, h.Sink, h.Config)
 	if err != nil {
@@ -36,7 +36,7 @@ func newEngine(t *testing.T, h *sinktest.Harness, src worker.Source) *worker.Eng
 	return e
 }
 
-func client(t *testing.T, h *sinktest.Harness, observe func(formsapi.Event)) *formsapi.Client {
+func client(t *testing.T, h *enginetest.Harness, observe func(formsapi.Event)) *formsapi.Client {
 	t.Helper()
 	c, err := formsapi.New(formsapi.Config{BaseURL: h.URL, Token: "contract-token", RateLimit: 10000, Observer: observe,
 		InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxWait: 300 * time.Millisecond})
@@ -82,7 +82,7 @@ func TestBackfillIsIdempotentAndKeepsTheWatermark(t *testing.T) {
 	for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
 		t.Run(o.String(), func(t *testing.T) {
 			s := openSQLite(t)
-			h := sinktest.NewHarness(t, apisim.Options{Seed: 11, Variant: apisim.Newer, Order: o, Forms: []string{"f"}, SubmissionsPerForm: 200}, s)
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 11, Variant: apisim.Newer, Order: o, Forms: []string{"f"}, SubmissionsPerForm: 200}, s)
 			h.MustSync(ctx)
 			before, _ := s.ReadState(ctx, []string{"f"})
 			subs := h.Sim.Submissions("f")
@@ -106,7 +106,7 @@ func TestBackfillIsIdempotentAndKeepsTheWatermark(t *testing.T) {
 				t.Errorf("second backfill: %+v, %v", rep2, err)
 			}
 			h.MustSync(ctx)
-			h.CheckTable(ctx, "f", sinktest.Expected(t, h.Sim, "f", apisim.Newer))
+			h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
 		})
 	}
 }
@@ -116,7 +116,7 @@ func TestBackfillResumesAfterInterruption(t *testing.T) {
 	for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
 		t.Run(o.String(), func(t *testing.T) {
 			s := openSQLite(t)
-			h := sinktest.NewHarness(t, apisim.Options{Seed: 12, Variant: apisim.Newer, Order: o, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 12, Variant: apisim.Newer, Order: o, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
 			e := newEngine(t, h, client(t, h, nil))
 			stop, cancel := context.WithCancel(ctx)
 			_, err := e.Backfill(stop, "f", worker.BackfillOptions{CheckpointRows: 40, Progress: func(p worker.Progress) {
@@ -146,7 +146,7 @@ func TestBackfillResumesAfterInterruption(t *testing.T) {
 			if st["f"].Backfill != nil {
 				t.Errorf("finished backfill left progress: %+v", st["f"].Backfill)
 			}
-			h.CheckTable(ctx, "f", sinktest.Expected(t, h.Sim, "f", apisim.Newer))
+			h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
 		})
 	}
 }
@@ -154,7 +154,7 @@ func TestBackfillResumesAfterInterruption(t *testing.T) {
 func TestBackfillDryRunReadsNothing(t *testing.T) {
 	ctx := t.Context()
 	s := openSQLite(t)
-	h := sinktest.NewHarness(t, apisim.Options{Seed: 13, Variant: apisim.Older, Forms: []string{"f"}, SubmissionsPerForm: 500}, s)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 13, Variant: apisim.Older, Forms: []string{"f"}, SubmissionsPerForm: 500}, s)
 	subs := h.Sim.Submissions("f")
 	e := newEngine(t, h, client(t, h, nil))
 	rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{DryRun: true, Window: worker.Window{Since: subs[100].CreatedAt, Until: subs[199].CreatedAt}})
@@ -172,6 +172,22 @@ func TestBackfillDryRunReadsNothing(t *testing.T) {
 	if _, err := e.Backfill(ctx, "f", worker.BackfillOptions{Window: worker.Window{Since: subs[5].CreatedAt, Until: subs[1].CreatedAt}}); err == nil {
 		t.Error("a window ending before it starts was accepted")
 	}
+	// Windows holding no submission, before, between and after them: no
+	// page to read.
+	gap := subs[50].CreatedAt.Add(time.Microsecond)
+	for _, win := range []worker.Window{
+		{Since: subs[0].CreatedAt.Add(-48 * time.Hour), Until: subs[0].CreatedAt.Add(-24 * time.Hour)},
+		{Since: gap, Until: gap},
+		{Since: subs[499].CreatedAt.Add(time.Hour)},
+	} {
+		rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{DryRun: true, Window: win})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.PagesToRead() != 0 || rep.RowsEstimate != 0 {
+			t.Errorf("empty window %v..%v: %d pages (%d..%d), about %d rows; want none", win.Since, win.Until, rep.PagesToRead(), rep.FirstPage, rep.LastPage, rep.RowsEstimate)
+		}
+	}
 }
 
 // A shutdown in the middle of a sync commits the forms read completely and
@@ -180,7 +196,7 @@ func TestShutdownMidRunLeavesConsistentState(t *testing.T) {
 	ctx := t.Context()
 	s := openSQLite(t)
 	forms := []string{"a", "b", "c", "d", "e", "f"}
-	h := sinktest.NewHarness(t, apisim.Options{Seed: 14, Variant: apisim.Newer, Forms: forms, SubmissionsPerForm: 120}, s)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 14, Variant: apisim.Newer, Forms: forms, SubmissionsPerForm: 120}, s)
 	h.Config.Concurrency = 2
 	runCtx, cancel := context.WithCancel(ctx)
 	var n atomic.Int64
@@ -200,7 +216,7 @@ func TestShutdownMidRunLeavesConsistentState(t *testing.T) {
 		switch {
 		case f.Err == nil:
 			committed++
-			h.CheckTable(ctx, f.FormID, sinktest.Expected(t, h.Sim, f.FormID, apisim.Newer))
+			h.CheckTable(ctx, f.FormID, enginetest.Expected(t, h.Sim, f.FormID, apisim.Newer))
 		case len(rows) != 0 || !st[f.FormID].Watermark.IsZero():
 			t.Errorf("interrupted form %s has %d rows and watermark %v: half-done", f.FormID, len(rows), st[f.FormID].Watermark)
 		}
@@ -210,6 +226,6 @@ func TestShutdownMidRunLeavesConsistentState(t *testing.T) {
 	}
 	h.MustSync(ctx)
 	for _, f := range forms {
-		h.CheckTable(ctx, f, sinktest.Expected(t, h.Sim, f, apisim.Newer))
+		h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, apisim.Newer))
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
@@ -89,9 +89,9 @@ func TestSIGKILLNeverLosesOrDuplicates(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			h := &sinktest.Harness{T: t, Sim: sim, Sink: s}
+			h := &enginetest.Harness{T: t, Sim: sim, Sink: s}
 			for _, f := range forms {
-				h.CheckTable(t.Context(), f, sinktest.Expected(t, sim, f, apisim.Newer))
+				h.CheckTable(t.Context(), f, enginetest.Expected(t, sim, f, apisim.Newer))
 			}
 			t.Logf("%s: %d SIGKILLs (%d runs committed before their end), then one clean run: table equals the simulator's submissions", order, kills, progressed)
 		})

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
@@ -59,7 +59,7 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h := &sinktest.Harness{T: t, Sim: sim, Sink: s}
+	h := &enginetest.Harness{T: t, Sim: sim, Sink: s}
 	states, _ := s.ReadState(t.Context(), nil)
 	done := 0
 	for _, f := range forms {
@@ -67,7 +67,7 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 		switch st, ok := states[f]; {
 		case ok && !st.Watermark.IsZero():
 			done++
-			h.CheckTable(t.Context(), f, sinktest.Expected(t, sim, f, apisim.Newer))
+			h.CheckTable(t.Context(), f, enginetest.Expected(t, sim, f, apisim.Newer))
 		case len(rows) > 0:
 			t.Errorf("form %s: %d rows without a watermark: half-done", f, len(rows))
 		}
@@ -84,7 +84,7 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 		t.Fatalf("run after the stop: %v\n%s", err, out)
 	}
 	for _, f := range forms {
-		h.CheckTable(t.Context(), f, sinktest.Expected(t, sim, f, apisim.Newer))
+		h.CheckTable(t.Context(), f, enginetest.Expected(t, sim, f, apisim.Newer))
 	}
 	t.Logf("SIGTERM after 120 requests: stopped in %s; %d of %d forms committed, the rest untouched; the next run completed them", waited.Round(time.Millisecond), done, len(forms))
 }

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
@@ -22,6 +22,8 @@ import (
 // added and deleted while pages are read), SIGKILLs most runs at seeded
 // random moments and lets some finish, then turns the faults off and runs
 // once cleanly: the table must hold every live submission exactly once.
+// Every third run is a whole-form backfill (checkpointing every 100 rows)
+// instead of a sync, read while submissions are deleted.
 // Bounded in time (about 20 s, at most 100 runs and 150 s) and on loopback
 // only. The tally is printed with t.Logf and on stdout:
 //
@@ -53,11 +55,16 @@ func TestSoak(t *testing.T) {
 	// duration of the last run that finished, so it hits start-up, paging,
 	// staging, the commit and (sometimes) just after it alike.
 	const wantKills, maxRuns = 24, 100
-	kills, finished, failed, killedAfterCommit, last := 0, 0, 0, 0, 0
+	kills, finished, failed, killedAfterCommit, last, backfills := 0, 0, 0, 0, 0, 0
 	typical := time.Second // until a run has finished
 	deadline := time.Now().Add(150 * time.Second)
 	for i := 0; i < maxRuns && kills < wantKills && time.Now().Before(deadline); i++ {
-		cmd := exec.Command(bin, "sync")
+		args := []string{"sync"}
+		if i%3 == 1 {
+			args = []string{"backfill", "--form", forms[(i/3)%len(forms)], "--checkpoint-rows", "100"}
+			backfills++
+		}
+		cmd := exec.Command(bin, args...)
 		cmd.Env = env
 		started := time.Now()
 		if err := cmd.Start(); err != nil {
@@ -87,12 +94,14 @@ func TestSoak(t *testing.T) {
 			}
 		case cmd.ProcessState.Success():
 			finished++
-			typical = elapsed
+			if args[0] == "sync" {
+				typical = elapsed
+			}
 		default: // a form failed its wait budget: allowed under faults
 			failed++
 		}
 		n := countRows(t, db)
-		t.Logf("run %d: %s after %s (kill timer %s), rows %d -> %d", i, cmd.ProcessState, elapsed.Round(time.Millisecond), wait, last, n)
+		t.Logf("run %d (%s): %s after %s (kill timer %s), rows %d -> %d", i, args[0], cmd.ProcessState, elapsed.Round(time.Millisecond), wait, last, n)
 		last = n
 		for j, f := range forms { // the forms move on between runs too
 			sim.Add(f, 4+(i+j)%12)
@@ -117,11 +126,11 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h := &sinktest.Harness{T: t, Sim: sim, Sink: s}
+	h := &enginetest.Harness{T: t, Sim: sim, Sink: s}
 	rows, duplicates, missing, stale := 0, 0, 0, 0
 	for _, f := range forms {
-		want := sinktest.Expected(t, sim, f, apisim.Newer)
-		gone := sinktest.DeletedRows(t, sim, f, apisim.Newer)
+		want := enginetest.Expected(t, sim, f, apisim.Newer)
+		gone := enginetest.DeletedRows(t, sim, f, apisim.Newer)
 		h.CheckTable(t.Context(), f, want, gone...)
 		got, err := s.ReadRows(t.Context(), f)
 		if err != nil {
@@ -154,8 +163,8 @@ func TestSoak(t *testing.T) {
 		total.Requests, faults, fa["429"], fa["5xx"], fa["truncate"], fa["stall"], kills, rows, duplicates, missing)
 	t.Log(tally)
 	fmt.Println(tally)
-	t.Logf("soak: %d runs killed (%d of them after their commit), %d finished, %d exited with a failed form; %d submissions added and %d deleted during the soak (requests before the clean run %d); %d stored rows were deleted upstream after they were loaded",
-		kills, killedAfterCommit, finished, failed, total.Added, total.Deleted, during.Requests, stale)
+	t.Logf("soak: %d runs (%d of them backfills) killed %d times (%d after their commit), %d finished, %d exited with a failed form; %d submissions added and %d deleted during the soak (requests before the clean run %d); %d stored rows were deleted upstream after they were loaded",
+		kills+finished+failed, backfills, kills, killedAfterCommit, finished, failed, total.Added, total.Deleted, during.Requests, stale)
 	if duplicates != 0 || missing != 0 {
 		t.Errorf("duplicates=%d missing=%d, want 0 and 0", duplicates, missing)
 	}

@@ -1,6 +1,7 @@
 package bigquery
 
 import (
+	"database/sql"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -11,12 +12,18 @@ import (
 // TestStateColumnsMatchSQLite keeps sync_state's columns the same in both
 // sinks, so that one query (and the README's) reads either.
 func TestStateColumnsMatchSQLite(t *testing.T) {
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "s.db"))
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := sqlite.Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	rows, err := s.DB().Query(`SELECT name FROM pragma_table_info('sync_state') ORDER BY cid`)
+	s.Close()
+	db, err := sql.Open("sqlite", path) // the driver sqlite registers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT name FROM pragma_table_info('sync_state') ORDER BY cid`)
 	if err != nil {
 		t.Fatal(err)
 	}

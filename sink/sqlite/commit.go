@@ -16,26 +16,39 @@ import (
 // every statement reads left to right.
 const (
 	insertRowSQL = `INSERT INTO submissions
-	(form_id, submission_id, submission_key, created_at, is_spam, fields, files, synced_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	(form_id, submission_id, submission_key, created_at, is_spam, fields, files, raw, synced_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (form_id, submission_key) DO NOTHING`
-	// updateRowSQL changes a stored row only when something differs, so
-	// that RowsAffected says whether it was updated.
+	// updateRowSQL makes a stored row the later version of its submission,
+	// every column included, and only when something differs, so that
+	// RowsAffected says whether it was updated. created_at is compared to
+	// the millisecond: the newer response form prints three digits where a
+	// row loaded from the older one keeps six, and that is not a change. A
+	// NULL raw (a row staged without it) leaves the stored one.
 	updateRowSQL = `UPDATE submissions
-	SET submission_id = coalesce(?, submission_id), is_spam = ?, fields = ?, files = ?, synced_at = ?
-	WHERE form_id = ? AND submission_key = ?
-	  AND (is_spam IS NOT ? OR fields IS NOT ? OR files IS NOT ?
-	       OR (? IS NOT NULL AND submission_id IS NOT ?))`
+	SET submission_id = coalesce(?1, submission_id), is_spam = ?2, fields = ?3, files = ?4,
+	    raw = coalesce(?5, raw),
+	    created_at = CASE WHEN substr(created_at, 1, 23) = substr(?6, 1, 23) THEN created_at ELSE ?6 END,
+	    synced_at = ?7
+	WHERE form_id = ?8 AND submission_key = ?9
+	  AND (is_spam IS NOT ?2 OR fields IS NOT ?3 OR files IS NOT ?4
+	       OR (?5 IS NOT NULL AND raw IS NOT ?5)
+	       OR substr(created_at, 1, 23) IS NOT substr(?6, 1, 23)
+	       OR (?1 IS NOT NULL AND submission_id IS NOT ?1))`
 	// rekeyRowSQL moves a row loaded from the older response form (keyed
 	// by content) to its id key, keeping its created_at (six digits where
 	// the newer form prints three), unless the id key is already taken.
 	rekeyRowSQL = `UPDATE submissions
-	SET submission_id = ?, submission_key = ?, is_spam = ?, fields = ?, files = ?, synced_at = ?
+	SET submission_id = ?, submission_key = ?, is_spam = ?, fields = ?, files = ?, raw = coalesce(?, raw), synced_at = ?
 	WHERE form_id = ? AND submission_key = ? AND submission_id IS NULL
 	  AND NOT EXISTS (SELECT 1 FROM submissions WHERE form_id = ? AND submission_key = ?)`
 	deleteLegacySQL = `DELETE FROM submissions WHERE form_id = ? AND submission_key = ? AND submission_id IS NULL`
-	hasLegacySQL    = `SELECT EXISTS (SELECT 1 FROM submissions WHERE form_id = ? AND submission_id IS NULL)`
-	prevStateSQL    = `SELECT row_count, field_names FROM sync_state WHERE form_id = ?`
+	// INDEXED BY: left to itself SQLite plans this on the primary key and
+	// reads every row of the form; the partial index holds only the rows
+	// keyed by content, so the answer costs a page or two.
+	hasLegacySQL = `SELECT EXISTS (SELECT 1 FROM submissions INDEXED BY submissions_legacy
+		WHERE form_id = ? AND submission_id IS NULL)`
+	prevStateSQL = `SELECT row_count, field_names, revision FROM sync_state WHERE form_id = ?`
 )
 
 // ctxCheckEvery is how many rows go by between checks of the context: the
@@ -97,13 +110,30 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		return nil, err
 	}
 	res := make(sink.Result, len(c.Forms))
+	// A form listed twice is checked once, against the revision stored
+	// before this commit, and stored at that revision + 1.
+	expected := map[string]int64{}
+	var conflicts []string
 	for _, fc := range c.Forms {
-		counts, err := s.commitForm(ctx, tx, st, fc, syncedAt)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: committing form %s: %w", fc.State.FormID, err)
+		id := fc.State.FormID
+		rev, seen := expected[id]
+		if !seen {
+			rev = fc.State.Revision
+			expected[id] = rev
 		}
-		prev := res[fc.State.FormID]
-		res[fc.State.FormID] = sink.Counts{Inserted: prev.Inserted + counts.Inserted, Updated: prev.Updated + counts.Updated}
+		counts, err := s.commitForm(ctx, tx, st, fc, rev, !seen, syncedAt)
+		if errors.Is(err, sink.ErrStateConflict) {
+			conflicts = append(conflicts, id)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: committing form %s: %w", id, err)
+		}
+		prev := res[id]
+		res[id] = sink.Counts{Inserted: prev.Inserted + counts.Inserted, Updated: prev.Updated + counts.Updated}
+	}
+	if len(conflicts) > 0 {
+		return nil, fmt.Errorf("sqlite: %w", &sink.ConflictError{Forms: conflicts})
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlite: committing: %w", err)
@@ -111,16 +141,20 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	return res, nil
 }
 
-func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc sink.FormCommit, syncedAt time.Time) (sink.Counts, error) {
+// commitForm writes one form's rows and state at revision+1. When check is
+// set it first compares the stored revision with revision and returns
+// sink.ErrStateConflict, writing nothing, when they differ.
+func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc sink.FormCommit, revision int64, check bool, syncedAt time.Time) (sink.Counts, error) {
 	formID := fc.State.FormID
 	var (
 		counts     sink.Counts
 		prevRows   int64
 		prevFields []string
+		stored     int64
 		existed    = true
 	)
 	var fieldsJSON string
-	err := st.prevState.QueryRowContext(ctx, formID).Scan(&prevRows, &fieldsJSON)
+	err := st.prevState.QueryRowContext(ctx, formID).Scan(&prevRows, &fieldsJSON, &stored)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		existed = false
@@ -131,8 +165,11 @@ func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc s
 			return counts, fmt.Errorf("reading previous field names: %w", err)
 		}
 	}
+	if check && stored != revision {
+		return counts, sink.ErrStateConflict
+	}
 	var removed int64
-	if fc.Rows != nil {
+	if fc.Rows != nil && fc.Rows.Len() > 0 {
 		var err error
 		removed, err = upsertRows(ctx, st, formID, fc.Rows, formatTime(syncedAt).String, &counts)
 		if err != nil {
@@ -140,7 +177,7 @@ func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc s
 		}
 	}
 	rows := prevRows + counts.Inserted - removed
-	args, err := stateArgs(fc.State, rows, syncedAt)
+	args, err := stateArgs(fc.State, rows, revision+1, syncedAt)
 	if err != nil {
 		return counts, fmt.Errorf("encoding state: %w", err)
 	}
@@ -195,8 +232,13 @@ func upsertRows(ctx context.Context, st *commitStmts, formID string, spool *sink
 		if r.IsSpam {
 			spam = 1
 		}
+		var raw sql.NullString
+		if r.Raw != "" {
+			raw = sql.NullString{String: r.Raw, Valid: true}
+		}
+		created := r.CreatedAt.UTC().Format(sink.TimeLayout)
 		if id.Valid && hasLegacy && r.ContentKey != "" && r.ContentKey != r.SubmissionKey {
-			k, err := exec(st.rekey, id, r.SubmissionKey, spam, r.Fields, r.Files, syncedAt,
+			k, err := exec(st.rekey, id, r.SubmissionKey, spam, r.Fields, r.Files, raw, syncedAt,
 				formID, r.ContentKey, formID, r.SubmissionKey)
 			if err != nil {
 				return removed, fmt.Errorf("re-keying submission %s: %w", r.SubmissionKey, err)
@@ -212,8 +254,7 @@ func upsertRows(ctx context.Context, st *commitStmts, formID string, spool *sink
 			}
 			removed += k
 		}
-		k, err := exec(st.insert, formID, id, r.SubmissionKey, r.CreatedAt.UTC().Format(sink.TimeLayout),
-			spam, r.Fields, r.Files, syncedAt)
+		k, err := exec(st.insert, formID, id, r.SubmissionKey, created, spam, r.Fields, r.Files, raw, syncedAt)
 		if err != nil {
 			return removed, fmt.Errorf("inserting submission %s: %w", r.SubmissionKey, err)
 		}
@@ -224,8 +265,7 @@ func upsertRows(ctx context.Context, st *commitStmts, formID string, spool *sink
 			}
 			continue
 		}
-		k, err = exec(st.update, id, spam, r.Fields, r.Files, syncedAt, formID, r.SubmissionKey,
-			spam, r.Fields, r.Files, id, id)
+		k, err = exec(st.update, id, spam, r.Fields, r.Files, raw, created, syncedAt, formID, r.SubmissionKey)
 		if err != nil {
 			return removed, fmt.Errorf("updating submission %s: %w", r.SubmissionKey, err)
 		}

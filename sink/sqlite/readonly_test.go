@@ -51,7 +51,7 @@ func TestOpenReadOnlyReadsAndNeverWrites(t *testing.T) {
 	if _, err := ro.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stateOf("f2")}}}); err == nil {
 		t.Error("a commit through a read-only sink succeeded")
 	}
-	if _, err := ro.DB().Exec(`DELETE FROM submissions`); err == nil {
+	if _, err := ro.db.Exec(`DELETE FROM submissions`); err == nil {
 		t.Error("a write through a read-only sink's DB succeeded")
 	}
 	after, _ := os.ReadFile(path)
@@ -73,7 +73,7 @@ func TestOpenReadOnlyRefuses(t *testing.T) {
 				return err
 			}
 			defer s.Close()
-			_, err = s.DB().Exec("PRAGMA application_id = 42")
+			_, err = s.db.Exec("PRAGMA application_id = 42")
 			return err
 		},
 	} {
@@ -95,7 +95,7 @@ func TestOpenReadOnlyRefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.DB().Exec(fmt.Sprintf("PRAGMA user_version = %d", tc.version))
+		s.db.Exec(fmt.Sprintf("PRAGMA user_version = %d", tc.version))
 		s.Close()
 		if _, err := OpenReadOnly(t.Context(), p); !errors.Is(err, tc.want) {
 			t.Errorf("schema version %d: err = %v, want %v", tc.version, err, tc.want)

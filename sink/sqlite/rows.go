@@ -13,7 +13,7 @@ import (
 // submission_key. It holds them all in memory: it is meant for tests, the
 // contract suite and small tools.
 func (s *Sink) ReadRows(ctx context.Context, formID string) ([]sink.Row, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT submission_id, submission_key, created_at, is_spam, fields, files
+	rows, err := s.db.QueryContext(ctx, `SELECT submission_id, submission_key, created_at, is_spam, fields, files, coalesce(raw, '')
 		FROM submissions WHERE form_id = ? ORDER BY created_at, submission_key`, formID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: reading rows of form %s: %w", formID, err)
@@ -26,7 +26,7 @@ func (s *Sink) ReadRows(ctx context.Context, formID string) ([]sink.Row, error) 
 			id        sql.NullInt64
 			createdAt string
 		)
-		if err := rows.Scan(&id, &r.SubmissionKey, &createdAt, &r.IsSpam, &r.Fields, &r.Files); err != nil {
+		if err := rows.Scan(&id, &r.SubmissionKey, &createdAt, &r.IsSpam, &r.Fields, &r.Files, &r.Raw); err != nil {
 			return nil, fmt.Errorf("sqlite: reading rows of form %s: %w", formID, err)
 		}
 		if id.Valid {

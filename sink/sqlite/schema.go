@@ -53,8 +53,15 @@ ALTER TABLE sync_state RENAME COLUMN watermark_id TO wm_id;
 ALTER TABLE sync_state RENAME COLUMN watermark_boundary TO boundary;
 ALTER TABLE sync_state RENAME COLUMN "rows" TO row_count;
 `,
+	// 3: every submission as the API sent it (rows stored before keep
+	// NULL), and the revision that commits compare to refuse writing over
+	// a state another process committed after it was read.
+	`
+ALTER TABLE submissions ADD COLUMN raw TEXT NULL;
+ALTER TABLE sync_state ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // SchemaVersion is the schema version this package writes (PRAGMA
 // user_version): len(migrations).
-const SchemaVersion = 2
+const SchemaVersion = 3

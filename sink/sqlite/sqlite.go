@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"github.com/formsync/formsync/sink"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -23,12 +25,16 @@ var (
 	ErrNewerSchema = errors.New("database schema is newer than this formsync")
 )
 
+var _ sink.Sink = (*Sink)(nil)
+
 // busyTimeout bounds how long a statement waits for a lock held by another
 // process (a second formsync, a read-only tool) before failing.
 const busyTimeout = 30 * time.Second
 
 // Sink is a formsync destination backed by one SQLite file. It is safe for
 // concurrent use.
+//
+// It satisfies sink.Sink and passes sinktest's contract.
 type Sink struct {
 	db   *sql.DB
 	path string
@@ -52,7 +58,7 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 	if strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
 		// The driver reads a query string after '?'; refusing is clearer
 		// than opening some other file.
-		return nil, fmt.Errorf("sqlite: database path %q must not contain '?' or '#' or start with file:", path)
+		return nil, fmt.Errorf("sqlite: database path %q must be a plain file path, without '?' or '#' and not a file: URI", path)
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
@@ -79,10 +85,6 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 	}
 	return s, nil
 }
-
-// DB returns the underlying database for read-only tools (status, ad-hoc
-// queries). Writing through it bypasses the Sink's guarantees.
-func (s *Sink) DB() *sql.DB { return s.db }
 
 // Close closes the database.
 func (s *Sink) Close() error {

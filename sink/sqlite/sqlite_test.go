@@ -45,13 +45,27 @@ func row(t testing.TB, formID string, id *int64, at time.Time, spam bool, fields
 
 func ptr(v int64) *int64 { return &v }
 
+// commit commits forms, each at the revision stored for it.
 func commit(t *testing.T, s *Sink, forms ...sink.FormCommit) sink.Result {
 	t.Helper()
+	atRevision(t, s, forms)
 	res, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0.Add(time.Hour), Forms: forms})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
+}
+
+// atRevision sets each form's state to the revision stored for it.
+func atRevision(t *testing.T, s *Sink, forms []sink.FormCommit) {
+	t.Helper()
+	for i, fc := range forms {
+		st, err := s.ReadState(t.Context(), []string{fc.State.FormID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		forms[i].State.Revision = st[fc.State.FormID].Revision
+	}
 }
 
 func stateOf(formID string, names ...string) state.Form {
@@ -79,7 +93,7 @@ func TestOpenCreatesAndReopens(t *testing.T) {
 			t.Fatalf("rows after reopen: %v, %v", rows, err)
 		}
 		var mode string
-		s2.DB().QueryRow("PRAGMA journal_mode").Scan(&mode)
+		s2.db.QueryRow("PRAGMA journal_mode").Scan(&mode)
 		if mode != "wal" {
 			t.Errorf("journal_mode = %q, want wal", mode)
 		}
@@ -115,7 +129,7 @@ func TestOpenMigratesVersion1(t *testing.T) {
 	}
 	defer s.Close()
 	var version int
-	s.DB().QueryRow("PRAGMA user_version").Scan(&version)
+	s.db.QueryRow("PRAGMA user_version").Scan(&version)
 	if version != SchemaVersion {
 		t.Errorf("user_version = %d after opening, want %d", version, SchemaVersion)
 	}
@@ -135,7 +149,7 @@ func TestOpenMigratesVersion1(t *testing.T) {
 	// And it goes on working: a commit adds to the migrated counter.
 	commit(t, s, sink.FormCommit{State: stateOf("f", "a"), Rows: sinktest.Spool(t, row(t, "f", ptr(8), t0, false, `{"a":2}`))})
 	var n int64
-	s.DB().QueryRow(`SELECT row_count FROM sync_state WHERE form_id = 'f'`).Scan(&n)
+	s.db.QueryRow(`SELECT row_count FROM sync_state WHERE form_id = 'f'`).Scan(&n)
 	if n != 2 {
 		t.Errorf("row_count = %d after one more row, want 2", n)
 	}
@@ -154,7 +168,7 @@ func TestOpenRefusesForeignFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.DB().Exec("PRAGMA application_id = 42")
+	s.db.Exec("PRAGMA application_id = 42")
 	s.Close()
 	if _, err := Open(t.Context(), other); !errors.Is(err, ErrNotFormsync) {
 		t.Errorf("other application: err = %v, want ErrNotFormsync", err)
@@ -165,85 +179,17 @@ func TestOpenRefusesForeignFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.DB().Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion+1))
+	s.db.Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion+1))
 	s.Close()
 	if _, err := Open(t.Context(), newer); !errors.Is(err, ErrNewerSchema) {
 		t.Errorf("newer schema: err = %v, want ErrNewerSchema", err)
 	}
 }
 
-func TestStateRoundTrip(t *testing.T) {
-	s, _ := open(t)
-	full := state.Form{
-		FormID:        "full",
-		Watermark:     state.Watermark{CreatedAt: t0, ID: 42, Boundary: []string{"41", "42"}},
-		Order:         state.OrderNewestFirst,
-		LastTotal:     1234,
-		FieldNames:    []string{"a", "b c"},
-		LastSuccessAt: t0.Add(time.Minute),
-		LastErrorAt:   t0.Add(-time.Minute),
-		LastError:     "form deleted (404)",
-		Backfill:      &state.Backfill{Since: t0.Add(-48 * time.Hour), Cursor: t0.Add(-time.Hour), StartedAt: t0},
-	}
-	zero := state.Form{FormID: "zero"}
-	empty := state.Form{FormID: "empty", Watermark: state.Watermark{Boundary: []string{}}, FieldNames: []string{}, Backfill: &state.Backfill{}}
-	commit(t, s, sink.FormCommit{State: full}, sink.FormCommit{State: zero}, sink.FormCommit{State: empty})
-
-	got, err := s.ReadState(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]state.Form{"full": full, "zero": zero, "empty": empty}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("ReadState(nil):\n got %+v\nwant %+v", got, want)
-	}
-	got, err = s.ReadState(t.Context(), []string{"zero", "never-synced"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, map[string]state.Form{"zero": zero}) {
-		t.Errorf("ReadState(zero, never-synced) = %+v", got)
-	}
-}
-
-func TestCommitCounts(t *testing.T) {
-	s, _ := open(t)
-	r1 := row(t, "f", ptr(1), t0, false, `{"a":1}`)
-	r2 := row(t, "f", ptr(2), t0.Add(time.Second), false, `{"a":2}`)
-	res := commit(t, s,
-		sink.FormCommit{State: stateOf("f", "a"), Rows: sinktest.Spool(t, r1, r2, r1)}, // duplicate is a no-op
-		sink.FormCommit{State: stateOf("idle")})
-	if want := (sink.Result{"f": {Inserted: 2}, "idle": {}}); !reflect.DeepEqual(res, want) {
-		t.Errorf("first commit = %v, want %v", res, want)
-	}
-
-	r2spam := row(t, "f", ptr(2), t0.Add(time.Second), true, `{"a":2}`)
-	r3 := row(t, "f", ptr(3), t0.Add(2*time.Second), false, `{"a":3}`)
-	res = commit(t, s, sink.FormCommit{State: stateOf("f", "a"), Rows: sinktest.Spool(t, r1, r2spam, r3)},
-		sink.FormCommit{State: stateOf("f", "a"), Rows: sinktest.Spool(t, r3)}) // across spools too
-	if want := (sink.Result{"f": {Inserted: 1, Updated: 1}}); !reflect.DeepEqual(res, want) {
-		t.Errorf("second commit = %v, want %v", res, want)
-	}
-	rows, err := s.ReadRows(t.Context(), "f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []sink.Row{r1, r2spam, r3}
-	if !reflect.DeepEqual(rows, want) {
-		t.Errorf("rows:\n got %+v\nwant %+v", rows, want)
-	}
-	assertRowCounter(t, s, "f")
-	var synced string
-	s.DB().QueryRow(`SELECT synced_at FROM submissions WHERE submission_key = '2'`).Scan(&synced)
-	if synced != t0.Add(time.Hour).Format(sink.TimeLayout) {
-		t.Errorf("synced_at = %s", synced)
-	}
-}
-
 func assertRowCounter(t *testing.T, s *Sink, formID string) {
 	t.Helper()
 	var stored int64
-	if err := s.DB().QueryRow(`SELECT count(*) FROM submissions WHERE form_id = ?`, formID).Scan(&stored); err != nil {
+	if err := s.db.QueryRow(`SELECT count(*) FROM submissions WHERE form_id = ?`, formID).Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
 	st, err := s.ReadState(t.Context(), []string{formID})
@@ -255,55 +201,6 @@ func assertRowCounter(t *testing.T, s *Sink, formID string) {
 	}
 }
 
-func TestRekeyOlderToNewerForm(t *testing.T) {
-	s, _ := open(t)
-	at6 := time.Date(2026, 3, 1, 12, 0, 0, 123456000, time.UTC) // older form: 6 digits
-	at3 := at6.Truncate(time.Millisecond)                       // newer form: 3 digits
-	old1 := row(t, "f", nil, at6, false, `{"a":1}`)
-	old2 := row(t, "f", nil, at6.Add(time.Second), false, `{"a":2}`)
-	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: sinktest.Spool(t, old1, old2)})
-
-	new1 := row(t, "f", ptr(101), at3, true, `{"a":1}`)
-	new2 := row(t, "f", ptr(102), at3.Add(time.Second), false, `{"a":2}`)
-	new3 := row(t, "f", ptr(103), at3.Add(2*time.Second), false, `{"a":3}`)
-	res := commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: sinktest.Spool(t, new1, new2, new3, new1)})
-	if want := (sink.Counts{Inserted: 1, Updated: 2}); res["f"] != want {
-		t.Errorf("re-key commit = %+v, want %+v", res["f"], want)
-	}
-	rows, err := s.ReadRows(t.Context(), "f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) != 3 {
-		t.Fatalf("got %d rows, want 3: %+v", len(rows), rows)
-	}
-	for i, id := range []int64{101, 102, 103} {
-		if rows[i].SubmissionID == nil || *rows[i].SubmissionID != id || rows[i].SubmissionKey != fmt.Sprint(id) {
-			t.Errorf("row %d = %+v, want id %d", i, rows[i], id)
-		}
-	}
-	if !rows[0].CreatedAt.Equal(at6) || !rows[0].IsSpam {
-		t.Errorf("re-keyed row kept created_at %v spam %v, want %v true", rows[0].CreatedAt, rows[0].IsSpam, at6)
-	}
-	assertRowCounter(t, s, "f")
-
-	// Both somehow stored: the legacy twin goes.
-	old4 := row(t, "f", nil, at6.Add(3*time.Second), false, `{"a":4}`)
-	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: sinktest.Spool(t, old4)})
-	new4 := row(t, "f", ptr(104), at3.Add(3*time.Second), false, `{"a":4}`)
-	if _, err := s.DB().Exec(`INSERT INTO submissions VALUES ('f', 104, '104', ?, 0, ?, '[]', 'x')`,
-		new4.CreatedAt.Format(sink.TimeLayout), new4.Fields); err != nil {
-		t.Fatal(err)
-	}
-	s.DB().Exec(`UPDATE sync_state SET row_count = row_count + 1 WHERE form_id = 'f'`)
-	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: sinktest.Spool(t, new4)})
-	rows, _ = s.ReadRows(t.Context(), "f")
-	if len(rows) != 4 {
-		t.Errorf("got %d rows after twin cleanup, want 4", len(rows))
-	}
-	assertRowCounter(t, s, "f")
-}
-
 func TestCommitAllOrNothing(t *testing.T) {
 	s, _ := open(t)
 	before := stateOf("a", "x")
@@ -313,10 +210,15 @@ func TestCommitAllOrNothing(t *testing.T) {
 	bad.SubmissionKey = "" // violates a CHECK constraint
 	changed := stateOf("a", "x", "y")
 	changed.Watermark = state.Watermark{CreatedAt: t0.Add(time.Hour), ID: 9, Boundary: []string{"9"}}
-	_, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{
+	forms := []sink.FormCommit{
 		{State: changed, Rows: sinktest.Spool(t, row(t, "a", ptr(9), t0.Add(time.Hour), false, `{"x":9}`))},
 		{State: stateOf("b"), Rows: sinktest.Spool(t, row(t, "b", ptr(6), t0, false, `{}`), bad)},
-	}})
+	}
+	atRevision(t, s, forms)
+	_, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: forms})
+	if errors.Is(err, sink.ErrStateConflict) {
+		t.Fatalf("commit refused for its revision, not its bad row: %v", err)
+	}
 	if err == nil {
 		t.Fatal("commit with a bad row succeeded")
 	}
@@ -329,7 +231,9 @@ func TestCommitAllOrNothing(t *testing.T) {
 	}
 	sp := sinktest.Spool(t, big...)
 	cancel()
-	_, err = s.Commit(ctx, &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: changed}, {State: stateOf("b"), Rows: sp}}})
+	forms = []sink.FormCommit{{State: changed}, {State: stateOf("b"), Rows: sp}}
+	atRevision(t, s, forms)
+	_, err = s.Commit(ctx, &sink.Commit{SyncedAt: t0, Forms: forms})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled commit: err = %v, want context.Canceled", err)
 	}
@@ -370,10 +274,15 @@ func TestCommitCancelledMidway(t *testing.T) {
 	}
 	for _, calls := range []int{1, 2, 3, 4} {
 		ctx := &cancelAfter{Context: t.Context(), n: calls, done: make(chan struct{})}
-		_, err := s.Commit(ctx, &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{
+		forms := []sink.FormCommit{
 			{State: stateOf("a", "x", "y"), Rows: sinktest.Spool(t, row(t, "a", ptr(2), t0, false, `{"x":2}`))},
 			{State: stateOf("b"), Rows: sinktest.Spool(t, rows...)},
-		}})
+		}
+		atRevision(t, s, forms)
+		_, err := s.Commit(ctx, &sink.Commit{SyncedAt: t0, Forms: forms})
+		if errors.Is(err, sink.ErrStateConflict) {
+			t.Fatalf("commit refused for its revision: %v", err)
+		}
 		if err == nil {
 			t.Fatalf("cancelled at Err call %d: commit succeeded", calls)
 		}
@@ -420,7 +329,7 @@ func TestViewWithHostileNames(t *testing.T) {
 	for i, n := range hostile {
 		var got string
 		q := fmt.Sprintf(`SELECT %s FROM %s`, quoteIdent(cols[n]), quoteIdent(sqlname.ViewName(formID)))
-		if err := s.DB().QueryRow(q).Scan(&got); err != nil {
+		if err := s.db.QueryRow(q).Scan(&got); err != nil {
 			t.Errorf("field %q: %v", n, err)
 			continue
 		}
@@ -429,11 +338,11 @@ func TestViewWithHostileNames(t *testing.T) {
 		}
 	}
 	var n int
-	s.DB().QueryRow(`SELECT count(*) FROM ` + quoteIdent(sqlname.ViewName(formID))).Scan(&n)
+	s.db.QueryRow(`SELECT count(*) FROM ` + quoteIdent(sqlname.ViewName(formID))).Scan(&n)
 	if n != 1 {
 		t.Errorf("view holds %d rows, want 1 (its form only)", n)
 	}
-	s.DB().QueryRow(`SELECT count(*) FROM submissions`).Scan(&n)
+	s.db.QueryRow(`SELECT count(*) FROM submissions`).Scan(&n)
 	if n != 2 {
 		t.Errorf("submissions holds %d rows, want 2", n)
 	}
@@ -442,7 +351,7 @@ func TestViewWithHostileNames(t *testing.T) {
 	commit(t, s, sink.FormCommit{State: stateOf("other", "new", "plain"),
 		Rows: sinktest.Spool(t, row(t, "other", ptr(2), t0, false, `{"new":"yes","plain":"p"}`))})
 	var got string
-	if err := s.DB().QueryRow(`SELECT new FROM form_other WHERE submission_id = 2`).Scan(&got); err != nil || got != "yes" {
+	if err := s.db.QueryRow(`SELECT new FROM form_other WHERE submission_id = 2`).Scan(&got); err != nil || got != "yes" {
 		t.Errorf("re-created view: %q, %v", got, err)
 	}
 }
@@ -460,7 +369,9 @@ func TestConcurrentCommitsAndReads(t *testing.T) {
 		sp := sinktest.Spool(t, rows...)
 		wg.Go(func() {
 			for range 3 {
-				if _, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stateOf(form), Rows: sp}}}); err != nil {
+				forms := []sink.FormCommit{{State: stateOf(form), Rows: sp}}
+				atRevision(t, s, forms)
+				if _, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: forms}); err != nil {
 					errs <- err
 				}
 				if _, err := s.ReadState(t.Context(), nil); err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 const stateColumns = `form_id, wm_created_at, wm_id, boundary, sort_order,
-	last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill`
+	last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, revision`
 
 // ReadState returns the stored state of the given forms (every form when
 // formIDs is empty). Forms never synced are absent from the map.
@@ -54,7 +54,7 @@ func scanState(rows *sql.Rows) (state.Form, error) {
 		boundary, fieldNames, order       string
 	)
 	err := rows.Scan(&f.FormID, &wmAt, &f.Watermark.ID, &boundary, &order,
-		&f.LastTotal, &f.Rows, &fieldNames, &successAt, &errorAt, &f.LastError, &backfil)
+		&f.LastTotal, &f.Rows, &fieldNames, &successAt, &errorAt, &f.LastError, &backfil, &f.Revision)
 	if err != nil {
 		return f, fmt.Errorf("sqlite: reading sync state: %w", err)
 	}
@@ -101,8 +101,9 @@ func parseTime(s sql.NullString) (time.Time, error) {
 	return time.Parse(sink.TimeLayout, s.String)
 }
 
-// stateArgs are the arguments of writeStateSQL for one form.
-func stateArgs(f state.Form, rows int64, updatedAt time.Time) ([]any, error) {
+// stateArgs are the arguments of writeStateSQL for one form, stored at
+// revision.
+func stateArgs(f state.Form, rows, revision int64, updatedAt time.Time) ([]any, error) {
 	// nil and empty slices are stored as null and [] so that they read
 	// back exactly as written.
 	boundary, err := json.Marshal(f.Watermark.Boundary)
@@ -124,9 +125,9 @@ func stateArgs(f state.Form, rows int64, updatedAt time.Time) ([]any, error) {
 	return []any{
 		f.FormID, formatTime(f.Watermark.CreatedAt), f.Watermark.ID, string(boundary), string(f.Order),
 		f.LastTotal, rows, string(fieldNames), formatTime(f.LastSuccessAt), formatTime(f.LastErrorAt),
-		f.LastError, backfill, formatTime(updatedAt),
+		f.LastError, backfill, revision, formatTime(updatedAt),
 	}, nil
 }
 
 const writeStateSQL = `INSERT OR REPLACE INTO sync_state (` + stateColumns + `, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`

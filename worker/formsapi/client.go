@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -26,12 +27,17 @@ const maxMalformedAttempts = 3
 const maxErrorBodyRead = 4 << 10
 
 // Client reads pages of form submissions. It is safe for concurrent use;
-// all its calls share one rate Limiter.
+// all its calls share one limiter (see the package doc, Pacing).
 type Client struct {
 	cfg     Config
 	base    *url.URL
 	http    *http.Client
-	limiter *Limiter
+	limiter *limiter
+	tok     *tokenMatcher
+	// rejected is set by the first 401: the token is the same for every
+	// form, so every later call fails at once instead of spending a request
+	// (and a rate-limit slot) to hear the same answer.
+	rejected atomic.Pointer[Error]
 }
 
 // New validates cfg, fills its defaults and returns a Client. The error
@@ -47,7 +53,8 @@ func New(cfg Config) (*Client, error) {
 		cfg:     cfg,
 		base:    base,
 		http:    &hc,
-		limiter: NewLimiter(cfg.RateLimit, cfg.Now, cfg.Sleep),
+		limiter: newLimiter(cfg.RateLimit, cfg.MaxRetryAfter, cfg.Now, cfg.Sleep),
+		tok:     newTokenMatcher(cfg.Token.Reveal()),
 	}, nil
 }
 
@@ -64,6 +71,9 @@ type Response struct {
 	RateLimited int
 	// Waited is the time spent in retry waits (not in the rate limiter).
 	Waited time.Duration
+	// Paced is the time spent in the rate limiter: the ceiling's spacing
+	// and waits for the server's rate-limit window to close.
+	Paced time.Duration
 }
 
 // Page fetches one page of a form's submissions:
@@ -103,52 +113,6 @@ func (c *Client) Page(ctx context.Context, formID string, page, limit int) (*Pag
 	return p, resp, err
 }
 
-// Follow fetches a server-supplied links.next or links.previous URL. It
-// refuses, without making a request, any link whose scheme, host or port
-// differs from the base URL's (ErrCrossOrigin): the token goes only where
-// the operator pointed it.
-func (c *Client) Follow(ctx context.Context, formID, link string) (*Page, error) {
-	u, err := url.Parse(link)
-	if err != nil {
-		return nil, fmt.Errorf("formsapi: form %q: refusing to follow link that does not parse: %w", formID, ErrCrossOrigin)
-	}
-	if !c.sameOrigin(u) {
-		return nil, fmt.Errorf("formsapi: form %q: refusing to follow link to %s, which is not the API's origin %s: %w",
-			formID, origin(u), origin(c.base), ErrCrossOrigin)
-	}
-	page, _ := strconv.Atoi(u.Query().Get("page"))
-	return c.get(ctx, formID, max(page, 0), u, &Response{})
-}
-
-func (c *Client) sameOrigin(u *url.URL) bool {
-	return u.User == nil && u.Host != "" &&
-		strings.EqualFold(u.Scheme, c.base.Scheme) &&
-		strings.EqualFold(u.Hostname(), c.base.Hostname()) &&
-		effectivePort(u) == effectivePort(c.base)
-}
-
-func effectivePort(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "https":
-		return "443"
-	case "http":
-		return "80"
-	}
-	return ""
-}
-
-// origin prints scheme://host[:port] only: a link's path and query are
-// server data and do not belong in an error.
-func origin(u *url.URL) string {
-	if u.Scheme == "" && u.Host == "" {
-		return "(relative link)"
-	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
-}
-
 func setEscapedPath(u *url.URL, escaped string) error {
 	p, err := url.PathUnescape(escaped)
 	if err != nil {
@@ -175,12 +139,26 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 	var last *Error
 	malformed := 0
 	for attempt := 1; ; attempt++ {
-		if err := c.limiter.Wait(ctx); err != nil {
+		if e := c.unauthorized(formID, page); e != nil {
+			return nil, e
+		}
+		sl, paced, err := c.limiter.wait(ctx)
+		resp.Paced += paced
+		if err != nil {
 			return nil, c.cancelled(formID, page, err, last)
+		}
+		// Again: another form may have been refused while this one waited.
+		if e := c.unauthorized(formID, page); e != nil {
+			return nil, e
 		}
 		start := c.cfg.Now()
 		resp.Requests++
-		p, e := c.attempt(ctx, formID, page, u)
+		p, hdr, e := c.attempt(ctx, formID, page, u)
+		if e == nil {
+			c.limiter.observe(sl, http.StatusOK, hdr, 0)
+		} else {
+			c.limiter.observe(sl, e.Status, hdr, e.RetryAfter)
+		}
 		ev := Event{FormID: formID, Page: page, Attempt: attempt, Duration: c.cfg.Now().Sub(start)}
 		if e == nil {
 			ev.Status = http.StatusOK
@@ -188,8 +166,11 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 			return p, nil
 		}
 		ev.Status, ev.Err, ev.RetryAfter = e.Status, e, e.RetryAfter
-		if e.Kind == KindRateLimited {
+		switch e.Kind {
+		case KindRateLimited:
 			resp.RateLimited++
+		case KindUnauthorized:
+			c.rejected.CompareAndSwap(nil, e)
 		}
 		if ctx.Err() != nil {
 			// The caller gave up; the failure is theirs, not the server's.
@@ -219,6 +200,17 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 			return nil, c.cancelled(formID, page, err, last)
 		}
 	}
+}
+
+// unauthorized returns, once a 401 has been seen, the error for a call
+// that is not sent.
+func (c *Client) unauthorized(formID string, page int) *Error {
+	first := c.rejected.Load()
+	if first == nil {
+		return nil
+	}
+	return &Error{FormID: formID, Page: page, Status: first.Status, Kind: KindUnauthorized,
+		Err: fmt.Errorf("not sent: the API already refused the token for form %q", first.FormID)}
 }
 
 // nextWait honours a usable Retry-After exactly (capped at MaxRetryAfter),
@@ -251,7 +243,7 @@ func (c *Client) cancelled(formID string, page int, cause error, last *Error) er
 
 // attempt makes one request under RequestTimeout, body included, and
 // classifies the outcome.
-func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.URL) (*Page, *Error) {
+func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.URL) (*Page, http.Header, *Error) {
 	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
 	fail := func(kind Kind, status int, err error) *Error {
@@ -260,7 +252,7 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 
 	req, err := http.NewRequestWithContext(actx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fail(KindTransport, 0, err)
+		return nil, nil, fail(KindTransport, 0, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.cfg.Token.Reveal())
 	req.Header.Set("Accept", "application/json")
@@ -268,41 +260,57 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fail(KindTransport, 0, c.timeoutText(actx, err))
+		return nil, nil, fail(KindTransport, 0, c.timeoutText(actx, err))
 	}
 	defer resp.Body.Close()
 
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyRead))
 		e := fail(statusKind(resp.StatusCode), resp.StatusCode, nil)
-		e.Body = excerpt(body, c.cfg.Token.Reveal())
+		e.Body = errorText(body, c.tok)
 		if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), c.cfg.Now()); ok {
 			e.RetryAfter = ra
 		}
-		return nil, e
+		return nil, resp.Header, e
 	}
 
 	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBodyBytes+1))
 	if err != nil {
 		if actx.Err() != nil {
-			return nil, fail(KindTransport, resp.StatusCode, c.timeoutText(actx, err))
+			return nil, resp.Header, fail(KindTransport, resp.StatusCode, c.timeoutText(actx, err))
 		}
-		return nil, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body cut off after %d bytes (truncated transfer): %w", len(body), err))
+		return nil, resp.Header, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body cut off after %d bytes (truncated transfer): %w", len(body), err))
 	}
 	if int64(len(body)) > c.cfg.MaxBodyBytes {
-		return nil, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body exceeds the %d byte limit", c.cfg.MaxBodyBytes))
+		return nil, resp.Header, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body exceeds the %d byte limit", c.cfg.MaxBodyBytes))
 	}
 	p, err := decodePage(formID, page, body)
 	if err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			e.Status = resp.StatusCode
-			e.Err = c.redact(e.Err)
-			return nil, e
-		}
-		return nil, fail(KindMalformed, resp.StatusCode, err)
+		return nil, resp.Header, c.decodeError(formID, page, resp.StatusCode, body, err)
 	}
-	return p, nil
+	return p, resp.Header, nil
+}
+
+// decodeError makes a decode failure safe to store. Its message quotes
+// server values cut to a few dozen characters, and a cut token no longer
+// matches the token: when the body holds the token, the message is taken
+// from decoding the body with the token redacted, before any cut.
+func (c *Client) decodeError(formID string, page, status int, body []byte, err error) *Error {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{FormID: formID, Page: page, Kind: KindMalformed, Err: err}
+	}
+	if c.tok.contains(string(body)) {
+		var safe *Error
+		if _, err2 := decodePage(formID, page, []byte(c.tok.redact(string(body)))); errors.As(err2, &safe) && safe.Kind == e.Kind {
+			e = safe
+		} else {
+			e.Err = errors.New("the body quotes the API token, so the details are withheld")
+		}
+	}
+	e.Status = status
+	e.Err = c.redact(e.Err)
+	return e
 }
 
 func (c *Client) timeoutText(actx context.Context, err error) error {
@@ -318,8 +326,12 @@ func statusKind(status int) Kind {
 		return KindAccessDisabled
 	case status == http.StatusUnauthorized:
 		return KindUnauthorized
+	case status == http.StatusForbidden:
+		return KindForbidden
 	case status == http.StatusNotFound:
 		return KindFormNotFound
+	case status == http.StatusGone:
+		return KindGone
 	case status == http.StatusTooManyRequests:
 		return KindRateLimited
 	case status >= 500 && status <= 599:
@@ -329,19 +341,20 @@ func statusKind(status int) Kind {
 }
 
 // redact is the last line of defence: an error whose text would contain
-// the token (echoed by a server into a body we quote, say) is wrapped so
-// that its text does not, while errors.Is/As still see through it.
+// the token in any encoding (echoed by a server into a body we quote, say)
+// is wrapped so that its text does not, while errors.Is/As still see
+// through it.
 func (c *Client) redact(err error) error {
-	if err == nil || c.cfg.Token == "" || !strings.Contains(err.Error(), c.cfg.Token.Reveal()) {
+	if err == nil || !c.tok.contains(err.Error()) {
 		return err
 	}
-	return &redactedError{err: err, token: c.cfg.Token.Reveal()}
+	return &redactedError{err: err, tok: c.tok}
 }
 
 type redactedError struct {
-	err   error
-	token string
+	err error
+	tok *tokenMatcher
 }
 
-func (r *redactedError) Error() string { return strings.ReplaceAll(r.err.Error(), r.token, redacted) }
+func (r *redactedError) Error() string { return r.tok.redact(r.err.Error()) }
 func (r *redactedError) Unwrap() error { return r.err }

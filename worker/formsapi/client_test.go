@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -18,7 +19,7 @@ func TestPageRequest(t *testing.T) {
 	var got *http.Request
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		got = r.Clone(r.Context())
-		writeJSON(w, newerPage)
+		writePage(w, r, newerPage)
 	})
 	b := setup(t, srv.URL+"/prefix/")
 	p, _, err := b.client.Page(t.Context(), "a/b c", 2, 100)
@@ -82,7 +83,8 @@ func TestErrorStatuses(t *testing.T) {
 		{400, KindAccessDisabled, ErrAccessDisabled, `enable "HTTP API Access" in the form's Settings tab`, 1},
 		{401, KindUnauthorized, ErrUnauthorized, "FORMSYNC_API_TOKEN", 1},
 		{404, KindFormNotFound, ErrFormNotFound, "FORMSYNC_FORMS", 1},
-		{403, KindUnexpectedStatus, ErrUnexpectedStatus, "unexpected HTTP status 403", 1},
+		{403, KindForbidden, ErrForbidden, "may not read this form", 1},
+		{410, KindGone, ErrGone, "form was removed, or the service retired this version of the API", 1},
 		{418, KindUnexpectedStatus, ErrUnexpectedStatus, "unexpected HTTP status 418", 1},
 		{302, KindUnexpectedStatus, ErrUnexpectedStatus, "unexpected HTTP status 302", 1},
 		{429, KindRateLimited, ErrRateLimited, "rate limited", 1},
@@ -110,7 +112,7 @@ func TestErrorStatuses(t *testing.T) {
 			if !errors.Is(err, tt.sentinel) {
 				t.Errorf("errors.Is(%v, %v) = false", err, tt.sentinel)
 			}
-			for _, other := range []error{ErrAccessDisabled, ErrUnauthorized, ErrFormNotFound, ErrRateLimited, ErrServer, ErrMalformed, ErrTransport} {
+			for _, other := range []error{ErrAccessDisabled, ErrUnauthorized, ErrFormNotFound, ErrRateLimited, ErrServer, ErrMalformed, ErrTransport, ErrForbidden, ErrGone, ErrPaging, ErrUnexpectedStatus} {
 				if other != tt.sentinel && errors.Is(err, other) {
 					t.Errorf("also matches %v", other)
 				}
@@ -354,7 +356,7 @@ func TestMalformedStopsAfterThreeAttempts(t *testing.T) {
 
 func TestOversizedBody(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
-		writeJSON(w, olderPage)
+		writePage(w, r, olderPage)
 	})
 	b := setup(t, srv.URL, func(c *Config) { c.MaxBodyBytes = 100 })
 	_, _, err := b.client.Page(t.Context(), "f", 1, 0)
@@ -382,7 +384,7 @@ func TestStalledBodyTimesOutAndRetries(t *testing.T) {
 			}
 			return
 		}
-		writeJSON(w, olderPage)
+		writePage(w, r, olderPage)
 	})
 	b := setup(t, srv.URL, func(c *Config) { c.RequestTimeout = 200 * time.Millisecond })
 	start := time.Now()
@@ -461,6 +463,10 @@ func TestNewValidation(t *testing.T) {
 		{BaseURL: "https://forms.example.com", Token: testToken + "\n"},
 		{BaseURL: "https://forms.example.com", Token: "Bearer " + testToken},
 		{BaseURL: "https://forms.example.com", Token: testToken, RateLimit: -1},
+		{BaseURL: "https://forms.example.com", Token: testToken, RateLimit: 0.001},
+		{BaseURL: "https://forms.example.com", Token: testToken, RateLimit: 0.0099},
+		{BaseURL: "https://forms.example.com", Token: testToken, RateLimit: math.NaN()},
+		{BaseURL: "https://forms.example.com", Token: testToken, RateLimit: math.Inf(1)},
 		{BaseURL: "https://forms.example.com", Token: testToken, MaxWait: -time.Second},
 	} {
 		if _, err := New(cfg); record(err) == nil {
@@ -475,6 +481,9 @@ func TestNewValidation(t *testing.T) {
 			t.Errorf("error lacks %q:\n%s", want, msg)
 		}
 	}
+	if _, err := New(Config{BaseURL: "https://forms.example.com", Token: testToken, RateLimit: MinRateLimit}); err != nil {
+		t.Errorf("RateLimit %g refused: %v", MinRateLimit, record(err))
+	}
 	c, err := New(ok("https://forms.example.com"))
 	if err != nil {
 		t.Fatal(record(err))
@@ -482,42 +491,6 @@ func TestNewValidation(t *testing.T) {
 	got := c.Config()
 	if got.RateLimit != 5 || got.MaxWait != 2*time.Minute || got.MaxRetryAfter != time.Minute || got.RequestTimeout != 30*time.Second || got.MaxBodyBytes != 32<<20 || got.UserAgent != "formsync/dev" {
 		t.Errorf("defaults = %v", got)
-	}
-}
-
-func TestFollowSameOriginOnly(t *testing.T) {
-	api := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) { writeJSON(w, newerPage) })
-	other := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) { writeJSON(w, newerPage) })
-	b := setup(t, api.URL)
-	apiURL, _ := url.Parse(api.URL)
-	otherURL, _ := url.Parse(other.URL)
-	path := "/api/forms/f/submissions?page=2&limit=10"
-	refused := []string{
-		other.URL + path,                                     // other port
-		"https://" + apiURL.Host + path,                      // other scheme
-		"http://localhost:" + apiURL.Port() + path,           // other host name
-		"http://user:pw@" + apiURL.Host + path,               // credentials
-		"/api/forms/f/submissions?page=2",                    // relative
-		"//" + otherURL.Host + path,                          // scheme-relative
-		"http://" + apiURL.Host + "@" + otherURL.Host + path, // userinfo trick
-		"http://" + otherURL.Host + "#" + apiURL.Host,        // fragment trick
-		"\x00bad", // unparseable
-	}
-	for _, link := range refused {
-		_, err := b.client.Follow(t.Context(), "f", link)
-		if !errors.Is(record(err), ErrCrossOrigin) {
-			t.Errorf("Follow(%q) = %v, want ErrCrossOrigin", link, err)
-		}
-	}
-	if api.Hits() != 0 || other.Hits() != 0 {
-		t.Fatalf("refused links made requests: api %d other %d", api.Hits(), other.Hits())
-	}
-	p, err := b.client.Follow(t.Context(), "f", strings.ToUpper("http://")+apiURL.Host+path)
-	if err != nil || api.Hits() != 1 || len(p.Submissions) != 2 {
-		t.Fatalf("same-origin follow: %v hits %d", record(err), api.Hits())
-	}
-	if ev := b.Events(); ev[len(ev)-1].Page != 2 {
-		t.Errorf("event page = %d, want 2 from the link", ev[len(ev)-1].Page)
 	}
 }
 

@@ -30,6 +30,9 @@ const (
 
 	// MaxLimit is the largest page size the API accepts (newer form).
 	MaxLimit = 100
+
+	// MinRateLimit is the lowest RateLimit accepted: one request per 100 s.
+	MinRateLimit = 0.01
 )
 
 // redacted replaces secrets wherever a Config is printed.
@@ -50,14 +53,19 @@ type Config struct {
 	// RequestTimeout bounds one attempt, including reading the body, so a
 	// stalled body is cut off and retried. Defaults to 30s.
 	RequestTimeout time.Duration
-	// RateLimit is the client-side request rate (per second) shared by all
-	// forms of one Client, retries included. Defaults to 5; must be > 0.
+	// RateLimit is the ceiling of the request rate (per second) shared by
+	// all forms of one Client, retries included: starts are spaced at least
+	// 1/RateLimit apart. Below it the Client follows the server's own
+	// X-RateLimit-Limit/-Remaining and Retry-After, so a high ceiling gets
+	// close to the plan's full rate without knowing it. Defaults to 5; must
+	// be finite and at least MinRateLimit.
 	RateLimit float64
-	// MaxWait is the total of retry waits one Page or Follow call may spend.
+	// MaxWait is the total of retry waits one Page call may spend.
 	// When the next wait would exceed it, the call returns the last error.
 	// Defaults to 2m.
 	MaxWait time.Duration
-	// MaxRetryAfter caps an honoured Retry-After. Defaults to 60s.
+	// MaxRetryAfter caps an honoured Retry-After, and a wait for the
+	// server's rate-limit window to close. Defaults to 60s.
 	MaxRetryAfter time.Duration
 	// InitialBackoff and MaxBackoff shape the exponential backoff used when
 	// the server gives no usable Retry-After. Default 500ms and 30s.
@@ -74,7 +82,8 @@ type Config struct {
 	// metrics and per-form counts). It must be quick and safe for
 	// concurrent use.
 	Observer func(Event)
-	// Now, Sleep and Rand are injectable for deterministic tests. Defaults:
+	// Now, Sleep and Rand are injectable for deterministic tests (the
+	// limiter uses Now and Sleep too). Defaults:
 	// time.Now, a timer that also returns when ctx is done, and
 	// math/rand/v2.Float64.
 	Now   func() time.Time
@@ -82,7 +91,7 @@ type Config struct {
 	Rand  func() float64
 }
 
-// Event describes one attempt of a Page or Follow call.
+// Event describes one attempt of a Page call.
 type Event struct {
 	FormID  string
 	Page    int
@@ -161,8 +170,10 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 	if strings.ContainsFunc(c.UserAgent, isControl) {
 		problems = append(problems, errors.New("the user agent contains control characters"))
 	}
-	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
-		problems = append(problems, fmt.Errorf("rate limit must be a finite number > 0 requests per second, got %g", c.RateLimit))
+	// 0 means the default. Below MinRateLimit a sync would take hours per
+	// page, which is a typo (0.001 for 1), not a choice.
+	if c.RateLimit != 0 && !(c.RateLimit >= MinRateLimit) || math.IsInf(c.RateLimit, 0) {
+		problems = append(problems, fmt.Errorf("rate limit must be a finite number of at least %g requests per second (check FORMSYNC_RATE_LIMIT), got %g", MinRateLimit, c.RateLimit))
 	}
 	for _, d := range []struct {
 		name string

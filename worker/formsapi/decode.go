@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -29,23 +30,47 @@ type wirePage struct {
 	} `json:"meta"`
 }
 
+// wireSubmission is one submission as sent. raw keeps the object's bytes
+// for Submission.Raw: whatever the service adds later is stored, not
+// dropped. The live service sends the values under data, the documented
+// forms under fields.
 type wireSubmission struct {
+	raw       []byte
 	ID        json.RawMessage `json:"id"`
 	Fields    json.RawMessage `json:"fields"`
+	Data      json.RawMessage `json:"data"`
 	Files     json.RawMessage `json:"files"`
 	IsSpam    json.RawMessage `json:"is_spam"`
 	CreatedAt json.RawMessage `json:"created_at"`
 }
 
-// DecodePage decodes one response body of either form into a Page. It
-// never panics; anything that is not a well-formed page is an *Error of
-// KindMalformed naming the form (and the page, when the body says which).
-func DecodePage(formID string, body []byte) (*Page, error) {
-	return decodePage(formID, 0, body)
+func (w *wireSubmission) UnmarshalJSON(b []byte) error {
+	switch {
+	case string(b) == "null":
+		// As encoding/json does for a null element: leave it zero (and
+		// then refused for its missing created_at).
+		return nil
+	case b[0] != '{':
+		return &json.UnmarshalTypeError{Value: jsonKind(b[0]), Type: reflect.TypeFor[wireSubmission]()}
+	}
+	// The members alone, through a type without this method.
+	type members wireSubmission
+	var m members
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*w = wireSubmission(m)
+	// b belongs to the caller's buffer only for this call.
+	w.raw = bytes.Clone(b)
+	return nil
 }
 
-// decodePage decodes body; page, when > 0, is the page that was asked for
-// and names the page in errors.
+// decodePage decodes one response body of either form into a Page. It
+// never panics; a body that is not a well-formed page is an *Error of
+// KindMalformed, one whose pagination does not add up (page not the one
+// asked for, total_pages not derived from total and per_page) KindPaging.
+// page, when > 0, is the page that was asked for; 0 (tests) skips that check
+// and names the page from the body.
 func decodePage(formID string, page int, body []byte) (p *Page, err error) {
 	malformed := func(format string, args ...any) error {
 		return &Error{FormID: formID, Page: page, Kind: KindMalformed, Err: fmt.Errorf(format, args...)}
@@ -78,6 +103,7 @@ func decodePage(formID string, page int, body []byte) (p *Page, err error) {
 	if p.CurrentPage, err = nonNegative("current_page", pg.CurrentPage, true); err != nil {
 		return nil, malformed("meta.pagination.%w", err)
 	}
+	asked := page
 	if page == 0 {
 		page = p.CurrentPage
 	}
@@ -90,8 +116,7 @@ func decodePage(formID string, page int, body []byte) (p *Page, err error) {
 	if p.PerPage == 0 {
 		return nil, malformed("meta.pagination.per_page is 0")
 	}
-	count, err := nonNegative("count", pg.Count, false)
-	if err != nil {
+	if _, err := nonNegative("count", pg.Count, false); err != nil {
 		return nil, malformed("meta.pagination.%w", err)
 	}
 	totalPages, err := nonNegative("total_pages", pg.TotalPages, false)
@@ -118,26 +143,42 @@ func decodePage(formID string, page int, body []byte) (p *Page, err error) {
 		p.Submissions = append(p.Submissions, s)
 	}
 
-	// count is only checked, never used: it is how a short body that still
-	// parses (a proxy cutting an array) shows itself.
+	// count is type-checked but not compared with data: the live
+	// service's own reference shows count 10 beside one submission, and a
+	// body cut short cannot parse anyway. Count is what data holds.
 	p.Count = len(p.Submissions)
-	if pg.Count != nil && count != p.Count {
-		return nil, malformed("meta.pagination.count is %d but data holds %d submissions", count, p.Count)
-	}
 	if p.Count > p.PerPage {
 		return nil, malformed("data holds %d submissions, more than per_page %d", p.Count, p.PerPage)
 	}
 	p.TotalPages = totalPages
 	if pg.TotalPages == nil {
 		p.TotalPages = (p.Total + p.PerPage - 1) / p.PerPage
+	} else if err := checkTotalPages(p.Total, p.PerPage, totalPages); err != nil {
+		return nil, &Error{FormID: formID, Page: page, Kind: KindPaging, Err: err}
+	}
+	if asked > 0 && p.CurrentPage != asked {
+		// A server (or a cache in front of it) that ignores page would
+		// otherwise hand back page 1 for every page asked, and the engine
+		// would take it for the page it wanted.
+		return nil, &Error{FormID: formID, Page: page, Kind: KindPaging,
+			Err: fmt.Errorf("asked for page %d, the response says current_page %d", asked, p.CurrentPage)}
 	}
 	return p, nil
 }
 
 func decodeSubmission(r wireSubmission) (Submission, error) {
-	var s Submission
+	s := Submission{Raw: validUTF8(r.raw)}
 	if !isNull(r.ID) {
-		id, err := strconv.ParseInt(string(r.ID), 10, 64)
+		// An integer, or (from a serialiser that stringifies big keys) an
+		// integer in a string.
+		digits := r.ID
+		if n := len(digits); n >= 2 && digits[0] == '"' && digits[n-1] == '"' {
+			digits = digits[1 : n-1]
+		}
+		if len(digits) > 0 && digits[0] == '+' {
+			digits = nil // ParseInt takes a sign JSON never writes
+		}
+		id, err := strconv.ParseInt(string(digits), 10, 64)
 		if err != nil {
 			return s, fmt.Errorf("id %.40s is not an integer", r.ID)
 		}
@@ -155,15 +196,31 @@ func decodeSubmission(r wireSubmission) (Submission, error) {
 		return s, err
 	}
 	s.CreatedAt = t
-	if !isNull(r.IsSpam) {
-		if err := json.Unmarshal(r.IsSpam, &s.IsSpam); err != nil {
-			return s, fmt.Errorf("is_spam %.40s is not a boolean", r.IsSpam)
+	switch string(r.IsSpam) {
+	case "", "null", "false", "0":
+	case "true", "1":
+		s.IsSpam = true
+	default:
+		return s, fmt.Errorf("is_spam %.40s is not a boolean (or 0/1)", r.IsSpam)
+	}
+	// The documented forms send the values under fields, the live service
+	// under data. Neither leaves Fields nil rather than {}: the caller
+	// stores an empty object but can tell the user that nothing came,
+	// and Raw still holds what did.
+	values, member := r.Fields, "fields"
+	if isNull(values) {
+		values, member = r.Data, "data"
+	}
+	if !isNull(values) {
+		if s.Fields, err = rawOf(values, "{"); err != nil {
+			return s, fmt.Errorf("%s: %w", member, err)
 		}
 	}
-	if s.Fields, err = rawOf(r.Fields, '{', "{}"); err != nil {
-		return s, fmt.Errorf("fields: %w", err)
-	}
-	if s.Files, err = rawOf(r.Files, '[', "[]"); err != nil {
+	// files: an array of attachments, or (the live dashboard's shape) an
+	// object keyed by input name; the sinks take either.
+	if isNull(r.Files) {
+		s.Files = json.RawMessage("[]")
+	} else if s.Files, err = rawOf(r.Files, "[{"); err != nil {
 		return s, fmt.Errorf("files: %w", err)
 	}
 	return s, nil
@@ -180,25 +237,40 @@ func ParseCreatedAt(v string) (time.Time, error) {
 	return t.UTC().Truncate(time.Microsecond), nil
 }
 
-// rawOf checks that raw is a JSON value starting with want ('{' or '['),
-// defaulting null or missing to empty. Invalid UTF-8 inside strings is
-// replaced the way encoding/json does for decoded strings, so the sinks get
+// rawOf checks that raw (not null) is a JSON value starting with one of
+// want ('{', '['). Invalid UTF-8 inside strings is replaced so the sinks get
 // text they can store.
-func rawOf(raw json.RawMessage, want byte, empty string) (json.RawMessage, error) {
-	if isNull(raw) {
-		return json.RawMessage(empty), nil
+func rawOf(raw json.RawMessage, want string) (json.RawMessage, error) {
+	if !strings.ContainsRune(want, rune(raw[0])) {
+		kinds := map[string]string{"{": "an object", "[": "an array", "[{": "an array or an object"}
+		return nil, fmt.Errorf("%.40s is not %s", raw, kinds[want])
 	}
-	if raw[0] != want {
-		kind := "an object"
-		if want == '[' {
-			kind = "an array"
-		}
-		return nil, fmt.Errorf("%.40s is not %s", raw, kind)
+	return validUTF8(raw), nil
+}
+
+// validUTF8 replaces each run of invalid UTF-8 bytes with U+FFFD.
+func validUTF8(raw []byte) []byte {
+	if raw == nil || utf8.Valid(raw) {
+		return raw
 	}
-	if !utf8.Valid(raw) {
-		raw = bytes.ToValidUTF8(raw, []byte("\uFFFD"))
+	return bytes.ToValidUTF8(raw, []byte("\uFFFD"))
+}
+
+// jsonKind names the JSON type a value starting with c has.
+func jsonKind(c byte) string {
+	switch c {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
 	}
-	return raw, nil
+	return "number"
 }
 
 // nonNegative reads an optional or required non-negative integer member.
@@ -219,10 +291,19 @@ func nonNegative(name string, raw json.RawMessage, required bool) (int, error) {
 	return int(n), nil
 }
 
-// decodeLinks reads links: {} in the older form; next/previous strings or
-// null in the newer one. Either member being present marks the newer form.
+// decodeLinks reads links: {} in the older form; next/previous strings,
+// null or absent in the newer one; [] from the live service's PHP
+// serialiser when the form has one page (an empty PHP array). Either member
+// being present marks the newer form.
 func decodeLinks(raw json.RawMessage) (next, previous string, newer bool, err error) {
 	if isNull(raw) {
+		return "", "", false, nil
+	}
+	if raw[0] == '[' {
+		var elems []json.RawMessage
+		if err := json.Unmarshal(raw, &elems); err != nil || len(elems) > 0 {
+			return "", "", false, fmt.Errorf("%.40s is an array that is not empty", raw)
+		}
 		return "", "", false, nil
 	}
 	if raw[0] != '{' {
@@ -246,6 +327,18 @@ func decodeLinks(raw json.RawMessage) (next, previous string, newer bool, err er
 		}
 	}
 	return next, previous, newer, nil
+}
+
+// checkTotalPages says what does not add up when total_pages is not
+// max(1, ⌈total / per_page⌉); an empty form may say 0 or 1. A wrong
+// total_pages is how a broken serialiser or proxy shows itself, and paging
+// by it would silently stop early or run past the end.
+func checkTotalPages(total, perPage, totalPages int) error {
+	want := max(1, (total+perPage-1)/perPage)
+	if totalPages == want || (total == 0 && totalPages == 0) {
+		return nil
+	}
+	return fmt.Errorf("total_pages is %d, but total %d at per_page %d makes %d page(s)", totalPages, total, perPage, want)
 }
 
 // isNull reports a missing (empty) or JSON null member.

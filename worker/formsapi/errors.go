@@ -1,6 +1,7 @@
 package formsapi
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -20,9 +21,15 @@ var (
 	ErrTransport      = errors.New("formsapi: transport error")
 	// ErrUnexpectedStatus is matched by KindUnexpectedStatus errors.
 	ErrUnexpectedStatus = errors.New("formsapi: unexpected HTTP status")
-	// ErrCrossOrigin: Follow refused a server-supplied link to another
-	// scheme, host or port, so the token was not sent there.
-	ErrCrossOrigin = errors.New("formsapi: link leaves the API's origin")
+	// ErrForbidden: 403, the token is valid but may not read this form
+	// (another account's form, or a plan without API access).
+	ErrForbidden = errors.New("formsapi: access to the form forbidden")
+	// ErrGone: 410, the form or this version of the API was removed.
+	ErrGone = errors.New("formsapi: form or API version gone")
+	// ErrPaging: a page's pagination does not add up (current_page is not
+	// the page asked for, or total_pages does not follow from total and
+	// per_page). Retrying does not help: the server ignores paging.
+	ErrPaging = errors.New("formsapi: pagination does not add up")
 	// ErrInsecureURL: the base URL would send the token in clear.
 	ErrInsecureURL = errors.New("formsapi: insecure base URL")
 )
@@ -39,6 +46,9 @@ const (
 	KindMalformed                        // body not a valid page, truncated or too large
 	KindTransport                        // no complete response: timeout, connection error
 	KindUnexpectedStatus                 // any other status
+	KindPaging                           // 200, but the pagination does not add up
+	KindForbidden                        // 403: token valid, form or plan not accessible
+	KindGone                             // 410: form or API version removed
 )
 
 func (k Kind) String() string {
@@ -59,6 +69,12 @@ func (k Kind) String() string {
 		return "transport error"
 	case KindUnexpectedStatus:
 		return "unexpected status"
+	case KindPaging:
+		return "paging inconsistent"
+	case KindForbidden:
+		return "forbidden"
+	case KindGone:
+		return "gone"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -81,6 +97,12 @@ func (k Kind) sentinel() error {
 		return ErrTransport
 	case KindUnexpectedStatus:
 		return ErrUnexpectedStatus
+	case KindPaging:
+		return ErrPaging
+	case KindForbidden:
+		return ErrForbidden
+	case KindGone:
+		return ErrGone
 	}
 	return nil
 }
@@ -98,15 +120,16 @@ func (k Kind) retryable() bool {
 // and page and says what the user can do about it.
 type Error struct {
 	FormID string
-	Page   int // 0 when unknown (DecodePage, or a followed link without page)
+	Page   int // 0 when unknown (a body decoded without the page asked for)
 	Status int // HTTP status; 0 when no response arrived
 	Kind   Kind
 	// RetryAfter is the server's parsed Retry-After, 0 if none.
 	RetryAfter time.Duration
 	Err        error
 	// Body is a sanitised excerpt (at most maxExcerpt bytes) of an error
-	// response body, with the token redacted. Its shape is undocumented, so
-	// it is shown to people, never parsed.
+	// response body, or of its "message" member when it is a JSON object
+	// with one, with the token redacted in any encoding. Its shape is
+	// undocumented, so it is shown to people, never branched on.
 	Body string
 	// Attempts is how many attempts were made before giving up.
 	Attempts int
@@ -123,7 +146,7 @@ func (e *Error) Error() string {
 	case KindAccessDisabled:
 		b.WriteString(`HTTP API access is disabled for this form (HTTP 400): enable "HTTP API Access" in the form's Settings tab in the dashboard`)
 	case KindUnauthorized:
-		b.WriteString("the API token was rejected (HTTP 401): it is invalid or revoked, or the Bearer prefix is missing; check FORMSYNC_API_TOKEN or the token file")
+		b.WriteString("the API token was rejected (HTTP 401): it is invalid or revoked, or the Bearer prefix is missing; check FORMSYNC_API_TOKEN (or the file FORMSYNC_API_TOKEN_FILE names)")
 	case KindFormNotFound:
 		b.WriteString("form not found (HTTP 404): it does not exist or was deleted; check the form id in FORMSYNC_FORMS")
 	case KindRateLimited:
@@ -140,6 +163,12 @@ func (e *Error) Error() string {
 		b.WriteString("no complete response from the API; check network connectivity and the base URL")
 	case KindUnexpectedStatus:
 		fmt.Fprintf(&b, "unexpected HTTP status %d; check the base URL", e.Status)
+	case KindForbidden:
+		b.WriteString("access forbidden (HTTP 403): the token is valid but may not read this form; check that the form belongs to the token's account and that its plan includes API access")
+	case KindGone:
+		b.WriteString("gone (HTTP 410): the form was removed, or the service retired this version of the API; check the form id in FORMSYNC_FORMS and the service's API changelog")
+	case KindPaging:
+		b.WriteString("the page's pagination does not add up, so its pages cannot be trusted to cover the form; check that the base URL points at the Form Submissions API and that no cache or proxy in between ignores the page parameter")
 	default:
 		b.WriteString(e.Kind.String())
 	}
@@ -167,14 +196,28 @@ func (e *Error) Is(target error) bool {
 // maxExcerpt bounds the part of an error body quoted in an Error.
 const maxExcerpt = 200
 
+// errorText is what an Error quotes of an error body: the message member
+// when the body is a JSON object carrying one (Laravel's {"message": "..."}:
+// the server's own words, without the JSON around them), else the start of
+// the body. Either way it is made printable, short and token-free.
+func errorText(body []byte, tok *tokenMatcher) string {
+	var lv struct {
+		Message *string `json:"message"`
+	}
+	if json.Unmarshal(body, &lv) == nil && lv.Message != nil && strings.TrimSpace(*lv.Message) != "" {
+		// Redacted before decoding too: decoding undoes \u escapes, and the
+		// raw form is what a partial match would hide in.
+		return excerpt([]byte(*lv.Message), tok)
+	}
+	return excerpt(body, tok)
+}
+
 // excerpt turns the start of an untrusted body into a short, printable,
 // token-free string. The token is removed before cutting, so a cut can
 // never leave a prefix of it behind.
-func excerpt(body []byte, token string) string {
+func excerpt(body []byte, tok *tokenMatcher) string {
 	s := strings.ToValidUTF8(string(body), "\uFFFD")
-	if token != "" {
-		s = strings.ReplaceAll(s, token, redacted)
-	}
+	s = tok.redact(s)
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsSpace(r) {
 			return ' '
@@ -185,10 +228,8 @@ func excerpt(body []byte, token string) string {
 		return r
 	}, s)
 	s = strings.Join(strings.Fields(s), " ")
-	if token != "" {
-		// Again: dropping unprintable runes can join a split token.
-		s = strings.ReplaceAll(s, token, redacted)
-	}
+	// Again: dropping unprintable runes can join a split token.
+	s = tok.redact(s)
 	if len(s) > maxExcerpt {
 		cut := maxExcerpt
 		for cut > 0 && !utf8.RuneStart(s[cut]) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -199,3 +200,23 @@ func writeJSON(w http.ResponseWriter, body string) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(body))
 }
+
+var currentPage = regexp.MustCompile(`"current_page":\d+`)
+
+// writePage writes a canned page body as the page r asked for (1 when it
+// names none), so that the client's current_page check passes.
+func writePage(w http.ResponseWriter, r *http.Request, body string) {
+	page := r.URL.Query().Get("page")
+	if page == "" {
+		page = "1"
+	}
+	writeJSON(w, currentPage.ReplaceAllString(body, `"current_page":`+page))
+}
+
+// liveExample is the example page of the live service's API reference,
+// byte for byte: values under data, no files or is_spam, three fractional
+// digits, a total that is not a multiple of the page size.
+const liveExample = `{"data": [{"id": 123, "data": {"name": "John Doe", "email": "john@example.com", "message": "Hello!"},
+           "created_at": "2024-05-11T10:30:00.000Z"}],
+ "meta": {"pagination": {"total": 150, "count": 10, "per_page": 10, "current_page": 1, "total_pages": 15,
+          "links": {"previous": null, "next": "https://…/submissions?page=2"}}}}`

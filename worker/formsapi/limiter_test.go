@@ -2,154 +2,297 @@ package formsapi
 
 import (
 	"context"
-	"math"
+	"errors"
 	"math/rand/v2"
 	"net/http"
-	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 )
 
-// maxInWindow returns the most starts that fall in any half-open window
-// [s, s+window) beginning at a start (the busiest window always does).
-func maxInWindow(starts []time.Time, window time.Duration) int {
-	s := slices.Clone(starts)
-	slices.SortFunc(s, func(a, b time.Time) int { return a.Compare(b) })
-	best, j := 0, 0
-	for i := range s {
-		for j < len(s) && s[j].Sub(s[i]) < window {
-			j++
-		}
-		best = max(best, j-i)
-	}
-	return best
-}
-
-func allowed(rate float64) int { return max(1, int(math.Floor(rate))) }
-
-func TestLimiterFakeClockSequential(t *testing.T) {
-	for _, rate := range []float64{0.5, 1, 2.5, 5, 7.9, 20} {
+// TestLimiterCeilingSpacing: starts are at least 1/rate apart, whenever
+// callers arrive, with no burst after an idle spell.
+func TestLimiterCeilingSpacing(t *testing.T) {
+	for _, r := range []float64{0.01, 0.5, 1, 2.5, 5, 7.9, 20} {
 		clock := newFakeClock()
-		l := NewLimiter(rate, clock.Now, clock.Sleep)
-		rnd := rand.New(rand.NewPCG(1, uint64(rate*10)))
-		var starts []time.Time
-		for range 300 {
-			// Callers arrive at random moments, sometimes in bursts.
+		l := newLimiter(r, 0, clock.Now, clock.Sleep)
+		rnd := rand.New(rand.NewPCG(1, uint64(r*100)))
+		interval := time.Duration(float64(time.Second) / r)
+		var last time.Time
+		for i := range 200 {
 			if rnd.IntN(3) == 0 {
-				clock.Advance(time.Duration(rnd.Int64N(int64(2 * time.Second))))
+				clock.Advance(time.Duration(rnd.Int64N(int64(3 * interval))))
 			}
-			if err := l.Wait(t.Context()); err != nil {
+			s, _, err := l.wait(t.Context())
+			if err != nil {
 				t.Fatal(err)
 			}
-			starts = append(starts, clock.Now())
-		}
-		if got := maxInWindow(starts, time.Second); got > allowed(rate) {
-			t.Errorf("rate %g: %d starts in one second, want <= %d", rate, got, allowed(rate))
+			l.observe(s, 200, nil, 0)
+			now := clock.Now()
+			// x/time/rate computes in float seconds: allow a microsecond.
+			if i > 0 && now.Sub(last) < interval-time.Microsecond {
+				t.Fatalf("rate %g: starts %v apart, want >= %v", r, now.Sub(last), interval)
+			}
+			last = now
 		}
 	}
 }
 
-func TestLimiterFakeClockConcurrent(t *testing.T) {
-	const rate = 5.0
+// TestLimiterConcurrentCallersQueue: callers arriving together are given
+// successive slots, one interval apart.
+func TestLimiterConcurrentCallersQueue(t *testing.T) {
 	clock := newFakeClock()
-	t0 := clock.Now()
 	var mu sync.Mutex
-	var starts []time.Time
-	// The clock stands still; each caller starts when its sleep would end.
+	var delays []time.Duration
+	// The clock stands still; each caller records when it would start.
 	sleep := func(ctx context.Context, d time.Duration) error {
 		mu.Lock()
-		starts = append(starts, t0.Add(d))
+		delays = append(delays, d)
 		mu.Unlock()
 		return nil
 	}
-	l := NewLimiter(rate, clock.Now, sleep)
+	l := newLimiter(5, 0, clock.Now, sleep)
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
-			if err := l.Wait(t.Context()); err != nil {
+			if _, _, err := l.wait(t.Context()); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	// Exactly one caller went without sleeping (at t0).
-	immediate := 50 - len(starts)
-	if immediate != 1 {
-		t.Fatalf("%d callers started without waiting, want 1", immediate)
+	seen := map[time.Duration]bool{}
+	for _, d := range delays {
+		slot := d.Round(time.Millisecond)
+		if seen[slot] || slot%(200*time.Millisecond) != 0 {
+			t.Fatalf("delays %v: want distinct multiples of 200ms", delays)
+		}
+		seen[slot] = true
 	}
-	starts = append(starts, t0)
-	if got := maxInWindow(starts, time.Second); got > allowed(rate) {
-		t.Errorf("%d starts in one second, want <= %d", got, allowed(rate))
+	if len(delays) != 49 {
+		t.Fatalf("%d callers waited, want 49 (the first goes at once)", len(delays))
 	}
 }
 
+// TestLimiterCancelGivesSlotBack: a caller that gives up while waiting
+// does not delay the next one.
 func TestLimiterCancelGivesSlotBack(t *testing.T) {
 	clock := newFakeClock()
 	ctx, cancel := context.WithCancel(t.Context())
-	l := NewLimiter(1, clock.Now, func(ctx context.Context, d time.Duration) error { cancel(); return context.Canceled })
-	if err := l.Wait(t.Context()); err != nil { // first is free
+	var sleeps []time.Duration
+	l := newLimiter(1, 0, clock.Now, func(c context.Context, d time.Duration) error {
+		sleeps = append(sleeps, d)
+		if c == ctx {
+			cancel()
+			return context.Canceled
+		}
+		return nil
+	})
+	if _, _, err := l.wait(t.Context()); err != nil { // first is free
 		t.Fatal(err)
 	}
-	if err := l.Wait(ctx); err == nil {
-		t.Fatal("cancelled wait returned nil")
+	if _, _, err := l.wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait = %v", err)
 	}
-	l.mu.Lock()
-	next := l.next
-	l.mu.Unlock()
-	if want := clock.Now().Add(time.Second); !next.Equal(want) {
-		t.Errorf("next = %v, want %v (slot given back)", next, want)
+	if _, _, err := l.wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(sleeps) != 2 || sleeps[1] != time.Second {
+		t.Errorf("sleeps = %v, want the third caller to wait 1s, not 2s", sleeps)
 	}
 }
 
-func TestLimiterRealTime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real-time test")
+// laravel models the service's throttle: a fixed window opened, in whole
+// seconds, by the first request after the last one closed; refusals are
+// not counted.
+type laravel struct {
+	limit  int
+	window time.Duration
+	hits   int
+	reset  int64
+	// noReset leaves X-RateLimit-Reset off 429s (only Retry-After).
+	noReset bool
+}
+
+func (s *laravel) answer(now time.Time) (int, http.Header, time.Duration) {
+	h := http.Header{}
+	h.Set("X-RateLimit-Limit", strconv.Itoa(s.limit))
+	sec := now.Unix()
+	if sec >= s.reset {
+		s.hits, s.reset = 0, sec+int64(s.window/time.Second)
 	}
-	var mu sync.Mutex
-	var starts []time.Time
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
-		mu.Lock()
-		starts = append(starts, time.Now())
-		mu.Unlock()
-		writeJSON(w, newerPage)
-	})
-	c, err := New(Config{BaseURL: srv.URL, Token: testToken, RateLimit: 20})
-	if err != nil {
-		t.Fatal(record(err))
+	if s.hits >= s.limit {
+		h.Set("X-RateLimit-Remaining", "0")
+		ra := s.reset - sec
+		h.Set("Retry-After", strconv.FormatInt(ra, 10))
+		if !s.noReset {
+			h.Set("X-RateLimit-Reset", strconv.FormatInt(s.reset, 10))
+		}
+		return 429, h, time.Duration(ra) * time.Second
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
-	defer cancel()
+	s.hits++
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(s.limit-s.hits))
+	return 200, h, 0
+}
+
+// TestLimiterFollowsServerWindow: with a high ceiling and a server that
+// allows 60 requests a minute without saying the minute, the limiter sends
+// 60 per window, takes at most one 429 (learning the window's end) and none
+// once the window's length is known.
+func TestLimiterFollowsServerWindow(t *testing.T) {
+	for _, noReset := range []bool{false, true} {
+		t.Run("no X-RateLimit-Reset="+strconv.FormatBool(noReset), func(t *testing.T) {
+			clock := newFakeClock()
+			clock.Advance(300 * time.Millisecond) // not on a whole second
+			srv := &laravel{limit: 60, window: time.Minute, noReset: noReset}
+			l := newLimiter(1000, time.Minute, clock.Now, clock.Sleep)
+			start := clock.Now()
+			ok, refused := 0, 0
+			for clock.Now().Sub(start) < 10*time.Minute {
+				s, _, err := l.wait(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				clock.Advance(2 * time.Millisecond) // latency
+				status, h, ra := srv.answer(clock.Now())
+				l.observe(s, status, h, ra)
+				if status == 429 {
+					refused++
+					clock.Sleep(t.Context(), ra) // what the client's retry does
+				} else {
+					ok++
+				}
+			}
+			t.Logf("%d answered, %d refused, window %v", ok, refused, l.window)
+			if refused > 1 {
+				t.Errorf("%d requests refused, want at most 1", refused)
+			}
+			// Ten windows of 60, but the first opens 0.3 s into a second
+			// and each later one when the previous closes.
+			if ok < 9*60 {
+				t.Errorf("%d requests in 10 minutes, want at least %d", ok, 9*60)
+			}
+			if l.window != time.Minute {
+				t.Errorf("learned window %v, want 1m", l.window)
+			}
+		})
+	}
+}
+
+// TestLimiterConcurrentFormsShareBudget: four callers sharing one limiter
+// against the same server stay within its window.
+func TestLimiterConcurrentFormsShareBudget(t *testing.T) {
+	clock := newFakeClock()
+	srv := &laravel{limit: 30, window: 10 * time.Second}
+	var mu sync.Mutex // the server's state and counts
+	l := newLimiter(1000, time.Minute, clock.Now, clock.Sleep)
+	ok, refused := 0, 0
+	end := clock.Now().Add(2 * time.Minute)
 	var wg sync.WaitGroup
-	for g := range 3 { // three forms share the client's limiter
+	for range 4 {
 		wg.Go(func() {
-			for i := range 10 {
-				if _, _, err := c.Page(ctx, "form", g*10+i+1, 10); err != nil {
-					t.Error(record(err))
+			for clock.Now().Before(end) {
+				s, _, err := l.wait(t.Context())
+				if err != nil {
+					t.Error(err)
 					return
 				}
+				mu.Lock()
+				status, h, ra := srv.answer(clock.Now())
+				if status == 429 {
+					refused++
+				} else {
+					ok++
+				}
+				mu.Unlock()
+				l.observe(s, status, h, ra)
+				clock.Advance(time.Millisecond)
 			}
 		})
 	}
 	wg.Wait()
-	if len(starts) != 30 {
-		t.Fatalf("%d requests, want 30", len(starts))
-	}
-	// Server-side timestamps carry scheduling noise of a few ms; a 950ms
-	// window keeps the check exact in spirit without flaking.
-	if got := maxInWindow(starts, 950*time.Millisecond); got > 20 {
-		t.Errorf("%d requests within 950ms at rate 20", got)
+	t.Logf("%d answered, %d refused", ok, refused)
+	if total := ok + refused; refused*50 > total || ok < 10*30 {
+		t.Errorf("%d answered, %d refused (of %d): want <= 2%% refused and >= %d answered", ok, refused, total, 10*30)
 	}
 }
 
-func TestLimiterInterval(t *testing.T) {
-	tests := map[float64]time.Duration{
-		1: time.Second, 5: 200 * time.Millisecond, 20: 50 * time.Millisecond,
-		2.5: 500 * time.Millisecond, 0.5: 2 * time.Second, 0: time.Second, -3: time.Second, math.NaN(): time.Second,
-	}
-	for rate, want := range tests {
-		if got := limiterInterval(rate); got != want {
-			t.Errorf("limiterInterval(%g) = %v, want %v", rate, got, want)
+// TestLimiterWithoutHeaders: a server that sends no rate-limit headers is
+// paced by the ceiling alone, and its 429s do not stop the limiter.
+func TestLimiterWithoutHeaders(t *testing.T) {
+	clock := newFakeClock()
+	l := newLimiter(10, time.Minute, clock.Now, clock.Sleep)
+	for i := range 100 {
+		s, _, err := l.wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
 		}
+		if i%10 == 0 {
+			l.observe(s, 429, http.Header{}, 0)
+		} else {
+			l.observe(s, 200, http.Header{}, 0)
+		}
+	}
+	if got := clock.Now().Sub(newFakeClock().Now()); got != 99*100*time.Millisecond {
+		t.Errorf("100 requests took %v, want 9.9s at 10/s", got)
+	}
+}
+
+// TestLimiterWaitHonoursContext: a caller waiting for the server's window
+// to close stops when its context does.
+func TestLimiterWaitHonoursContext(t *testing.T) {
+	clock := newFakeClock()
+	srv := &laravel{limit: 2, window: time.Minute}
+	l := newLimiter(1000, time.Minute, clock.Now, clock.Sleep)
+	for range 3 { // two answered, the third refused: the window's end is known
+		s, _, err := l.wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, h, ra := srv.answer(clock.Now())
+		l.observe(s, status, h, ra)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+	cancel()
+	l.sleep = func(ctx context.Context, d time.Duration) error {
+		if d > time.Second {
+			return context.Cause(ctx)
+		}
+		return nil
+	}
+	if _, _, err := l.wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait = %v, want context.Canceled", err)
+	}
+	// A caller whose deadline comes first is not held for the window.
+	ctx2, cancel2 := context.WithCancel(t.Context())
+	defer cancel2()
+	l.sleep = func(c context.Context, d time.Duration) error {
+		cancel2()
+		return context.Cause(c)
+	}
+	if _, _, err := l.wait(ctx2); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait = %v, want context.Canceled", err)
+	}
+}
+
+// TestLimiterIgnoresEarlierWindowAnswers: a late answer from the window
+// before does not spend the new window's budget.
+func TestLimiterIgnoresEarlierWindowAnswers(t *testing.T) {
+	clock := newFakeClock()
+	l := newLimiter(1000, time.Minute, clock.Now, clock.Sleep)
+	h := func(rem int) http.Header {
+		return http.Header{"X-Ratelimit-Limit": {"10"}, "X-Ratelimit-Remaining": {strconv.Itoa(rem)}}
+	}
+	old, _, _ := l.wait(t.Context())
+	clock.Advance(time.Millisecond)
+	first, _, _ := l.wait(t.Context())
+	l.observe(first, 200, h(9), 0) // opens a window
+	l.observe(old, 200, h(0), 0)   // sent before it opened
+	// 9 left, less the old request still in flight when the window
+	// opened (it may have been counted in it); its own answer of 0 is
+	// from the window before and changes nothing.
+	if l.budget != 8 {
+		t.Errorf("budget %d, want 8", l.budget)
 	}
 }

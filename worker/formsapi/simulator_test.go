@@ -2,8 +2,10 @@ package formsapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -56,7 +58,7 @@ func readAll(t *testing.T, c *Client, formID string, limit int) []Submission {
 }
 
 func TestClientAgainstSimulatorBothFormsBothOrders(t *testing.T) {
-	for _, v := range []apisim.Variant{apisim.Older, apisim.Newer} {
+	for _, v := range []apisim.Variant{apisim.Older, apisim.Newer, apisim.Live} {
 		for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
 			t.Run(v.String()+"/"+o.String(), func(t *testing.T) {
 				sim, c, _ := simClient(t, apisim.Options{Seed: 3, Variant: v, Order: o, Forms: []string{"f"}, SubmissionsPerForm: 137, TieEvery: 4})
@@ -64,8 +66,8 @@ func TestClientAgainstSimulatorBothFormsBothOrders(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				wantPer := map[apisim.Variant]int{apisim.Older: 25, apisim.Newer: 100}[v]
-				if p.PerPage != wantPer || p.Newer != (v == apisim.Newer) || p.Total != 137 {
+				wantPer := map[apisim.Variant]int{apisim.Older: 25, apisim.Newer: 100, apisim.Live: 100}[v]
+				if p.PerPage != wantPer || p.Newer != (v != apisim.Older) || p.Total != 137 {
 					t.Errorf("page 1: per_page %d newer %v total %d", p.PerPage, p.Newer, p.Total)
 				}
 				got := readAll(t, c, "f", 100)
@@ -79,16 +81,47 @@ func TestClientAgainstSimulatorBothFormsBothOrders(t *testing.T) {
 						w = want[len(want)-1-i]
 					}
 					at := w.CreatedAt
-					if v == apisim.Newer {
+					if v != apisim.Older {
 						at = at.Truncate(time.Millisecond)
 					}
-					if !s.CreatedAt.Equal(at) || (s.ID != nil) != (v == apisim.Newer) || (s.ID != nil && *s.ID != w.ID) {
+					if !s.CreatedAt.Equal(at) || (s.ID != nil) != (v != apisim.Older) || (s.ID != nil && *s.ID != w.ID) {
 						t.Fatalf("submission %d: got %v id %v, want %v id %d", i, s.CreatedAt, s.ID, at, w.ID)
+					}
+					if !jsonEqual(s.Fields, w.Fields) || len(s.Raw) == 0 {
+						t.Fatalf("submission %d: fields %s raw %s, want fields %s", i, s.Fields, s.Raw, w.Fields)
+					}
+					if v == apisim.Live && (string(s.Files) != "[]" || s.IsSpam) {
+						t.Fatalf("submission %d: live form has no files or is_spam, got %s %v", i, s.Files, s.IsSpam)
 					}
 				}
 			})
 		}
 	}
+}
+
+// TestClientAgainstLiveSinglePage: a live form of one page answers
+// "links": [], and its values come through.
+func TestClientAgainstLiveSinglePage(t *testing.T) {
+	sim, c, _ := simClient(t, apisim.Options{Seed: 5, Variant: apisim.Live, Forms: []string{"contact"}, SubmissionsPerForm: 7})
+	p, _, err := c.Page(t.Context(), "contact", 1, 10)
+	if err != nil {
+		t.Fatal(record(err))
+	}
+	if p.TotalPages != 1 || len(p.Submissions) != 7 || p.Next != "" || p.Previous != "" || !p.Newer {
+		t.Fatalf("page = %+v", p)
+	}
+	want := sim.Submissions("contact")
+	for i, s := range p.Submissions {
+		var fields map[string]any
+		if err := json.Unmarshal(s.Fields, &fields); err != nil || fields["email"] == nil || !jsonEqual(s.Fields, want[len(want)-1-i].Fields) {
+			t.Errorf("submission %d fields = %s", i, s.Fields)
+		}
+	}
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
 func TestClientAgainstSimulatorErrors(t *testing.T) {
@@ -164,5 +197,49 @@ func TestClientRateLimitKeepsSimulatorHappy(t *testing.T) {
 	wg.Wait()
 	if n := sim.Stats().ByStatus[429]; n != 0 {
 		t.Errorf("%d requests answered 429 although the client stayed under the server's rate", n)
+	}
+}
+
+// TestClientLearnsUndisclosedPlanLimit: against the simulator's plan limit
+// (20 requests per 10 s, not told to the client) and a ceiling of 1000/s,
+// the client reads every page with at most one 429, and spends its waits in
+// the limiter rather than in retries. Simulator and client share a fake
+// clock, so nothing really sleeps.
+func TestClientLearnsUndisclosedPlanLimit(t *testing.T) {
+	clock := newFakeClock()
+	sim := apisim.New(apisim.Options{Seed: 8, Token: testToken, Variant: apisim.Live, Forms: []string{"a", "b"},
+		SubmissionsPerForm: 250, PlanLimit: 20, PlanWindow: 10 * time.Second, Now: clock.Now})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	c, err := New(Config{BaseURL: srv.URL, Token: testToken, RateLimit: 1000, Now: clock.Now, Sleep: clock.Sleep,
+		Observer: func(ev Event) { record(ev.Err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := clock.Now()
+	var paced time.Duration
+	limited := 0
+	for _, f := range []string{"a", "b"} {
+		for page := 1; page <= 25; page++ {
+			p, resp, err := c.Page(t.Context(), f, page, 10)
+			if err != nil {
+				t.Fatal(record(err))
+			}
+			if len(p.Submissions) != 10 {
+				t.Fatalf("%s page %d: %d submissions", f, page, len(p.Submissions))
+			}
+			paced += resp.Paced
+			limited += resp.RateLimited
+		}
+	}
+	st := sim.Stats()
+	if st.ByStatus[429] > 1 || limited != st.ByStatus[429] {
+		t.Errorf("%d answers were 429 (client counted %d), want at most 1", st.ByStatus[429], limited)
+	}
+	// 50 pages at 20 per 10 s: the third window opens after 20 s. The
+	// first window's end is learned from its 429 (a retry wait); the
+	// second's is predicted (a wait in the limiter).
+	if el := clock.Now().Sub(start); el > 21*time.Second || paced < 9*time.Second {
+		t.Errorf("took %v on the fake clock, %v of it paced; want about 20 s, half of it paced", el, paced)
 	}
 }

@@ -37,6 +37,8 @@ type Metrics struct {
 	formFailures   *prometheus.CounterVec
 	lastSuccess    *prometheus.GaugeVec
 	watermarkLag   *prometheus.GaugeVec
+	missingRows    *prometheus.GaugeVec
+	conflicts      prometheus.Counter
 	commitDuration prometheus.Histogram
 	runDuration    prometheus.Histogram
 }
@@ -100,6 +102,14 @@ func New(opts ...Option) *Metrics {
 		Namespace: namespace, Name: "watermark_lag_seconds",
 		Help: "Seconds between the end of the form's last sync and the created_at of the newest submission loaded.",
 	}, []string{"form"})
+	m.missingRows = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "form_missing_rows",
+		Help: "Submissions the API counts for the form that the sink does not hold after the last complete read (0 when complete).",
+	}, []string{"form"})
+	m.conflicts = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "commit_conflicts_total",
+		Help: "Commits refused because another formsync committed the same forms meanwhile; each was merged and tried again.",
+	})
 	m.commitDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "commit_duration_seconds",
 		Help:    "Duration of the commit of rows and watermarks to the sink.",
@@ -115,7 +125,7 @@ func New(opts ...Option) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.rateLimited, m.backoff, m.requestDuration,
 		m.runs, m.rows, m.pages, m.formFailures, m.lastSuccess, m.watermarkLag,
-		m.commitDuration, m.runDuration,
+		m.missingRows, m.conflicts, m.commitDuration, m.runDuration,
 	)
 	// Both results exist from the start so that rate() and alerts on
 	// failures see a zero rather than no series at all.
@@ -133,7 +143,7 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // ObserveRequest records one API request attempt. Its signature fits
-// formsapi.Config.Observer and worker.NewRequestStats.
+// formsapi.Config.Observer.
 func (m *Metrics) ObserveRequest(ev formsapi.Event) {
 	status := "error"
 	if ev.Status != 0 {
@@ -168,10 +178,14 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 		result = "failure"
 	}
 	m.runs.WithLabelValues(result).Inc()
+	m.conflicts.Add(float64(rep.Conflicts))
 
 	now := m.now()
 	for _, f := range rep.Forms {
 		m.pages.WithLabelValues(f.FormID).Add(float64(f.Pages))
+		if f.Total >= 0 {
+			m.missingRows.WithLabelValues(f.FormID).Set(float64(f.Missing))
+		}
 		if f.Err != nil || rep.CommitErr != nil {
 			m.formFailures.WithLabelValues(f.FormID).Inc()
 			continue

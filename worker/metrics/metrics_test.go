@@ -300,3 +300,25 @@ func TestPushErrors(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// An incomplete form shows how many submissions it misses; a complete one
+// shows 0; a form not read to the end leaves the gauge alone.
+func TestMissingRowsAndConflicts(t *testing.T) {
+	m := New()
+	m.ObserveRun(&worker.Report{Conflicts: 2, Forms: []worker.FormReport{
+		{FormID: "short", Total: 12, Missing: 2, Err: &worker.IncompleteError{FormID: "short", Total: 12, Stored: 10, Missing: 2}},
+		{FormID: "whole", Total: 5},
+		{FormID: "failed", Total: -1, Err: errors.New("form not found")},
+	}}, 0)
+	for form, want := range map[string]float64{"short": 2, "whole": 0} {
+		if got := testutil.ToFloat64(m.missingRows.WithLabelValues(form)); got != want {
+			t.Errorf("missing rows of %s = %g, want %g", form, got, want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.Registry(), "formsync_form_missing_rows"); n != 2 {
+		t.Errorf("%d missing-rows series, want 2 (none for a form not read to the end)", n)
+	}
+	if got := testutil.ToFloat64(m.conflicts); got != 2 {
+		t.Errorf("commit conflicts = %g, want 2", got)
+	}
+}

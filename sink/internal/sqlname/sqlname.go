@@ -1,10 +1,14 @@
 package sqlname
 
 import (
+	"regexp"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/formsync/formsync/sink"
 )
 
 // Form ids and field names are user data. Before one becomes part of an
@@ -20,10 +24,8 @@ const maxIdent = 60
 // form id.
 func ViewName(formID string) string { return sanitize("form_", formID) }
 
-// MaxViewFields is the most field columns a form's view carries, in either
-// sink: SQLite allows 2000 columns per view (BigQuery 10,000), and a form's
-// view has the same columns whichever sink holds it.
-const MaxViewFields = 1900
+// MaxViewFields is sink.MaxViewFields.
+const MaxViewFields = sink.MaxViewFields
 
 // ViewFixedColumns are the submissions columns every form view starts with.
 func ViewFixedColumns() []string {
@@ -108,11 +110,18 @@ func sanitize(prefix, s string) string {
 			name, lossy = "f"+name, true
 		}
 	}
-	if lossy {
+	// A name that is already what a hashed name looks like (…_ and eight
+	// hex digits) gets a hash of its own, so that no form id or field name
+	// can take the name another one was given: "a_b_d44362d6" would
+	// otherwise be the name of "a-b".
+	if lossy || hashedRE.MatchString(name) {
 		name = withHash(name, s)
 	}
 	return name
 }
+
+// hashedRE matches the suffix withHash appends.
+var hashedRE = regexp.MustCompile(`_[0-9a-f]{8}$`)
 
 func withHash(name, original string) string {
 	sum := sha256.Sum256([]byte(original))

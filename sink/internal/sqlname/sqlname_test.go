@@ -62,3 +62,20 @@ func TestViewColumnsDedupeAndCap(t *testing.T) {
 		t.Error("a field named like a fixed column took its name")
 	}
 }
+
+// A form id that looks like another's sanitised name does not take it.
+func TestViewNamesDoNotCollide(t *testing.T) {
+	ids := []string{"a-b", "a_b", "a.b", "A_B", ViewName("a-b")[len("form_"):], "a_b_00000000", "x_deadbeef", "x-deadbeef"}
+	seen := map[string]string{}
+	for _, id := range ids {
+		v := ViewName(id)
+		if prev, dup := seen[v]; dup {
+			t.Errorf("forms %q and %q share the view %s", prev, id, v)
+		}
+		seen[v] = id
+	}
+	cols := ColumnNames([]string{"a-b", ColumnNames([]string{"a-b"}, nil)["a-b"]}, nil)
+	if cols["a-b"] == cols[ColumnNames([]string{"a-b"}, nil)["a-b"]] {
+		t.Errorf("field names share a column: %v", cols)
+	}
+}

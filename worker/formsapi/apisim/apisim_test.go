@@ -783,14 +783,16 @@ func TestRegisterFlags(t *testing.T) {
 	err := fs.Parse([]string{"-seed", "5", "-token", "s3cret-value", "-variant", "newer", "-order", "oldest",
 		"-forms", "a, b,c", "-submissions", "0", "-tie-every", "3", "-rate-limit", "2.5", "-retry-after", "date",
 		"-rate-limit-faults", "0.3", "-latency", "10ms", "-server-errors", "0.1", "-truncate", "0.05", "-stall", "0.01",
-		"-stall-for", "2s", "-mutate-every", "4", "-add", "2", "-delete", "1"})
+		"-stall-for", "2s", "-mutate-every", "4", "-add", "2", "-delete", "1",
+		"-form-variant", "a=live, b=older", "-form-variant", "c=newer", "-plan-limit", "60", "-plan-window", "1500ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Options{Seed: 5, Token: "s3cret-value", Variant: Newer, Order: OldestFirst, Forms: []string{"a", "b", "c"},
 		SubmissionsPerForm: NoSubmissions, Start: defaultStart, Spacing: 37 * time.Second, TieEvery: 3, RateLimit: 2.5,
 		RetryAfter: RetryAfterDate, RateLimitFaults: 0.3, Latency: 10 * time.Millisecond, ServerErrors: 0.1,
-		Truncate: 0.05, Stall: 0.01, StallFor: 2 * time.Second, MutateEvery: 4, AddPerMutation: 2, DeletePerMutation: 1}
+		Truncate: 0.05, Stall: 0.01, StallFor: 2 * time.Second, MutateEvery: 4, AddPerMutation: 2, DeletePerMutation: 1,
+		FormVariants: map[string]Variant{"a": Live, "b": Older, "c": Newer}, PlanLimit: 60, PlanWindow: 1500 * time.Millisecond}
 	if fmt.Sprintf("%+v", o) != fmt.Sprintf("%+v", want) {
 		t.Fatalf("parsed\n%+v\nwant\n%+v", o, want)
 	}
@@ -803,7 +805,9 @@ func TestRegisterFlags(t *testing.T) {
 	if strings.Contains(help.String(), "s3cret") {
 		t.Fatal("--help shows the token")
 	}
-	if err := fs.Parse([]string{"-variant", "newest"}); err == nil {
-		t.Fatal("bad -variant accepted")
+	for _, bad := range [][]string{{"-variant", "newest"}, {"-form-variant", "a"}, {"-form-variant", "=live"}, {"-form-variant", "a=x"}} {
+		if err := fs.Parse(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }

@@ -1,9 +1,16 @@
 // Package apisim is an in-process simulator of the Form Submissions Read API
 // (see api-spec.md): GET /api/forms/{formId}/submissions?page=N&limit=M with
-// bearer-token auth, in either response form (Older/Newer), either sort order,
-// and with the misbehaviour the worker must survive: 429s with every
-// Retry-After shape, 5xx, truncated and stalled bodies, 400/401/404, ties on
-// created_at, and submissions added or deleted while a client is paging.
+// bearer-token auth, in any of three response forms (Older and Newer as the
+// spec describes them, Live as the live service's reference shows it: values
+// under "data", no files or is_spam, links [] for one page and neighbours
+// left out rather than null), chosen for all forms or per form, either sort
+// order, and with the misbehaviour the worker must survive: 429s with every
+// Retry-After shape, an undisclosed plan limit counted the way Laravel's
+// throttle counts it (fixed window from the first request, X-RateLimit-Limit
+// and -Remaining on every authenticated answer, Retry-After and
+// X-RateLimit-Reset on a refusal), 5xx, truncated and stalled bodies,
+// 400/401/404, ties on created_at, and submissions added or deleted while a
+// client is paging.
 //
 // Data flow: New generates each form's submissions once from Options.Seed and
 // keeps only a compact record per submission (created_at in unix microseconds,
@@ -19,5 +26,6 @@
 // requests with the same bytes.
 //
 // The ground-truth accessors (Submissions, Deleted) return created_at with
-// microsecond precision; the Newer form renders it truncated to milliseconds.
+// microsecond precision; the Newer and Live forms render it truncated to
+// milliseconds.
 package apisim

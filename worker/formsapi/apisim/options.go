@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +21,12 @@ const (
 	// Newer: id present, created_at with 3 fractional digits (truncated),
 	// limit default 10 clamped to 1..100, links previous/next as full URLs or null.
 	Newer
+	// Live: what the live service sends, per its API reference: Newer's
+	// paging, but the values under "data" (not "fields"), no files or
+	// is_spam members, and a PHP pagination serialiser's links: [] for a
+	// form of one page, previous/next absent (not null) on the first and
+	// last pages.
+	Live
 )
 
 // Order is the sort order of pages, which the API does not document.
@@ -55,6 +63,8 @@ type Options struct {
 	Token string
 	// Variant is the response form. Defaults to Older.
 	Variant Variant
+	// FormVariants overrides Variant per form id.
+	FormVariants map[string]Variant
 	// Order is the sort order. Defaults to NewestFirst.
 	Order Order
 	// Forms are the form ids created at start. Defaults to contact, signup, feedback.
@@ -74,6 +84,18 @@ type Options struct {
 	// RateLimit is the server-side requests per second (burst of one second's
 	// worth, at least 1); excess requests get 429. 0 means unlimited.
 	RateLimit float64
+	// PlanLimit is the account plan's undisclosed limit: at most PlanLimit
+	// requests per PlanWindow, counted the way Laravel's throttle middleware
+	// counts them (a fixed window that opens at the first request and
+	// closes PlanWindow later, in whole seconds). When it is set, every
+	// authenticated response carries X-RateLimit-Limit and
+	// X-RateLimit-Remaining, and a refused one Retry-After (seconds until
+	// the window closes) and X-RateLimit-Reset (its unix time). 0 means no
+	// plan limit. It applies on top of RateLimit.
+	PlanLimit int
+	// PlanWindow defaults to one minute (Laravel's throttle:60,1); it is
+	// rounded up to whole seconds.
+	PlanWindow time.Duration
 	// RetryAfter is the Retry-After shape on 429s. Defaults to RetryAfterSeconds.
 	RetryAfter RetryAfterMode
 	// RateLimitFaults is the probability of a 429 whatever the rate.
@@ -141,6 +163,11 @@ func (o Options) withDefaults() Options {
 	o.Start = o.Start.UTC().Truncate(time.Microsecond)
 	o.Spacing = cmp.Or(o.Spacing, 37*time.Second)
 	o.StallFor = cmp.Or(o.StallFor, 30*time.Second)
+	o.PlanWindow = max(time.Second, cmp.Or(o.PlanWindow, time.Minute))
+	if o.PlanWindow%time.Second != 0 {
+		o.PlanWindow += time.Second - o.PlanWindow%time.Second
+	}
+	o.FormVariants = maps.Clone(o.FormVariants)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -167,6 +194,8 @@ func (v Variant) String() string {
 		return "older"
 	case Newer:
 		return "newer"
+	case Live:
+		return "live"
 	}
 	return "Variant(" + strconv.Itoa(int(v)) + ")"
 }
@@ -180,8 +209,10 @@ func (v *Variant) UnmarshalText(b []byte) error {
 		*v = Older
 	case "newer", "new":
 		*v = Newer
+	case "live":
+		*v = Live
 	default:
-		return fmt.Errorf("variant %q: want older or newer", b)
+		return fmt.Errorf("variant %q: want older, newer or live", b)
 	}
 	return nil
 }
@@ -270,6 +301,39 @@ func (f formList) Set(s string) error {
 	return nil
 }
 
+// formVariants is the -form-variant flag: comma-separated form=variant
+// pairs, repeatable.
+type formVariants struct{ m *map[string]Variant }
+
+func (f formVariants) String() string {
+	if f.m == nil || len(*f.m) == 0 {
+		return ""
+	}
+	var pairs []string
+	for _, id := range slices.Sorted(maps.Keys(*f.m)) {
+		pairs = append(pairs, id+"="+(*f.m)[id].String())
+	}
+	return strings.Join(pairs, ",")
+}
+
+func (f formVariants) Set(s string) error {
+	for pair := range strings.SplitSeq(s, ",") {
+		id, name, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		var v Variant
+		if !ok || id == "" {
+			return fmt.Errorf("form variant %q: want form=older|newer|live", pair)
+		}
+		if err := v.UnmarshalText([]byte(name)); err != nil {
+			return fmt.Errorf("form variant %q: %w", pair, err)
+		}
+		if *f.m == nil {
+			*f.m = map[string]Variant{}
+		}
+		(*f.m)[id] = v
+	}
+	return nil
+}
+
 // secretString is a string flag whose value --help never prints.
 type secretString struct{ s *string }
 
@@ -309,12 +373,13 @@ func (c submissionCount) Set(s string) error {
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	d := o.withDefaults()
 	o.Token, o.Forms, o.SubmissionsPerForm = d.Token, d.Forms, cmp.Or(d.SubmissionsPerForm, NoSubmissions)
-	o.Start, o.Spacing, o.StallFor = d.Start, d.Spacing, d.StallFor
+	o.Start, o.Spacing, o.StallFor, o.PlanWindow = d.Start, d.Spacing, d.StallFor, d.PlanWindow
 
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for generated submissions, faults and mutations")
 	// Secrets never appear in --help, even a simulator's token.
 	fs.Var(secretString{&o.Token}, "token", "bearer token clients must send (default "+DefaultToken+" when unset)")
-	fs.TextVar(&o.Variant, "variant", o.Variant, "response form: older|newer")
+	fs.TextVar(&o.Variant, "variant", o.Variant, "response form: older|newer|live")
+	fs.Var(formVariants{&o.FormVariants}, "form-variant", "per-form response form, e.g. contact=live,signup=older (repeatable)")
 	fs.TextVar(&o.Order, "order", o.Order, "sort order: newest|oldest")
 	fs.Var(formList{&o.Forms}, "forms", "comma-separated form ids")
 	fs.Var(submissionCount{&o.SubmissionsPerForm}, "submissions", "initial submissions per form")
@@ -322,6 +387,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Spacing, "spacing", o.Spacing, "mean gap between initial created_at values")
 	fs.IntVar(&o.TieEvery, "tie-every", o.TieEvery, "every Nth submission shares the previous created_at (0 = none)")
 	fs.Float64Var(&o.RateLimit, "rate-limit", o.RateLimit, "requests per second before 429 (0 = unlimited)")
+	fs.IntVar(&o.PlanLimit, "plan-limit", o.PlanLimit, "undisclosed plan limit: requests per -plan-window, with X-RateLimit-* headers (0 = none)")
+	fs.DurationVar(&o.PlanWindow, "plan-window", o.PlanWindow, "the plan limit's fixed window (whole seconds)")
 	fs.TextVar(&o.RetryAfter, "retry-after", o.RetryAfter, "Retry-After on 429: seconds|date|none|zero|mixed")
 	fs.Float64Var(&o.RateLimitFaults, "rate-limit-faults", o.RateLimitFaults, "probability of a 429 whatever the rate")
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "latency added to every response")

@@ -1,6 +1,7 @@
 package apisim
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"maps"
@@ -37,6 +38,7 @@ type Server struct {
 	mu      sync.Mutex
 	faults  Faults
 	variant Variant
+	perForm map[string]Variant // overrides variant
 	order   Order
 	mutate  mutation
 	forms   map[string]*form
@@ -44,6 +46,7 @@ type Server struct {
 	nextID  int64
 	seq     uint64 // request sequence number, keys each request's fault draws
 	bucket  bucket
+	plan    window
 	stats   Stats
 }
 
@@ -54,6 +57,7 @@ func New(opts Options) *Server {
 		opts:    o,
 		faults:  o.Faults(),
 		variant: o.Variant,
+		perForm: o.FormVariants,
 		order:   o.Order,
 		mutate:  mutation{o.MutateEvery, o.AddPerMutation, o.DeletePerMutation},
 		forms:   make(map[string]*form, len(o.Forms)),
@@ -80,13 +84,37 @@ func New(opts Options) *Server {
 // Token returns the bearer token the server accepts.
 func (s *Server) Token() string { return s.opts.Token }
 
+// PlanLimit returns the plan limit in effect (0 when none) and its window,
+// rounded up to whole seconds.
+func (s *Server) PlanLimit() (int, time.Duration) { return s.opts.PlanLimit, s.opts.PlanWindow }
+
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// SetVariant switches the response form for subsequent requests.
+// SetVariant switches the response form for subsequent requests of the
+// forms that have no variant of their own (Options.FormVariants,
+// SetFormVariant).
 func (s *Server) SetVariant(v Variant) {
 	s.mu.Lock()
 	s.variant = v
 	s.mu.Unlock()
+}
+
+// SetFormVariant switches the response form of one form for subsequent
+// requests.
+func (s *Server) SetFormVariant(formID string, v Variant) {
+	s.mu.Lock()
+	if s.perForm == nil {
+		s.perForm = map[string]Variant{}
+	}
+	s.perForm[formID] = v
+	s.mu.Unlock()
+}
+
+func (s *Server) variantLocked(formID string) Variant {
+	if v, ok := s.perForm[formID]; ok {
+		return v
+	}
+	return s.variant
 }
 
 // SetOrder switches the sort order for subsequent requests.
@@ -194,6 +222,28 @@ func (b *bucket) take(now time.Time, rate float64) (bool, time.Duration) {
 	return false, time.Duration((1 - b.tokens) / rate * float64(time.Second))
 }
 
+// window is the plan limit as Laravel's RateLimiter counts it: hits in a
+// fixed window whose timer is set, in whole unix seconds, by the first hit
+// after the previous window closed. A refused request is not counted.
+type window struct {
+	hits  int
+	reset int64 // unix second at which the window closes
+}
+
+// hit reports whether a request at now may pass, the requests left in the
+// window after it, and when the window closes.
+func (w *window) hit(now time.Time, limit int, length time.Duration) (ok bool, remaining int, reset int64) {
+	sec := now.Unix()
+	if sec >= w.reset {
+		w.hits, w.reset = 0, sec+int64(length/time.Second)
+	}
+	if w.hits >= limit {
+		return false, 0, w.reset
+	}
+	w.hits++
+	return true, limit - w.hits, w.reset
+}
+
 type reply struct {
 	status      int
 	contentType string
@@ -220,8 +270,11 @@ func (s *Server) serveSubmissions(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.seq++
 	rng := rand.New(rand.NewPCG(uint64(s.opts.Seed), s.seq))
-	early := s.gateLocked(r, formID, rng)
+	early, limits := s.gateLocked(r, formID, rng)
 	faults := s.faults
+	for k, v := range limits {
+		w.Header().Set(k, v)
+	}
 	if early != nil {
 		s.recordLocked(formID, early.status)
 		s.mu.Unlock()
@@ -245,7 +298,7 @@ func (s *Server) serveSubmissions(w http.ResponseWriter, r *http.Request) {
 		rep.write(w)
 		return
 	}
-	variant, order := s.variant, s.order
+	variant, order := s.variantLocked(formID), s.order
 	if variant == Older {
 		perPage = 25
 	}
@@ -301,22 +354,47 @@ func (s *Server) countFault(name string) {
 	s.mu.Unlock()
 }
 
-// gateLocked applies, in order, method, auth, form status, rate limit and
-// server errors; it returns the reply for the first that refuses, or nil.
-func (s *Server) gateLocked(r *http.Request, formID string, rng *rand.Rand) *reply {
+// gateLocked applies, in order, method, auth, plan limit, form status, rate
+// limit and server errors; it returns the reply for the first that refuses,
+// or nil, and the X-RateLimit headers every later reply carries too.
+func (s *Server) gateLocked(r *http.Request, formID string, rng *rand.Rand) (*reply, map[string]string) {
 	if r.Method != http.MethodGet {
 		return &reply{status: http.StatusMethodNotAllowed, contentType: jsonType,
 			body:   []byte(`{"message":"The ` + r.Method + ` method is not supported for this route. Supported methods: GET."}`),
-			header: map[string]string{"Allow": "GET"}}
+			header: map[string]string{"Allow": "GET"}}, nil
 	}
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || tok != s.opts.Token {
-		return &reply{status: http.StatusUnauthorized, contentType: jsonType, body: []byte(`{"message":"Unauthenticated."}`)}
+		return &reply{status: http.StatusUnauthorized, contentType: jsonType, body: []byte(`{"message":"Unauthenticated."}`)}, nil
 	}
+	now := s.opts.Now()
+	var limits map[string]string
+	if s.opts.PlanLimit > 0 {
+		ok, remaining, reset := s.plan.hit(now, s.opts.PlanLimit, s.opts.PlanWindow)
+		limits = map[string]string{
+			"X-RateLimit-Limit":     strconv.Itoa(s.opts.PlanLimit),
+			"X-RateLimit-Remaining": strconv.Itoa(remaining),
+		}
+		if !ok {
+			s.stats.Faults["429"]++
+			s.stats.Faults["429-plan"]++
+			return &reply{status: http.StatusTooManyRequests, contentType: jsonType,
+				body: []byte(`{"message":"Too Many Attempts."}`),
+				header: map[string]string{
+					"Retry-After":       strconv.FormatInt(reset-now.Unix(), 10),
+					"X-RateLimit-Reset": strconv.FormatInt(reset, 10),
+				}}, limits
+		}
+	}
+	rep := s.faultLocked(formID, now, rng)
+	return rep, limits
+}
+
+// faultLocked applies form status, rate limit and server errors.
+func (s *Server) faultLocked(formID string, now time.Time, rng *rand.Rand) *reply {
 	if rep := formStatusReply(s.forms[formID]); rep != nil {
 		return rep
 	}
-	now := s.opts.Now()
 	passed, wait := s.bucket.take(now, s.faults.RateLimit)
 	random := passed && rng.Float64() < s.faults.RateLimitFaults
 	if !passed || random {
@@ -414,32 +492,42 @@ const (
 func (s *Server) envelope(r *http.Request, f *form, v Variant, recs []rec, total, page, perPage int) []byte {
 	b := make([]byte, 0, 512+400*len(recs))
 	b = append(b, `{"data":[`...)
+	layout := layoutOlder
+	if v != Older {
+		layout = layoutNewer
+	}
 	for i, rc := range recs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		fields, files := content(s.contentSeed(f, rc.id), f.id, f.schema, rc.id)
 		b = append(b, '{')
-		if v == Newer {
+		if v != Older {
 			b = append(b, `"id":`...)
 			b = strconv.AppendInt(b, rc.id, 10)
 			b = append(b, ',')
 		}
-		b = append(b, `"fields":`...)
-		b = append(b, fields...)
-		b = append(b, `,"files":`...)
-		b = append(b, files...)
-		b = append(b, `,"is_spam":`...)
-		b = strconv.AppendBool(b, rc.spam)
-		b = append(b, `,"created_at":"`...)
-		layout := layoutOlder
-		if v == Newer {
-			layout = layoutNewer
+		if v == Live {
+			// The live reference: values under data, no files or is_spam.
+			b = append(b, `"data":`...)
+			b = append(b, fields...)
+		} else {
+			b = append(b, `"fields":`...)
+			b = append(b, fields...)
+			b = append(b, `,"files":`...)
+			b = append(b, files...)
+			b = append(b, `,"is_spam":`...)
+			b = strconv.AppendBool(b, rc.spam)
 		}
+		b = append(b, `,"created_at":"`...)
 		b = time.UnixMicro(rc.at).UTC().AppendFormat(b, layout)
 		b = append(b, `"}`...)
 	}
 	totalPages := (total + perPage - 1) / perPage
+	if v == Live {
+		// Laravel's paginator: an empty form still has one (empty) page.
+		totalPages = max(totalPages, 1)
+	}
 	b = append(b, `],"meta":{"pagination":{"total":`...)
 	b = strconv.AppendInt(b, int64(total), 10)
 	b = append(b, `,"count":`...)
@@ -450,12 +538,14 @@ func (s *Server) envelope(r *http.Request, f *form, v Variant, recs []rec, total
 	b = strconv.AppendInt(b, int64(page), 10)
 	b = append(b, `,"total_pages":`...)
 	b = strconv.AppendInt(b, int64(totalPages), 10)
-	b = append(b, `,"links":{`...)
-	if v == Newer {
-		link := func(p int) []byte {
-			return appendJSONString(nil, "http://"+r.Host+r.URL.EscapedPath()+"?page="+strconv.Itoa(p)+"&limit="+strconv.Itoa(perPage))
-		}
-		b = append(b, `"previous":`...)
+	link := func(p int) []byte {
+		return appendJSONString(nil, "http://"+r.Host+r.URL.EscapedPath()+"?page="+strconv.Itoa(p)+"&limit="+strconv.Itoa(perPage))
+	}
+	switch v {
+	case Older:
+		b = append(b, `,"links":{}`...)
+	case Newer:
+		b = append(b, `,"links":{"previous":`...)
 		if page > 1 {
 			b = append(b, link(page-1)...)
 		} else {
@@ -467,8 +557,26 @@ func (s *Server) envelope(r *http.Request, f *form, v Variant, recs []rec, total
 		} else {
 			b = append(b, "null"...)
 		}
+		b = append(b, '}')
+	case Live:
+		// A PHP serialiser writes an empty links array as [], and leaves
+		// out the neighbours that do not exist.
+		var members [][]byte
+		if page > 1 {
+			members = append(members, append([]byte(`"previous":`), link(page-1)...))
+		}
+		if page < totalPages {
+			members = append(members, append([]byte(`"next":`), link(page+1)...))
+		}
+		if len(members) == 0 {
+			b = append(b, `,"links":[]`...)
+		} else {
+			b = append(b, `,"links":{`...)
+			b = append(b, bytes.Join(members, []byte(","))...)
+			b = append(b, '}')
+		}
 	}
-	return append(b, "}}}}"...)
+	return append(b, "}}}"...)
 }
 
 func writeBody(w http.ResponseWriter, status int, contentType string, body []byte) {

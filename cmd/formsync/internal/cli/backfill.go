@@ -56,7 +56,7 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	fs.Var(&since, "since", "re-read submissions created at or after this time (RFC 3339 or YYYY-MM-DD)")
 	fs.Var(&until, "until", "re-read submissions created at or before this time; a date includes its whole day, a time in seconds its whole second")
 	dry := fs.Bool("dry-run", false, "locate the window and say what would be read, without reading or writing")
-	checkpoint := fs.Int("checkpoint-rows", 50_000, "commit (and record progress) every this many rows")
+	checkpoint := fs.Int("checkpoint-rows", worker.DefaultCheckpointRows, "commit (and record progress) every this many rows")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -174,11 +174,15 @@ func (p *progressPrinter) done() {
 // submissions inside the window counted: at most two requests, and an
 // empty window is said to be empty.
 func printDryRun(ctx context.Context, e *env, rep *worker.BackfillReport, win worker.Window) {
-	if rep.LastPage == 0 {
-		fmt.Fprintf(e.stdout, "Dry run: form %s has no submissions: a backfill would make 0 requests.\n", rep.FormID)
+	pages := rep.PagesToRead()
+	if pages == 0 {
+		what := "has no submissions in the window"
+		if win.Since.IsZero() && win.Until.IsZero() {
+			what = "has no submissions"
+		}
+		fmt.Fprintf(e.stdout, "Dry run: form %s %s: a backfill would make 0 requests and load nothing.\n", rep.FormID, what)
 		return
 	}
-	pages := rep.LastPage - rep.FirstPage + 1
 	rows, ok := countWindow(ctx, e, rep, win)
 	switch {
 	case ok && rows == 0:
@@ -216,13 +220,15 @@ func countWindow(ctx context.Context, e *env, rep *worker.BackfillReport, win wo
 		}
 		return n, p.PerPage, true
 	}
-	first, perPage, ok := count(rep.FirstPage)
-	if !ok || rep.FirstPage == rep.LastPage {
+	// An oldest-first form's window can run from a higher page to a lower.
+	lo, hi := min(rep.FirstPage, rep.LastPage), max(rep.FirstPage, rep.LastPage)
+	first, perPage, ok := count(lo)
+	if !ok || lo == hi {
 		return first, ok
 	}
-	last, _, ok := count(rep.LastPage)
+	last, _, ok := count(hi)
 	if !ok {
 		return 0, false
 	}
-	return first + last + (rep.LastPage-rep.FirstPage-1)*perPage, true
+	return first + last + (hi-lo-1)*perPage, true
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/kelseyhightower/envconfig"
 )
@@ -53,6 +54,9 @@ type Config struct {
 	// and timeouts.
 	BackoffInitial time.Duration `envconfig:"BACKOFF_INITIAL" group:"api" desc:"first retry wait without a Retry-After; doubles per attempt"`
 	BackoffMax     time.Duration `envconfig:"BACKOFF_MAX" group:"api" desc:"longest retry wait without a Retry-After"`
+	// FORM_TIMEOUT: everything one form may wait on in a run (requests,
+	// retries, the rate limiter); past it the form fails for this run.
+	FormTimeout time.Duration `envconfig:"FORM_TIMEOUT" group:"api" desc:"time budget of one form in a run, retries and rate limit included"`
 	// LOOKBACK: re-read submissions newer than watermark minus this, so
 	// later changes (a submission marked as spam) reach the table. 0 = off.
 	Lookback time.Duration `envconfig:"LOOKBACK" group:"api" desc:"re-read this far behind the watermark to pick up changes (e.g. 24h)"`
@@ -100,21 +104,20 @@ type Config struct {
 // not say it).
 type defaultValue struct{ value, show string }
 
-// defaults is every variable's default, declared once. A setting of the API
-// client takes formsapi's exported constant, so that the client used as a
-// library and the binary cannot disagree. The engine's settings (page size,
-// concurrency, shutdown grace) have no exported constant in worker: they
-// are declared here, and the binary always passes them to worker.Config, so
-// worker's own fallbacks for zero fields never apply to it.
+// defaults is every variable's default, declared once: where a library has
+// the setting, its exported constant (formsapi.Default*, worker.Default*),
+// so that the library used on its own and the binary cannot disagree; the
+// binary's own settings are declared here.
 var defaults = map[string]defaultValue{
-	"PAGE_SIZE":        {value: strconv.Itoa(formsapi.MaxLimit)},
-	"CONCURRENCY":      {value: "4"},
+	"PAGE_SIZE":        {value: strconv.Itoa(worker.DefaultPageSize)},
+	"CONCURRENCY":      {value: strconv.Itoa(worker.DefaultConcurrency)},
 	"RATE_LIMIT":       {value: strconv.FormatFloat(formsapi.DefaultRateLimit, 'g', -1, 64)},
 	"REQUEST_TIMEOUT":  {value: shortDuration(formsapi.DefaultRequestTimeout)},
 	"MAX_WAIT":         {value: shortDuration(formsapi.DefaultMaxWait)},
 	"MAX_RETRY_AFTER":  {value: shortDuration(formsapi.DefaultMaxRetryAfter)},
 	"BACKOFF_INITIAL":  {value: shortDuration(formsapi.DefaultInitialBackoff)},
 	"BACKOFF_MAX":      {value: shortDuration(formsapi.DefaultMaxBackoff)},
+	"FORM_TIMEOUT":     {value: shortDuration(worker.DefaultFormTimeout)},
 	"LOOKBACK":         {value: "0s"},
 	"SINK":             {value: "sqlite"},
 	"SQLITE_PATH":      {value: "formsync.db"},
@@ -126,7 +129,7 @@ var defaults = map[string]defaultValue{
 	"HTTP_ADDR":        {value: ":9090"},
 	"SHARD_INDEX":      {value: "0", show: "JOB_COMPLETION_INDEX, else 0"},
 	"SHARD_COUNT":      {value: "1"},
-	"SHUTDOWN_TIMEOUT": {value: "20s"},
+	"SHUTDOWN_TIMEOUT": {value: shortDuration(worker.DefaultShutdownGrace)},
 	"LOG_FORMAT":       {value: "json"},
 	"LOG_LEVEL":        {value: "info"},
 }
@@ -135,7 +138,7 @@ var defaults = map[string]defaultValue{
 // default": set to 0 they are refused rather than silently replaced.
 var positive = map[string]bool{
 	"PAGE_SIZE": true, "CONCURRENCY": true, "RATE_LIMIT": true, "REQUEST_TIMEOUT": true, "MAX_WAIT": true,
-	"MAX_RETRY_AFTER": true, "BACKOFF_INITIAL": true, "BACKOFF_MAX": true, "SHUTDOWN_TIMEOUT": true, "SHARD_COUNT": true,
+	"MAX_RETRY_AFTER": true, "BACKOFF_INITIAL": true, "FORM_TIMEOUT": true, "BACKOFF_MAX": true, "SHUTDOWN_TIMEOUT": true, "SHARD_COUNT": true,
 }
 
 // shortDuration prints d as people write it in a variable: 2m, 60s, 500ms.

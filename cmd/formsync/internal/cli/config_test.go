@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
 )
 
@@ -81,8 +82,8 @@ func TestLibraryProblemsNameTheVariable(t *testing.T) {
 		t.Fatalf("exit %d, want %d", code, exitUsage)
 	}
 	for _, want := range []string{
-		`FORMSYNC_PAGE_SIZE="101": page size 101`,
-		`FORMSYNC_LOOKBACK="-1h": lookback`,
+		`FORMSYNC_PAGE_SIZE="101": 101 is outside 1..100`,
+		`FORMSYNC_LOOKBACK="-1h": -1h0m0s is negative`,
 		`FORMSYNC_RATE_LIMIT="-2": rate limit`,
 		`FORMSYNC_MAX_WAIT="-1s": max wait`,
 	} {
@@ -156,8 +157,10 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 		t.Fatal(err)
 	}
 	lib := client.Config()
-	got := []any{c.RequestTimeout, c.RateLimit, c.MaxWait, c.MaxRetryAfter, c.BackoffInitial, c.BackoffMax, c.PageSize}
-	want := []any{lib.RequestTimeout, lib.RateLimit, lib.MaxWait, lib.MaxRetryAfter, lib.InitialBackoff, lib.MaxBackoff, formsapi.MaxLimit}
+	got := []any{c.RequestTimeout, c.RateLimit, c.MaxWait, c.MaxRetryAfter, c.BackoffInitial, c.BackoffMax,
+		c.PageSize, c.Concurrency, c.FormTimeout, c.ShutdownTimeout}
+	want := []any{lib.RequestTimeout, lib.RateLimit, lib.MaxWait, lib.MaxRetryAfter, lib.InitialBackoff, lib.MaxBackoff,
+		worker.DefaultPageSize, worker.DefaultConcurrency, worker.DefaultFormTimeout, worker.DefaultShutdownGrace}
 	for i := range got {
 		if got[i] != want[i] {
 			t.Errorf("default %d: cli %v, library %v", i, got[i], want[i])

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +43,12 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 	}()
 	fmt.Fprintf(e.stdout, "API simulator: http://%s/api/forms/{%s}/submissions (token from -token, default %q)\n",
 		ln.Addr(), strings.Join(sim.FormIDs(), ","), apisim.DefaultToken)
+	fmt.Fprintf(e.stdout, "response form: %s\n", variantsText(opts))
+	if n, w := sim.PlanLimit(); n > 0 {
+		// Said here, not to the client: it must find the limit from the
+		// X-RateLimit headers, as it would against the live service.
+		fmt.Fprintf(e.stdout, "plan limit: %d requests per %s window (not announced; X-RateLimit-* headers sent)\n", n, w)
+	}
 	e.log.Info("simulator listening", "addr", ln.Addr().String(), "forms", len(sim.FormIDs()))
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(e.stderr, "formsync simulate: %v\n", err)
@@ -49,4 +57,17 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 	st := sim.Stats()
 	e.log.Info("simulator stopped", "requests", st.Requests)
 	return exitOK
+}
+
+// variantsText says which response form each form speaks, e.g.
+// "newer (contact: live)".
+func variantsText(o apisim.Options) string {
+	var own []string
+	for _, id := range slices.Sorted(maps.Keys(o.FormVariants)) {
+		own = append(own, id+": "+o.FormVariants[id].String())
+	}
+	if len(own) == 0 {
+		return o.Variant.String()
+	}
+	return o.Variant.String() + " (" + strings.Join(own, ", ") + ")"
 }

@@ -165,7 +165,7 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 // the variable that sets the field it names.
 func (c *Config) libraryProblems(p *problems, err error) {
 	for _, leaf := range leaves(err) {
-		name := libraryField(leaf)
+		name, msg := libraryField(leaf)
 		if name == "" {
 			p.other = append(p.other, leaf.Error())
 			continue
@@ -175,16 +175,17 @@ func (c *Config) libraryProblems(p *problems, err error) {
 		}
 		f := fieldByName(name)
 		if f.name == "" || f.name == "API_TOKEN" || f.name == "FORMS" {
-			p.add(name, "%s: %s", envPrefix+"_"+name, leaf.Error())
+			p.add(name, "%s: %s", envPrefix+"_"+name, msg)
 			continue
 		}
-		p.add(name, "%s=%s: %s", f.env(), quote(f, c.valueText(f)), leaf.Error())
+		p.add(name, "%s=%s: %s", f.env(), quote(f, c.valueText(f)), msg)
 	}
 }
 
 // fieldError is what a library's configuration error can implement to name
 // the field of its Config at fault (e.g. "PageSize"), so that it reaches
-// the user under the variable that sets it.
+// the user under the variable that sets it. worker's errors are
+// *worker.FieldError, whose field is a struct field rather than a method.
 type fieldError interface {
 	error
 	Field() string
@@ -202,6 +203,7 @@ var libraryFields = []struct {
 	{"Lookback", "LOOKBACK", "lookback"},
 	{"Forms", "FORMS", "no forms"},
 	{"ShutdownGrace", "SHUTDOWN_TIMEOUT", "shutdown grace"},
+	{"FormTimeout", "FORM_TIMEOUT", "form timeout"},
 	{"TmpDir", "TMP_DIR", "tmp dir"},
 	// formsapi.Config
 	{"BaseURL", "API_BASE_URL", "the API base URL"},
@@ -214,25 +216,25 @@ var libraryFields = []struct {
 	{"MaxBackoff", "BACKOFF_MAX", "max backoff"},
 }
 
-// libraryField is the variable (without prefix) behind a library problem,
-// "" when it is not known.
-func libraryField(err error) string {
+// libraryField is the variable (without prefix) behind a library problem
+// and the problem in words that follow the variable's name; "" when the
+// variable is not known.
+func libraryField(err error) (name, msg string) {
+	field, msg := "", err.Error()
+	var we *worker.FieldError
 	var fe fieldError
-	if errors.As(err, &fe) {
-		for _, m := range libraryFields {
-			if m.field == fe.Field() {
-				return m.env
-			}
-		}
-		return ""
+	switch {
+	case errors.As(err, &we):
+		field, msg = we.Field, we.Problem
+	case errors.As(err, &fe):
+		field = fe.Field()
 	}
-	msg := err.Error()
 	for _, m := range libraryFields {
-		if strings.HasPrefix(msg, m.phrase) {
-			return m.env
+		if field != "" && m.field == field || field == "" && strings.HasPrefix(msg, m.phrase) {
+			return m.env, msg
 		}
 	}
-	return ""
+	return "", msg
 }
 
 // leaves flattens a joined error (errors.Join, also when wrapped once with
@@ -340,6 +342,7 @@ func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
 		Concurrency:   c.Concurrency,
 		Lookback:      c.Lookback,
 		TmpDir:        c.TmpDir,
+		FormTimeout:   c.FormTimeout,
 		ShutdownGrace: c.ShutdownTimeout,
 		Logger:        log,
 	}

@@ -1,4 +1,4 @@
-package sinktest
+package worker_test
 
 import (
 	"context"
@@ -9,26 +9,43 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/memsink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
-// Open returns a fresh, empty sink for one test; it closes it with t.Cleanup.
-type Open func(t *testing.T) Sink
+// open returns a fresh, empty sink for one test: the in-memory reference
+// sink, since what these scenarios prove is about reading the API, and
+// every sink's own promises are checked by sink/sinktest.
+type open func(t *testing.T) enginetest.Sink
+
+func memSink(t *testing.T) enginetest.Sink {
+	s := memsink.New()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
 
 var variants = []struct {
 	name string
 	v    apisim.Variant
-}{{"older", apisim.Older}, {"newer", apisim.Newer}}
+}{{"older", apisim.Older}, {"newer", apisim.Newer}, {"live", apisim.Live}}
 
 var orders = []struct {
 	name string
 	o    apisim.Order
 }{{"newest-first", apisim.NewestFirst}, {"oldest-first", apisim.OldestFirst}}
 
-// Run runs the whole contract against the sinks open returns.
-func Run(t *testing.T, open Open) {
+// TestScenarios syncs simulated forms through the engine under every shape
+// the API takes (both response forms, both orders, ties, pages moving
+// while they are read, backdated inserts, a form switching response forms,
+// lookback, failing forms and commits) and checks the table is exact.
+func TestScenarios(t *testing.T) {
+	runScenarios(t, memSink)
+}
+
+func runScenarios(t *testing.T, open open) {
 	for _, v := range variants {
 		for _, o := range orders {
 			t.Run("Incremental/"+v.name+"/"+o.name, func(t *testing.T) { testIncremental(t, open(t), v.v, o.o) })
@@ -36,6 +53,8 @@ func Run(t *testing.T, open Open) {
 		}
 		t.Run("Ties/"+v.name, func(t *testing.T) { testTies(t, open(t), v.v) })
 	}
+	t.Run("OnePage/live", func(t *testing.T) { testOnePage(t, open(t)) })
+	t.Run("SwitchingForms", func(t *testing.T) { testSwitching(t, open(t)) })
 	for _, o := range orders {
 		t.Run("OlderToNewer/"+o.name, func(t *testing.T) { testOlderToNewer(t, open(t), o.o) })
 		t.Run("BackdatedInsert/"+o.name, func(t *testing.T) { testBackdated(t, open(t), o.o) })
@@ -56,22 +75,22 @@ func perPage(v apisim.Variant, asked int) int {
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-func testIncremental(t *testing.T, s Sink, v apisim.Variant, o apisim.Order) {
+func testIncremental(t *testing.T, s enginetest.Sink, v apisim.Variant, o apisim.Order) {
 	ctx := t.Context()
-	h := NewHarness(t, apisim.Options{Seed: 1, Variant: v, Order: o, Forms: []string{"alpha", "beta"}, SubmissionsPerForm: 95}, s)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 1, Variant: v, Order: o, Forms: []string{"alpha", "beta"}, SubmissionsPerForm: 95}, s)
 	rep := h.MustSync(ctx)
 	for _, f := range []string{"alpha", "beta"} {
-		if got := FormReport(t, rep, f).Inserted; got != 95 {
+		if got := enginetest.FormReport(t, rep, f).Inserted; got != 95 {
 			t.Errorf("first sync of %s inserted %d rows, want 95", f, got)
 		}
-		h.CheckTable(ctx, f, Expected(t, h.Sim, f, v))
+		h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, v))
 	}
 
 	// Nothing new: the minimum number of requests, nothing written.
 	rep = h.MustSync(ctx)
 	maxReq := map[apisim.Order]int{apisim.NewestFirst: 1, apisim.OldestFirst: 2}[o]
 	for _, f := range []string{"alpha", "beta"} {
-		fr := FormReport(t, rep, f)
+		fr := enginetest.FormReport(t, rep, f)
 		if fr.Requests > maxReq {
 			t.Errorf("unchanged %s cost %d requests, want at most %d", f, fr.Requests, maxReq)
 		}
@@ -85,7 +104,7 @@ func testIncremental(t *testing.T, s Sink, v apisim.Variant, o apisim.Order) {
 	const n = 23
 	h.Sim.Add("alpha", n)
 	rep = h.MustSync(ctx)
-	fr := FormReport(t, rep, "alpha")
+	fr := enginetest.FormReport(t, rep, "alpha")
 	bound := ceilDiv(n, perPage(v, h.Config.PageSize)) + 1
 	if o == apisim.OldestFirst {
 		bound++
@@ -97,7 +116,7 @@ func testIncremental(t *testing.T, s Sink, v apisim.Variant, o apisim.Order) {
 		t.Errorf("%d new submissions cost %d requests, want at most %d", n, fr.Requests, bound)
 	}
 	for _, f := range []string{"alpha", "beta"} {
-		h.CheckTable(ctx, f, Expected(t, h.Sim, f, v))
+		h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, v))
 	}
 	st, err := s.ReadState(ctx, []string{"alpha"})
 	if err != nil {
@@ -112,32 +131,32 @@ func testIncremental(t *testing.T, s Sink, v apisim.Variant, o apisim.Order) {
 	}
 }
 
-func testTies(t *testing.T, s Sink, v apisim.Variant) {
+func testTies(t *testing.T, s enginetest.Sink, v apisim.Variant) {
 	ctx := t.Context()
-	h := NewHarness(t, apisim.Options{Seed: 2, Variant: v, Order: apisim.NewestFirst, Forms: []string{"ties"}, SubmissionsPerForm: 60, TieEvery: 2}, s)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 2, Variant: v, Order: apisim.NewestFirst, Forms: []string{"ties"}, SubmissionsPerForm: 60, TieEvery: 2}, s)
 	h.MustSync(ctx)
-	h.CheckTable(ctx, "ties", Expected(t, h.Sim, "ties", v))
+	h.CheckTable(ctx, "ties", enginetest.Expected(t, h.Sim, "ties", v))
 
 	// More submissions at the watermark's very timestamp, then a run of
 	// ties that straddles a page boundary.
 	subs := h.Sim.Submissions("ties")
 	h.Sim.AddAt("ties", subs[len(subs)-1].CreatedAt, 3)
 	h.MustSync(ctx)
-	h.CheckTable(ctx, "ties", Expected(t, h.Sim, "ties", v))
+	h.CheckTable(ctx, "ties", enginetest.Expected(t, h.Sim, "ties", v))
 	h.Sim.AddAt("ties", subs[len(subs)-1].CreatedAt.Add(time.Second), 2*perPage(v, h.Config.PageSize)+3)
 	h.MustSync(ctx)
 	h.MustSync(ctx)
-	h.CheckTable(ctx, "ties", Expected(t, h.Sim, "ties", v))
+	h.CheckTable(ctx, "ties", enginetest.Expected(t, h.Sim, "ties", v))
 
 	h.Sim.SetOrder(apisim.OldestFirst)
 	h.Sim.AddAt("ties", subs[len(subs)-1].CreatedAt.Add(time.Second), 4)
 	h.MustSync(ctx)
-	h.CheckTable(ctx, "ties", Expected(t, h.Sim, "ties", v))
+	h.CheckTable(ctx, "ties", enginetest.Expected(t, h.Sim, "ties", v))
 }
 
-func testMovingPages(t *testing.T, s Sink, v apisim.Variant, o apisim.Order) {
+func testMovingPages(t *testing.T, s enginetest.Sink, v apisim.Variant, o apisim.Order) {
 	ctx := t.Context()
-	h := NewHarness(t, apisim.Options{
+	h := enginetest.NewHarness(t, apisim.Options{
 		Seed: 3, Variant: v, Order: o, Forms: []string{"busy"}, SubmissionsPerForm: 120,
 		MutateEvery: 2, AddPerMutation: 2, DeletePerMutation: 1,
 	}, s)
@@ -146,18 +165,18 @@ func testMovingPages(t *testing.T, s Sink, v apisim.Variant, o apisim.Order) {
 	h.Sync(ctx)
 	h.Sim.SetMutation(0, 0, 0) // the form goes quiet
 	h.MustSync(ctx)
-	h.CheckTable(ctx, "busy", Expected(t, h.Sim, "busy", v), DeletedRows(t, h.Sim, "busy", v)...)
+	h.CheckTable(ctx, "busy", enginetest.Expected(t, h.Sim, "busy", v), enginetest.DeletedRows(t, h.Sim, "busy", v)...)
 }
 
 // testMovingSeeds mutates forms of every shape (ties everywhere, several
 // additions and deletions per page read) under many seeds.
-func testMovingSeeds(t *testing.T, open Open) {
+func testMovingSeeds(t *testing.T, open open) {
 	for seed := int64(1); seed <= 10; seed++ {
 		for _, v := range variants {
 			for _, o := range orders {
 				t.Run(fmt.Sprintf("%d/%s/%s", seed, v.name, o.name), func(t *testing.T) {
 					ctx := t.Context()
-					h := NewHarness(t, apisim.Options{
+					h := enginetest.NewHarness(t, apisim.Options{
 						Seed: seed, Variant: v.v, Order: o.o, Forms: []string{"busy"}, SubmissionsPerForm: 150,
 						MutateEvery: 1 + int(seed%3), AddPerMutation: int(seed % 4), DeletePerMutation: 1 + int(seed%2), TieEvery: int(seed % 5),
 					}, open(t))
@@ -167,67 +186,101 @@ func testMovingSeeds(t *testing.T, open Open) {
 					h.Sync(ctx)
 					h.Sim.SetMutation(0, 0, 0)
 					h.MustSync(ctx)
-					h.CheckTable(ctx, "busy", Expected(t, h.Sim, "busy", v.v), DeletedRows(t, h.Sim, "busy", v.v)...)
+					h.CheckTable(ctx, "busy", enginetest.Expected(t, h.Sim, "busy", v.v), enginetest.DeletedRows(t, h.Sim, "busy", v.v)...)
 				})
 			}
 		}
 	}
 }
 
-// DeletedRows is the rows of the form's deleted submissions: loaded before
-// they were deleted, they may stay in the table.
-func DeletedRows(t testing.TB, sim *apisim.Server, formID string, v apisim.Variant) []sink.Row {
-	t.Helper()
-	return rowsOf(t, formID, sim.Deleted(formID), v)
+// testOnePage: a live form on a single page answers "links": [].
+func testOnePage(t *testing.T, s enginetest.Sink) {
+	ctx := t.Context()
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 31, Variant: apisim.Live, Forms: []string{"tiny"}, SubmissionsPerForm: 7}, s)
+	rep := h.MustSync(ctx)
+	if fr := enginetest.FormReport(t, rep, "tiny"); fr.Inserted != 7 || fr.Requests != 1 {
+		t.Errorf("one-page live form: %d inserted in %d requests, want 7 in 1", fr.Inserted, fr.Requests)
+	}
+	h.CheckTable(ctx, "tiny", enginetest.Expected(t, h.Sim, "tiny", apisim.Live))
+	rows, _ := s.ReadRows(ctx, "tiny")
+	for _, r := range rows {
+		if !strings.Contains(r.Raw, `"data":{`) || strings.Contains(r.Raw, `"fields"`) {
+			t.Errorf("raw %s is not the live object as served", r.Raw)
+			break
+		}
+	}
 }
 
-func testOlderToNewer(t *testing.T, s Sink, o apisim.Order) {
+// testSwitching moves a form between the three response forms, with new
+// submissions in between: every submission stays stored exactly once.
+func testSwitching(t *testing.T, s enginetest.Sink) {
 	ctx := t.Context()
-	h := NewHarness(t, apisim.Options{Seed: 4, Variant: apisim.Older, Order: o, Forms: []string{"moving"}, SubmissionsPerForm: 70, TieEvery: 5}, s)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 32, Variant: apisim.Live, Forms: []string{"f"}, SubmissionsPerForm: 45, TieEvery: 6}, s)
+	for _, v := range []apisim.Variant{apisim.Live, apisim.Newer, apisim.Live, apisim.Older, apisim.Newer, apisim.Live} {
+		h.Sim.SetVariant(v)
+		h.Sim.Add("f", 6)
+		rep := h.MustSync(ctx)
+		if v == apisim.Older {
+			continue // rows read by content: checked once ids are back
+		}
+		if fr := enginetest.FormReport(t, rep, "f"); fr.Err != nil {
+			t.Fatal(fr.Err)
+		}
+		h.CheckKeys(ctx, "f", enginetest.Expected(t, h.Sim, "f", v))
+	}
+	// Read everything again: every row becomes what the live form says.
+	h.Config.Lookback = 365 * 24 * time.Hour
+	h.MustSync(ctx)
+	h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Live))
+}
+
+func testOlderToNewer(t *testing.T, s enginetest.Sink, o apisim.Order) {
+	ctx := t.Context()
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 4, Variant: apisim.Older, Order: o, Forms: []string{"moving"}, SubmissionsPerForm: 70, TieEvery: 5}, s)
 	h.MustSync(ctx)
 	h.Sim.SetVariant(apisim.Newer)
 	h.MustSync(ctx)
 	h.Sim.Add("moving", 12)
 	rep := h.MustSync(ctx)
-	if got := FormReport(t, rep, "moving").Inserted; got != 12 {
+	if got := enginetest.FormReport(t, rep, "moving").Inserted; got != 12 {
 		t.Errorf("after the switch, inserted %d, want 12", got)
 	}
 	// Every submission once: by id where it was read in the newer form, by
 	// content where it was loaded from the older form and not read since.
-	h.CheckTable(ctx, "moving", Expected(t, h.Sim, "moving", apisim.Newer))
+	h.CheckTable(ctx, "moving", enginetest.Expected(t, h.Sim, "moving", apisim.Newer))
 }
 
-func testBackdated(t *testing.T, s Sink, o apisim.Order) {
+func testBackdated(t *testing.T, s enginetest.Sink, o apisim.Order) {
 	ctx := t.Context()
-	h := NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Order: o, Forms: []string{"late"}, SubmissionsPerForm: 80}, s)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Order: o, Forms: []string{"late"}, SubmissionsPerForm: 80}, s)
 	h.MustSync(ctx)
 	subs := h.Sim.Submissions("late")
 	h.Sim.AddAt("late", subs[10].CreatedAt.Add(time.Millisecond), 1) // behind the watermark
 	rep := h.MustSync(ctx)
-	if fr := FormReport(t, rep, "late"); fr.Inserted != 1 || fr.Rescans == 0 {
+	if fr := enginetest.FormReport(t, rep, "late"); fr.Inserted != 1 || fr.Rescans == 0 {
 		t.Errorf("backdated insert: inserted %d with %d rescans, want 1 row found by a rescan", fr.Inserted, fr.Rescans)
 	}
-	h.CheckTable(ctx, "late", Expected(t, h.Sim, "late", apisim.Newer))
+	h.CheckTable(ctx, "late", enginetest.Expected(t, h.Sim, "late", apisim.Newer))
 }
 
-func testLookback(t *testing.T, s Sink) {
+func testLookback(t *testing.T, s enginetest.Sink) {
 	ctx := t.Context()
-	h := NewHarness(t, apisim.Options{Seed: 6, Variant: apisim.Newer, Forms: []string{"spam"}, SubmissionsPerForm: 40}, s)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 6, Variant: apisim.Newer, Forms: []string{"spam"}, SubmissionsPerForm: 40}, s)
 	h.MustSync(ctx)
 	subs := h.Sim.Submissions("spam")
 	target := subs[len(subs)-3]
 	h.Sim.SetSpam("spam", target.ID, !target.IsSpam)
 
 	rep := h.MustSync(ctx) // no lookback: the change is behind the watermark
-	if fr := FormReport(t, rep, "spam"); fr.Updated != 0 {
+	if fr := enginetest.FormReport(t, rep, "spam"); fr.Updated != 0 {
 		t.Errorf("without lookback updated %d rows", fr.Updated)
 	}
 	h.Config.Lookback = 24 * time.Hour * 365
 	rep = h.MustSync(ctx)
-	if fr := FormReport(t, rep, "spam"); fr.Updated != 1 || fr.Inserted != 0 {
+	if fr := enginetest.FormReport(t, rep, "spam"); fr.Updated != 1 || fr.Inserted != 0 {
 		t.Errorf("lookback: %d updated, %d inserted, want 1 and 0", fr.Updated, fr.Inserted)
 	}
-	h.CheckTable(ctx, "spam", Expected(t, h.Sim, "spam", apisim.Newer))
+	h.CheckTable(ctx, "spam", enginetest.Expected(t, h.Sim, "spam", apisim.Newer))
 	before, _ := s.ReadState(ctx, []string{"spam"})
 	h.MustSync(ctx)
 	after, _ := s.ReadState(ctx, []string{"spam"})
@@ -236,23 +289,23 @@ func testLookback(t *testing.T, s Sink) {
 	}
 }
 
-func testFailingForm(t *testing.T, s Sink) {
+func testFailingForm(t *testing.T, s enginetest.Sink) {
 	ctx := t.Context()
-	h := NewHarness(t, apisim.Options{Seed: 7, Variant: apisim.Newer, Forms: []string{"ok1", "gone", "off", "ok2"}, SubmissionsPerForm: 30}, s)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 7, Variant: apisim.Newer, Forms: []string{"ok1", "gone", "off", "ok2"}, SubmissionsPerForm: 30}, s)
 	h.Sim.SetFormStatus("gone", 404)
 	h.Sim.SetFormStatus("off", 400)
 	rep := h.Sync(ctx)
 	if rep.Failed() != 2 {
 		t.Fatalf("%d forms failed, want 2: %v", rep.Failed(), rep.Err())
 	}
-	if err := FormReport(t, rep, "gone").Err; !errors.Is(err, formsapi.ErrFormNotFound) {
+	if err := enginetest.FormReport(t, rep, "gone").Err; !errors.Is(err, formsapi.ErrFormNotFound) {
 		t.Errorf("gone: %v, want ErrFormNotFound", err)
 	}
-	if err := FormReport(t, rep, "off").Err; !errors.Is(err, formsapi.ErrAccessDisabled) || !strings.Contains(err.Error(), "HTTP API Access") {
+	if err := enginetest.FormReport(t, rep, "off").Err; !errors.Is(err, formsapi.ErrAccessDisabled) || !strings.Contains(err.Error(), "HTTP API Access") {
 		t.Errorf("off: %v, want ErrAccessDisabled telling to enable HTTP API Access", err)
 	}
 	for _, f := range []string{"ok1", "ok2"} {
-		h.CheckTable(ctx, f, Expected(t, h.Sim, f, apisim.Newer))
+		h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, apisim.Newer))
 	}
 	st, err := s.ReadState(ctx, nil)
 	if err != nil {
@@ -266,7 +319,7 @@ func testFailingForm(t *testing.T, s Sink) {
 	h.MustSync(ctx)
 	st, _ = s.ReadState(ctx, nil)
 	for _, f := range []string{"gone", "off"} {
-		h.CheckTable(ctx, f, Expected(t, h.Sim, f, apisim.Newer))
+		h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, apisim.Newer))
 		if st[f].LastError != "" {
 			t.Errorf("%s: last error %q survived a success", f, st[f].LastError)
 		}
@@ -275,7 +328,7 @@ func testFailingForm(t *testing.T, s Sink) {
 
 // failingSink fails the next commit.
 type failingSink struct {
-	Sink
+	enginetest.Sink
 	fail bool
 }
 
@@ -287,10 +340,10 @@ func (f *failingSink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, 
 	return f.Sink.Commit(ctx, c)
 }
 
-func testFailedCommit(t *testing.T, s Sink) {
+func testFailedCommit(t *testing.T, s enginetest.Sink) {
 	ctx := t.Context()
 	fs := &failingSink{Sink: s}
-	h := NewHarness(t, apisim.Options{Seed: 8, Variant: apisim.Newer, Forms: []string{"a", "b"}, SubmissionsPerForm: 35}, fs)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 8, Variant: apisim.Newer, Forms: []string{"a", "b"}, SubmissionsPerForm: 35}, fs)
 	h.MustSync(ctx)
 	before, _ := s.ReadState(ctx, nil)
 	h.Sim.Add("a", 7)
@@ -305,13 +358,13 @@ func testFailedCommit(t *testing.T, s Sink) {
 	}
 	h.MustSync(ctx)
 	for _, f := range []string{"a", "b"} {
-		h.CheckTable(ctx, f, Expected(t, h.Sim, f, apisim.Newer))
+		h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, apisim.Newer))
 	}
 }
 
-func testFailureBetweenPages(t *testing.T, s Sink) {
+func testFailureBetweenPages(t *testing.T, s enginetest.Sink) {
 	ctx := t.Context()
-	h := NewHarness(t, apisim.Options{Seed: 9, Variant: apisim.Newer, Forms: []string{"flaky"}, SubmissionsPerForm: 90}, s)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 9, Variant: apisim.Newer, Forms: []string{"flaky"}, SubmissionsPerForm: 90}, s)
 	// Every request fails: the form fails in the middle of its pages and
 	// must keep its (empty) watermark.
 	h.Sim.SetFaults(apisim.Faults{ServerErrors: 1})
@@ -332,5 +385,5 @@ func testFailureBetweenPages(t *testing.T, s Sink) {
 	}
 	h.Sim.SetFaults(apisim.Faults{})
 	h.MustSync(ctx)
-	h.CheckTable(ctx, "flaky", Expected(t, h.Sim, "flaky", apisim.Newer))
+	h.CheckTable(ctx, "flaky", enginetest.Expected(t, h.Sim, "flaky", apisim.Newer))
 }

@@ -1,0 +1,251 @@
+// Package memsink is formsync's reference sink: it keeps submissions and
+// sync state in memory, with the semantics every real sink must have
+// (sinktest checks them all). The engine's tests run on it, so that what
+// they prove about reading the API does not depend on a database, and it
+// shows in a few lines what a sink promises:
+//
+//   - A Commit applies all of its forms or none: rows are upserted on
+//     (form_id, submission_key) and states written, after every form's
+//     revision was found equal to the stored one (else *sink.ConflictError).
+//   - An upsert of a key already stored makes the row the later version of
+//     the submission, every column included; created_at counts as changed
+//     only when it differs to the millisecond (the newer response form
+//     prints three digits where a row loaded from the older one keeps six).
+//   - A row with an id whose content key is stored as a row without id (the
+//     form moved from the older to the newer response form) re-keys that
+//     row instead of adding one; if the id is stored already, the
+//     content-keyed twin is removed.
+//   - row_count is the number of rows stored for the form.
+package memsink
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/state"
+)
+
+// Sink is an in-memory sink, safe for concurrent use. The zero value is not
+// ready: use New.
+type Sink struct {
+	mu     sync.Mutex
+	rows   map[string]map[string]stored // form -> submission key -> row
+	states map[string]state.Form
+	closed bool
+}
+
+type stored struct {
+	row      sink.Row
+	syncedAt time.Time
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New returns an empty sink.
+func New() *Sink {
+	return &Sink{rows: map[string]map[string]stored{}, states: map[string]state.Form{}}
+}
+
+// ReadState returns copies of the stored states of formIDs (all when empty).
+func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]state.Form, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("memsink: closed")
+	}
+	out := map[string]state.Form{}
+	for id, st := range s.states {
+		if len(formIDs) == 0 || slices.Contains(formIDs, id) {
+			out[id] = cloneState(st)
+		}
+	}
+	return out, nil
+}
+
+// ReadRows returns a form's rows ordered by created_at, then key.
+func (s *Sink) ReadRows(ctx context.Context, formID string) ([]sink.Row, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]sink.Row, 0, len(s.rows[formID]))
+	for _, r := range s.rows[formID] {
+		row := r.row
+		row.ContentKey = sink.ContentKey(row.CreatedAt, row.Fields, row.Files)
+		out = append(out, row)
+	}
+	slices.SortFunc(out, func(a, b sink.Row) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.SubmissionKey, b.SubmissionKey)
+	})
+	return out, nil
+}
+
+// Close makes later calls fail.
+func (s *Sink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// Commit applies c atomically: it works on copies and swaps them in only
+// when every form went through.
+func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
+	if c == nil {
+		return sink.Result{}, nil
+	}
+	for _, fc := range c.Forms {
+		if err := fc.State.Validate(); err != nil {
+			return nil, fmt.Errorf("memsink: commit: %w", err)
+		}
+	}
+	syncedAt := c.SyncedAt.UTC().Truncate(time.Microsecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("memsink: closed")
+	}
+	expected := map[string]int64{}
+	var conflicts []string
+	for _, fc := range c.Forms {
+		id := fc.State.FormID
+		if _, seen := expected[id]; seen {
+			continue
+		}
+		expected[id] = fc.State.Revision
+		if s.states[id].Revision != fc.State.Revision {
+			conflicts = append(conflicts, id)
+		}
+	}
+	if len(conflicts) > 0 {
+		return nil, fmt.Errorf("memsink: %w", &sink.ConflictError{Forms: conflicts})
+	}
+
+	rows := maps.Clone(s.rows)
+	states := maps.Clone(s.states)
+	res := sink.Result{}
+	for _, fc := range c.Forms {
+		id := fc.State.FormID
+		form := maps.Clone(rows[id])
+		if form == nil {
+			form = map[string]stored{}
+		}
+		counts := res[id]
+		if fc.Rows != nil && fc.Rows.Len() > 0 {
+			n := 0
+			for r, err := range fc.Rows.Rows() {
+				if err != nil {
+					return nil, fmt.Errorf("memsink: form %s: %w", id, err)
+				}
+				if n++; n%256 == 0 {
+					if err := ctx.Err(); err != nil {
+						return nil, err
+					}
+				}
+				if r.FormID != id {
+					return nil, fmt.Errorf("memsink: form %s: spool row %d belongs to form %q", id, n, r.FormID)
+				}
+				upsert(form, r, syncedAt, &counts)
+			}
+		}
+		rows[id] = form
+		res[id] = counts
+		st := cloneState(fc.State)
+		st.Rows = int64(len(form))
+		st.Revision = expected[id] + 1
+		states[id] = st
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.rows, s.states = rows, states
+	return res, nil
+}
+
+// upsert applies one staged row to a form's rows.
+func upsert(form map[string]stored, r sink.Row, syncedAt time.Time, counts *sink.Counts) {
+	if r.SubmissionID != nil && r.ContentKey != "" && r.ContentKey != r.SubmissionKey {
+		if twin, ok := form[r.ContentKey]; ok && twin.row.SubmissionID == nil {
+			delete(form, r.ContentKey)
+			if _, taken := form[r.SubmissionKey]; !taken {
+				// Re-keyed: the row keeps its created_at (six digits
+				// where the newer form prints three).
+				next := r
+				next.CreatedAt = twin.row.CreatedAt
+				next.Raw = firstNonEmpty(r.Raw, twin.row.Raw)
+				form[r.SubmissionKey] = stored{row: clean(next), syncedAt: syncedAt}
+				counts.Updated++
+				return
+			}
+		}
+	}
+	old, ok := form[r.SubmissionKey]
+	if !ok {
+		form[r.SubmissionKey] = stored{row: clean(r), syncedAt: syncedAt}
+		counts.Inserted++
+		return
+	}
+	next := r
+	if next.SubmissionID == nil {
+		next.SubmissionID = old.row.SubmissionID
+	}
+	next.Raw = firstNonEmpty(r.Raw, old.row.Raw)
+	if next.CreatedAt.Truncate(time.Millisecond).Equal(old.row.CreatedAt.Truncate(time.Millisecond)) {
+		next.CreatedAt = old.row.CreatedAt
+	}
+	if same(clean(next), old.row) {
+		return
+	}
+	form[r.SubmissionKey] = stored{row: clean(next), syncedAt: syncedAt}
+	counts.Updated++
+}
+
+// clean is a row as stored: the content key is derived on reading.
+func clean(r sink.Row) sink.Row {
+	r.ContentKey = ""
+	if r.SubmissionID != nil {
+		v := *r.SubmissionID
+		r.SubmissionID = &v
+	}
+	return r
+}
+
+func same(a, b sink.Row) bool {
+	return a.FormID == b.FormID && a.SubmissionKey == b.SubmissionKey && a.CreatedAt.Equal(b.CreatedAt) &&
+		a.IsSpam == b.IsSpam && a.Fields == b.Fields && a.Files == b.Files && a.Raw == b.Raw &&
+		(a.SubmissionID == nil) == (b.SubmissionID == nil) && (a.SubmissionID == nil || *a.SubmissionID == *b.SubmissionID)
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func cloneState(f state.Form) state.Form {
+	if f.Watermark.Boundary != nil {
+		f.Watermark.Boundary = slices.Clone(f.Watermark.Boundary)
+	}
+	if f.FieldNames != nil {
+		f.FieldNames = slices.Clone(f.FieldNames)
+	}
+	if f.Backfill != nil {
+		b := *f.Backfill
+		f.Backfill = &b
+	}
+	return f
+}

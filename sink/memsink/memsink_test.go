@@ -1,0 +1,16 @@
+package memsink_test
+
+import (
+	"testing"
+
+	"github.com/formsync/formsync/sink/memsink"
+	"github.com/formsync/formsync/sink/sinktest"
+)
+
+func TestContract(t *testing.T) {
+	sinktest.Run(t, func(t *testing.T) sinktest.Sink {
+		s := memsink.New()
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}

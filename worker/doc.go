@@ -1,0 +1,88 @@
+// Package worker is formsync's sync engine: it reads what is new in each
+// configured form from the Forms API (a Source, in practice
+// *formsapi.Client) and commits it, with every form's new watermark, to a
+// Sink in one atomic commit. It also re-reads a form or a window of it on
+// demand (Backfill). It declares the two-method Sink it needs; the sinks
+// themselves live under sink/.
+//
+// # A run
+//
+//  1. Read every form's stored state (watermark, detected order, the total
+//     seen last time, the revision the commit will assert).
+//  2. Read the forms, Config.Concurrency at once, each under its own time
+//     budget (Config.FormTimeout): everything a form waits on, requests,
+//     retries and the rate limiter, counts against it, so one form that
+//     never ends cannot hold back the others. Each form's new rows are
+//     staged to its own spool on disk.
+//  3. Commit every form's rows and new state at once. A form that failed
+//     records its error and keeps its watermark; the others commit. When
+//     the sink refuses the commit because another process committed some
+//     of its forms since their state was read (sink.ErrStateConflict), the
+//     engine re-reads those states, merges (a watermark never moves back,
+//     a backfill's resume point is kept) and commits again.
+//  4. Check completeness: the rows now stored for each form against the
+//     API's total. A form short of it is read again in full, once; still
+//     short, it is reported incomplete (FormReport.Missing, an error that
+//     fails the run), never a silent success.
+//
+// A 401 from the API ends the run at once: the token is wrong for every
+// form, so no further request is made.
+//
+// # The page walker
+//
+// Sync, lookback and backfill read pages with one walker (walk.go). The API
+// has no "since" filter and does not say how it sorts, so the walker:
+//
+//   - Detects the order from page 1 (created_at of its first and last
+//     submission), or, when page 1 cannot tell, from the stored order or
+//     the last page.
+//   - Reads in the direction in which a page moving under the reader
+//     repeats a submission rather than skipping one. New submissions arrive
+//     at the head of a newest-first form and push later pages down: reading
+//     from page 1 on sees the pushed ones twice, which is harmless. In an
+//     oldest-first form they arrive at the tail, where they move nothing,
+//     while a deletion pulls every later page up: reading from the last
+//     page backwards sees the pulled ones twice. So newest-first forms are
+//     read forwards and oldest-first forms backwards.
+//   - De-duplicates every submission against the page read just before.
+//   - Detects the one case left, a deletion in a newest-first form while it
+//     is read forwards: it pulls every later submission up by one, so the
+//     first submission of the next page lands on the page just read and
+//     would be skipped. The total dropping between two pages shows it; the
+//     walker then reads the page before again (where the pulled
+//     submissions now are) before going on. Additions at the head push
+//     submissions the other way, which only repeats them.
+//   - Remembers, in the watermark's boundary, both the id and the content
+//     key of the submissions at the watermark's millisecond, so that a form
+//     answering in the older response form next time does not store them
+//     again under their content keys.
+//   - Checks that paging adds up on every page: the client refuses a page
+//     whose current_page is not the page asked for, or whose total_pages
+//     does not match ⌈total / per_page⌉; the walker refuses a page identical
+//     to the one before it (a server ignoring page). Either fails the form
+//     for this run, watermark kept.
+//   - Hands every submission it keeps to a callback that stages it.
+//
+// A sync reads, newest-first, from page 1 until the first submission
+// already loaded (older than the watermark, or in its boundary: the keys
+// loaded at the watermark's millisecond, so ties are exact); oldest-first,
+// from the last page back to the first page that starts with a loaded
+// submission. A lookback lowers that threshold by Config.Lookback. When
+// fewer new submissions turn up than the total grew by (a submission
+// inserted behind the watermark), the form is read in full once.
+//
+// A backfill locates its window's pages by bisection on created_at, then
+// walks them the same way, newest to oldest in both orders, committing
+// every BackfillOptions.CheckpointRows rows with its progress (a cursor:
+// the oldest created_at reached), so that an interrupted backfill resumes
+// there. A whole-form backfill that read a form holding still moves the
+// watermark forward, never back.
+//
+// # What is not trusted
+//
+// A created_at more than a day in the future is stored but does not move
+// the watermark (it would hide every later submission); a submission nested
+// deeper than a sink can query (sink.ErrTooDeep) is stored with empty
+// fields and its raw object; a submission with no fields member is stored
+// with its raw object. Each is counted in the form's report and logged.
+package worker

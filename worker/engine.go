@@ -1,0 +1,570 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/worker/formsapi"
+)
+
+// Source is the Forms API as the engine reads it. *formsapi.Client
+// satisfies it.
+type Source interface {
+	Page(ctx context.Context, formID string, page, limit int) (*formsapi.Page, *formsapi.Response, error)
+}
+
+// Sink is where the engine keeps rows and state. Commit must apply all of a
+// commit or none of it, and refuse it with sink.ErrStateConflict when a
+// form's stored revision is not the one its state carries.
+type Sink interface {
+	ReadState(ctx context.Context, formIDs []string) (map[string]state.Form, error)
+	Commit(ctx context.Context, c *sink.Commit) (sink.Result, error)
+}
+
+var _ Source = (*formsapi.Client)(nil)
+
+// Defaults of Config, applied to its zero fields.
+const (
+	DefaultPageSize      = formsapi.MaxLimit
+	DefaultConcurrency   = 4
+	DefaultFormTimeout   = 10 * time.Minute
+	DefaultShutdownGrace = 20 * time.Second
+	// DefaultCommitAttempts bounds how often a commit refused for a
+	// concurrent update is merged and tried again.
+	DefaultCommitAttempts = 8
+	// FutureTolerance is how far in the future a created_at may lie and
+	// still move the watermark.
+	FutureTolerance = 24 * time.Hour
+)
+
+// Config tunes the engine. The zero value of each field means its default.
+type Config struct {
+	// Forms are the form ids to sync.
+	Forms []string
+	// PageSize is the limit asked per page, 1 to 100. Defaults to 100.
+	PageSize int
+	// Concurrency is how many forms are read at once. Defaults to 4.
+	Concurrency int
+	// FormTimeout bounds everything one form waits on in a run: requests,
+	// retries, the rate limiter. A form past it fails for this run and
+	// keeps its watermark; the others commit. Defaults to 10m.
+	FormTimeout time.Duration
+	// Lookback makes every sync re-read submissions newer than the watermark
+	// minus Lookback, so that later changes (is_spam) are picked up.
+	Lookback time.Duration
+	// TmpDir is where rows are staged; "" is the system temporary directory.
+	TmpDir string
+	// ShutdownGrace bounds the commit of forms already read when ctx is
+	// cancelled (SIGTERM). Defaults to 20s.
+	ShutdownGrace time.Duration
+	// Logger receives the per-form and per-run summaries. Defaults to a
+	// logger that discards.
+	Logger *slog.Logger
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	c.PageSize = cmp.Or(c.PageSize, DefaultPageSize)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.FormTimeout = cmp.Or(c.FormTimeout, DefaultFormTimeout)
+	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// FieldError is one problem of a Config, naming its field.
+type FieldError struct {
+	Field   string // the Config field, e.g. "PageSize"
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+// Validate reports every problem of the configuration at once (errors.Join
+// of *FieldError); zero fields stand for their defaults.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	}
+	if len(c.Forms) == 0 {
+		bad("Forms", "no forms to sync")
+	}
+	if c.PageSize < 1 || c.PageSize > formsapi.MaxLimit {
+		bad("PageSize", "%d is outside 1..%d", c.PageSize, formsapi.MaxLimit)
+	}
+	if c.Concurrency < 1 {
+		bad("Concurrency", "%d is below 1", c.Concurrency)
+	}
+	if c.FormTimeout < 0 {
+		bad("FormTimeout", "%s is negative", c.FormTimeout)
+	}
+	if c.Lookback < 0 {
+		bad("Lookback", "%s is negative", c.Lookback)
+	}
+	if c.ShutdownGrace < 0 {
+		bad("ShutdownGrace", "%s is negative", c.ShutdownGrace)
+	}
+	return errors.Join(errs...)
+}
+
+// Engine syncs the configured forms from a Source into a Sink.
+type Engine struct {
+	src Source
+	dst Sink
+	cfg Config
+}
+
+// New returns an engine; it checks the configuration.
+func New(src Source, dst Sink, cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	return &Engine{src: src, dst: dst, cfg: cfg.withDefaults()}, nil
+}
+
+// FormReport says what one sync did for one form.
+type FormReport struct {
+	FormID   string
+	Inserted int64 // rows new to the table
+	Updated  int64 // rows changed (a later version) or re-keyed
+	Staged   int   // rows read and handed to the sink
+	Pages    int   // pages read
+	Requests int   // HTTP requests, retries included
+	Limited  int   // requests answered 429
+	Rescans  int   // pages or passes read again because the form moved while read
+	Order    state.Order
+	// Total is the API's total for the form as this run saw it (the lowest
+	// of its final pass); -1 when the form was not read to the end.
+	Total int64
+	// Missing is how many submissions the API counts that the sink does not
+	// hold after the run (and a full re-read); 0 when complete.
+	Missing int64
+	// Future, TooDeep and NoFields count submissions stored but not
+	// trusted: a created_at more than FutureTolerance ahead (it does not
+	// move the watermark), fields nested deeper than the sinks can query
+	// (stored without them, raw kept), no fields member at all.
+	Future, TooDeep, NoFields int
+	// Watermark is the form's watermark after the run.
+	Watermark state.Watermark
+	Duration  time.Duration
+	// Err is why the form failed this run; its watermark did not move.
+	// An interrupted form (shutdown) has Err wrapping context.Canceled.
+	Err error
+}
+
+// Report says what one sync did.
+type Report struct {
+	Forms    []FormReport
+	Duration time.Duration
+	// CommitDuration is how long the sink's commits took.
+	CommitDuration time.Duration
+	// Conflicts counts commits refused because another process committed
+	// some of the same forms meanwhile, merged and tried again.
+	Conflicts int
+	// CommitErr is set when the commit itself failed: then no form's rows
+	// or state were written.
+	CommitErr error
+	// Fatal is a failure that ended the run for every form (the API
+	// rejected the token): no further request was made.
+	Fatal error
+}
+
+// Failed counts the forms that failed, a failed commit failing them all.
+func (r *Report) Failed() int {
+	n := 0
+	for _, f := range r.Forms {
+		if f.Err != nil || r.CommitErr != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Err summarises the run's failures; nil when every form succeeded.
+func (r *Report) Err() error {
+	if r.Fatal != nil {
+		return r.Fatal
+	}
+	if r.CommitErr != nil {
+		return r.CommitErr
+	}
+	var errs []error
+	for _, f := range r.Forms {
+		if f.Err != nil {
+			errs = append(errs, f.Err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ErrFormTimeout is matched by the error of a form that did not finish
+// within Config.FormTimeout.
+var ErrFormTimeout = errors.New("form not read within its time budget")
+
+// IncompleteError says that a form's rows fall short of the API's total
+// after a run and a full re-read.
+type IncompleteError struct {
+	FormID         string
+	Stored, Total  int64
+	Missing        int64
+	FullReReadDone bool
+}
+
+func (e *IncompleteError) Error() string {
+	return fmt.Sprintf("form %s is incomplete: the API counts %d submissions, the sink holds %d after a full re-read (%d missing); "+
+		"check the form for submissions the API lists but formsync cannot store, and report it", e.FormID, e.Total, e.Stored, e.Missing)
+}
+
+// Sync makes one pass over every form: read what is new, then commit all
+// forms' rows and watermarks together, then check every form's rows
+// against the API's total. A form that fails records its error and keeps
+// its watermark; the others still commit. Cancelling ctx stops the reading;
+// forms read completely by then are still committed, within
+// Config.ShutdownGrace. The error is for what stopped the run before any
+// form was read (the state could not be read).
+func (e *Engine) Sync(ctx context.Context) (*Report, error) {
+	start := e.cfg.Now()
+	states, err := e.dst.ReadState(ctx, e.cfg.Forms)
+	if err != nil {
+		return nil, fmt.Errorf("reading sync state: %w", err)
+	}
+	runs, fatal := e.readForms(ctx, e.cfg.Forms, states, false)
+	defer discardAll(runs)
+	rep := &Report{Fatal: fatal}
+	e.commitRuns(ctx, rep, runs)
+	if rep.CommitErr == nil && fatal == nil && ctx.Err() == nil {
+		e.checkCompleteness(ctx, rep, runs)
+	}
+	for _, r := range runs {
+		rep.Forms = append(rep.Forms, r.finalReport())
+	}
+	rep.Duration = e.cfg.Now().Sub(start)
+	e.logReport(rep)
+	return rep, nil
+}
+
+// readForms reads forms, Config.Concurrency at once, each under its time
+// budget. full reads every page whatever the watermark. A 401 cancels the
+// forms still reading and is returned: the token is wrong for all of them.
+func (e *Engine) readForms(ctx context.Context, forms []string, states map[string]state.Form, full bool) ([]*formRun, error) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	runs := make([]*formRun, len(forms))
+	var g errgroup.Group
+	g.SetLimit(e.cfg.Concurrency)
+	for i, id := range forms {
+		st, ok := states[id]
+		if !ok {
+			st = state.New(id)
+		}
+		g.Go(func() error {
+			if runCtx.Err() != nil {
+				runs[i] = &formRun{e: e, old: st, report: FormReport{FormID: id, Total: -1},
+					err: fmt.Errorf("form %s: not started: %w", id, context.Cause(runCtx))}
+				return nil
+			}
+			fctx, fcancel := context.WithTimeoutCause(runCtx, e.cfg.FormTimeout, ErrFormTimeout)
+			defer fcancel()
+			runs[i] = e.readForm(fctx, st, full)
+			if err := runs[i].err; errors.Is(err, formsapi.ErrUnauthorized) {
+				cancel(err)
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	if err := context.Cause(runCtx); errors.Is(err, formsapi.ErrUnauthorized) {
+		return runs, fmt.Errorf("the run stopped at the first rejected request, since the token is the same for every form: %w", err)
+	}
+	return runs, nil
+}
+
+func discardAll(runs []*formRun) {
+	for _, r := range runs {
+		r.discard()
+	}
+}
+
+// commitRuns writes every form's outcome in one sink commit and fills the
+// report's commit fields.
+func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
+	now := e.cfg.Now().UTC()
+	c := &sink.Commit{SyncedAt: now}
+	var committed []*formRun
+	for _, r := range runs {
+		switch {
+		case r.err == nil:
+			next := r.next(now)
+			if n := len(next.FieldNames); n > sink.MaxViewFields && n > len(r.old.FieldNames) {
+				e.cfg.Logger.Warn("the form has more field names than a view has columns: its view shows the first ones, every value stays in the fields column",
+					"form", r.old.FormID, "field_names", n, "view_columns", sink.MaxViewFields)
+			}
+			c.Forms = append(c.Forms, sink.FormCommit{State: next, Rows: r.spool})
+			committed = append(committed, r)
+		case errors.Is(r.err, context.Canceled) && !errors.Is(r.err, formsapi.ErrUnauthorized):
+			// Stopped by shutdown or by another form's 401, not a failure
+			// of this form: leave its state alone.
+		default:
+			st := r.old
+			st.LastError, st.LastErrorAt = r.err.Error(), now
+			c.Forms = append(c.Forms, sink.FormCommit{State: st})
+		}
+	}
+	if len(c.Forms) == 0 {
+		return
+	}
+	commitCtx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		commitCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownGrace)
+		defer cancel()
+	}
+	t0 := e.cfg.Now()
+	res, conflicts, err := e.commit(commitCtx, c, mergeSync)
+	rep.CommitDuration += e.cfg.Now().Sub(t0)
+	rep.Conflicts += conflicts
+	if err != nil {
+		rep.CommitErr = fmt.Errorf("committing %d forms: %w", len(c.Forms), err)
+		return
+	}
+	for _, r := range committed {
+		r.committed = true
+		got := res[r.old.FormID]
+		r.report.Inserted += got.Inserted
+		r.report.Updated += got.Updated
+	}
+}
+
+// commit applies c, and when the sink refuses it because another process
+// committed some of its forms since their state was read, re-reads those
+// states, merges each with what this commit meant to write, and tries
+// again, a bounded number of times.
+func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, ours state.Form) state.Form) (sink.Result, int, error) {
+	conflicts := 0
+	for attempt := 1; ; attempt++ {
+		res, err := e.dst.Commit(ctx, c)
+		if !errors.Is(err, sink.ErrStateConflict) {
+			return res, conflicts, err
+		}
+		conflicts++
+		if attempt >= DefaultCommitAttempts {
+			return nil, conflicts, fmt.Errorf("gave up after %d attempts: %w", attempt, err)
+		}
+		ids := make([]string, 0, len(c.Forms))
+		for _, fc := range c.Forms {
+			ids = append(ids, fc.State.FormID)
+		}
+		stored, rerr := e.dst.ReadState(ctx, ids)
+		if rerr != nil {
+			return nil, conflicts, fmt.Errorf("re-reading the state after a concurrent commit: %w", rerr)
+		}
+		for i, fc := range c.Forms {
+			st, ok := stored[fc.State.FormID]
+			if !ok {
+				st = state.New(fc.State.FormID)
+			}
+			c.Forms[i].State = merge(st, fc.State)
+		}
+		e.cfg.Logger.Info("another process committed the same forms meanwhile; merged and committing again",
+			"forms", len(ids), "attempt", attempt+1)
+	}
+}
+
+// mergeSync is the state a sync writes over a state another process stored
+// after the sync read it: the newer watermark (never back), the stored
+// backfill progress (a sync does not own it), this run's outcome.
+func mergeSync(stored, ours state.Form) state.Form {
+	out := merged(stored, ours)
+	out.Backfill = stored.Backfill
+	return out
+}
+
+// merged is what two states of one form agree on: the later watermark, with
+// the total seen at it; every field name; this writer's outcome and order;
+// the stored revision.
+func merged(stored, ours state.Form) state.Form {
+	out := ours
+	out.Revision = stored.Revision
+	out.Watermark = stored.Watermark.Merge(ours.Watermark)
+	if !out.Watermark.CreatedAt.Equal(ours.Watermark.CreatedAt) {
+		out.LastTotal = stored.LastTotal
+	}
+	out.FieldNames = mergeFields(stored.FieldNames, ours.FieldNames)
+	if out.Order == state.OrderUnknown {
+		out.Order = stored.Order
+	}
+	if stored.LastSuccessAt.After(out.LastSuccessAt) {
+		out.LastSuccessAt = stored.LastSuccessAt
+	}
+	return out
+}
+
+// checkCompleteness compares each committed form's stored rows with the
+// API's total. Forms short of it are read again in full and committed; any
+// still short is reported incomplete.
+func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs []*formRun) {
+	short := e.shortForms(ctx, runs)
+	if len(short) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(short))
+	for _, r := range short {
+		ids = append(ids, r.old.FormID)
+	}
+	e.cfg.Logger.Warn("forms hold fewer rows than the API counts; reading them again in full", "forms", ids)
+	states, err := e.dst.ReadState(ctx, ids)
+	if err != nil {
+		for _, r := range short {
+			r.err = fmt.Errorf("form %s: re-reading the state for the completeness check: %w", r.old.FormID, err)
+		}
+		return
+	}
+	again, fatal := e.readForms(ctx, ids, states, true)
+	defer discardAll(again)
+	sub := &Report{Fatal: fatal}
+	e.commitRuns(ctx, sub, again)
+	rep.CommitDuration += sub.CommitDuration
+	rep.Conflicts += sub.Conflicts
+	for i, r := range short {
+		a := again[i]
+		r.report.Rescans++
+		r.report.Pages += a.report.Pages
+		r.report.Requests += a.report.Requests
+		r.report.Limited += a.report.Limited
+		r.report.Inserted += a.report.Inserted
+		r.report.Updated += a.report.Updated
+		switch {
+		case sub.CommitErr != nil:
+			r.err = fmt.Errorf("form %s: committing the full re-read: %w", r.old.FormID, sub.CommitErr)
+		case a.err != nil:
+			r.err = fmt.Errorf("form %s: the full re-read for the completeness check failed: %w", r.old.FormID, a.err)
+		default:
+			r.wm, r.report.Total = a.wm, a.report.Total
+		}
+	}
+	still := e.shortForms(ctx, again)
+	for _, a := range still {
+		i := indexOfRun(short, a.old.FormID)
+		r := short[i]
+		r.report.Missing = a.report.Missing
+		r.err = &IncompleteError{FormID: r.old.FormID, Stored: a.report.Total - a.report.Missing, Total: a.report.Total, Missing: a.report.Missing, FullReReadDone: true}
+		// Recorded in the state so that `formsync status` shows it.
+		st, err := e.dst.ReadState(ctx, []string{r.old.FormID})
+		if err == nil {
+			s := st[r.old.FormID]
+			s.LastError, s.LastErrorAt = r.err.Error(), e.cfg.Now().UTC()
+			_, _, err = e.commit(ctx, &sink.Commit{SyncedAt: e.cfg.Now().UTC(), Forms: []sink.FormCommit{{State: s}}}, mergeSync)
+		}
+		if err != nil {
+			e.cfg.Logger.Error("cannot record an incomplete form in its state", "form", r.old.FormID, "error", err.Error())
+		}
+	}
+}
+
+func indexOfRun(runs []*formRun, id string) int {
+	for i, r := range runs {
+		if r.old.FormID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// shortForms are the committed, completely read forms whose stored rows
+// fall short of the API's total; each gets report.Missing.
+func (e *Engine) shortForms(ctx context.Context, runs []*formRun) []*formRun {
+	var ids []string
+	for _, r := range runs {
+		if r.committed && r.err == nil && r.complete() {
+			ids = append(ids, r.old.FormID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	states, err := e.dst.ReadState(ctx, ids)
+	if err != nil {
+		e.cfg.Logger.Warn("cannot read the state for the completeness check", "error", err.Error())
+		return nil
+	}
+	var short []*formRun
+	for _, r := range runs {
+		st, ok := states[r.old.FormID]
+		if !ok || !r.committed || r.err != nil || !r.complete() {
+			continue
+		}
+		if st.Rows < r.report.Total {
+			r.report.Missing = r.report.Total - st.Rows
+			short = append(short, r)
+		}
+	}
+	return short
+}
+
+func (e *Engine) logReport(rep *Report) {
+	log := e.cfg.Logger
+	var inserted, updated int64
+	var requests, limited int
+	for _, f := range rep.Forms {
+		inserted, updated = inserted+f.Inserted, updated+f.Updated
+		requests, limited = requests+f.Requests, limited+f.Limited
+		attrs := []any{
+			slog.String("form", f.FormID),
+			slog.Int64("new", f.Inserted), slog.Int64("updated", f.Updated),
+			slog.Int("staged", f.Staged), slog.Int("pages", f.Pages),
+			slog.Int("requests", f.Requests), slog.Int("rate_limited", f.Limited),
+			slog.Int("rescans", f.Rescans), slog.String("order", string(f.Order)),
+			slog.Float64("duration_seconds", f.Duration.Seconds()),
+		}
+		for _, n := range []struct {
+			key string
+			v   int
+		}{{"future_created_at", f.Future}, {"nested_too_deep", f.TooDeep}, {"without_fields", f.NoFields}} {
+			if n.v > 0 {
+				attrs = append(attrs, slog.Int(n.key, n.v))
+			}
+		}
+		err := cmp.Or(f.Err, rep.CommitErr)
+		switch {
+		case err != nil && errors.Is(err, context.Canceled) && !errors.Is(err, formsapi.ErrUnauthorized):
+			log.Warn("form interrupted before it was read completely; it will be read again next run", attrs...)
+		case err != nil:
+			log.Error("form failed", append(attrs, slog.String("error", err.Error()))...)
+		case f.Future+f.TooDeep+f.NoFields > 0:
+			log.Warn("form synced; some submissions are stored but not trusted (see the counts)", attrs...)
+		default:
+			log.Info("form synced", attrs...)
+		}
+	}
+	attrs := []any{
+		slog.Int("forms", len(rep.Forms)), slog.Int("failed", rep.Failed()),
+		slog.Int64("new", inserted), slog.Int64("updated", updated),
+		slog.Int("requests", requests), slog.Int("rate_limited", limited),
+		slog.Float64("duration_seconds", rep.Duration.Seconds()),
+	}
+	if rep.Conflicts > 0 {
+		attrs = append(attrs, slog.Int("commit_conflicts", rep.Conflicts))
+	}
+	switch {
+	case rep.Fatal != nil:
+		log.Error("sync stopped", append(attrs, slog.String("error", rep.Fatal.Error()))...)
+	case rep.CommitErr != nil:
+		log.Error("sync failed", append(attrs, slog.String("error", rep.CommitErr.Error()))...)
+	default:
+		log.Info("sync finished", attrs...)
+	}
+}

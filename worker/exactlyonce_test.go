@@ -1,0 +1,533 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/memsink"
+	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/enginetest"
+	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
+)
+
+// A whole-form backfill while submissions are deleted upstream, in both
+// orders, at 20 a page and a deletion every few requests: after it and one
+// sync, no live submission is missing.
+func TestBackfillUnderDeletionsLosesNothing(t *testing.T) {
+	for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
+		t.Run(o.String(), func(t *testing.T) {
+			ctx := t.Context()
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 21, Variant: apisim.Newer, Order: o, Forms: []string{"f"}, SubmissionsPerForm: 1000}, memSink(t))
+			h.Config.PageSize = 20
+			h.Sim.SetMutation(3, 0, 1)
+			rep, err := newEngine(t, h, client(t, h, nil)).Backfill(ctx, "f", worker.BackfillOptions{CheckpointRows: 300})
+			if err != nil {
+				t.Fatal(err)
+			}
+			deleted := len(h.Sim.Deleted("f"))
+			if deleted < 10 {
+				t.Fatalf("only %d deletions landed during the backfill", deleted)
+			}
+			t.Logf("backfill read %d rows in %d requests (%d pages read again) while %d submissions were deleted", rep.Staged, rep.Requests, rep.Rescans, deleted)
+			h.Sim.SetMutation(0, 0, 0)
+			h.MustSync(ctx)
+			h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer), enginetest.DeletedRows(t, h.Sim, "f", apisim.Newer)...)
+		})
+	}
+}
+
+// fakeAPI serves hand-written submissions in the newer response form, so
+// that tests can serve what the simulator never would.
+type fakeAPI struct {
+	mu       sync.Mutex
+	forms    map[string][]map[string]any // newest first
+	perPage  int
+	oldest   bool                      // serve oldest first
+	rewrite  func(p, q map[string]any) // envelope and its pagination, before sending
+	pages    func(formID string) (total, totalPages int, ok bool)
+	requests atomic.Int64
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.requests.Add(1)
+	parts := strings.Split(r.URL.Path, "/")
+	if len(parts) != 5 || parts[1] != "api" || parts[2] != "forms" || parts[4] != "submissions" {
+		http.NotFound(w, r)
+		return
+	}
+	formID := parts[3]
+	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	page = max(page, 1)
+	f.mu.Lock()
+	subs := f.forms[formID]
+	if f.oldest {
+		rev := make([]map[string]any, len(subs))
+		for i, s := range subs {
+			rev[len(subs)-1-i] = s
+		}
+		subs = rev
+	}
+	total := len(subs)
+	totalPages := max(1, (total+f.perPage-1)/f.perPage)
+	if f.pages != nil {
+		if t, tp, ok := f.pages(formID); ok {
+			total, totalPages = t, tp
+		}
+	}
+	var data []map[string]any
+	if lo := (page - 1) * f.perPage; lo < len(subs) {
+		data = subs[lo:min(lo+f.perPage, len(subs))]
+	}
+	f.mu.Unlock()
+	if data == nil {
+		data = []map[string]any{}
+	}
+	pag := map[string]any{"total": total, "count": len(data), "per_page": f.perPage, "current_page": page, "total_pages": totalPages,
+		"links": map[string]any{"previous": nil, "next": nil}}
+	env := map[string]any{"data": data, "meta": map[string]any{"pagination": pag}}
+	if f.rewrite != nil {
+		f.rewrite(env, pag)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(env)
+}
+
+func (f *fakeAPI) set(formID string, subs ...map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.forms == nil {
+		f.forms = map[string][]map[string]any{}
+	}
+	f.forms[formID] = subs
+}
+
+func sub(id int, at time.Time, fields map[string]any) map[string]any {
+	return map[string]any{"id": id, "fields": fields, "files": []any{}, "is_spam": false, "created_at": at.UTC().Format("2006-01-02T15:04:05.000Z")}
+}
+
+// fakeEngine serves api on loopback and returns an engine over sink s.
+func fakeEngine(t *testing.T, api http.Handler, s worker.Sink, cfg worker.Config) *worker.Engine {
+	t.Helper()
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	c, err := formsapi.New(formsapi.Config{BaseURL: srv.URL, Token: "fake-api-token", RateLimit: 10000, MaxWait: 200 * time.Millisecond,
+		InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.TmpDir = t.TempDir()
+	e, err := worker.New(c, s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+var base = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+
+func manySubs(n int) []map[string]any {
+	subs := make([]map[string]any, n)
+	for i := range n {
+		subs[n-1-i] = sub(i+1, base.Add(time.Duration(i)*time.Minute), map[string]any{"n": strconv.Itoa(i + 1)})
+	}
+	return subs
+}
+
+// A server (or proxy) that ignores page and always answers page 1: the
+// form fails for the run and keeps its watermark; nothing is trusted.
+func TestPageIgnoringServerFailsTheForm(t *testing.T) {
+	api := &fakeAPI{perPage: 10}
+	api.set("f", manySubs(250)...)
+	var ignore atomic.Bool
+	ignore.Store(true)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ignore.Load() {
+			q := r.URL.Query()
+			q.Del("page")
+			r.URL.RawQuery = q.Encode()
+		}
+		api.ServeHTTP(w, r)
+	})
+	s := memsink.New()
+	e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+	rep, err := e.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ferr := rep.Forms[0].Err; ferr == nil {
+		t.Fatalf("a server ignoring page was trusted: %d rows staged", rep.Forms[0].Staged)
+	} else {
+		t.Logf("refused: %v", ferr)
+	}
+	if st, _ := s.ReadState(t.Context(), nil); !st["f"].Watermark.IsZero() || st["f"].LastError == "" {
+		t.Errorf("state after a page-ignoring server: %+v", st["f"])
+	}
+	ignore.Store(false)
+	rep, _ = e.Sync(t.Context())
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := s.ReadRows(t.Context(), "f"); len(rows) != 250 {
+		t.Errorf("after the server mends: %d rows, want 250", len(rows))
+	}
+}
+
+// An envelope claiming total_pages 0 for 25 submissions: refused, not a
+// form of 10 rows.
+func TestTotalPagesZeroFailsTheForm(t *testing.T) {
+	api := &fakeAPI{perPage: 10, rewrite: func(_, pag map[string]any) { pag["total_pages"] = 0 }}
+	api.set("f", manySubs(25)...)
+	s := memsink.New()
+	rep, err := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10}).Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Forms[0].Err == nil {
+		rows, _ := s.ReadRows(t.Context(), "f")
+		t.Fatalf("total_pages 0 was trusted: %d of 25 rows stored, no error", len(rows))
+	}
+}
+
+// An oldest-first form whose envelope claims 10^12 pages is read until its
+// time budget runs out; the healthy form beside it commits.
+func TestEndlessFormDoesNotHoldBackOthers(t *testing.T) {
+	const endless = 1_000_000_000_000
+	api := &fakeAPI{perPage: 10, oldest: true, pages: func(formID string) (int, int, bool) {
+		if formID == "endless" {
+			return endless * 10, endless, true
+		}
+		return 0, 0, false
+	}}
+	api.set("healthy", manySubs(30)...)
+	// Every page of the endless form serves the same ten submissions'
+	// shapes with created_at rising by page, so nothing looks repeated.
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/endless/") {
+			page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+			var data []map[string]any
+			for i := range 10 {
+				n := (page-1)*10 + i
+				data = append(data, sub(n+1, base.Add(time.Duration(n)*time.Second), map[string]any{"n": n}))
+			}
+			api.mu.Lock()
+			api.forms["endless"] = data
+			api.mu.Unlock()
+			q := r.URL.Query()
+			q.Set("page", "1")
+			r2 := r.Clone(r.Context())
+			r2.URL.RawQuery = q.Encode()
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, r2)
+			var env map[string]any
+			json.Unmarshal(rec.Body.Bytes(), &env)
+			pag := env["meta"].(map[string]any)["pagination"].(map[string]any)
+			pag["current_page"] = page
+			json.NewEncoder(w).Encode(env)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+	api.set("endless")
+	s := memsink.New()
+	e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"endless", "healthy"}, PageSize: 10, FormTimeout: time.Second})
+	rep, err := e.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := enginetest.FormReport(t, rep, "endless")
+	if !errors.Is(end.Err, worker.ErrFormTimeout) {
+		t.Errorf("endless form: %v, want ErrFormTimeout", end.Err)
+	}
+	if h := enginetest.FormReport(t, rep, "healthy"); h.Err != nil || h.Inserted != 30 {
+		t.Errorf("healthy form: %d inserted, %v; want 30 and no error", h.Inserted, h.Err)
+	}
+	t.Logf("endless form stopped after %d pages: %v", end.Pages, end.Err)
+}
+
+// The same id served again with a different created_at and fields: the row
+// becomes the later version, every column.
+func TestLaterVersionReplacesTheRow(t *testing.T) {
+	api := &fakeAPI{perPage: 10}
+	v1 := sub(5, base, map[string]any{"v": "1"})
+	api.set("f", v1, sub(4, base.Add(-time.Minute), map[string]any{"v": "old"}))
+	s := memsink.New()
+	e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, Lookback: 48 * time.Hour})
+	if rep, _ := e.Sync(t.Context()); rep.Err() != nil {
+		t.Fatal(rep.Err())
+	}
+	v2 := sub(5, base.Add(time.Hour), map[string]any{"v": "2"})
+	api.set("f", v2, sub(4, base.Add(-time.Minute), map[string]any{"v": "old"}))
+	rep, _ := e.Sync(t.Context())
+	if rep.Err() != nil {
+		t.Fatal(rep.Err())
+	}
+	rows, _ := s.ReadRows(t.Context(), "f")
+	var got sink.Row
+	for _, r := range rows {
+		if r.SubmissionKey == "5" {
+			got = r
+		}
+	}
+	if !got.CreatedAt.Equal(base.Add(time.Hour)) || got.Fields != `{"v":"2"}` {
+		t.Errorf("row 5 = created %s fields %s; want the later version (%s, {\"v\":\"2\"})", got.CreatedAt, got.Fields, base.Add(time.Hour))
+	}
+	if len(rows) != 2 {
+		t.Errorf("%d rows, want 2", len(rows))
+	}
+}
+
+// syncFirst is a sink on which a sync of the same form commits just before
+// the first backfill checkpoint: after the backfill read the state, before
+// it writes.
+type syncFirst struct {
+	*memsink.Sink
+	sync func()
+	once sync.Once
+}
+
+func (s *syncFirst) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
+	if len(c.Forms) == 1 && c.Forms[0].State.Backfill != nil {
+		s.once.Do(s.sync)
+	}
+	return s.Sink.Commit(ctx, c)
+}
+
+func TestSyncCommittingDuringBackfillIsMerged(t *testing.T) {
+	ctx := t.Context()
+	mem := memsink.New()
+	s := &syncFirst{Sink: mem}
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 23, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, mem)
+	h.MustSync(ctx)
+	subs := h.Sim.Submissions("f")
+	var synced state.Watermark
+	s.sync = func() {
+		h.Sim.Add("f", 7)
+		h.MustSync(ctx)
+		st, _ := mem.ReadState(ctx, []string{"f"})
+		synced = st["f"].Watermark
+	}
+	cfg := h.Config
+	e, err := worker.New(client(t, h, nil), s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{Window: worker.Window{Since: subs[0].CreatedAt, Until: subs[200].CreatedAt}, CheckpointRows: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Conflicts == 0 {
+		t.Errorf("the sync's commit did not make the backfill merge")
+	}
+	st, _ := mem.ReadState(ctx, []string{"f"})
+	if !st["f"].Watermark.CreatedAt.Equal(synced.CreatedAt) || synced.IsZero() {
+		t.Errorf("watermark %v after the backfill, want the sync's %v: a backfill must not undo a sync", st["f"].Watermark.CreatedAt, synced.CreatedAt)
+	}
+	if st["f"].Backfill != nil {
+		t.Errorf("a finished backfill left its progress: %+v", st["f"].Backfill)
+	}
+	h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
+}
+
+// A form whose API counts more submissions than it serves: read again in
+// full once, then reported incomplete, in the report and in the state.
+func TestIncompleteFormIsReported(t *testing.T) {
+	api := &fakeAPI{perPage: 10, pages: func(formID string) (int, int, bool) { return 12, 2, true }}
+	api.set("f", manySubs(10)...)
+	s := memsink.New()
+	rep, err := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10}).Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := rep.Forms[0]
+	var ie *worker.IncompleteError
+	if !errors.As(fr.Err, &ie) || fr.Missing != 2 || fr.Rescans == 0 {
+		t.Fatalf("form: missing %d, rescans %d, err %v; want 2 missing after a full re-read", fr.Missing, fr.Rescans, fr.Err)
+	}
+	if rep.Failed() != 1 {
+		t.Errorf("an incomplete form does not fail the run")
+	}
+	st, _ := s.ReadState(t.Context(), nil)
+	if !strings.Contains(st["f"].LastError, "incomplete") {
+		t.Errorf("state's last error %q does not say the form is incomplete", st["f"].LastError)
+	}
+	if rows, _ := s.ReadRows(t.Context(), "f"); len(rows) != 10 {
+		t.Errorf("%d rows stored, want the 10 served", len(rows))
+	}
+}
+
+// A wrong token over 10 forms: the run stops at once, with at most as many
+// requests as forms read at once.
+func TestUnauthorizedStopsTheRun(t *testing.T) {
+	var forms []string
+	for i := range 10 {
+		forms = append(forms, fmt.Sprintf("f%d", i))
+	}
+	sim := apisim.New(apisim.Options{Seed: 3, Variant: apisim.Newer, Forms: forms, SubmissionsPerForm: 5, Token: "right"})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	c, err := formsapi.New(formsapi.Config{BaseURL: srv.URL, Token: "wrong", RateLimit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := memsink.New()
+	e, err := worker.New(c, s, worker.Config{Forms: forms, Concurrency: 4, TmpDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(rep.Fatal, formsapi.ErrUnauthorized) || !errors.Is(rep.Err(), formsapi.ErrUnauthorized) {
+		t.Errorf("report: fatal %v; want the 401", rep.Fatal)
+	}
+	if n := sim.Stats().Requests; n > 4 {
+		t.Errorf("%d requests with a wrong token, want at most 4 (the concurrency)", n)
+	}
+}
+
+// Submissions formsync cannot trust are stored, counted and kept out of
+// the watermark: a created_at in the year 9999, fields nested deeper than
+// the sinks query, no fields at all.
+func TestUntrustedSubmissionsAreStoredNotTrusted(t *testing.T) {
+	deep := any("leaf")
+	for range sink.MaxDepth + 5 {
+		deep = []any{deep}
+	}
+	now := time.Now().UTC()
+	api := &fakeAPI{perPage: 10}
+	noFields := sub(4, now.Add(-3*time.Hour), nil)
+	delete(noFields, "fields")
+	api.set("f",
+		sub(9, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), map[string]any{"x": "future"}),
+		sub(6, now.Add(-time.Hour), map[string]any{"deep": deep}),
+		sub(5, now.Add(-2*time.Hour), map[string]any{"x": "fine"}),
+		noFields,
+	)
+	s := memsink.New()
+	rep, err := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}}).Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := rep.Forms[0]
+	if fr.Err != nil || fr.Inserted != 4 || fr.Future != 1 || fr.TooDeep != 1 {
+		t.Errorf("report: %d inserted, future %d, too deep %d, err %v; want 4, 1, 1, nil", fr.Inserted, fr.Future, fr.TooDeep, fr.Err)
+	}
+	st, _ := s.ReadState(t.Context(), nil)
+	if wm := st["f"].Watermark.CreatedAt; wm.Year() == 9999 || !wm.Equal(now.Add(-time.Hour).Truncate(time.Millisecond)) {
+		t.Errorf("watermark %s: a far-future created_at must not move it", wm)
+	}
+	rows, _ := s.ReadRows(t.Context(), "f")
+	for _, r := range rows {
+		if r.SubmissionKey == "6" && (r.Fields != "{}" || !strings.Contains(r.Raw, "leaf")) {
+			t.Errorf("too-deep row: fields %.40s, raw kept %v", r.Fields, strings.Contains(r.Raw, "leaf"))
+		}
+	}
+}
+
+// bumpFirst is a sink on which another process commits each form (a state
+// it read, unchanged but for its error) just before the first sync commit.
+type bumpFirst struct {
+	*memsink.Sink
+	once sync.Once
+}
+
+func (s *bumpFirst) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
+	s.once.Do(func() {
+		states, _ := s.ReadState(ctx, nil)
+		other := &sink.Commit{SyncedAt: c.SyncedAt}
+		for _, st := range states {
+			st.Backfill = &state.Backfill{Cursor: base, StartedAt: base}
+			other.Forms = append(other.Forms, sink.FormCommit{State: st})
+		}
+		if _, err := s.Sink.Commit(ctx, other); err != nil {
+			panic(err)
+		}
+	})
+	return s.Sink.Commit(ctx, c)
+}
+
+// A sync whose commit finds the forms committed by another process since
+// it read them merges: its rows and watermark go in, the other's backfill
+// progress stays.
+func TestSyncMergesAConcurrentCommit(t *testing.T) {
+	ctx := t.Context()
+	mem := memsink.New()
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 24, Variant: apisim.Newer, Forms: []string{"a", "b"}, SubmissionsPerForm: 40}, mem)
+	h.MustSync(ctx)
+	h.Sim.Add("a", 5)
+	s := &bumpFirst{Sink: mem}
+	e, err := worker.New(client(t, h, nil), s, h.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.Sync(ctx)
+	if err != nil || rep.Err() != nil {
+		t.Fatal(err, rep.Err())
+	}
+	if rep.Conflicts != 1 || enginetest.FormReport(t, rep, "a").Inserted != 5 {
+		t.Errorf("conflicts %d, inserted %d; want 1 and 5", rep.Conflicts, enginetest.FormReport(t, rep, "a").Inserted)
+	}
+	st, _ := mem.ReadState(ctx, nil)
+	for _, f := range []string{"a", "b"} {
+		if st[f].Backfill == nil {
+			t.Errorf("form %s: the sync's merge dropped the other process's backfill progress", f)
+		}
+		h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, apisim.Newer))
+	}
+	subs := h.Sim.Submissions("a")
+	if wm := st["a"].Watermark.CreatedAt; !wm.Equal(subs[len(subs)-1].CreatedAt.Truncate(time.Millisecond)) {
+		t.Errorf("watermark of a = %s, want the newest submission's", wm)
+	}
+}
+
+func TestConfigValidateListsEveryProblem(t *testing.T) {
+	err := worker.Config{PageSize: 101, Concurrency: -1, FormTimeout: -time.Second, Lookback: -time.Hour, ShutdownGrace: -1}.Validate()
+	var fields []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var fe *worker.FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("%v is not a *FieldError", e)
+		}
+		fields = append(fields, fe.Field)
+	}
+	if want := "Forms PageSize Concurrency FormTimeout Lookback ShutdownGrace"; strings.Join(fields, " ") != want {
+		t.Errorf("fields %v, want %s", fields, want)
+	}
+	if _, err := worker.New(nil, nil, worker.Config{}); err == nil {
+		t.Error("New accepted a configuration without forms")
+	}
+}
+
+// A form with more field names than a view has columns is logged.
+func TestViewColumnCapIsLogged(t *testing.T) {
+	fields := map[string]any{}
+	for i := range sink.MaxViewFields + 3 {
+		fields[fmt.Sprintf("f%d", i)] = "x"
+	}
+	api := &fakeAPI{perPage: 10}
+	api.set("wide", sub(1, base, fields))
+	var logs strings.Builder
+	cfg := worker.Config{Forms: []string{"wide"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	rep, err := fakeEngine(t, api, memsink.New(), cfg).Sync(t.Context())
+	if err != nil || rep.Err() != nil {
+		t.Fatal(err, rep.Err())
+	}
+	if !strings.Contains(logs.String(), "view_columns=1900") || !strings.Contains(logs.String(), "field_names=1903") {
+		t.Errorf("no warning about the view's column cap in:\n%.2000s", logs.String())
+	}
+}

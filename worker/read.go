@@ -1,0 +1,270 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/worker/formsapi"
+)
+
+// formRun is one form's part of a run: what was read, staged and learnt.
+type formRun struct {
+	e     *Engine
+	old   state.Form
+	spool *sink.Spool
+	// wm is the watermark after the rows staged so far.
+	wm      state.Watermark
+	order   state.Order
+	perPage int
+	fields  map[string]struct{}
+	// passNew counts the staged submissions newer than the old watermark;
+	// minTotal is the lowest total the current pass saw (-1 before its
+	// first page).
+	passNew  int64
+	minTotal int64
+	// full is set when the last pass read every page of the form (not only
+	// what is newer than the watermark).
+	full      bool
+	committed bool
+	start     time.Time
+	// onStaged, when set, is told of every staged row.
+	onStaged func(sink.Row)
+
+	report FormReport
+	err    error
+}
+
+func (e *Engine) newRun(st state.Form) *formRun {
+	return &formRun{
+		e: e, old: st, wm: st.Watermark, fields: map[string]struct{}{}, minTotal: -1, start: e.cfg.Now(),
+		report: FormReport{FormID: st.FormID, Total: -1},
+	}
+}
+
+// readForm reads one form and stages its rows; it never commits. full
+// reads every page whatever the watermark says.
+func (e *Engine) readForm(ctx context.Context, st state.Form, full bool) *formRun {
+	r := e.newRun(st)
+	spool, err := sink.NewSpool(e.cfg.TmpDir)
+	if err != nil {
+		r.err = fmt.Errorf("form %s: %w", st.FormID, err)
+		return r
+	}
+	r.spool = spool
+	if err := r.scan(ctx, full); err != nil {
+		r.err = r.explain(ctx, err)
+		return r
+	}
+	if err := spool.Finish(); err != nil {
+		r.err = fmt.Errorf("form %s: %w", st.FormID, err)
+		return r
+	}
+	r.report.Total = r.minTotal
+	return r
+}
+
+// explain names a form's time budget when that is what stopped it.
+func (r *formRun) explain(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), ErrFormTimeout) && !errors.Is(err, ErrFormTimeout) {
+		return fmt.Errorf("form %s: %w (%s) after %d pages: %w", r.old.FormID, ErrFormTimeout, r.e.cfg.FormTimeout, r.report.Pages, err)
+	}
+	if errors.Is(err, ErrFormTimeout) {
+		return fmt.Errorf("form %s: not read within its time budget (%s) after %d pages: %w", r.old.FormID, r.e.cfg.FormTimeout, r.report.Pages, err)
+	}
+	return err
+}
+
+// finalReport is the form's report with what the run ended with.
+func (r *formRun) finalReport() FormReport {
+	fr := r.report
+	fr.Err = r.err
+	fr.Order = r.order
+	fr.Duration = r.e.cfg.Now().Sub(r.start)
+	fr.Watermark = r.old.Watermark
+	if r.committed {
+		fr.Watermark = r.next(time.Time{}).Watermark
+	}
+	if r.spool != nil {
+		fr.Staged = r.spool.Len()
+	}
+	return fr
+}
+
+// discard removes the staged rows; the run is over.
+func (r *formRun) discard() {
+	if r != nil && r.spool != nil {
+		r.spool.Remove()
+	}
+}
+
+// complete reports whether the run read enough of the form for the rows
+// stored to be compared with the API's total.
+func (r *formRun) complete() bool { return r.report.Total >= 0 && r.order != state.OrderUnknown }
+
+// next is the form's state after a successful run.
+func (r *formRun) next(now time.Time) state.Form {
+	st := r.old
+	// Without a known order the reader could not choose the direction that
+	// never skips, so the watermark waits for a run that knows it.
+	if !(r.order == state.OrderUnknown && r.old.Watermark.IsZero()) {
+		st.Watermark = r.wm
+		st.LastTotal = r.minTotal
+	}
+	if r.order != state.OrderUnknown {
+		st.Order = r.order
+	}
+	names := make([]string, 0, len(r.fields))
+	for f := range r.fields {
+		names = append(names, f)
+	}
+	slices.Sort(names)
+	st.FieldNames = mergeFields(st.FieldNames, names)
+	st.LastSuccessAt, st.LastError = now, ""
+	return st
+}
+
+func (r *formRun) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
+	p, resp, err := r.e.src.Page(ctx, r.old.FormID, page, r.e.cfg.PageSize)
+	if resp != nil {
+		r.report.Requests += resp.Requests
+		r.report.Limited += resp.RateLimited
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.report.Pages++
+	if r.minTotal < 0 || int64(p.Total) < r.minTotal {
+		r.minTotal = int64(p.Total)
+	}
+	if p.PerPage > 0 {
+		r.perPage = p.PerPage
+	}
+	return p, nil
+}
+
+// scan reads what is new in the form (everything when full or when the
+// form was never read), then, when fewer new submissions turned up than
+// the total grew by, everything once more.
+func (r *formRun) scan(ctx context.Context, full bool) error {
+	first, err := r.fetch(ctx, 1)
+	if err != nil {
+		return err
+	}
+	if r.order, err = r.detectOrder(ctx, first); err != nil {
+		return err
+	}
+	wm := r.old.Watermark
+	incremental := !full && !wm.IsZero() && r.order != state.OrderUnknown
+	threshold := state.Watermark{}
+	if incremental {
+		// What is newer than the threshold is staged (again).
+		threshold = wm
+		if r.e.cfg.Lookback > 0 {
+			threshold = state.Watermark{CreatedAt: wm.CreatedAt.Add(-r.e.cfg.Lookback)}
+		}
+	}
+	if err := r.pass(ctx, threshold, first); err != nil {
+		return err
+	}
+	r.full = !incremental
+	// A short read: fewer new submissions than the total grew by means some
+	// were inserted behind the watermark. Read everything once.
+	if incremental && r.old.LastTotal >= 0 && r.passNew < r.minTotal-r.old.LastTotal {
+		r.report.Rescans++
+		if err := r.pass(ctx, state.Watermark{}, nil); err != nil {
+			return err
+		}
+		r.full = true
+	}
+	return nil
+}
+
+// pass makes one walk over the form for what threshold has not loaded.
+// first, when not nil, is page 1 already fetched in this pass.
+func (r *formRun) pass(ctx context.Context, threshold state.Watermark, first *formsapi.Page) error {
+	r.passNew, r.minTotal = 0, -1
+	if first != nil {
+		r.minTotal = int64(first.Total)
+	}
+	w := &walker{r: r, span: spanAbove(threshold)}
+	if w.forward() {
+		return w.walk(ctx, 1, first)
+	}
+	if first == nil {
+		var err error
+		if first, err = r.fetch(ctx, 1); err != nil {
+			return err
+		}
+	}
+	if last := max(first.TotalPages, 1); last > 1 {
+		// Page 1 as fetched now would be stale by the time the walk
+		// reaches it.
+		return w.walk(ctx, last, nil)
+	}
+	return w.walk(ctx, 1, first)
+}
+
+// rowOf builds the stored row of a submission. What a sink cannot hold is
+// reported, not fatal: fields nested too deeply are left out (the raw
+// object keeps them), a missing fields member is stored as {}.
+func (r *formRun) rowOf(s formsapi.Submission) (sink.Row, []string, error) {
+	if s.Fields == nil {
+		r.report.NoFields++
+	}
+	row, names, err := sink.NewRowFields(r.old.FormID, s.ID, s.CreatedAt, s.IsSpam, s.Fields, s.Files)
+	if errors.Is(err, sink.ErrTooDeep) {
+		r.report.TooDeep++
+		row, names, err = sink.NewRowFields(r.old.FormID, s.ID, s.CreatedAt, s.IsSpam, nil, nil)
+	}
+	if err != nil {
+		return sink.Row{}, nil, err
+	}
+	row.Raw = string(s.Raw)
+	return row, names, nil
+}
+
+func (r *formRun) stage(row sink.Row, fieldNames []string) error {
+	if err := r.spool.Append(row); err != nil {
+		return fmt.Errorf("form %s: %w", r.old.FormID, err)
+	}
+	if r.old.Watermark.IsNew(row.CreatedAt, row.SubmissionKey) {
+		r.passNew++
+	}
+	if row.CreatedAt.After(r.e.cfg.Now().Add(FutureTolerance)) {
+		// Stored, but a watermark this far ahead would hide every
+		// submission made until then.
+		r.report.Future++
+	} else {
+		var id int64
+		if row.SubmissionID != nil {
+			id = *row.SubmissionID
+		}
+		r.wm = r.wm.Advance(row.CreatedAt, id, row.SubmissionKey)
+		if row.ContentKey != row.SubmissionKey {
+			// Also by content: should the form answer in the older
+			// response form next time, the submissions at the watermark's
+			// millisecond are recognised as loaded rather than stored
+			// again under their content keys.
+			r.wm = r.wm.Advance(row.CreatedAt, id, row.ContentKey)
+		}
+	}
+	for _, name := range fieldNames {
+		r.fields[name] = struct{}{}
+	}
+	if r.onStaged != nil {
+		r.onStaged(row)
+	}
+	return nil
+}
+
+// mergeFields returns the sorted union of two sorted name lists.
+func mergeFields(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

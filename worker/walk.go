@@ -1,0 +1,202 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/worker/formsapi"
+)
+
+// span says which submissions a walk is after. Walks go from newer to
+// older submissions in either order, so a span has an upper end (rows
+// beyond it are skipped) and a lower end (a page reaching past it is the
+// last one read).
+type span struct {
+	// stage reports whether a row is to be staged.
+	stage func(sink.Row) bool
+	// past reports whether a row lies beyond the lower (older) end.
+	past func(sink.Row) bool
+}
+
+// spanAbove is the span of a sync: what the threshold has not loaded.
+func spanAbove(threshold state.Watermark) span {
+	return span{
+		stage: func(r sink.Row) bool { return threshold.Compare(r.CreatedAt, r.SubmissionKey) > 0 },
+		past:  func(r sink.Row) bool { return threshold.Compare(r.CreatedAt, r.SubmissionKey) <= 0 },
+	}
+}
+
+// walker reads pages of one form. It goes forwards (page 1 on) when the
+// form is newest-first and backwards (from a high page to 1) when it is
+// oldest-first: in both cases from newer to older submissions, and in the
+// direction in which moving pages repeat submissions rather than skip them
+// (see the package doc).
+type walker struct {
+	r    *formRun
+	span span
+	// onPage, when set, is called after every page the walk consumed, with
+	// the page number; an error stops the walk.
+	onPage func(ctx context.Context, page int) error
+}
+
+func (w *walker) forward() bool { return w.r.order != state.OrderOldestFirst }
+
+// walk reads from page start until the end of the form or the first page
+// that reaches past the span's lower end. first, when it is page start as
+// already fetched, saves a request.
+func (w *walker) walk(ctx context.Context, start int, first *formsapi.Page) error {
+	r := w.r
+	step := 1
+	if !w.forward() {
+		step = -1
+	}
+	var prev *seenPage
+	for page := start; page >= 1; page += step {
+		p := first
+		first = nil
+		if p == nil || p.CurrentPage != page {
+			var err error
+			if p, err = r.fetch(ctx, page); err != nil {
+				return err
+			}
+		}
+		// A deletion ahead of a newest-first reader pulls every later
+		// submission up by one: the first of this page moved onto the page
+		// read before, and would be skipped. The total dropping since that
+		// page was read says so; reading it again picks the pulled ones up.
+		if w.forward() && prev != nil && p.Total < prev.total {
+			r.report.Rescans++
+			again, err := r.fetch(ctx, prev.page)
+			if err != nil {
+				return err
+			}
+			seen, _, err := w.consume(again, prev.keys)
+			if err != nil {
+				return err
+			}
+			seen.page, seen.total = prev.page, prev.total
+			prev = seen
+		}
+		if prev != nil && prev.page != page && len(p.Submissions) > 0 && slices.Equal(prev.order, keysInOrder(p, r.old.FormID)) {
+			return fmt.Errorf("form %s: page %d holds exactly the submissions of page %d, so the server (or a proxy) ignores the page parameter: %w",
+				r.old.FormID, page, prev.page, formsapi.ErrPaging)
+		}
+		var prevKeys map[string]struct{}
+		if prev != nil {
+			prevKeys = prev.keys
+		}
+		seen, reached, err := w.consume(p, prevKeys)
+		if err != nil {
+			return err
+		}
+		seen.page, seen.total = page, p.Total
+		prev = seen
+		if w.onPage != nil {
+			if err := w.onPage(ctx, page); err != nil {
+				return err
+			}
+		}
+		last := page >= p.TotalPages || len(p.Submissions) == 0
+		if !w.forward() {
+			last = page == 1
+		}
+		if reached || last {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("form %s: stopped after page %d: %w", r.old.FormID, page, context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
+// seenPage is what the walk remembers of the page it read last.
+type seenPage struct {
+	page  int
+	total int
+	keys  map[string]struct{}
+	order []string
+}
+
+func keysInOrder(p *formsapi.Page, formID string) []string {
+	keys := make([]string, 0, len(p.Submissions))
+	for _, s := range p.Submissions {
+		if s.ID != nil {
+			keys = append(keys, fmt.Sprint(*s.ID))
+			continue
+		}
+		keys = append(keys, s.CreatedAt.String()+"\x00"+string(s.Fields)+"\x00"+string(s.Files))
+	}
+	return keys
+}
+
+// consume stages a page's submissions within the span, skipping those taken
+// from the neighbouring page read just before (prev). reached reports that
+// the page reaches past the span's lower end: newest-first, any submission
+// on it (the rest of the form is older); oldest-first, its first one (the
+// oldest on the page, so everything before it is older still).
+func (w *walker) consume(p *formsapi.Page, prev map[string]struct{}) (seen *seenPage, reached bool, err error) {
+	r := w.r
+	seen = &seenPage{keys: make(map[string]struct{}, len(p.Submissions)), order: keysInOrder(p, r.old.FormID)}
+	for i, s := range p.Submissions {
+		row, names, err := r.rowOf(s)
+		if err != nil {
+			return nil, false, fmt.Errorf("form %s page %d submission %d: %w", r.old.FormID, p.CurrentPage, i+1, err)
+		}
+		past := w.span.past(row)
+		if past && (w.forward() || i == 0) {
+			reached = true
+		}
+		if _, dup := seen.keys[row.SubmissionKey]; dup {
+			continue
+		}
+		seen.keys[row.SubmissionKey] = struct{}{}
+		if _, dup := prev[row.SubmissionKey]; dup {
+			continue
+		}
+		if !w.span.stage(row) {
+			continue
+		}
+		if err := r.stage(row, names); err != nil {
+			return nil, false, err
+		}
+	}
+	return seen, reached, nil
+}
+
+// detectOrder tells the sort order from page 1, or, when page 1 cannot tell
+// (one submission, or all sharing one created_at), from the stored order or
+// the last page.
+func (r *formRun) detectOrder(ctx context.Context, first *formsapi.Page) (state.Order, error) {
+	if o := orderOf(first.Submissions); o != state.OrderUnknown {
+		return o, nil
+	}
+	if r.old.Order != state.OrderUnknown || first.TotalPages <= 1 || len(first.Submissions) == 0 {
+		return r.old.Order, nil
+	}
+	last, err := r.fetch(ctx, first.TotalPages)
+	if err != nil {
+		return state.OrderUnknown, err
+	}
+	if len(last.Submissions) == 0 {
+		return state.OrderUnknown, nil
+	}
+	return orderOf([]formsapi.Submission{first.Submissions[0], last.Submissions[len(last.Submissions)-1]}), nil
+}
+
+func orderOf(subs []formsapi.Submission) state.Order {
+	if len(subs) < 2 {
+		return state.OrderUnknown
+	}
+	a, b := subs[0].CreatedAt, subs[len(subs)-1].CreatedAt
+	switch {
+	case a.After(b):
+		return state.OrderNewestFirst
+	case a.Before(b):
+		return state.OrderOldestFirst
+	}
+	return state.OrderUnknown
+}
