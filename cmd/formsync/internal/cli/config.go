@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/formsync/formsync/worker"
@@ -452,13 +453,15 @@ func cmpOrString(a, b string) string {
 // Usage describes every variable with its default.
 func Usage() string {
 	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	for _, f := range configFields() {
 		def := defaultText(f.name)
 		if def == "" {
 			def = "-"
 		}
-		fmt.Fprintf(&b, "  %-28s %-14s %s\n", f.env(), def, f.desc)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.env(), def, f.desc)
 	}
+	tw.Flush()
 	return b.String()
 }
 
