@@ -97,7 +97,10 @@ func TestTokenFileProblems(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, []byte(" \n"), 0o600)
+	spaced := filepath.Join(dir, "spaced")
+	os.WriteFile(spaced, []byte("Bearer abc\n"), 0o600)
 	for file, want := range map[string]string{
+		spaced:                        "whitespace",
 		"/dev/zero":                   "more than 64 KiB",
 		empty:                         "is empty",
 		filepath.Join(dir, "missing"): "no such file",

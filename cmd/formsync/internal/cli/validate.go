@@ -166,6 +166,9 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 func (c *Config) libraryProblems(p *problems, err error) {
 	for _, leaf := range leaves(err) {
 		name, msg := libraryField(leaf)
+		if name == "API_TOKEN" && c.APITokenFile != "" {
+			name = "API_TOKEN_FILE" // the token came from the file
+		}
 		if name == "" {
 			p.other = append(p.other, leaf.Error())
 			continue
@@ -174,7 +177,7 @@ func (c *Config) libraryProblems(p *problems, err error) {
 			continue
 		}
 		f := fieldByName(name)
-		if f.name == "" || f.name == "API_TOKEN" || f.name == "FORMS" {
+		if f.name == "" || f.name == "API_TOKEN" || f.name == "API_TOKEN_FILE" || f.name == "FORMS" {
 			p.add(name, "%s: %s", envPrefix+"_"+name, msg)
 			continue
 		}
