@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -440,14 +441,7 @@ func (c *Config) valueText(f field) string {
 // defaultText is a variable's default as help and the README show it.
 func defaultText(name string) string {
 	d := defaults[name]
-	return cmpOrString(d.show, d.value)
-}
-
-func cmpOrString(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	return cmp.Or(d.show, d.value)
 }
 
 // Usage describes every variable with its default.
