@@ -9,6 +9,9 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ErrOlderSchema is returned by OpenReadOnly for a database written by an
@@ -38,8 +41,24 @@ func OpenReadOnly(ctx context.Context, path string) (*Sink, error) {
 	if fi.IsDir() {
 		return nil, fmt.Errorf("sqlite: %s is a directory, not a database file", path)
 	}
+	s, err := openReadOnly(ctx, path, false)
+	if isCantOpen(err) {
+		// A WAL database is read through its -shm file, which SQLite
+		// creates beside it; in a read-only directory (a mounted copy) it
+		// cannot, and says "unable to open". Nothing writes a file there
+		// that this process could see change, so it is read as immutable:
+		// without the -shm and without locks.
+		s, err = openReadOnly(ctx, path, true)
+	}
+	return s, err
+}
+
+func openReadOnly(ctx context.Context, path string, immutable bool) (*Sink, error) {
 	q := url.Values{}
 	q.Set("mode", "ro") // SQLite's URI parameter: never creates, never writes
+	if immutable {
+		q.Set("immutable", "1")
+	}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
 	q.Add("_pragma", "query_only(1)")
 	// As a URI, '%' in the path would start an escape.
@@ -54,6 +73,12 @@ func OpenReadOnly(ctx context.Context, path string) (*Sink, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// isCantOpen reports SQLITE_CANTOPEN.
+func isCantOpen(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CANTOPEN
 }
 
 // checkSchema refuses what a read-only open cannot read: a file that is not

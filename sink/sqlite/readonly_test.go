@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,5 +104,44 @@ func TestOpenReadOnlyRefuses(t *testing.T) {
 	}
 	if _, err := OpenReadOnly(t.Context(), dir); err == nil {
 		t.Error("a directory opened")
+	}
+}
+
+// TestOpenReadOnlyInAReadOnlyDirectory reads a WAL database whose directory
+// cannot be written (a mounted copy): SQLite cannot create its -shm file
+// there. As root a directory's mode does not stop writes, so the test
+// makes a read-only bind mount instead, and is skipped where it cannot.
+func TestOpenReadOnlyInAReadOnlyDirectory(t *testing.T) {
+	src := t.TempDir()
+	s, err := Open(t.Context(), filepath.Join(src, "f.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, sink.FormCommit{State: stateOf("f1", "a"), Rows: sinktest.Spool(t, row(t, "f1", ptr(1), t0, false, `{"a":1}`))})
+	s.Close() // the last connection: the -wal and -shm files go
+	dir := src
+	if os.Geteuid() == 0 {
+		dir = t.TempDir()
+		if out, err := exec.Command("mount", "--bind", src, dir).CombinedOutput(); err != nil {
+			t.Skipf("cannot make a read-only mount here: %v %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("umount", dir).Run() })
+		if out, err := exec.Command("mount", "-o", "remount,bind,ro", dir).CombinedOutput(); err != nil {
+			t.Skipf("cannot make a read-only mount here: %v %s", err, out)
+		}
+	} else {
+		os.Chmod(dir, 0o555)
+		t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	}
+	if err := os.WriteFile(filepath.Join(dir, "probe"), nil, 0o600); err == nil {
+		t.Skip("the directory is still writable")
+	}
+	ro, err := OpenReadOnly(t.Context(), filepath.Join(dir, "f.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if st, err := ro.ReadState(t.Context(), nil); err != nil || st["f1"].Rows != 1 {
+		t.Errorf("state: %+v, %v", st, err)
 	}
 }
