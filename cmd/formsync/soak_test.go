@@ -29,7 +29,7 @@ import (
 //
 //	soak: requests=N faults=N (429=N 5xx=N truncated=N stalled=N) kills=N rows=N duplicates=0 missing=0
 func TestSoak(t *testing.T) {
-	slow(t, "soak: runs the binary ~40 times, about 20 s")
+	enginetest.Slow(t, "soak: runs the binary ~40 times, about 20 s")
 	bin := buildBinary(t)
 	const seed = 20261121
 	rng := rand.New(rand.NewPCG(seed, 1))

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/formsync/formsync/sink"
 )
 
 // Spool files (sink.NewSpool: formsync-spool-*.ndjson in FORMSYNC_TMP_DIR)
@@ -37,8 +39,7 @@ import (
 // removed.
 
 const (
-	spoolPattern = "formsync-spool-*.ndjson"
-	livePattern  = "formsync-live-*.lock"
+	livePattern = "formsync-live-*.lock"
 	// clockSlack allows for the wall clock stepping back between a
 	// registration and a spool.
 	clockSlack = time.Minute
@@ -120,7 +121,7 @@ func removeLeftovers(dir string, r *registration) (files int, bytes int64, err e
 		return 0, 0, errors.New("this process's registration is missing")
 	}
 	cutoff := oldest.Add(-clockSlack)
-	spools, err := filepath.Glob(filepath.Join(dir, spoolPattern))
+	spools, err := filepath.Glob(filepath.Join(dir, sink.SpoolPattern))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -225,10 +225,13 @@ var libraryFields = []struct {
 func libraryField(err error) (name, msg string) {
 	field, msg := "", err.Error()
 	var we *worker.FieldError
+	var ae *formsapi.FieldError
 	var fe fieldError
 	switch {
 	case errors.As(err, &we):
 		field, msg = we.Field, we.Problem
+	case errors.As(err, &ae):
+		field = ae.Field
 	case errors.As(err, &fe):
 		field = fe.Field()
 	}
