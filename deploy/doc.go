@@ -28,5 +28,7 @@
 // Every FORMSYNC_* name in the manifests and the Dockerfile must be one that
 // `formsync env` lists, so renaming a variable breaks the build here rather
 // than a deployment. The Dockerfile test runs the image's own `go build` line
-// and checks the binary is static and reports the stamped version.
+// and checks the binary is static and reports the stamped version; it
+// compiles every dependency again with the image's flags, so it runs only
+// with FORMSYNC_SLOW_TESTS=1 (as .ci/run does).
 package deploy

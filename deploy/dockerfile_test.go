@@ -507,9 +507,10 @@ func TestParseDockerfile(t *testing.T) {
 // depends on: a static binary (distroless/static has no libc), the stamped
 // version, and the commands the manifests run.
 func TestDockerfileBuild(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiles formsync (30-60 s): skipped with -short")
-	}
+	// The image's flags (-trimpath, static, linux) share no compiled
+	// package with the tests: from an empty build cache this compiles
+	// every dependency once more, minutes on a small machine.
+	slow(t, "compiles formsync and its dependencies with the image's flags")
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go not on PATH")

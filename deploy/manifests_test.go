@@ -305,12 +305,26 @@ var formsyncBinary = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "formsync")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/formsync").CombinedOutput(); err != nil {
+	// With the test binary's race flag: the packages compiled for the
+	// tests are reused instead of compiled again.
+	args := append(append([]string{"build"}, raceFlags...), "-o", bin, "../cmd/formsync")
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building formsync: %w: %s", err, out)
 	}
 	return bin, nil
 })
+
+var binDir string // removed by TestMain
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // formsyncCmd runs the formsync binary with args in an environment holding
 // no FORMSYNC_* variable but those of env, and returns its standard output.
@@ -795,6 +809,16 @@ func checkConfigLoads(t *testing.T, pt podTemplate, env map[string]string) {
 		command = "run"
 	}
 	podEnv := maps.Clone(env)
+	// The token file is the Secret's mount (checkTokenFile): formsync reads
+	// it when it checks the configuration, so a file with a token stands
+	// in for it here.
+	if _, ok := podEnv["FORMSYNC_API_TOKEN_FILE"]; ok {
+		tok := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(tok, []byte("test-token\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		podEnv["FORMSYNC_API_TOKEN_FILE"] = tok
+	}
 	if pt.indexes > 0 {
 		// The last pod of an Indexed Job has the highest index.
 		podEnv["JOB_COMPLETION_INDEX"] = strconv.Itoa(pt.indexes - 1)

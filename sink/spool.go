@@ -41,10 +41,14 @@ type Spool struct {
 	removed bool
 }
 
+// SpoolPattern is the name of every spool file (os.CreateTemp's pattern),
+// so that the leftovers of a killed process can be found.
+const SpoolPattern = "formsync-spool-*.ndjson"
+
 // NewSpool creates an empty spool in dir ("" for the system temporary
 // directory).
 func NewSpool(dir string) (*Spool, error) {
-	f, err := os.CreateTemp(dir, "formsync-spool-*.ndjson")
+	f, err := os.CreateTemp(dir, SpoolPattern)
 	if err != nil {
 		return nil, fmt.Errorf("creating spool file: %w", err)
 	}

@@ -273,8 +273,8 @@ func (e *Engine) readForms(ctx context.Context, forms []string, states map[strin
 		}
 		g.Go(func() error {
 			if runCtx.Err() != nil {
-				runs[i] = &formRun{e: e, old: st, report: FormReport{FormID: id, Total: -1},
-					err: fmt.Errorf("form %s: not started: %w", id, context.Cause(runCtx))}
+				runs[i] = e.newRun(st)
+				runs[i].err = fmt.Errorf("form %s: not started: %w", id, context.Cause(runCtx))
 				return nil
 			}
 			fctx, fcancel := context.WithTimeoutCause(runCtx, e.cfg.FormTimeout, ErrFormTimeout)
@@ -540,6 +540,9 @@ func (e *Engine) logReport(rep *Report) {
 		}
 		err := cmp.Or(f.Err, rep.CommitErr)
 		switch {
+		case rep.Fatal != nil && errors.Is(err, formsapi.ErrUnauthorized):
+			// Said once, below, for the whole run.
+			log.Debug("form not read: the run stopped", append(attrs, slog.String("error", err.Error()))...)
 		case err != nil && errors.Is(err, context.Canceled) && !errors.Is(err, formsapi.ErrUnauthorized):
 			log.Warn("form interrupted before it was read completely; it will be read again next run", attrs...)
 		case err != nil:

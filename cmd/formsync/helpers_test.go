@@ -3,10 +3,12 @@ package main
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	_ "github.com/formsync/formsync/sink/sqlite" // registers the "sqlite" driver for row counts
@@ -16,15 +18,39 @@ import (
 // Helpers of the tests and benchmarks that run the formsync binary as a
 // process against a simulator served from the test process.
 
-// buildBinary compiles formsync into a temporary directory.
+// buildBinary returns formsync compiled once for this test binary, with
+// its race flag (so the compiled packages of the tests are reused).
 func buildBinary(tb testing.TB) string {
 	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "formsync")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	bin, err := binary()
 	if err != nil {
-		tb.Fatalf("go build: %v\n%s", err, out)
+		tb.Fatal(err)
 	}
 	return bin
+}
+
+var binDir string // removed by TestMain
+
+var binary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "formsync-test-bin-")
+	if err != nil {
+		return "", err
+	}
+	binDir = dir
+	bin := filepath.Join(dir, "formsync")
+	args := append(append([]string{"build"}, raceFlags...), "-o", bin, ".")
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 // baseEnv is the environment of a run against the simulator at srvURL,

@@ -72,6 +72,9 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 			t.Errorf("form %s: %d rows without a watermark: half-done", f, len(rows))
 		}
 	}
+	if !strings.Contains(logs.String(), "will be retried") {
+		t.Errorf("the interrupted run does not say it will be retried:\n%s", logs.String())
+	}
 	if done == 0 || done == len(forms) {
 		t.Errorf("%d of %d forms committed: SIGTERM did not land mid-run\n%s", done, len(forms), logs.String())
 	}

@@ -29,9 +29,7 @@ import (
 //
 //	soak: requests=N faults=N (429=N 5xx=N truncated=N stalled=N) kills=N rows=N duplicates=0 missing=0
 func TestSoak(t *testing.T) {
-	if testing.Short() {
-		t.Skip("soak: builds the binary and runs it ~40 times")
-	}
+	enginetest.Slow(t, "soak: runs the binary ~40 times, about 20 s")
 	bin := buildBinary(t)
 	const seed = 20261121
 	rng := rand.New(rand.NewPCG(seed, 1))

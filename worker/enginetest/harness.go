@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"sort"
 	"testing"
@@ -255,4 +256,18 @@ func FormReport(t testing.TB, rep *worker.Report, formID string) worker.FormRepo
 		t.Fatalf("no report for form %s", formID)
 	}
 	return rep.Forms[i]
+}
+
+// SlowTestsVar switches on the slow tests: those that sweep many seeds,
+// soak a binary for minutes or compile it again with other flags. They add
+// minutes to a run; .ci/run sets it, and so can anyone:
+// FORMSYNC_SLOW_TESTS=1 go test -race ./...
+const SlowTestsVar = "FORMSYNC_SLOW_TESTS"
+
+// Slow skips tb unless FORMSYNC_SLOW_TESTS=1; cost says what the test costs.
+func Slow(tb testing.TB, cost string) {
+	tb.Helper()
+	if os.Getenv(SlowTestsVar) != "1" {
+		tb.Skipf("slow test (%s): runs with %s=1, as .ci/run does", cost, SlowTestsVar)
+	}
 }

@@ -173,9 +173,10 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 			c.rejected.CompareAndSwap(nil, e)
 		}
 		if ctx.Err() != nil {
-			// The caller gave up; the failure is theirs, not the server's.
+			// The caller gave up; the failure is theirs, not the server's,
+			// and the attempt's own error (a transport error) only says so.
 			c.observe(ev)
-			return nil, c.cancelled(formID, page, context.Cause(ctx), e)
+			return nil, c.cancelled(formID, page, context.Cause(ctx), last)
 		}
 		last = e
 		if e.Kind == KindMalformed {

@@ -153,44 +153,56 @@ func redactURL(raw string) string {
 	return u.String()
 }
 
-// withDefaults fills zero fields and returns every problem with what is set.
+// FieldError is one problem of a Config, naming its field, so that a
+// caller can say it in the words of whatever sets the field.
+type FieldError struct {
+	Field string // the Config field, e.g. "RateLimit"
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// withDefaults fills zero fields and returns every problem with what is set
+// (errors.Join of *FieldError).
 func (c Config) withDefaults() (Config, *url.URL, error) {
 	var problems []error
+	bad := func(field string, err error) { problems = append(problems, &FieldError{Field: field, Err: err}) }
 	base, err := parseBaseURL(c.BaseURL)
 	if err != nil {
-		problems = append(problems, err)
+		bad("BaseURL", err)
 	}
 	switch {
 	case c.Token == "":
-		problems = append(problems, errors.New("the API token is empty: set FORMSYNC_API_TOKEN or the token file"))
+		bad("Token", errors.New("the API token is empty"))
 	case strings.ContainsFunc(c.Token.Reveal(), isSpaceOrControl):
 		// Said without echoing the token: it may be almost right.
-		problems = append(problems, errors.New("the API token contains whitespace or control characters: check FORMSYNC_API_TOKEN or the token file for a stray newline or a \"Bearer \" prefix (give the bare token)"))
+		bad("Token", errors.New("the API token contains whitespace or control characters: a stray newline, or a \"Bearer \" prefix? give the bare token"))
 	}
 	if strings.ContainsFunc(c.UserAgent, isControl) {
-		problems = append(problems, errors.New("the user agent contains control characters"))
+		bad("UserAgent", errors.New("the user agent contains control characters"))
 	}
 	// 0 means the default. Below MinRateLimit a sync would take hours per
 	// page, which is a typo (0.001 for 1), not a choice.
 	if c.RateLimit != 0 && !(c.RateLimit >= MinRateLimit) || math.IsInf(c.RateLimit, 0) {
-		problems = append(problems, fmt.Errorf("rate limit must be a finite number of at least %g requests per second (check FORMSYNC_RATE_LIMIT), got %g", MinRateLimit, c.RateLimit))
+		bad("RateLimit", fmt.Errorf("rate limit must be a finite number of at least %g requests per second, got %g", MinRateLimit, c.RateLimit))
 	}
 	for _, d := range []struct {
-		name string
-		v    time.Duration
+		field, name string
+		v           time.Duration
 	}{
-		{"request timeout", c.RequestTimeout},
-		{"max wait", c.MaxWait},
-		{"max Retry-After", c.MaxRetryAfter},
-		{"initial backoff", c.InitialBackoff},
-		{"max backoff", c.MaxBackoff},
+		{"RequestTimeout", "request timeout", c.RequestTimeout},
+		{"MaxWait", "max wait", c.MaxWait},
+		{"MaxRetryAfter", "max Retry-After", c.MaxRetryAfter},
+		{"InitialBackoff", "initial backoff", c.InitialBackoff},
+		{"MaxBackoff", "max backoff", c.MaxBackoff},
 	} {
 		if d.v < 0 {
-			problems = append(problems, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))
+			bad(d.field, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))
 		}
 	}
 	if c.MaxBodyBytes < 0 {
-		problems = append(problems, fmt.Errorf("max body bytes must not be negative, got %d", c.MaxBodyBytes))
+		bad("MaxBodyBytes", fmt.Errorf("max body bytes must not be negative, got %d", c.MaxBodyBytes))
 	}
 	if len(problems) > 0 {
 		return c, nil, fmt.Errorf("formsapi: invalid configuration: %w", errors.Join(problems...))
@@ -241,7 +253,7 @@ func parseBaseURL(raw string) (*url.URL, error) {
 		problems = append(problems, fmt.Errorf("the API base URL %q is not absolute: give scheme and host, e.g. https://forms.example.com", redactURL(raw)))
 	}
 	if u.User != nil {
-		problems = append(problems, fmt.Errorf("the API base URL %q carries user credentials: remove them, the token goes in FORMSYNC_API_TOKEN", redactURL(raw)))
+		problems = append(problems, fmt.Errorf("the API base URL %q carries user credentials: remove them, the token is configured on its own", redactURL(raw)))
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		problems = append(problems, fmt.Errorf("the API base URL %q has a query or fragment: give only scheme, host and an optional path prefix", redactURL(raw)))

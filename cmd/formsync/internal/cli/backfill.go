@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,25 +11,40 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/metrics"
 )
 
-// timeFlag parses RFC 3339 or a bare date (YYYY-MM-DD, UTC midnight).
-type timeFlag struct{ t time.Time }
+// timeFlag parses RFC 3339 or a bare date (YYYY-MM-DD, UTC). As --until it
+// includes the whole of the unit it was given in: a date includes its whole
+// day, a time to the second its whole second (2026-03-31T23:59:59Z includes
+// 23:59:59.999999), so that the window people write is the window read.
+type timeFlag struct {
+	t     time.Time
+	until bool
+}
 
 func (f *timeFlag) String() string {
 	if f.t.IsZero() {
 		return ""
 	}
-	return f.t.Format(time.RFC3339)
+	return f.t.Format(time.RFC3339Nano)
 }
 
 func (f *timeFlag) Set(s string) error {
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			f.t = t.UTC()
-			return nil
+	if t, err := time.Parse("2006-01-02", s); err == nil {
+		f.t = t.UTC()
+		if f.until {
+			f.t = f.t.Add(24*time.Hour - time.Nanosecond)
 		}
+		return nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		f.t = t.UTC()
+		if f.until && t.Nanosecond() == 0 && !strings.Contains(s, ".") {
+			f.t = f.t.Add(time.Second - time.Nanosecond)
+		}
+		return nil
 	}
 	return fmt.Errorf("%q is not a time: use RFC 3339 (2026-03-01T00:00:00Z) or a date (2026-03-01)", s)
 }
@@ -36,17 +52,19 @@ func (f *timeFlag) Set(s string) error {
 func runBackfill(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("backfill", flag.ContinueOnError)
 	form := fs.String("form", "", "form id to re-read (required)")
-	var since, until timeFlag
+	since, until := timeFlag{}, timeFlag{until: true}
 	fs.Var(&since, "since", "re-read submissions created at or after this time (RFC 3339 or YYYY-MM-DD)")
-	fs.Var(&until, "until", "re-read submissions created at or before this time")
+	fs.Var(&until, "until", "re-read submissions created at or before this time; a date includes its whole day, a time in seconds its whole second")
 	dry := fs.Bool("dry-run", false, "locate the window and say what would be read, without reading or writing")
-	checkpoint := fs.Int("checkpoint-rows", 50_000, "commit (and record progress) every this many rows")
+	checkpoint := fs.Int("checkpoint-rows", worker.DefaultCheckpointRows, "commit (and record progress) every this many rows")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
 	var problems []string
-	if *form == "" {
+	if msg := formIDProblem(*form); *form == "" {
 		problems = append(problems, "--form is required: the id of the form to backfill")
+	} else if msg != "" {
+		problems = append(problems, "--form "+msg)
 	}
 	if *checkpoint < 1 {
 		problems = append(problems, "--checkpoint-rows must be at least 1")
@@ -61,6 +79,7 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	if len(problems) > 0 {
 		return configError(e, &ConfigError{Problems: problems})
 	}
+	defer prepareTmpDir(e)()
 	m := metrics.New()
 	p, err := wire(ctx, e, []string{*form}, m) // a backfill names its form: no sharding
 	if err != nil {
@@ -72,17 +91,23 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 		Window: worker.Window{Since: since.t, Until: until.t}, DryRun: *dry, CheckpointRows: *checkpoint, Progress: prog.update,
 	})
 	prog.done()
-	if rep != nil && *dry {
-		fmt.Fprintf(e.stdout, "Dry run: form %s (%s) would be read from page %d to page %d: about %d submissions in %d requests, about %s at %g requests/s.\n",
-			rep.FormID, rep.Order, rep.FirstPage, rep.LastPage, rep.RowsEstimate, rep.PagesToRead(),
-			(time.Duration(float64(rep.PagesToRead()) / e.cfg.RateLimit * float64(time.Second))).Round(time.Second), e.cfg.RateLimit)
+	if rep != nil && *dry && err == nil {
+		printDryRun(ctx, e, rep, worker.Window{Since: since.t, Until: until.t})
+	}
+	if err != nil && errors.Is(err, formsapi.ErrFormNotFound) {
+		// The client's words name FORMSYNC_FORMS; a backfill read --form.
+		err = fmt.Errorf("form %q not found (HTTP 404): it does not exist or was deleted; check the id given to --form", *form)
 	}
 	if err != nil {
 		attrs := []any{"form", *form, "error", err.Error()}
 		if rep != nil && rep.Checkpoints > 0 {
 			attrs = append(attrs, "rows_committed", rep.Staged, "hint", "run the same command again to resume")
 		}
-		e.log.Error("backfill failed", attrs...)
+		if ctx.Err() != nil {
+			e.log.Warn("backfill interrupted by a shutdown signal: what was committed stays; run the same command again to resume", attrs...)
+		} else {
+			e.log.Error("backfill failed", attrs...)
+		}
 		pushMetrics(ctx, e, m)
 		return exitFailed
 	}
@@ -141,4 +166,69 @@ func (p *progressPrinter) done() {
 	if p.drawn {
 		fmt.Fprintln(p.tty)
 	}
+}
+
+// printDryRun says what a backfill of the window would read. The engine's
+// estimate counts whole pages (a window inside one page is "one page of
+// submissions"), so the located end pages are read again here and their
+// submissions inside the window counted: at most two requests, and an
+// empty window is said to be empty.
+func printDryRun(ctx context.Context, e *env, rep *worker.BackfillReport, win worker.Window) {
+	pages := rep.PagesToRead()
+	if pages == 0 {
+		what := "has no submissions in the window"
+		if win.Since.IsZero() && win.Until.IsZero() {
+			what = "has no submissions"
+		}
+		fmt.Fprintf(e.stdout, "Dry run: form %s %s: a backfill would make 0 requests and load nothing.\n", rep.FormID, what)
+		return
+	}
+	rows, ok := countWindow(ctx, e, rep, win)
+	switch {
+	case ok && rows == 0:
+		fmt.Fprintf(e.stdout, "Dry run: form %s (%s) has no submissions in the window: a backfill would read %d page(s) and load nothing.\n",
+			rep.FormID, rep.Order, pages)
+		return
+	case !ok:
+		rows = rep.RowsEstimate
+	}
+	fmt.Fprintf(e.stdout, "Dry run: form %s (%s) would be read from page %d to page %d: about %d submissions in %d requests, about %s at %g requests/s.\n",
+		rep.FormID, rep.Order, rep.FirstPage, rep.LastPage, rows, pages,
+		(time.Duration(float64(pages) / e.cfg.RateLimit * float64(time.Second))).Round(time.Second), e.cfg.RateLimit)
+}
+
+// countWindow counts the window's submissions on the located first and last
+// pages, plus full pages in between; ok is false when a page cannot be read.
+func countWindow(ctx context.Context, e *env, rep *worker.BackfillReport, win worker.Window) (int, bool) {
+	client, err := newClient(e.cfg, nil)
+	if err != nil {
+		return 0, false
+	}
+	in := func(t time.Time) bool {
+		return (win.Since.IsZero() || !t.Before(win.Since)) && (win.Until.IsZero() || !t.After(win.Until))
+	}
+	count := func(page int) (int, int, bool) {
+		p, _, err := client.Page(ctx, rep.FormID, page, e.cfg.PageSize)
+		if err != nil {
+			return 0, 0, false
+		}
+		n := 0
+		for _, s := range p.Submissions {
+			if in(s.CreatedAt) {
+				n++
+			}
+		}
+		return n, p.PerPage, true
+	}
+	// An oldest-first form's window can run from a higher page to a lower.
+	lo, hi := min(rep.FirstPage, rep.LastPage), max(rep.FirstPage, rep.LastPage)
+	first, perPage, ok := count(lo)
+	if !ok || lo == hi {
+		return first, ok
+	}
+	last, _, ok := count(hi)
+	if !ok {
+		return 0, false
+	}
+	return first + last + (hi-lo-1)*perPage, true
 }

@@ -84,31 +84,12 @@ func newClient(cfg Config, observe func(formsapi.Event)) (*formsapi.Client, erro
 	if err != nil {
 		return nil, err
 	}
-	return formsapi.New(formsapi.Config{
-		BaseURL:        cfg.APIBaseURL,
-		Token:          token,
-		RequestTimeout: cfg.RequestTimeout,
-		RateLimit:      cfg.RateLimit,
-		MaxWait:        cfg.MaxWait,
-		MaxRetryAfter:  cfg.MaxRetryAfter,
-		InitialBackoff: cfg.BackoffInitial,
-		MaxBackoff:     cfg.BackoffMax,
-		Observer:       observe,
-	})
+	return formsapi.New(cfg.clientConfig(token, observe))
 }
 
 // engineConfig is the engine's share of the configuration.
 func engineConfig(e *env, forms []string) worker.Config {
-	c := e.cfg
-	return worker.Config{
-		Forms:         forms,
-		PageSize:      c.PageSize,
-		Concurrency:   c.Concurrency,
-		Lookback:      c.Lookback,
-		TmpDir:        c.TmpDir,
-		ShutdownGrace: c.ShutdownTimeout,
-		Logger:        e.log,
-	}
+	return e.cfg.engineConfig(forms, e.log)
 }
 
 // shardForms is this pod's share of the configured forms.

@@ -65,16 +65,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if c.name != name {
 			continue
 		}
-		cfg, err := LoadConfig()
-		if err != nil {
-			fmt.Fprintf(stderr, "formsync: %v\n", err)
-			return exitUsage
-		}
-		e := &env{stdout: stdout, stderr: stderr, cfg: cfg}
-		if e.log, err = newLogger(stderr, cfg.LogFormat, cfg.LogLevel); err != nil {
-			fmt.Fprintf(stderr, "formsync: %v\n", err)
-			return exitUsage
-		}
+		// Every variable is parsed here, but a command fails only on the
+		// ones it reads (its Validate): version, demo and simulate read none.
+		cfg, _ := LoadConfig()
+		e := &env{stdout: stdout, stderr: stderr, cfg: cfg, log: newLogger(stderr, cfg)}
 		return c.run(ctx, e, args[1:])
 	}
 	fmt.Fprintf(stderr, "formsync: unknown command %q\n\n", name)
@@ -102,9 +96,9 @@ func runEnv(_ context.Context, e *env, args []string) int {
 	}
 	need, ok := map[string]Need{
 		"":         {},
-		"sync":     {API: true, Sink: true},
+		"sync":     {API: true, Forms: true, Sink: true},
 		"backfill": {API: true, Sink: true},
-		"run":      {API: true, Sink: true, Sched: true},
+		"run":      {API: true, Forms: true, Sink: true, Sched: true},
 	}[*check]
 	if !ok {
 		fmt.Fprintf(e.stderr, "formsync env: -check %q: use sync, run or backfill\n", *check)
@@ -112,6 +106,9 @@ func runEnv(_ context.Context, e *env, args []string) int {
 	}
 	if *check == "" {
 		writeEnv(e.stdout, e.cfg)
+		if _, err := LoadConfig(); err != nil {
+			return configError(e, err)
+		}
 		return exitOK
 	}
 	if err := e.cfg.Validate(need); err != nil {
@@ -122,21 +119,19 @@ func runEnv(_ context.Context, e *env, args []string) int {
 }
 
 // newLogger builds the process logger: JSON with the keys Cloud Logging reads
-// (severity, message), or text.
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+// (severity, message), or text. Settings that are not valid give the
+// default (JSON, info): the commands that read them report them.
+func newLogger(w io.Writer, cfg Config) *slog.Logger {
 	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(strings.ToLower(level))); err != nil {
-		return nil, fmt.Errorf("FORMSYNC_LOG_LEVEL=%q: use debug, info, warn or error", level)
+	if err := lvl.UnmarshalText([]byte(strings.ToLower(cfg.LogLevel))); err != nil {
+		lvl = slog.LevelInfo
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json", "":
-		opts.ReplaceAttr = cloudLoggingKeys
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
 	}
-	return nil, fmt.Errorf("FORMSYNC_LOG_FORMAT=%q: use json or text", format)
+	opts.ReplaceAttr = cloudLoggingKeys
+	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
 func cloudLoggingKeys(groups []string, a slog.Attr) slog.Attr {

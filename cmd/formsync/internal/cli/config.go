@@ -1,110 +1,343 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
+	"math"
 	"os"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
+	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/kelseyhightower/envconfig"
-	"github.com/robfig/cron/v3"
 )
 
 // envPrefix is the prefix of every formsync environment variable.
 const envPrefix = "FORMSYNC"
 
 // Config is formsync's whole configuration, read from FORMSYNC_* environment
-// variables. Every field documents its variable and default; `formsync help`
-// prints the same table.
+// variables. The envconfig tag names the variable, desc is its line in
+// `formsync help`, and group says which commands read it (see Need): a
+// command never fails on a variable it does not read. Defaults are in
+// defaults, not in the tags.
 type Config struct {
 	// API_BASE_URL: base address of the Form Submissions Read API, e.g.
 	// https://forms.example.com. http:// is accepted only for loopback hosts.
-	APIBaseURL string `envconfig:"API_BASE_URL" desc:"base URL of the Form Submissions Read API (https; http only on loopback)"`
+	APIBaseURL string `envconfig:"API_BASE_URL" group:"api" desc:"base URL of the Form Submissions Read API (https; http only on loopback)"`
 	// API_TOKEN / API_TOKEN_FILE: the personal access token, given directly or
 	// as a file (a mounted Kubernetes Secret). Exactly one is needed.
-	APIToken     formsapi.Secret `envconfig:"API_TOKEN" desc:"API personal access token (prefer FORMSYNC_API_TOKEN_FILE)"`
-	APITokenFile string          `envconfig:"API_TOKEN_FILE" desc:"file holding the API token (e.g. a mounted Secret)"`
+	APIToken     formsapi.Secret `envconfig:"API_TOKEN" group:"api" desc:"API personal access token (prefer FORMSYNC_API_TOKEN_FILE)"`
+	APITokenFile string          `envconfig:"API_TOKEN_FILE" group:"api" desc:"file holding the API token (e.g. a mounted Secret)"`
 	// FORMS: comma-separated form ids to sync.
-	Forms []string `envconfig:"FORMS" desc:"comma-separated form ids to sync"`
+	Forms []string `envconfig:"FORMS" group:"api" desc:"comma-separated form ids to sync"`
 	// PAGE_SIZE: the limit asked per page (the older API form ignores it and
-	// pages by 25). Defaults to 100, the API's maximum.
-	PageSize int `envconfig:"PAGE_SIZE" default:"100" desc:"submissions asked per page (1-100)"`
-	// CONCURRENCY: forms synced at once. Defaults to 4.
-	Concurrency int `envconfig:"CONCURRENCY" default:"4" desc:"forms synced at once"`
+	// pages by 25).
+	PageSize int `envconfig:"PAGE_SIZE" group:"api" desc:"submissions asked per page (1-100)"`
+	// CONCURRENCY: forms synced at once.
+	Concurrency int `envconfig:"CONCURRENCY" group:"api" desc:"forms synced at once"`
 	// RATE_LIMIT: requests per second to the API, shared by all forms.
-	RateLimit float64 `envconfig:"RATE_LIMIT" default:"5" desc:"API requests per second, shared by all forms"`
+	RateLimit float64 `envconfig:"RATE_LIMIT" group:"api" desc:"API requests per second, shared by all forms"`
 	// REQUEST_TIMEOUT: limit of one HTTP attempt, body included.
-	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" default:"30s" desc:"timeout of one API request, body included"`
+	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" group:"api" desc:"timeout of one API request, body included"`
 	// MAX_WAIT: how long one page may spend waiting on retries (429, 5xx)
 	// before its form fails for this run, watermark untouched.
-	MaxWait time.Duration `envconfig:"MAX_WAIT" default:"2m" desc:"retry wait budget per page before the form fails for this run"`
+	MaxWait time.Duration `envconfig:"MAX_WAIT" group:"api" desc:"retry wait budget per page before the form fails for this run"`
 	// MAX_RETRY_AFTER: the longest Retry-After honoured; longer ones are capped.
-	MaxRetryAfter time.Duration `envconfig:"MAX_RETRY_AFTER" default:"60s" desc:"cap on an honoured Retry-After"`
+	MaxRetryAfter time.Duration `envconfig:"MAX_RETRY_AFTER" group:"api" desc:"cap on an honoured Retry-After"`
 	// BACKOFF_INITIAL and BACKOFF_MAX shape the exponential backoff (with
 	// jitter) used when no usable Retry-After came with a 429, and on 5xx
 	// and timeouts.
-	BackoffInitial time.Duration `envconfig:"BACKOFF_INITIAL" default:"500ms" desc:"first retry wait without a Retry-After; doubles per attempt"`
-	BackoffMax     time.Duration `envconfig:"BACKOFF_MAX" default:"30s" desc:"longest retry wait without a Retry-After"`
+	BackoffInitial time.Duration `envconfig:"BACKOFF_INITIAL" group:"api" desc:"first retry wait without a Retry-After; doubles per attempt"`
+	BackoffMax     time.Duration `envconfig:"BACKOFF_MAX" group:"api" desc:"longest retry wait without a Retry-After"`
+	// FORM_TIMEOUT: everything one form may wait on in a run (requests,
+	// retries, the rate limiter); past it the form fails for this run.
+	FormTimeout time.Duration `envconfig:"FORM_TIMEOUT" group:"api" desc:"time budget of one form in a run, retries and rate limit included"`
 	// LOOKBACK: re-read submissions newer than watermark minus this, so
 	// later changes (a submission marked as spam) reach the table. 0 = off.
-	Lookback time.Duration `envconfig:"LOOKBACK" default:"0s" desc:"re-read this far behind the watermark to pick up changes (e.g. 24h)"`
+	Lookback time.Duration `envconfig:"LOOKBACK" group:"api" desc:"re-read this far behind the watermark to pick up changes (e.g. 24h)"`
 	// SINK: sqlite (embedded, the default) or bigquery.
-	Sink string `envconfig:"SINK" default:"sqlite" desc:"destination: sqlite or bigquery"`
+	Sink string `envconfig:"SINK" group:"sink" desc:"destination: sqlite or bigquery"`
 	// SQLITE_PATH: the SQLite database file.
-	SQLitePath string `envconfig:"SQLITE_PATH" default:"formsync.db" desc:"SQLite database file"`
+	SQLitePath string `envconfig:"SQLITE_PATH" group:"sink" desc:"SQLite database file"`
 	// BQ_*: BigQuery destination. Credentials come from Application Default
 	// Credentials (Workload Identity on GKE).
-	BQProject  string `envconfig:"BQ_PROJECT" desc:"BigQuery project (required with FORMSYNC_SINK=bigquery)"`
-	BQDataset  string `envconfig:"BQ_DATASET" default:"formsync" desc:"BigQuery dataset"`
-	BQLocation string `envconfig:"BQ_LOCATION" default:"US" desc:"BigQuery location of the dataset and jobs"`
-	BQEndpoint string `envconfig:"BQ_ENDPOINT" desc:"BigQuery API base URL override (emulators, tests)"`
+	BQProject  string `envconfig:"BQ_PROJECT" group:"sink" desc:"BigQuery project (required with FORMSYNC_SINK=bigquery)"`
+	BQDataset  string `envconfig:"BQ_DATASET" group:"sink" desc:"BigQuery dataset"`
+	BQLocation string `envconfig:"BQ_LOCATION" group:"sink" desc:"BigQuery location of the dataset and jobs"`
+	BQEndpoint string `envconfig:"BQ_ENDPOINT" group:"sink" desc:"BigQuery API base URL override (emulators, tests)"`
 	// TMP_DIR: where a run stages rows as NDJSON before committing them.
-	TmpDir string `envconfig:"TMP_DIR" desc:"directory for staged rows (default: the system temp dir)"`
+	TmpDir string `envconfig:"TMP_DIR" group:"api" desc:"directory for staged rows"`
 	// SCHEDULE: cron spec of `formsync run`.
-	Schedule string `envconfig:"SCHEDULE" default:"*/15 * * * *" desc:"cron schedule of 'formsync run' (robfig/cron spec)"`
+	Schedule string `envconfig:"SCHEDULE" group:"sched" desc:"cron schedule of 'formsync run' (robfig/cron spec, UTC)"`
+	// SYNC_AT_START: `formsync run` syncs once as soon as it starts rather
+	// than waiting up to a whole schedule period for the first tick.
+	SyncAtStart bool `envconfig:"SYNC_AT_START" group:"sched" desc:"'formsync run' syncs once at start, before the first tick"`
 	// HTTP_ADDR: where `formsync run` serves /healthz, /readyz, /metrics.
-	HTTPAddr string `envconfig:"HTTP_ADDR" default:":9090" desc:"address of /healthz, /readyz and /metrics in 'formsync run'"`
+	HTTPAddr string `envconfig:"HTTP_ADDR" group:"sched" desc:"address of /healthz, /readyz and /metrics in 'formsync run'"`
 	// PUSHGATEWAY_URL: one-shot commands push their metrics here when set.
-	PushgatewayURL string `envconfig:"PUSHGATEWAY_URL" desc:"Prometheus Pushgateway URL for one-shot runs"`
+	PushgatewayURL string `envconfig:"PUSHGATEWAY_URL" group:"api" desc:"Prometheus Pushgateway URL for one-shot runs"`
 	// SHARD_INDEX / SHARD_COUNT: split forms across pods of an Indexed Job.
 	// The index defaults to JOB_COMPLETION_INDEX.
-	ShardIndex int `envconfig:"SHARD_INDEX" default:"-1" desc:"this pod's shard (default: JOB_COMPLETION_INDEX, else 0)"`
-	ShardCount int `envconfig:"SHARD_COUNT" default:"1" desc:"number of shards the forms are split into"`
-	// SHUTDOWN_TIMEOUT: after SIGTERM, how long an in-flight commit may take.
-	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"bound on a clean stop after SIGTERM"`
+	ShardIndex int `envconfig:"SHARD_INDEX" group:"api" desc:"this pod's shard"`
+	ShardCount int `envconfig:"SHARD_COUNT" group:"api" desc:"number of shards the forms are split into"`
+	// SHUTDOWN_TIMEOUT: after SIGTERM, how long the commit of what was read
+	// completely may take.
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" group:"api" desc:"bound on the commit after SIGTERM"`
 	// LOG_FORMAT / LOG_LEVEL: json (Cloud Logging keys) or text; debug, info, warn, error.
-	LogFormat string `envconfig:"LOG_FORMAT" default:"json" desc:"log format: json or text"`
-	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
+	LogFormat string `envconfig:"LOG_FORMAT" group:"log" desc:"log format: json or text"`
+	LogLevel  string `envconfig:"LOG_LEVEL" group:"log" desc:"log level: debug, info, warn or error"`
+
+	// problems are the variables that did not parse, by name; Validate
+	// reports those of the groups a command reads.
+	problems map[string]string
+	// token is the token read from APITokenFile by Validate.
+	token formsapi.Secret
 }
 
-// LoadConfig reads the configuration from the process environment. Tests
-// set it with t.Setenv.
-func LoadConfig() (Config, error) {
-	var c Config
-	if err := envconfig.Process(envPrefix, &c); err != nil {
-		return c, &ConfigError{Problems: []string{err.Error()}}
+// defaultValue is a variable's default: the value parsed when the variable
+// is unset, and what `formsync help` shows (show, when the value alone would
+// not say it).
+type defaultValue struct{ value, show string }
+
+// defaults is every variable's default, declared once: where a library has
+// the setting, its exported constant (formsapi.Default*, worker.Default*),
+// so that the library used on its own and the binary cannot disagree; the
+// binary's own settings are declared here.
+var defaults = map[string]defaultValue{
+	"PAGE_SIZE":        {value: strconv.Itoa(worker.DefaultPageSize)},
+	"CONCURRENCY":      {value: strconv.Itoa(worker.DefaultConcurrency)},
+	"RATE_LIMIT":       {value: strconv.FormatFloat(formsapi.DefaultRateLimit, 'g', -1, 64)},
+	"REQUEST_TIMEOUT":  {value: shortDuration(formsapi.DefaultRequestTimeout)},
+	"MAX_WAIT":         {value: shortDuration(formsapi.DefaultMaxWait)},
+	"MAX_RETRY_AFTER":  {value: shortDuration(formsapi.DefaultMaxRetryAfter)},
+	"BACKOFF_INITIAL":  {value: shortDuration(formsapi.DefaultInitialBackoff)},
+	"BACKOFF_MAX":      {value: shortDuration(formsapi.DefaultMaxBackoff)},
+	"FORM_TIMEOUT":     {value: shortDuration(worker.DefaultFormTimeout)},
+	"LOOKBACK":         {value: "0s"},
+	"SINK":             {value: "sqlite"},
+	"SQLITE_PATH":      {value: "formsync.db"},
+	"BQ_DATASET":       {value: "formsync"},
+	"BQ_LOCATION":      {value: "US"},
+	"TMP_DIR":          {show: "system temp dir"},
+	"SCHEDULE":         {value: "*/15 * * * *"},
+	"SYNC_AT_START":    {value: "true"},
+	"HTTP_ADDR":        {value: ":9090"},
+	"SHARD_INDEX":      {value: "0", show: "JOB_COMPLETION_INDEX, else 0"},
+	"SHARD_COUNT":      {value: "1"},
+	"SHUTDOWN_TIMEOUT": {value: shortDuration(worker.DefaultShutdownGrace)},
+	"LOG_FORMAT":       {value: "json"},
+	"LOG_LEVEL":        {value: "info"},
+}
+
+// positive lists the variables whose libraries take 0 for "use the
+// default": set to 0 they are refused rather than silently replaced.
+var positive = map[string]bool{
+	"PAGE_SIZE": true, "CONCURRENCY": true, "RATE_LIMIT": true, "REQUEST_TIMEOUT": true, "MAX_WAIT": true,
+	"MAX_RETRY_AFTER": true, "BACKOFF_INITIAL": true, "FORM_TIMEOUT": true, "BACKOFF_MAX": true, "SHUTDOWN_TIMEOUT": true, "SHARD_COUNT": true,
+}
+
+// shortDuration prints d as people write it in a variable: 2m, 60s, 500ms.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
 	}
-	if c.ShardIndex < 0 { // not set: an Indexed Job tells each pod its index
-		c.ShardIndex = 0
-		if v, ok := os.LookupEnv("JOB_COMPLETION_INDEX"); ok {
-			if _, err := fmt.Sscanf(v, "%d", &c.ShardIndex); err != nil {
-				return c, &ConfigError{Problems: []string{fmt.Sprintf("JOB_COMPLETION_INDEX=%q is not a number", v)}}
+	return d.String()
+}
+
+// envText is a variable as envconfig found it. Its Decode never fails, so
+// that envconfig.Process visits every variable instead of stopping at the
+// first one that does not parse; the values are parsed afterwards, every
+// problem in words of its own.
+type envText struct {
+	Value string
+	Set   bool
+}
+
+func (t *envText) Decode(v string) error {
+	t.Value, t.Set = v, true
+	return nil
+}
+
+// field is one variable of Config.
+type field struct {
+	name  string // without the prefix: PAGE_SIZE
+	index int    // in Config
+	group string
+	desc  string
+}
+
+func (f field) env() string { return envPrefix + "_" + f.name }
+
+func configFields() []field {
+	var out []field
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if name := sf.Tag.Get("envconfig"); name != "" {
+			out = append(out, field{name: name, index: i, group: sf.Tag.Get("group"), desc: sf.Tag.Get("desc")})
+		}
+	}
+	return out
+}
+
+// readEnv has envconfig read every variable of Config as text: a struct of
+// the same field names and tags whose fields are envText.
+func readEnv() (map[string]envText, error) {
+	fields := configFields()
+	sfs := make([]reflect.StructField, len(fields))
+	ct := reflect.TypeFor[Config]()
+	for i, f := range fields {
+		sf := ct.Field(f.index)
+		sfs[i] = reflect.StructField{Name: sf.Name, Type: reflect.TypeFor[envText](), Tag: reflect.StructTag(`envconfig:"` + f.name + `"`)}
+	}
+	v := reflect.New(reflect.StructOf(sfs))
+	if err := envconfig.Process(envPrefix, v.Interface()); err != nil {
+		return nil, err
+	}
+	out := map[string]envText{}
+	for i, f := range fields {
+		t := v.Elem().Field(i).Interface().(envText)
+		// envconfig falls back to the unprefixed name (PAGE_SIZE, SINK,
+		// LOG_LEVEL) when FORMSYNC_… is unset. Such generic names are often
+		// set for other programs in the same container: formsync reads
+		// FORMSYNC_* only, as documented.
+		if _, ok := os.LookupEnv(f.env()); !ok {
+			t = envText{}
+		}
+		// An empty value is unset: a blank ConfigMap entry takes the default.
+		if t.Value == "" {
+			t.Set = false
+		}
+		out[f.name] = t
+	}
+	return out, nil
+}
+
+// LoadConfig reads the configuration from the process environment (tests
+// set it with t.Setenv). The error lists every variable that does not
+// parse; the Config is complete anyway (a variable that does not parse
+// keeps its default), so that a command can use the variables it reads.
+func LoadConfig() (Config, error) {
+	raw, err := readEnv()
+	if err != nil {
+		return defaultConfig(), &ConfigError{Problems: []string{err.Error()}}
+	}
+	c := parseConfig(raw)
+	if len(c.problems) > 0 {
+		var p []string
+		for _, f := range configFields() {
+			if msg, ok := c.problems[f.name]; ok {
+				p = append(p, msg)
 			}
 		}
+		return c, &ConfigError{Problems: p}
 	}
-	forms := c.Forms[:0]
-	for _, f := range c.Forms {
-		if f = strings.TrimSpace(f); f != "" {
-			forms = append(forms, f)
+	return c, nil
+}
+
+// defaultConfig is the configuration of an empty environment.
+func defaultConfig() Config { return parseConfig(nil) }
+
+// parseConfig parses raw values over the defaults.
+func parseConfig(raw map[string]envText) Config {
+	var c Config
+	c.problems = map[string]string{}
+	v := reflect.ValueOf(&c).Elem()
+	for _, f := range configFields() {
+		t := raw[f.name]
+		if !t.Set {
+			t.Value = defaults[f.name].value
+		}
+		if err := setField(v.Field(f.index), t.Value); err != nil {
+			c.problems[f.name] = fmt.Sprintf("%s=%s: %v", f.env(), quote(f, t.Value), err)
+			setField(v.Field(f.index), defaults[f.name].value) // a default always parses
+			continue
+		}
+		if positive[f.name] && t.Set && v.Field(f.index).IsZero() {
+			c.problems[f.name] = fmt.Sprintf("%s=%s: must be above 0 (unset it for the default, %s)", f.env(), quote(f, t.Value), defaults[f.name].value)
 		}
 	}
-	c.Forms = forms
-	return c, nil
+	if !raw["SHARD_INDEX"].Set {
+		// An Indexed Job tells each pod its index.
+		if v, ok := os.LookupEnv("JOB_COMPLETION_INDEX"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				c.problems["SHARD_INDEX"] = fmt.Sprintf("JOB_COMPLETION_INDEX=%q (the shard index when FORMSYNC_SHARD_INDEX is unset) is not a whole number", v)
+			}
+			c.ShardIndex = n
+		}
+	}
+	return c
+}
+
+// quote shows a value in a problem; a secret is never shown.
+func quote(f field, v string) string {
+	if f.name == "API_TOKEN" {
+		return formsapi.Redacted
+	}
+	return strconv.Quote(v)
+}
+
+// setField parses s into a field of Config by its type.
+func setField(v reflect.Value, s string) error {
+	s = strings.TrimSpace(s)
+	switch p := v.Addr().Interface().(type) {
+	case *string:
+		*p = s
+	case *formsapi.Secret:
+		*p = formsapi.Secret(s)
+	case *[]string:
+		*p = nil
+		if s != "" {
+			for _, x := range strings.Split(s, ",") {
+				*p = append(*p, strings.TrimSpace(x))
+			}
+		}
+	case *int:
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return errors.New("not a whole number")
+		}
+		*p = n
+	case *float64:
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return errors.New("not a number (e.g. 5 or 0.5)")
+		}
+		*p = x
+	case *time.Duration:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			if _, nerr := strconv.ParseFloat(s, 64); nerr == nil && s != "0" {
+				return fmt.Errorf("a duration needs a unit: e.g. %ss", s)
+			}
+			return errors.New("not a duration: use a number and a unit (ms, s, m or h), e.g. 30s, 2m or 24h")
+		}
+		*p = d
+	case *bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return errors.New("use true or false")
+		}
+		*p = b
+	default:
+		panic(fmt.Sprintf("cli: no parser for %s", v.Type()))
+	}
+	return nil
 }
 
 // ConfigError lists every configuration problem found.
@@ -114,115 +347,60 @@ func (e *ConfigError) Error() string {
 	return "configuration: " + strings.Join(e.Problems, "; ")
 }
 
-// Need says which parts of the configuration a command uses.
-type Need struct {
-	API   bool // API URL, token and forms
-	Sink  bool
-	Sched bool
-}
+// maxTokenFile bounds the read of FORMSYNC_API_TOKEN_FILE: a token is a
+// few dozen bytes, and a path such as /dev/zero must not fill the memory.
+const maxTokenFile = 64 << 10
 
-// Validate checks what the command needs and returns every problem at once.
-func (c *Config) Validate(n Need) error {
-	var p []string
-	add := func(format string, a ...any) { p = append(p, fmt.Sprintf(format, a...)) }
-	if n.API {
-		switch u, err := url.Parse(c.APIBaseURL); {
-		case c.APIBaseURL == "":
-			add("FORMSYNC_API_BASE_URL is not set: give the API's base URL, e.g. https://forms.example.com")
-		case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
-			add("FORMSYNC_API_BASE_URL=%q is not an absolute http(s) URL", c.APIBaseURL)
-		}
-		switch {
-		case c.APIToken == "" && c.APITokenFile == "":
-			add("no API token: set FORMSYNC_API_TOKEN_FILE (a file holding the token) or FORMSYNC_API_TOKEN")
-		case c.APIToken != "" && c.APITokenFile != "":
-			add("both FORMSYNC_API_TOKEN and FORMSYNC_API_TOKEN_FILE are set: keep one")
-		}
-		if len(c.Forms) == 0 {
-			add("FORMSYNC_FORMS is empty: list the form ids to sync, comma-separated")
-		}
-		if c.PageSize < 1 || c.PageSize > 100 {
-			add("FORMSYNC_PAGE_SIZE=%d is out of range: the API pages by 1 to 100", c.PageSize)
-		}
-		if c.Concurrency < 1 {
-			add("FORMSYNC_CONCURRENCY=%d must be at least 1", c.Concurrency)
-		}
-		if c.RateLimit <= 0 {
-			add("FORMSYNC_RATE_LIMIT=%g must be above 0 requests per second", c.RateLimit)
-		}
-		if c.RequestTimeout <= 0 || c.MaxWait < 0 || c.MaxRetryAfter <= 0 {
-			add("FORMSYNC_REQUEST_TIMEOUT and FORMSYNC_MAX_RETRY_AFTER must be positive and FORMSYNC_MAX_WAIT not negative")
-		}
-		if c.BackoffInitial <= 0 || c.BackoffMax < c.BackoffInitial {
-			add("FORMSYNC_BACKOFF_INITIAL=%s must be positive and FORMSYNC_BACKOFF_MAX=%s at least as long", c.BackoffInitial, c.BackoffMax)
-		}
-		if c.Lookback < 0 {
-			add("FORMSYNC_LOOKBACK=%s must not be negative", c.Lookback)
-		}
-		if c.ShardCount < 1 || c.ShardIndex < 0 || c.ShardIndex >= c.ShardCount {
-			add("shard %d of %d is impossible: FORMSYNC_SHARD_INDEX (or JOB_COMPLETION_INDEX) must be 0..FORMSYNC_SHARD_COUNT-1", c.ShardIndex, c.ShardCount)
-		}
-	}
-	if n.Sink {
-		switch c.Sink {
-		case "sqlite":
-			if c.SQLitePath == "" {
-				add("FORMSYNC_SQLITE_PATH is empty")
-			}
-		case "bigquery":
-			if c.BQProject == "" {
-				add("FORMSYNC_SINK=bigquery needs FORMSYNC_BQ_PROJECT (the Google Cloud project id)")
-			}
-			if c.BQDataset == "" {
-				add("FORMSYNC_BQ_DATASET is empty")
-			}
-		default:
-			add("FORMSYNC_SINK=%q is not a sink: use sqlite or bigquery", c.Sink)
-		}
-	}
-	if n.Sched {
-		if _, err := cron.ParseStandard(c.Schedule); err != nil {
-			add("FORMSYNC_SCHEDULE=%q is not a cron spec: %v", c.Schedule, err)
-		}
-	}
-	switch c.LogFormat {
-	case "json", "text":
-	default:
-		add("FORMSYNC_LOG_FORMAT=%q: use json or text", c.LogFormat)
-	}
-	switch strings.ToLower(c.LogLevel) {
-	case "debug", "info", "warn", "error":
-	default:
-		add("FORMSYNC_LOG_LEVEL=%q: use debug, info, warn or error", c.LogLevel)
-	}
-	if len(p) > 0 {
-		return &ConfigError{Problems: p}
-	}
-	return nil
-}
-
-// Token returns the API token, reading FORMSYNC_API_TOKEN_FILE when set.
-func (c *Config) Token() (formsapi.Secret, error) {
-	if c.APITokenFile == "" {
-		return c.APIToken, nil
-	}
-	b, err := os.ReadFile(c.APITokenFile)
+// readTokenFile reads the token file, bounded.
+func readTokenFile(path string) (formsapi.Secret, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("reading FORMSYNC_API_TOKEN_FILE: %w", errors.Unwrap(err))
+		return "", fmt.Errorf("cannot read the file: %w", unwrapPath(err))
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", fmt.Errorf("cannot read the file: %w", unwrapPath(err))
+	}
+	if len(b) > maxTokenFile {
+		return "", fmt.Errorf("the file holds more than %d KiB: it must hold only the token", maxTokenFile>>10)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", fmt.Errorf("FORMSYNC_API_TOKEN_FILE %s is empty", c.APITokenFile)
+		return "", errors.New("the file is empty: it must hold the token")
 	}
 	return formsapi.Secret(tok), nil
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Token returns the API token: FORMSYNC_API_TOKEN, or the content of
+// FORMSYNC_API_TOKEN_FILE.
+func (c *Config) Token() (formsapi.Secret, error) {
+	if c.token != "" {
+		return c.token, nil
+	}
+	if c.APITokenFile == "" {
+		return c.APIToken, nil
+	}
+	tok, err := readTokenFile(c.APITokenFile)
+	if err != nil {
+		return "", fmt.Errorf("FORMSYNC_API_TOKEN_FILE=%q: %w", c.APITokenFile, err)
+	}
+	return tok, nil
 }
 
 // envNames lists every variable formsync reads.
 func envNames() []string {
 	var names []string
-	t := reflect.TypeOf(Config{})
-	for i := range t.NumField() {
-		names = append(names, envPrefix+"_"+t.Field(i).Tag.Get("envconfig"))
+	for _, f := range configFields() {
+		names = append(names, f.env())
 	}
 	return names
 }
@@ -232,33 +410,56 @@ func envNames() []string {
 // redacted: what `formsync env` shows an operator, and what the tests of
 // the Kubernetes manifests read the binary's variables from.
 func writeEnv(w io.Writer, c Config) {
-	v := reflect.ValueOf(c)
-	t := v.Type()
-	for i := range t.NumField() {
-		val := v.Field(i).Interface()
-		switch x := val.(type) {
-		case formsapi.Secret:
-			if x == "" {
-				val = ""
-			}
-		case []string:
-			val = strings.Join(x, ",")
+	for _, f := range configFields() {
+		val := c.valueText(f)
+		if f.name == "TMP_DIR" && c.TmpDir == "" {
+			val = os.TempDir()
 		}
-		fmt.Fprintf(w, "%s_%s=%v\n", envPrefix, t.Field(i).Tag.Get("envconfig"), val)
+		fmt.Fprintf(w, "%s=%v\n", f.env(), val)
 	}
+}
+
+// valueText is a variable's value in effect, as it would be written.
+func (c *Config) valueText(f field) string {
+	switch x := reflect.ValueOf(c).Elem().Field(f.index).Interface().(type) {
+	case formsapi.Secret:
+		if x == "" {
+			return ""
+		}
+		return formsapi.Redacted
+	case []string:
+		return strings.Join(x, ",")
+	case time.Duration:
+		return shortDuration(x)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+// defaultText is a variable's default as help and the README show it.
+func defaultText(name string) string {
+	d := defaults[name]
+	return cmp.Or(d.show, d.value)
 }
 
 // Usage describes every variable with its default.
 func Usage() string {
 	var b strings.Builder
-	t := reflect.TypeOf(Config{})
-	for i := range t.NumField() {
-		f := t.Field(i)
-		def := f.Tag.Get("default")
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, f := range configFields() {
+		def := defaultText(f.name)
 		if def == "" {
 			def = "-"
 		}
-		fmt.Fprintf(&b, "  %-28s %-14s %s\n", envPrefix+"_"+f.Tag.Get("envconfig"), def, f.Tag.Get("desc"))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.env(), def, f.desc)
 	}
+	tw.Flush()
 	return b.String()
+}
+
+// fieldsOf returns the fields of the given groups.
+func fieldsOf(groups ...string) []field {
+	return slices.DeleteFunc(configFields(), func(f field) bool { return !slices.Contains(groups, f.group) })
 }

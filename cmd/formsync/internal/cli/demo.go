@@ -55,15 +55,16 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	go srv.Serve(ln)
 	defer srv.Close()
 
+	// The demo reads no FORMSYNC_* variable: it runs the same on every
+	// machine, whatever is set for a real deployment.
+	e.cfg = defaultConfig()
 	e.cfg.APIBaseURL = "http://" + ln.Addr().String()
 	e.cfg.APIToken, e.cfg.APITokenFile = formsapi.Secret(apisim.DefaultToken), ""
 	e.cfg.Forms = sim.FormIDs()
 	e.cfg.Sink, e.cfg.SQLitePath = "sqlite", *db
 	e.cfg.ShardIndex, e.cfg.ShardCount = 0, 1
 	e.cfg.RateLimit = 30
-	if os.Getenv("FORMSYNC_LOG_FORMAT") == "" {
-		e.log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
+	e.log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	out := e.stdout
 	fmt.Fprintf(out, "formsync demo: the API simulator serves %d forms of %d submissions at %s\n", len(e.cfg.Forms), *n, e.cfg.APIBaseURL)
 	fmt.Fprintf(out, "(it answers like the real API: pages of JSON, newest first, a rate limit answered by 429)\n\n")

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/metrics"
 	"github.com/formsync/formsync/worker/schedule"
 )
@@ -21,9 +23,10 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
-	if err := e.cfg.Validate(Need{API: true, Sink: true, Sched: true}); err != nil {
+	if err := e.cfg.Validate(Need{API: true, Forms: true, Sink: true, Sched: true}); err != nil {
 		return configError(e, err)
 	}
+	defer prepareTmpDir(e)()
 	m := metrics.New()
 	p, err := wire(ctx, e, shardForms(e.cfg), m)
 	if err != nil {
@@ -40,17 +43,27 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	srv := &http.Server{Handler: healthMux(&ready, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 
+	// One sync at a time: the scheduler skips a tick while its own run is
+	// going, busy also covers the sync at start.
+	var busy sync.Mutex
+	syncNow := func(ctx context.Context, why string) {
+		if !busy.TryLock() {
+			e.log.Warn("skipping a scheduled sync: the previous one is still running", "trigger", why)
+			return
+		}
+		defer busy.Unlock()
+		rep, err := p.engine.Sync(ctx)
+		if err != nil {
+			e.log.Error("sync failed", "error", err.Error())
+			m.ObserveRun(nil, 0)
+			return
+		}
+		m.ObserveRun(rep, rep.CommitDuration)
+		logInterrupted(ctx, e, rep)
+	}
 	sched, err := schedule.New(schedule.Config{
 		Spec: e.cfg.Schedule,
-		Run: func(ctx context.Context) {
-			rep, err := p.engine.Sync(ctx)
-			if err != nil {
-				e.log.Error("sync failed", "error", err.Error())
-				m.ObserveRun(nil, 0)
-				return
-			}
-			m.ObserveRun(rep, rep.CommitDuration)
-		},
+		Run:  func(ctx context.Context) { syncNow(ctx, "schedule") },
 		OnSkip: func(t time.Time) {
 			e.log.Warn("skipping a scheduled sync: the previous one is still running", "scheduled", t)
 		},
@@ -63,20 +76,76 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		return exitFailed
 	}
 	ready.Store(true)
-	e.log.Info("formsync is running", "schedule", e.cfg.Schedule, "next", sched.Next(), "forms", len(p.forms), "http_addr", ln.Addr().String())
+	e.log.Info("formsync is running", "schedule", e.cfg.Schedule, "next", sched.Next(), "sync_at_start", e.cfg.SyncAtStart,
+		"forms", len(p.forms), "http_addr", ln.Addr().String())
+	var atStart sync.WaitGroup
+	if e.cfg.SyncAtStart {
+		// A new or restarted pod would otherwise wait up to a whole
+		// schedule period (15 minutes by default) before its first sync.
+		e.log.Info("syncing now, at start (FORMSYNC_SYNC_AT_START=true); then on the schedule")
+		atStart.Go(func() { syncNow(ctx, "start") })
+	}
 
 	<-ctx.Done()
 	ready.Store(false)
 	e.log.Info("stopping: finishing the running sync, committing what was read completely", "bound", e.cfg.ShutdownTimeout.String())
-	stopCtx, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownTimeout+5*time.Second)
+	// The engine bounds the commit after the signal by ShutdownTimeout;
+	// stopMargin is for what comes around it (the reading noticing the
+	// cancellation, closing the server).
+	stopCtx, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownTimeout+stopMargin)
 	defer cancel()
 	code := exitOK
 	if err := sched.Stop(stopCtx); err != nil {
 		e.log.Error("the running sync did not stop in time", "error", err.Error())
 		code = exitFailed
 	}
+	if !waitTimeout(stopCtx, &atStart) {
+		e.log.Error("the sync at start did not stop in time")
+		code = exitFailed
+	}
 	srv.Shutdown(stopCtx)
 	return code
+}
+
+// stopMargin is how long `formsync run` waits for the running sync beyond
+// FORMSYNC_SHUTDOWN_TIMEOUT (which bounds the engine's commit) before it
+// gives up on it. The manifests' grace period leaves at least this much
+// after the timeout (deploy's shutdownMargin), so the process exits on its
+// own before Kubernetes sends SIGKILL.
+const stopMargin = 5 * time.Second
+
+// waitTimeout waits for wg, or for ctx; false when ctx came first.
+func waitTimeout(ctx context.Context, wg *sync.WaitGroup) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// logInterrupted says, after a sync stopped by SIGTERM or SIGINT, that the
+// forms it did not finish are unchanged and will be retried: their errors
+// above are the interruption, not a fault of the forms or the network.
+func logInterrupted(ctx context.Context, e *env, rep *worker.Report) bool {
+	if ctx.Err() == nil || rep == nil {
+		return false
+	}
+	var stopped []string
+	committed := 0
+	for _, f := range rep.Forms {
+		switch {
+		case f.Err != nil && errors.Is(f.Err, context.Canceled):
+			stopped = append(stopped, f.FormID)
+		case f.Err == nil && rep.CommitErr == nil:
+			committed++
+		}
+	}
+	e.log.Warn("sync interrupted by a shutdown signal, will be retried: forms read completely were committed, the others are unchanged and the next run reads them",
+		"committed", committed, "interrupted", len(stopped), "interrupted_forms", stopped)
+	return true
 }
 
 // healthMux serves /healthz (the process answers), /readyz (the sink is

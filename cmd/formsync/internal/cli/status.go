@@ -3,13 +3,17 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	iofs "io/fs"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/state"
 )
 
@@ -37,8 +41,12 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	if err := e.cfg.Validate(Need{Sink: true}); err != nil {
 		return configError(e, err)
 	}
-	dst, err := openSink(ctx, e.cfg)
+	dst, err := openStatusSink(ctx, e.cfg)
 	if err != nil {
+		if errors.Is(err, iofs.ErrNotExist) {
+			fmt.Fprintf(e.stderr, "formsync status: no database at FORMSYNC_SQLITE_PATH=%q: check the path (a sync creates the file on its first run)\n", e.cfg.SQLitePath)
+			return exitFailed
+		}
 		fmt.Fprintf(e.stderr, "formsync status: %v\n", err)
 		return exitFailed
 	}
@@ -76,6 +84,20 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	}
 	tw.Flush()
 	return exitOK
+}
+
+// openStatusSink opens the sink for reading: a SQLite file read-only (no
+// file is created for a mistyped path, no lock is taken, a read-only copy
+// can be read); BigQuery as sync opens it.
+func openStatusSink(ctx context.Context, cfg Config) (sink.Sink, error) {
+	if cfg.Sink == "sqlite" {
+		s, err := sqlite.OpenReadOnly(ctx, cfg.SQLitePath)
+		if err != nil {
+			return nil, fmt.Errorf("opening SQLite database %s: %w", cfg.SQLitePath, err)
+		}
+		return s, nil
+	}
+	return openSink(ctx, cfg)
 }
 
 func statusOf(st state.Form, now time.Time) formStatus {

@@ -13,7 +13,7 @@ func runSync(ctx context.Context, e *env, args []string) int {
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
-	if err := e.cfg.Validate(Need{API: true, Sink: true}); err != nil {
+	if err := e.cfg.Validate(Need{API: true, Forms: true, Sink: true}); err != nil {
 		return configError(e, err)
 	}
 	m := metrics.New()
@@ -30,6 +30,7 @@ func syncOnce(ctx context.Context, e *env, m *metrics.Metrics) (*worker.Report, 
 		e.log.Warn("no form falls in this shard", "shard_index", e.cfg.ShardIndex, "shard_count", e.cfg.ShardCount)
 		return nil, exitOK
 	}
+	defer prepareTmpDir(e)()
 	p, err := wire(ctx, e, forms, m)
 	if err != nil {
 		m.ObserveRun(nil, 0)
@@ -43,6 +44,9 @@ func syncOnce(ctx context.Context, e *env, m *metrics.Metrics) (*worker.Report, 
 		return nil, exitFailed
 	}
 	m.ObserveRun(rep, rep.CommitDuration)
+	if logInterrupted(ctx, e, rep) {
+		return rep, exitFailed // not completed: the next run (or the Job's retry) finishes it
+	}
 	if rep.Failed() > 0 {
 		return rep, exitFailed
 	}

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/worker/formsapi/apisim"
+)
+
+func TestUntilIncludesTheWholeUnitGiven(t *testing.T) {
+	parse := func(until bool, s string) time.Time {
+		f := timeFlag{until: until}
+		if err := f.Set(s); err != nil {
+			t.Fatal(err)
+		}
+		return f.t
+	}
+	at := func(s string) time.Time { x, _ := time.Parse(time.RFC3339Nano, s); return x }
+	for _, tc := range []struct {
+		flag      string
+		in, after string
+	}{
+		{"2026-03-31T23:59:59Z", "2026-03-31T23:59:59.999999Z", "2026-04-01T00:00:00Z"},
+		{"2026-03-31", "2026-03-31T23:59:59.999999Z", "2026-04-01T00:00:00Z"},
+		{"2026-03-31T23:59:59.5Z", "2026-03-31T23:59:59.5Z", "2026-03-31T23:59:59.500001Z"},
+		{"2026-04-01T01:59:59+02:00", "2026-03-31T23:59:59.001Z", "2026-04-01T00:00:00Z"},
+	} {
+		u := parse(true, tc.flag)
+		if at(tc.in).After(u) || !at(tc.after).After(u) {
+			t.Errorf("--until %s = %s: want %s inside and %s outside", tc.flag, u.Format(time.RFC3339Nano), tc.in, tc.after)
+		}
+	}
+	if s := parse(false, "2026-03-31"); !s.Equal(at("2026-03-31T00:00:00Z")) {
+		t.Errorf("--since 2026-03-31 = %s, want midnight", s)
+	}
+}
+
+func TestBackfillMessages(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 4, Variant: apisim.Newer, Forms: []string{"a"}, SubmissionsPerForm: 60})
+	syncEnv(t, sim, "a")
+	t.Setenv("FORMSYNC_PAGE_SIZE", "25")
+
+	code, _, errOut := run(t, "backfill", "--form", "nosuch")
+	if code != exitFailed || !strings.Contains(errOut, "--form") || strings.Contains(errOut, "FORMSYNC_FORMS") {
+		t.Errorf("unknown form: exit %d:\n%s", code, errOut)
+	}
+	code, _, errOut = run(t, "backfill", "--form", "..")
+	if code != exitUsage || !strings.Contains(errOut, `--form ".." is not a form id`) {
+		t.Errorf("--form ..: exit %d:\n%s", code, errOut)
+	}
+
+	// A window after every submission: nothing to read.
+	code, out, errOut := run(t, "backfill", "--form", "a", "--since", "2100-01-01", "--dry-run")
+	if code != 0 || !strings.Contains(out, "no submissions in the window") {
+		t.Errorf("empty window: exit %d:\n%s%s", code, out, errOut)
+	}
+	// The whole form: 60 submissions, counted rather than pages x 25.
+	code, out, errOut = run(t, "backfill", "--form", "a", "--dry-run")
+	if code != 0 || !strings.Contains(out, "about 60 submissions in 3 requests") {
+		t.Errorf("whole form: exit %d:\n%s%s", code, out, errOut)
+	}
+}

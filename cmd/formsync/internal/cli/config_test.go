@@ -1,0 +1,249 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/formsapi"
+)
+
+// TestEveryProblemAtOnce sets one bad value in each part of the
+// configuration: `formsync run` must report all of them in one message,
+// each under its variable, and exit 2.
+func TestEveryProblemAtOnce(t *testing.T) {
+	clearEnv(t)
+	for k, v := range map[string]string{
+		"FORMSYNC_API_BASE_URL":    "http://forms.example.com", // not loopback
+		"FORMSYNC_API_TOKEN_FILE":  filepath.Join(t.TempDir(), "missing"),
+		"FORMSYNC_FORMS":           "contact,,..,a/b,contact",
+		"FORMSYNC_PAGE_SIZE":       "many",
+		"FORMSYNC_CONCURRENCY":     "0",
+		"FORMSYNC_RATE_LIMIT":      "fast",
+		"FORMSYNC_REQUEST_TIMEOUT": "30",
+		"FORMSYNC_LOOKBACK":        "1d",
+		"FORMSYNC_SINK":            "postgres",
+		"FORMSYNC_SCHEDULE":        "every hour",
+		"FORMSYNC_SYNC_AT_START":   "maybe",
+		"FORMSYNC_HTTP_ADDR":       "9090",
+		"FORMSYNC_SHARD_COUNT":     "x",
+		"FORMSYNC_LOG_FORMAT":      "xml",
+		"FORMSYNC_LOG_LEVEL":       "loud",
+	} {
+		t.Setenv(k, v)
+	}
+	code, out, errOut := run(t, "run")
+	if code != exitUsage {
+		t.Fatalf("exit %d, want %d\n%s%s", code, exitUsage, out, errOut)
+	}
+	for _, want := range []string{
+		`FORMSYNC_API_BASE_URL="http://forms.example.com": the API base URL`, "plain http",
+		"FORMSYNC_API_TOKEN_FILE=", "no such file",
+		"FORMSYNC_FORMS: entry 2 is empty", `FORMSYNC_FORMS: entry 3 ".." is not a form id`, `entry 4 "a/b" contains a slash`, `form id "contact" is listed twice`,
+		`FORMSYNC_PAGE_SIZE="many": not a whole number`,
+		`FORMSYNC_CONCURRENCY="0": must be above 0`,
+		`FORMSYNC_RATE_LIMIT="fast": not a number`,
+		`FORMSYNC_REQUEST_TIMEOUT="30": a duration needs a unit`,
+		`FORMSYNC_LOOKBACK="1d": not a duration`,
+		`FORMSYNC_SINK="postgres" is not a sink`,
+		`FORMSYNC_SCHEDULE="every hour" is not a cron spec`,
+		`FORMSYNC_SYNC_AT_START="maybe": use true or false`,
+		`FORMSYNC_HTTP_ADDR="9090": not host:port`,
+		`FORMSYNC_SHARD_COUNT="x": not a whole number`,
+		`FORMSYNC_LOG_FORMAT="xml": not`[:len(`FORMSYNC_LOG_FORMAT="xml"`)],
+		`FORMSYNC_LOG_LEVEL="loud": use debug, info, warn or error`,
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the problem list lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "envconfig") || strings.Contains(errOut, "strconv") {
+		t.Errorf("the problem list speaks in a library's words:\n%s", errOut)
+	}
+}
+
+// TestLibraryProblemsNameTheVariable: the client and the engine check their
+// own settings; their problems reach the user under the variable.
+func TestLibraryProblemsNameTheVariable(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("FORMSYNC_API_BASE_URL", "https://forms.example.com")
+	t.Setenv("FORMSYNC_API_TOKEN", "tok")
+	t.Setenv("FORMSYNC_FORMS", "a")
+	t.Setenv("FORMSYNC_PAGE_SIZE", "101")
+	t.Setenv("FORMSYNC_LOOKBACK", "-1h")
+	t.Setenv("FORMSYNC_RATE_LIMIT", "-2")
+	t.Setenv("FORMSYNC_MAX_WAIT", "-1s")
+	code, _, errOut := run(t, "env", "-check", "sync")
+	if code != exitUsage {
+		t.Fatalf("exit %d, want %d", code, exitUsage)
+	}
+	for _, want := range []string{
+		`FORMSYNC_PAGE_SIZE="101": 101 is outside 1..100`,
+		`FORMSYNC_LOOKBACK="-1h": -1h0m0s is negative`,
+		`FORMSYNC_RATE_LIMIT="-2": rate limit`,
+		`FORMSYNC_MAX_WAIT="-1s": max wait`,
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+func TestTokenFileProblems(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte(" \n"), 0o600)
+	spaced := filepath.Join(dir, "spaced")
+	os.WriteFile(spaced, []byte("Bearer abc\n"), 0o600)
+	for file, want := range map[string]string{
+		spaced:                        "whitespace",
+		"/dev/zero":                   "more than 64 KiB",
+		empty:                         "is empty",
+		filepath.Join(dir, "missing"): "no such file",
+		dir:                           "cannot read the file",
+	} {
+		clearEnv(t)
+		t.Setenv("FORMSYNC_API_BASE_URL", "https://forms.example.com")
+		t.Setenv("FORMSYNC_FORMS", "a")
+		t.Setenv("FORMSYNC_API_TOKEN_FILE", file)
+		code, _, errOut := run(t, "sync")
+		if code != exitUsage || !strings.Contains(errOut, "FORMSYNC_API_TOKEN_FILE") || !strings.Contains(errOut, want) {
+			t.Errorf("token file %s: exit %d, want 2 and %q:\n%s", file, code, want, errOut)
+		}
+	}
+}
+
+// TestCommandsReadOnlyTheirVariables: a malformed variable fails only the
+// commands that read it.
+func TestCommandsReadOnlyTheirVariables(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("FORMSYNC_PAGE_SIZE", "many")
+	t.Setenv("FORMSYNC_LOG_LEVEL", "loud")
+	t.Setenv("FORMSYNC_SQLITE_PATH", filepath.Join(t.TempDir(), "ignored.db"))
+	if code, out, errOut := run(t, "version"); code != 0 || !strings.HasPrefix(out, "formsync ") {
+		t.Errorf("version: exit %d, %q %q", code, out, errOut)
+	}
+	db := filepath.Join(t.TempDir(), "demo.db")
+	if code, _, errOut := run(t, "demo", "-db", db, "-submissions", "30"); code != 0 {
+		t.Errorf("demo: exit %d:\n%s", code, errOut)
+	}
+	// status reads the sink and log settings: the log level is its problem,
+	// the page size is not.
+	code, _, errOut := run(t, "status")
+	if code != exitUsage || !strings.Contains(errOut, "FORMSYNC_LOG_LEVEL") || strings.Contains(errOut, "FORMSYNC_PAGE_SIZE") {
+		t.Errorf("status: exit %d:\n%s", code, errOut)
+	}
+}
+
+// TestOnlyPrefixedNames: envconfig also reads the unprefixed name; formsync
+// does not.
+func TestOnlyPrefixedNames(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("PAGE_SIZE", "7")
+	t.Setenv("LOG_LEVEL", "loud")
+	c, err := LoadConfig()
+	if err != nil || c.PageSize != 100 || c.LogLevel != "info" {
+		t.Errorf("page size %d, log level %q, %v: the unprefixed names were read", c.PageSize, c.LogLevel, err)
+	}
+}
+
+// TestDefaultsAreTheLibraries: the binary's API client settings are the
+// client's own defaults.
+func TestDefaultsAreTheLibraries(t *testing.T) {
+	c := defaultConfig()
+	client, err := formsapi.New(formsapi.Config{BaseURL: "https://x.example", Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := client.Config()
+	got := []any{c.RequestTimeout, c.RateLimit, c.MaxWait, c.MaxRetryAfter, c.BackoffInitial, c.BackoffMax,
+		c.PageSize, c.Concurrency, c.FormTimeout, c.ShutdownTimeout}
+	want := []any{lib.RequestTimeout, lib.RateLimit, lib.MaxWait, lib.MaxRetryAfter, lib.InitialBackoff, lib.MaxBackoff,
+		worker.DefaultPageSize, worker.DefaultConcurrency, worker.DefaultFormTimeout, worker.DefaultShutdownGrace}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("default %d: cli %v, library %v", i, got[i], want[i])
+		}
+	}
+	if len(c.problems) != 0 {
+		t.Errorf("the defaults do not parse: %v", c.problems)
+	}
+	for name := range defaults {
+		if fieldByName(name).name == "" {
+			t.Errorf("default for %s, which is not a variable", name)
+		}
+	}
+}
+
+func TestHelpAndEnvShowDefaults(t *testing.T) {
+	clearEnv(t)
+	_, out, _ := run(t, "help")
+	if !regexp.MustCompile(`FORMSYNC_SHARD_INDEX\s+JOB_COMPLETION_INDEX, else 0`).MatchString(out) || strings.Contains(out, "-1 ") {
+		t.Errorf("help does not show the shard index default:\n%s", out)
+	}
+	code, out, errOut := run(t, "env")
+	if code != 0 {
+		t.Fatalf("env: exit %d %s", code, errOut)
+	}
+	for _, want := range []string{"FORMSYNC_SHUTDOWN_TIMEOUT=20s\n", "FORMSYNC_MAX_RETRY_AFTER=1m\n", "FORMSYNC_SHARD_INDEX=0\n", "FORMSYNC_PAGE_SIZE=100\n", "FORMSYNC_SYNC_AT_START=true\n", "FORMSYNC_TMP_DIR=" + os.TempDir() + "\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("env lacks %q:\n%s", want, out)
+		}
+	}
+	t.Setenv("FORMSYNC_PAGE_SIZE", "many")
+	if code, _, errOut := run(t, "env"); code != exitUsage || !strings.Contains(errOut, "FORMSYNC_PAGE_SIZE") {
+		t.Errorf("env with a malformed value: exit %d, %s", code, errOut)
+	}
+}
+
+func TestFormIDs(t *testing.T) {
+	for _, ok := range []string{"contact", "abc123", "a.b", "..a", "form-1_x"} {
+		if msg := formIDProblem(ok); msg != "" {
+			t.Errorf("%q refused: %s", ok, msg)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", "a/b", `a\b`, "a b", "a\tb"} {
+		if formIDProblem(bad) == "" {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if p := formIDProblems([]string{"a", "b", "a"}); len(p) != 1 {
+		t.Errorf("a repeated id: %q", p)
+	}
+}
+
+// TestREADMEDefaults: the README's table shows each variable's default as
+// formsync help does.
+func TestREADMEDefaults(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `(FORMSYNC_[A-Z_]+)` \\|([^|]*)\\|")
+	seen := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
+		seen[m[1]] = strings.TrimSpace(strings.ReplaceAll(m[2], "`", ""))
+	}
+	for _, f := range configFields() {
+		got, ok := seen[f.env()]
+		if !ok {
+			continue // TestREADMEDocumentsEveryVariable reports it
+		}
+		if want := defaultText(f.name); got != want {
+			t.Errorf("README: %s default %q, formsync help says %q", f.env(), got, want)
+		}
+	}
+	if names := slices.Sorted(func(yield func(string) bool) {
+		for n := range seen {
+			if !yield(n) {
+				return
+			}
+		}
+	}); len(names) != len(configFields()) {
+		t.Errorf("README lists %d variables, formsync reads %d", len(names), len(configFields()))
+	}
+}

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/worker/formsapi/apisim"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs formsync with args in the background; stop cancels it (the
+// signal) and returns its exit code.
+func start(t *testing.T, args ...string) (logs *syncBuffer, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	logs = &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- Main(ctx, args, logs, logs) }()
+	return logs, func() int {
+		cancel()
+		select {
+		case code := <-done:
+			return code
+		case <-time.After(30 * time.Second):
+			t.Fatalf("formsync %s did not stop within 30 s of the signal", strings.Join(args, " "))
+			return -1
+		}
+	}
+}
+
+// waitFor waits (bounded) until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s: %s", what)
+		}
+	}
+}
+
+func TestRunSyncsAtStart(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"a"}, SubmissionsPerForm: 10})
+	syncEnv(t, sim, "a")
+	t.Setenv("FORMSYNC_SCHEDULE", "0 0 1 1 *") // the first tick is months away
+	t.Setenv("FORMSYNC_HTTP_ADDR", "127.0.0.1:0")
+	logs, stop := start(t, "run")
+	waitFor(t, "no sync at start", func() bool { return strings.Contains(logs.String(), `"message":"sync finished"`) })
+	if code := stop(); code != 0 {
+		t.Errorf("exit %d:\n%s", code, logs)
+	}
+	if !strings.Contains(logs.String(), "syncing now, at start") {
+		t.Errorf("the sync at start is not logged:\n%s", logs)
+	}
+
+	// Told not to, it waits for the tick.
+	t.Setenv("FORMSYNC_SYNC_AT_START", "false")
+	logs, stop = start(t, "run")
+	waitFor(t, "not running", func() bool { return strings.Contains(logs.String(), "formsync is running") })
+	before := sim.Stats().Requests
+	if code := stop(); code != 0 || sim.Stats().Requests != before || strings.Contains(logs.String(), "sync finished") {
+		t.Errorf("FORMSYNC_SYNC_AT_START=false: exit %d, a sync ran:\n%s", code, logs)
+	}
+}
+
+// TestInterruptedSyncSaysSo: a sync stopped by the signal says that the
+// forms it did not finish are retried, and exits 1.
+func TestInterruptedSyncSaysSo(t *testing.T) {
+	forms := []string{"a", "b", "c"}
+	sim := apisim.New(apisim.Options{Seed: 6, Variant: apisim.Newer, Forms: forms, SubmissionsPerForm: 400, Latency: 2 * time.Millisecond})
+	syncEnv(t, sim, forms...)
+	t.Setenv("FORMSYNC_PAGE_SIZE", "10")
+	t.Setenv("FORMSYNC_CONCURRENCY", "1")
+	logs, stop := start(t, "sync")
+	waitFor(t, "too few requests", func() bool { return sim.Stats().Requests >= 5 })
+	if code := stop(); code != exitFailed {
+		t.Errorf("exit %d, want %d", code, exitFailed)
+	}
+	if !strings.Contains(logs.String(), "sync interrupted by a shutdown signal, will be retried") {
+		t.Errorf("no interruption line:\n%s", logs)
+	}
+}

@@ -1,0 +1,355 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/robfig/cron/v3"
+)
+
+// Need says which parts of the configuration a command uses; the log
+// settings are checked whenever any part is.
+type Need struct {
+	API   bool // API URL, token, the engine's settings
+	Forms bool // FORMSYNC_FORMS (backfill names its form with --form)
+	Sink  bool
+	Sched bool
+}
+
+func (n Need) groups() []string {
+	g := []string{"log"}
+	if n.API {
+		g = append(g, "api")
+	}
+	if n.Sink {
+		g = append(g, "sink")
+	}
+	if n.Sched {
+		g = append(g, "sched")
+	}
+	return g
+}
+
+// problems collects configuration problems by variable, so that a
+// variable is reported once (the first, most specific problem wins) and in
+// the order of `formsync help`.
+type problems struct {
+	byVar map[string][]string
+	other []string
+}
+
+func (p *problems) add(name, format string, a ...any) {
+	if p.byVar == nil {
+		p.byVar = map[string][]string{}
+	}
+	p.byVar[name] = append(p.byVar[name], fmt.Sprintf(format, a...))
+}
+
+func (p *problems) has(name string) bool { return len(p.byVar[name]) > 0 }
+
+func (p *problems) err() error {
+	var out []string
+	for _, f := range configFields() {
+		out = append(out, p.byVar[f.name]...)
+	}
+	out = append(out, p.other...)
+	if len(out) == 0 {
+		return nil
+	}
+	return &ConfigError{Problems: out}
+}
+
+// Validate checks what the command needs and returns every problem at once.
+// It reads the token file, so that a missing or unreadable token is one of
+// the problems rather than a failure after everything else was fixed.
+func (c *Config) Validate(n Need) error {
+	var p problems
+	groups := n.groups()
+	for _, f := range fieldsOf(groups...) {
+		if msg, ok := c.problems[f.name]; ok {
+			p.add(f.name, "%s", msg)
+		}
+	}
+	if n.API {
+		c.validateAPI(&p, n.Forms)
+	}
+	if n.Sink {
+		switch c.Sink {
+		case "sqlite":
+			if c.SQLitePath == "" {
+				p.add("SQLITE_PATH", "FORMSYNC_SQLITE_PATH is empty")
+			}
+		case "bigquery":
+			if c.BQProject == "" {
+				p.add("BQ_PROJECT", "FORMSYNC_SINK=bigquery needs FORMSYNC_BQ_PROJECT (the Google Cloud project id)")
+			}
+		default:
+			p.add("SINK", "FORMSYNC_SINK=%q is not a sink: use sqlite or bigquery", c.Sink)
+		}
+	}
+	if n.Sched {
+		if _, err := cron.ParseStandard(c.Schedule); err != nil && !p.has("SCHEDULE") {
+			p.add("SCHEDULE", "FORMSYNC_SCHEDULE=%q is not a cron spec (e.g. \"*/15 * * * *\" or \"@every 5m\"): %v", c.Schedule, err)
+		}
+		if err := checkListenAddr(c.HTTPAddr); err != nil && !p.has("HTTP_ADDR") {
+			p.add("HTTP_ADDR", "FORMSYNC_HTTP_ADDR=%q: %v", c.HTTPAddr, err)
+		}
+	}
+	if !slices.Contains([]string{"json", "text"}, c.LogFormat) && !p.has("LOG_FORMAT") {
+		p.add("LOG_FORMAT", "FORMSYNC_LOG_FORMAT=%q: use json or text", c.LogFormat)
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(c.LogLevel)) && !p.has("LOG_LEVEL") {
+		p.add("LOG_LEVEL", "FORMSYNC_LOG_LEVEL=%q: use debug, info, warn or error", c.LogLevel)
+	}
+	return p.err()
+}
+
+func (c *Config) validateAPI(p *problems, forms bool) {
+	if c.APIBaseURL == "" {
+		p.add("API_BASE_URL", "FORMSYNC_API_BASE_URL is not set: give the API's base URL, e.g. https://forms.example.com")
+	}
+	switch {
+	case c.APIToken == "" && c.APITokenFile == "":
+		p.add("API_TOKEN", "no API token: set FORMSYNC_API_TOKEN_FILE (a file holding the token) or FORMSYNC_API_TOKEN")
+	case c.APIToken != "" && c.APITokenFile != "":
+		p.add("API_TOKEN", "both FORMSYNC_API_TOKEN and FORMSYNC_API_TOKEN_FILE are set: keep one")
+	case c.APITokenFile != "":
+		tok, err := readTokenFile(c.APITokenFile)
+		if err != nil {
+			p.add("API_TOKEN_FILE", "FORMSYNC_API_TOKEN_FILE=%q: %v", c.APITokenFile, err)
+		}
+		c.token = tok
+	}
+	if forms && !p.has("FORMS") {
+		for _, msg := range formIDProblems(c.Forms) {
+			p.add("FORMS", "FORMSYNC_FORMS: %s", msg)
+		}
+	}
+	if !p.has("SHARD_INDEX") && !p.has("SHARD_COUNT") && (c.ShardIndex < 0 || c.ShardIndex >= c.ShardCount) {
+		p.add("SHARD_INDEX", "shard %d of %d is impossible: FORMSYNC_SHARD_INDEX (or JOB_COMPLETION_INDEX) must be 0..FORMSYNC_SHARD_COUNT-1", c.ShardIndex, c.ShardCount)
+	}
+	if c.BackoffMax < c.BackoffInitial && !p.has("BACKOFF_MAX") && !p.has("BACKOFF_INITIAL") {
+		p.add("BACKOFF_MAX", "FORMSYNC_BACKOFF_MAX=%s is shorter than FORMSYNC_BACKOFF_INITIAL=%s", shortDuration(c.BackoffMax), shortDuration(c.BackoffInitial))
+	}
+
+	// The libraries check their own settings; their problems are reported
+	// under the variable that sets the field, unless the variable already
+	// has a problem of its own.
+	tok := c.APIToken
+	if c.APITokenFile != "" {
+		tok = c.token
+	}
+	if tok == "" {
+		tok = "unset" // reported above; keeps the client from saying it again
+	}
+	if _, err := formsapi.New(c.clientConfig(tok, nil)); err != nil {
+		c.libraryProblems(p, err)
+	}
+	if err := c.engineConfig(c.Forms, nil).Validate(); err != nil {
+		c.libraryProblems(p, err)
+	}
+	if !forms {
+		delete(p.byVar, "FORMS") // the command names its form otherwise
+	}
+}
+
+// libraryProblems maps each problem of a library's configuration error to
+// the variable that sets the field it names.
+func (c *Config) libraryProblems(p *problems, err error) {
+	for _, leaf := range leaves(err) {
+		name, msg := libraryField(leaf)
+		if name == "API_TOKEN" && c.APITokenFile != "" {
+			name = "API_TOKEN_FILE" // the token came from the file
+		}
+		if name == "" {
+			p.other = append(p.other, leaf.Error())
+			continue
+		}
+		if p.has(name) {
+			continue
+		}
+		f := fieldByName(name)
+		if f.name == "" || f.name == "API_TOKEN" || f.name == "API_TOKEN_FILE" || f.name == "FORMS" {
+			p.add(name, "%s: %s", envPrefix+"_"+name, msg)
+			continue
+		}
+		p.add(name, "%s=%s: %s", f.env(), quote(f, c.valueText(f)), msg)
+	}
+}
+
+// fieldError is what a library's configuration error can implement to name
+// the field of its Config at fault (e.g. "PageSize"), so that it reaches
+// the user under the variable that sets it. worker's errors are
+// *worker.FieldError, whose field is a struct field rather than a method.
+type fieldError interface {
+	error
+	Field() string
+}
+
+// libraryFields maps the fields of the libraries' configurations to the
+// variables that set them, once. phrase is how the library's message
+// starts when its error does not implement fieldError (yet).
+var libraryFields = []struct {
+	field, env, phrase string
+}{
+	// worker.Config
+	{"PageSize", "PAGE_SIZE", "page size"},
+	{"Concurrency", "CONCURRENCY", "concurrency"},
+	{"Lookback", "LOOKBACK", "lookback"},
+	{"Forms", "FORMS", "no forms"},
+	{"ShutdownGrace", "SHUTDOWN_TIMEOUT", "shutdown grace"},
+	{"FormTimeout", "FORM_TIMEOUT", "form timeout"},
+	{"TmpDir", "TMP_DIR", "tmp dir"},
+	// formsapi.Config
+	{"BaseURL", "API_BASE_URL", "the API base URL"},
+	{"Token", "API_TOKEN", "the API token"},
+	{"RateLimit", "RATE_LIMIT", "rate limit"},
+	{"RequestTimeout", "REQUEST_TIMEOUT", "request timeout"},
+	{"MaxWait", "MAX_WAIT", "max wait"},
+	{"MaxRetryAfter", "MAX_RETRY_AFTER", "max Retry-After"},
+	{"InitialBackoff", "BACKOFF_INITIAL", "initial backoff"},
+	{"MaxBackoff", "BACKOFF_MAX", "max backoff"},
+}
+
+// libraryField is the variable (without prefix) behind a library problem
+// and the problem in words that follow the variable's name; "" when the
+// variable is not known.
+func libraryField(err error) (name, msg string) {
+	field, msg := "", err.Error()
+	var we *worker.FieldError
+	var ae *formsapi.FieldError
+	var fe fieldError
+	switch {
+	case errors.As(err, &we):
+		field, msg = we.Field, we.Problem
+	case errors.As(err, &ae):
+		field = ae.Field
+	case errors.As(err, &fe):
+		field = fe.Field()
+	}
+	for _, m := range libraryFields {
+		if field != "" && m.field == field || field == "" && strings.HasPrefix(msg, m.phrase) {
+			return m.env, msg
+		}
+	}
+	return "", msg
+}
+
+// leaves flattens a joined error (errors.Join, also when wrapped once with
+// a prefix such as "formsapi: invalid configuration: %w") into its problems.
+func leaves(err error) []error {
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range m.Unwrap() {
+			out = append(out, leaves(e)...)
+		}
+		return out
+	}
+	if inner := errors.Unwrap(err); inner != nil {
+		if _, ok := inner.(interface{ Unwrap() []error }); ok {
+			return leaves(inner)
+		}
+	}
+	return []error{err}
+}
+
+func fieldByName(name string) field {
+	for _, f := range configFields() {
+		if f.name == name {
+			return f
+		}
+	}
+	return field{}
+}
+
+// formIDProblems checks the form ids. An id becomes one path segment of
+// /api/forms/{id}/submissions: "." and ".." would be read as dot-segments
+// (another path), "/" and "\" would split it, and whitespace or control
+// characters are typing accidents. An empty entry (a doubled or trailing
+// comma) and a repeated id are refused: both are mistakes, and a repeated
+// id would read the form twice in one run.
+func formIDProblems(ids []string) []string {
+	if len(ids) == 0 {
+		return []string{"no form ids: list the ids of the forms to sync, comma-separated (e.g. contact,signup)"}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for i, id := range ids {
+		if msg := formIDProblem(id); msg != "" {
+			out = append(out, fmt.Sprintf("entry %d %s", i+1, msg))
+			continue
+		}
+		if seen[id] {
+			out = append(out, fmt.Sprintf("form id %q is listed twice", id))
+		}
+		seen[id] = true
+	}
+	return out
+}
+
+// formIDProblem says what is wrong with one form id, "" if nothing.
+func formIDProblem(id string) string {
+	switch {
+	case id == "":
+		return "is empty: remove the extra comma"
+	case id == "." || id == "..":
+		return fmt.Sprintf("%q is not a form id (it would be sent as a relative path segment)", id)
+	case strings.ContainsAny(id, `/\`):
+		return fmt.Sprintf("%q contains a slash: a form id is one path segment", id)
+	case strings.ContainsFunc(id, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		return fmt.Sprintf("%q contains whitespace or control characters", id)
+	}
+	return ""
+}
+
+// checkListenAddr checks a host:port for net.Listen without listening.
+func checkListenAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("not host:port (e.g. :9090 or 127.0.0.1:9090)")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	if host != "" && net.ParseIP(host) == nil && strings.ContainsAny(host, " /:") {
+		return fmt.Errorf("host %q is not an address or a name", host)
+	}
+	return nil
+}
+
+// clientConfig is the API client's share of the configuration.
+func (c *Config) clientConfig(token formsapi.Secret, observe func(formsapi.Event)) formsapi.Config {
+	return formsapi.Config{
+		BaseURL:        c.APIBaseURL,
+		Token:          token,
+		RequestTimeout: c.RequestTimeout,
+		RateLimit:      c.RateLimit,
+		MaxWait:        c.MaxWait,
+		MaxRetryAfter:  c.MaxRetryAfter,
+		InitialBackoff: c.BackoffInitial,
+		MaxBackoff:     c.BackoffMax,
+		Observer:       observe,
+	}
+}
+
+// engineConfig is the engine's share of the configuration.
+func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
+	return worker.Config{
+		Forms:         forms,
+		PageSize:      c.PageSize,
+		Concurrency:   c.Concurrency,
+		Lookback:      c.Lookback,
+		TmpDir:        c.TmpDir,
+		FormTimeout:   c.FormTimeout,
+		ShutdownGrace: c.ShutdownTimeout,
+		Logger:        log,
+	}
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package deploy
+
+// raceFlags: see race_on_test.go.
+var raceFlags []string

@@ -1,0 +1,105 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// ErrOlderSchema is returned by OpenReadOnly for a database written by an
+// older formsync: it needs the migration Open applies, which a read-only
+// open cannot make.
+var ErrOlderSchema = errors.New("database schema is older than this formsync")
+
+// OpenReadOnly opens an existing formsync database for reading only, for
+// tools such as `formsync status`: it never creates the file (a missing file
+// is an error wrapping fs.ErrNotExist), never migrates it, takes no write
+// lock, and works on a file the process may not write (a read-only copy or
+// mount). A file from a newer formsync is refused as Open refuses it, one
+// from an older formsync with ErrOlderSchema. Commit fails on such a Sink.
+func OpenReadOnly(ctx context.Context, path string) (*Sink, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty database path")
+	}
+	if strings.HasPrefix(path, ":memory:") || path == ":memory" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("sqlite: database path %q is not a file path", path)
+	}
+	// Checked before opening: SQLite itself would report a missing file as
+	// "unable to open", indistinguishable from a permission problem.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err) // *fs.PathError: wraps fs.ErrNotExist for a missing file
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("sqlite: %s is a directory, not a database file", path)
+	}
+	s, err := openReadOnly(ctx, path, false)
+	if isCantOpen(err) {
+		// A WAL database is read through its -shm file, which SQLite
+		// creates beside it; in a read-only directory (a mounted copy) it
+		// cannot, and says "unable to open". Nothing writes a file there
+		// that this process could see change, so it is read as immutable:
+		// without the -shm and without locks.
+		s, err = openReadOnly(ctx, path, true)
+	}
+	return s, err
+}
+
+func openReadOnly(ctx context.Context, path string, immutable bool) (*Sink, error) {
+	q := url.Values{}
+	q.Set("mode", "ro") // SQLite's URI parameter: never creates, never writes
+	if immutable {
+		q.Set("immutable", "1")
+	}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "query_only(1)")
+	// As a URI, '%' in the path would start an escape.
+	db, err := sql.Open("sqlite", "file:"+strings.ReplaceAll(path, "%", "%25")+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: opening %s: %w", path, err)
+	}
+	db.SetMaxIdleConns(2)
+	s := &Sink{db: db, path: path, now: time.Now}
+	if err := s.checkSchema(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// isCantOpen reports SQLITE_CANTOPEN.
+func isCantOpen(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CANTOPEN
+}
+
+// checkSchema refuses what a read-only open cannot read: a file that is not
+// formsync's, an empty one, and a schema other than this formsync's.
+func (s *Sink) checkSchema(ctx context.Context) error {
+	var appID, version int
+	if err := s.db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil {
+		return s.openError(err)
+	}
+	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return s.openError(err)
+	}
+	switch {
+	case appID == 0 && version == 0:
+		return fmt.Errorf("sqlite: %s: %w (it holds no formsync tables: no sync has written it)", s.path, ErrNotFormsync)
+	case appID != applicationID:
+		return fmt.Errorf("sqlite: %s: %w (it holds other tables)", s.path, ErrNotFormsync)
+	case version > SchemaVersion:
+		return fmt.Errorf("sqlite: %s: %w: schema version %d, this formsync knows up to %d; upgrade formsync", s.path, ErrNewerSchema, version, SchemaVersion)
+	case version < SchemaVersion:
+		return fmt.Errorf("sqlite: %s: %w: schema version %d; a sync (which migrates it) must run first", s.path, ErrOlderSchema, version)
+	}
+	return nil
+}

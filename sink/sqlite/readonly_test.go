@@ -1,0 +1,147 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/sinktest"
+)
+
+func TestOpenReadOnlyMissingFileIsNotCreated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "typo.db")
+	_, err := OpenReadOnly(t.Context(), path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing file: err = %v, want one wrapping fs.ErrNotExist", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("OpenReadOnly created %s", path)
+	}
+}
+
+func TestOpenReadOnlyReadsAndNeverWrites(t *testing.T) {
+	s, path := open(t)
+	commit(t, s, sink.FormCommit{State: stateOf("f1", "a"), Rows: sinktest.Spool(t, row(t, "f1", ptr(1), t0, false, `{"a":1}`))})
+	s.Close()
+	// A read-only copy: the mode bits say so (root ignores them, mode=ro
+	// does not).
+	if err := os.Chmod(path, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+
+	ro, err := OpenReadOnly(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	st, err := ro.ReadState(t.Context(), nil)
+	if err != nil || st["f1"].Rows != 1 {
+		t.Fatalf("state: %+v, %v", st, err)
+	}
+	rows, err := ro.ReadRows(t.Context(), "f1")
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows: %v, %v", rows, err)
+	}
+	if _, err := ro.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stateOf("f2")}}}); err == nil {
+		t.Error("a commit through a read-only sink succeeded")
+	}
+	if _, err := ro.db.Exec(`DELETE FROM submissions`); err == nil {
+		t.Error("a write through a read-only sink's DB succeeded")
+	}
+	after, _ := os.ReadFile(path)
+	if string(before) != string(after) {
+		t.Error("the file changed under a read-only open")
+	}
+}
+
+func TestOpenReadOnlyRefuses(t *testing.T) {
+	dir := t.TempDir()
+	for name, make := range map[string]func(p string) error{
+		"empty file": func(p string) error { return os.WriteFile(p, nil, 0o600) },
+		"junk": func(p string) error {
+			return os.WriteFile(p, []byte(strings.Repeat("this is not sqlite\n", 100)), 0o600)
+		},
+		"other application": func(p string) error {
+			s, err := Open(t.Context(), p)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			_, err = s.db.Exec("PRAGMA application_id = 42")
+			return err
+		},
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".db")
+		if err := make(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := OpenReadOnly(t.Context(), p); !errors.Is(err, ErrNotFormsync) {
+			t.Errorf("%s: err = %v, want ErrNotFormsync", name, err)
+		}
+	}
+
+	for _, tc := range []struct {
+		version int
+		want    error
+	}{{SchemaVersion + 1, ErrNewerSchema}, {SchemaVersion - 1, ErrOlderSchema}} {
+		p := filepath.Join(dir, fmt.Sprintf("v%d.db", tc.version))
+		s, err := Open(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.db.Exec(fmt.Sprintf("PRAGMA user_version = %d", tc.version))
+		s.Close()
+		if _, err := OpenReadOnly(t.Context(), p); !errors.Is(err, tc.want) {
+			t.Errorf("schema version %d: err = %v, want %v", tc.version, err, tc.want)
+		}
+	}
+	if _, err := OpenReadOnly(t.Context(), dir); err == nil {
+		t.Error("a directory opened")
+	}
+}
+
+// TestOpenReadOnlyInAReadOnlyDirectory reads a WAL database whose directory
+// cannot be written (a mounted copy): SQLite cannot create its -shm file
+// there. As root a directory's mode does not stop writes, so the test
+// makes a read-only bind mount instead, and is skipped where it cannot.
+func TestOpenReadOnlyInAReadOnlyDirectory(t *testing.T) {
+	src := t.TempDir()
+	s, err := Open(t.Context(), filepath.Join(src, "f.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, sink.FormCommit{State: stateOf("f1", "a"), Rows: sinktest.Spool(t, row(t, "f1", ptr(1), t0, false, `{"a":1}`))})
+	s.Close() // the last connection: the -wal and -shm files go
+	dir := src
+	if os.Geteuid() == 0 {
+		dir = t.TempDir()
+		if out, err := exec.Command("mount", "--bind", src, dir).CombinedOutput(); err != nil {
+			t.Skipf("cannot make a read-only mount here: %v %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("umount", dir).Run() })
+		if out, err := exec.Command("mount", "-o", "remount,bind,ro", dir).CombinedOutput(); err != nil {
+			t.Skipf("cannot make a read-only mount here: %v %s", err, out)
+		}
+	} else {
+		os.Chmod(dir, 0o555)
+		t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	}
+	if err := os.WriteFile(filepath.Join(dir, "probe"), nil, 0o600); err == nil {
+		t.Skip("the directory is still writable")
+	}
+	ro, err := OpenReadOnly(t.Context(), filepath.Join(dir, "f.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if st, err := ro.ReadState(t.Context(), nil); err != nil || st["f1"].Rows != 1 {
+		t.Errorf("state: %+v, %v", st, err)
+	}
+}
