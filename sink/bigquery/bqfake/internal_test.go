@@ -47,3 +47,49 @@ func TestNullStructMemberRefused(t *testing.T) {
 		t.Errorf("a NULL member was accepted: %v", err)
 	}
 }
+
+// TestExplainTellsEqualityFromOr is the control for the sink's MERGE plan
+// test: on the same tables, the join on one match key is an index search,
+// and the former condition (key = k OR key = legacy key) is not.
+func TestExplainTellsEqualityFromOr(t *testing.T) {
+	s := New(Options{})
+	defer s.Close()
+	tx, err := s.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for _, q := range []string{
+		`CREATE TEMP TABLE t (form_id TEXT, submission_key TEXT, submission_id INTEGER)`,
+		`CREATE TEMP TABLE p (form_id TEXT, submission_key TEXT, match_key TEXT, legacy_key TEXT)`,
+		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+		 INSERT INTO t SELECT 'f', CAST(i AS TEXT), i FROM n`,
+		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)
+		 INSERT INTO p SELECT 'f', CAST(i AS TEXT), CAST(i AS TEXT), NULL FROM n`,
+	} {
+		if _, err := tx.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search := func(plan string) bool {
+		for _, l := range strings.Split(plan, "\n") {
+			if strings.HasPrefix(l, "SEARCH") && strings.Contains(l, "INDEX") && strings.Contains(l, "key=?") {
+				return true
+			}
+		}
+		return false
+	}
+	eq, err := explain(tx, `SELECT t.rowid FROM temp.p AS p JOIN temp.t AS t ON t.form_id = p.form_id AND t.submission_key = p.match_key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	or, err := explain(tx, `SELECT t.rowid FROM temp.p AS p JOIN temp.t AS t ON t.form_id = p.form_id
+		AND (t.submission_key = p.submission_key OR (t.submission_id IS NULL AND t.submission_key = p.legacy_key))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("equality:\n%sor:\n%s", eq, or)
+	if !search(eq) || search(or) {
+		t.Errorf("EXPLAIN does not tell the joins apart:\nequality:\n%sor:\n%s", eq, or)
+	}
+}
