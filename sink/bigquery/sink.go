@@ -14,6 +14,7 @@ import (
 
 	bq "cloud.google.com/go/bigquery"
 	"github.com/cenkalti/backoff/v4"
+	"github.com/formsync/formsync/sink"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 )
@@ -143,6 +144,8 @@ func (c Config) validate() error {
 	return nil
 }
 
+var _ sink.Sink = (*Sink)(nil)
+
 // Sink is the BigQuery destination. It is safe for concurrent use: each
 // commit has a staging table of its own, and BigQuery itself refuses (and
 // the sink retries) transactions that would overlap.
@@ -198,9 +201,6 @@ func (s *Sink) Close() error {
 	}
 	return nil
 }
-
-// Client is the underlying BigQuery client, for tools (status, tests).
-func (s *Sink) Client() *bq.Client { return s.client }
 
 func (s *Sink) dataset() *bq.Dataset { return s.client.Dataset(s.cfg.Dataset) }
 

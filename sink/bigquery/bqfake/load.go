@@ -211,6 +211,7 @@ func convert(f *bqv2.TableFieldSchema, raw json.RawMessage) (any, error) {
 		if s, ok := v.(string); ok {
 			return s, nil
 		}
+		//lint:ignore ST1005 BigQuery's own wording, which the sink's error classification sees
 		return nil, errors.New("Could not convert value to string.")
 	case "INTEGER":
 		switch x := v.(type) {
@@ -223,6 +224,7 @@ func convert(f *bqv2.TableFieldSchema, raw json.RawMessage) (any, error) {
 				return n, nil
 			}
 		}
+		//lint:ignore ST1005 BigQuery's own wording, which the sink's error classification sees
 		return nil, errors.New("Could not convert value to integer.")
 	case "FLOAT":
 		switch x := v.(type) {
@@ -235,6 +237,7 @@ func convert(f *bqv2.TableFieldSchema, raw json.RawMessage) (any, error) {
 				return n, nil
 			}
 		}
+		//lint:ignore ST1005 BigQuery's own wording, which the sink's error classification sees
 		return nil, errors.New("Could not convert value to double.")
 	case "BOOLEAN":
 		switch x := v.(type) {
@@ -251,6 +254,7 @@ func convert(f *bqv2.TableFieldSchema, raw json.RawMessage) (any, error) {
 				return int64(0), nil
 			}
 		}
+		//lint:ignore ST1005 BigQuery's own wording, which the sink's error classification sees
 		return nil, errors.New("Could not convert value to boolean.")
 	case "TIMESTAMP":
 		switch x := v.(type) {
@@ -263,6 +267,7 @@ func convert(f *bqv2.TableFieldSchema, raw json.RawMessage) (any, error) {
 				return int64(sec * 1e6), nil
 			}
 		}
+		//lint:ignore ST1005 BigQuery's own wording, which the sink's error classification sees
 		return nil, errors.New("Couldn't convert value to timestamp.")
 	}
 	return nil, fmt.Errorf("type %s is not supported", f.Type)

@@ -8,20 +8,15 @@ import (
 	"github.com/formsync/formsync/sink/bigquery"
 )
 
-// openBigQuery opens the BigQuery sink. Each shard of a sharded run loads
-// into its own staging table, so concurrent pods never overwrite each
-// other's staged rows.
+// openBigQuery opens the BigQuery sink. Every commit, whatever the process
+// or shard, loads into a staging table of its own in <dataset>_staging (the
+// sink's defaults), so concurrent pods never merge each other's rows.
 func openBigQuery(ctx context.Context, cfg Config) (sink.Sink, error) {
-	staging := "_formsync_staging"
-	if cfg.ShardCount > 1 {
-		staging = fmt.Sprintf("%s_%d", staging, cfg.ShardIndex)
-	}
 	s, err := bigquery.Open(ctx, bigquery.Config{
-		Project:      cfg.BQProject,
-		Dataset:      cfg.BQDataset,
-		Location:     cfg.BQLocation,
-		Endpoint:     cfg.BQEndpoint,
-		StagingTable: staging,
+		Project:  cfg.BQProject,
+		Dataset:  cfg.BQDataset,
+		Location: cfg.BQLocation,
+		Endpoint: cfg.BQEndpoint,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening BigQuery sink %s.%s: %w", cfg.BQProject, cfg.BQDataset, err)
