@@ -43,7 +43,7 @@ type Config struct {
 	// CONCURRENCY: forms synced at once.
 	Concurrency int `envconfig:"CONCURRENCY" group:"api" desc:"forms synced at once"`
 	// RATE_LIMIT: requests per second to the API, shared by all forms.
-	RateLimit float64 `envconfig:"RATE_LIMIT" group:"api" desc:"API requests per second, shared by all forms"`
+	RateLimit float64 `envconfig:"RATE_LIMIT" group:"api" desc:"most API requests per second, all forms together; below it the server's rate-limit headers set the pace"`
 	// REQUEST_TIMEOUT: limit of one HTTP attempt, body included.
 	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" group:"api" desc:"timeout of one API request, body included"`
 	// MAX_WAIT: how long one page may spend waiting on retries (429, 5xx)
