@@ -392,3 +392,16 @@ func TestConcurrentCommitsAndReads(t *testing.T) {
 		assertRowCounter(t, s, fmt.Sprintf("f%d", g))
 	}
 }
+
+// An in-memory database keeps nothing after the run: refused, not a sync
+// that reports success and stores nothing.
+func TestOpenRefusesInMemory(t *testing.T) {
+	for _, path := range []string{":memory:", ":memory:?cache=shared"} {
+		if s, err := Open(t.Context(), path); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded", path)
+		} else if !strings.Contains(err.Error(), "in-memory") {
+			t.Errorf("Open(%q): %v, want it to say in-memory", path, err)
+		}
+	}
+}
