@@ -77,7 +77,12 @@ func ID(id int64) *int64 { return &id }
 // Spool stages rows in a finished spool, removed when the test ends.
 func Spool(t testing.TB, rows ...sink.Row) *sink.Spool {
 	t.Helper()
-	sp, err := sink.NewSpool(t.TempDir())
+	return spoolIn(t, t.TempDir(), rows...)
+}
+
+func spoolIn(t testing.TB, dir string, rows ...sink.Row) *sink.Spool {
+	t.Helper()
+	sp, err := sink.NewSpool(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,19 +413,7 @@ func testSameFormTwice(t *testing.T, s Sink) {
 func corruptSpool(t *testing.T, rows ...sink.Row) *sink.Spool {
 	t.Helper()
 	dir := t.TempDir()
-	sp, err := sink.NewSpool(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Remove() })
-	for _, r := range rows {
-		if err := sp.Append(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sp.Finish(); err != nil {
-		t.Fatal(err)
-	}
+	sp := spoolIn(t, dir, rows...)
 	files, err := filepath.Glob(filepath.Join(dir, "*"))
 	if err != nil || len(files) != 1 {
 		t.Fatalf("spool file: %v %v", files, err)
