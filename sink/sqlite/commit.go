@@ -302,9 +302,10 @@ func upsertRows(ctx context.Context, st *commitStmts, formID string, spool *sink
 	// A spool read newest first holds each submission once, ids
 	// descending: read backwards, it inserts in ascending key order, and
 	// the B-trees grow at one edge instead of splitting pages everywhere
-	// (measured 1.5x faster into an empty table). Rows with distinct keys
-	// do not depend on each other's order, unless some are re-keyed from
-	// content keys, which only a form holding such rows does.
+	// (a quarter less time into an empty table, BENCHMARKS.md section 8).
+	// Rows with distinct keys do not depend on each other's order, unless
+	// some are re-keyed from content keys, which only a form holding such
+	// rows does.
 	rows := spool.Rows()
 	if !hasLegacy && spool.DescendingIDs() {
 		rows = spool.RowsReversed()
