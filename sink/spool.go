@@ -2,12 +2,14 @@ package sink
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -39,6 +41,11 @@ type Spool struct {
 	maxAt   time.Time
 	done    bool
 	removed bool
+	// descIDs says that every row so far has an id, each below the one
+	// before it (prevID): no key repeats, and the reverse order is
+	// ascending.
+	descIDs bool
+	prevID  int64
 }
 
 // SpoolPattern is the name of every spool file (os.CreateTemp's pattern),
@@ -65,6 +72,17 @@ func (s *Spool) Append(r Row) error {
 	s.size += int64(n)
 	if err != nil {
 		return fmt.Errorf("spool: writing row: %w", err)
+	}
+	switch {
+	case r.SubmissionID == nil:
+		s.descIDs = false
+	case s.n == 0:
+		s.descIDs = true
+	default:
+		s.descIDs = s.descIDs && *r.SubmissionID < s.prevID
+	}
+	if r.SubmissionID != nil {
+		s.prevID = *r.SubmissionID
 	}
 	if s.n == 0 || r.CreatedAt.Before(s.minAt) {
 		s.minAt = r.CreatedAt
@@ -152,6 +170,77 @@ func (s *Spool) Rows() iter.Seq2[Row, error] {
 			if err != nil { // EOF after a last line without '\n'
 				return
 			}
+		}
+	}
+}
+
+// DescendingIDs reports whether every staged row has an id and each id is
+// below the one staged before it: then no submission is staged twice, and
+// RowsReversed yields the rows in ascending id order. A first sync reads a
+// newest-first form this way.
+func (s *Spool) DescendingIDs() bool { return s.descIDs && s.n > 0 }
+
+// reverseChunk is how much RowsReversed reads at a time.
+const reverseChunk = 64 << 10
+
+// RowsReversed reads the staged rows back in the reverse of the order they
+// were appended, reading the file backwards a chunk at a time, so that its
+// memory does not grow with the spool.
+func (s *Spool) RowsReversed() iter.Seq2[Row, error] {
+	return func(yield func(Row, error) bool) {
+		if !s.done {
+			yield(Row{}, errors.New("spool: open before finish"))
+			return
+		}
+		f, err := os.Open(s.f.Name())
+		if err != nil {
+			yield(Row{}, fmt.Errorf("spool: reopening: %w", err))
+			return
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			yield(Row{}, fmt.Errorf("spool: reopening: %w", err))
+			return
+		}
+		off := fi.Size()
+		// pending is the file's bytes [off, end of the rows not yet
+		// yielded); spare is the buffer it moves to when a chunk is read
+		// before it.
+		var pending, spare []byte
+		var p wireParser
+		for {
+			// Yield every line of pending that starts after a newline
+			// within it, or at the start of the file.
+			for len(pending) > 0 {
+				body := bytes.TrimSuffix(pending, []byte("\n"))
+				i := bytes.LastIndexByte(body, '\n')
+				if i < 0 && off > 0 {
+					break
+				}
+				r, perr := p.parse(pending[i+1:])
+				if perr != nil {
+					yield(Row{}, fmt.Errorf("spool: decoding row %d from the end: %w", p.rows+1, perr))
+					return
+				}
+				p.rows++
+				if !yield(r, nil) {
+					return
+				}
+				pending = pending[:i+1]
+			}
+			if off == 0 {
+				return
+			}
+			n := min(int64(reverseChunk), off)
+			off -= n
+			spare = slices.Grow(spare[:0], int(n)+len(pending))[:int(n)+len(pending)]
+			copy(spare[n:], pending)
+			if _, err := f.ReadAt(spare[:n], off); err != nil {
+				yield(Row{}, fmt.Errorf("spool: reading: %w", err))
+				return
+			}
+			pending, spare = spare, pending
 		}
 	}
 }

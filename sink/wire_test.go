@@ -188,3 +188,74 @@ func BenchmarkSpool(b *testing.B) {
 		}
 	})
 }
+
+// RowsReversed yields what Rows does, last row first, whatever the lines'
+// lengths against its chunk (lines longer than a chunk, lines that end on a
+// chunk's edge); DescendingIDs holds only for strictly descending ids.
+func TestSpoolRowsReversed(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, n := range []int{0, 1, 2, 3, 50, 700} {
+		s, err := NewSpool(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Remove()
+		for i := range n {
+			id := int64(n - i)
+			pad := strings.Repeat("z", (i*7919)%(reverseChunk/3))
+			if i%97 == 5 {
+				pad = strings.Repeat("w", reverseChunk+i) // longer than a chunk
+			}
+			if err := s.Append(Row{FormID: "f", SubmissionID: &id, SubmissionKey: strconv.FormatInt(id, 10), ContentKey: "c",
+				CreatedAt: at.Add(time.Duration(id) * time.Second), Fields: `{"p":"` + pad + `"}`, Files: "[]"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		var fwd, rev []Row
+		for r, err := range s.Rows() {
+			if err != nil {
+				t.Fatal(err)
+			}
+			fwd = append(fwd, r)
+		}
+		for r, err := range s.RowsReversed() {
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev = append(rev, r)
+		}
+		if len(fwd) != n || len(rev) != n {
+			t.Fatalf("n=%d: forward %d rows, reversed %d", n, len(fwd), len(rev))
+		}
+		for i := range fwd {
+			if !reflect.DeepEqual(fwd[i], rev[n-1-i]) {
+				t.Fatalf("n=%d: row %d differs read backwards", n, i)
+			}
+		}
+		if s.DescendingIDs() != (n > 0) {
+			t.Errorf("n=%d: DescendingIDs = %v", n, s.DescendingIDs())
+		}
+	}
+	s, err := NewSpool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Remove()
+	for _, id := range []int64{5, 4, 4} { // a repeat
+		if err := s.Append(Row{FormID: "f", SubmissionID: &id, SubmissionKey: strconv.FormatInt(id, 10), CreatedAt: at, Fields: "{}", Files: "[]"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.DescendingIDs() {
+		t.Error("DescendingIDs with an id staged twice")
+	}
+	if err := s.Append(Row{FormID: "f", SubmissionKey: "c", CreatedAt: at, Fields: "{}", Files: "[]"}); err != nil {
+		t.Fatal(err)
+	}
+	if s.DescendingIDs() {
+		t.Error("DescendingIDs with a row without id")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"time"
 
@@ -192,6 +193,93 @@ func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc s
 	return counts, nil
 }
 
+// stagedRow is a spool row with its created_at formatted for the table.
+type stagedRow struct {
+	sink.Row
+	created string
+}
+
+// prefetchBatch is how many rows prefetch hands over at a time, and
+// prefetchDepth how many batches it reads ahead.
+const (
+	prefetchBatch = 256
+	prefetchDepth = 4
+)
+
+// prefetch yields the rows of seq, reading and parsing them in a goroutine
+// of its own a few batches ahead, so that decoding the spool runs on
+// another core than the statements, which are the commit's critical path.
+// The goroutine has ended (and closed the spool) when the iteration does.
+func prefetch(seq iter.Seq2[sink.Row, error]) iter.Seq2[stagedRow, error] {
+	type batch struct {
+		rows []stagedRow
+		err  error
+	}
+	return func(yield func(stagedRow, error) bool) {
+		ch := make(chan batch, prefetchDepth)
+		free := make(chan []stagedRow, prefetchDepth+2)
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer close(ch)
+			send := func(b batch) bool {
+				select {
+				case ch <- b:
+					return true
+				case <-stop:
+					return false
+				}
+			}
+			next := func() []stagedRow {
+				select {
+				case b := <-free:
+					return b[:0]
+				default:
+					return make([]stagedRow, 0, prefetchBatch)
+				}
+			}
+			b := next()
+			for r, err := range seq {
+				if err != nil {
+					send(batch{rows: b, err: err})
+					return
+				}
+				b = append(b, stagedRow{Row: r, created: r.CreatedAt.UTC().Format(sink.TimeLayout)})
+				if len(b) == prefetchBatch {
+					if !send(batch{rows: b}) {
+						return
+					}
+					b = next()
+				}
+			}
+			if len(b) > 0 {
+				send(batch{rows: b})
+			}
+		}()
+		defer func() {
+			close(stop)
+			<-done
+		}()
+		for b := range ch {
+			for _, r := range b.rows {
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if b.err != nil {
+				yield(stagedRow{}, b.err)
+				return
+			}
+			clear(b.rows)
+			select {
+			case free <- b.rows:
+			default:
+			}
+		}
+	}
+}
+
 // upsertRows streams one spool into the submissions table, adding to counts.
 // It returns how many stored rows it deleted (legacy duplicates of re-keyed
 // rows) so that the form's row counter stays equal to its stored rows.
@@ -211,11 +299,23 @@ func upsertRows(ctx context.Context, st *commitStmts, formID string, spool *sink
 		}
 		return r.RowsAffected()
 	}
+	// A spool read newest first holds each submission once, ids
+	// descending: read backwards, it inserts in ascending key order, and
+	// the B-trees grow at one edge instead of splitting pages everywhere
+	// (a quarter less time into an empty table, BENCHMARKS.md section 8).
+	// Rows with distinct keys do not depend on each other's order, unless
+	// some are re-keyed from content keys, which only a form holding such
+	// rows does.
+	rows := spool.Rows()
+	if !hasLegacy && spool.DescendingIDs() {
+		rows = spool.RowsReversed()
+	}
 	n := 0
-	for r, err := range spool.Rows() {
+	for sr, err := range prefetch(rows) {
 		if err != nil {
 			return removed, err
 		}
+		r := &sr.Row
 		if n++; n%ctxCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
 				return removed, err
@@ -236,7 +336,7 @@ func upsertRows(ctx context.Context, st *commitStmts, formID string, spool *sink
 		if r.Raw != "" {
 			raw = sql.NullString{String: r.Raw, Valid: true}
 		}
-		created := r.CreatedAt.UTC().Format(sink.TimeLayout)
+		created := sr.created
 		if id.Valid && hasLegacy && r.ContentKey != "" && r.ContentKey != r.SubmissionKey {
 			k, err := exec(st.rekey, id, r.SubmissionKey, spam, r.Fields, r.Files, raw, syncedAt,
 				formID, r.ContentKey, formID, r.SubmissionKey)

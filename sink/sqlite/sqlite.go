@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"github.com/formsync/formsync/sink"
+	"io/fs"
+	"os"
 
 	"context"
 	"database/sql"
@@ -60,16 +62,22 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 		// than opening some other file.
 		return nil, fmt.Errorf("sqlite: database path %q must be a plain file path, without '?' or '#' and not a file: URI", path)
 	}
+	if fi, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && fi.Mode().IsRegular() && fi.Size() == 0) {
+		setPageSize(ctx, path)
+	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
-	// A page cache of 32 MiB (KiB when negative) keeps most of the primary
-	// key index of a large table in memory during a long commit; it is a
-	// fixed bound. 64 MiB was measured 12% faster on a million-row backfill
-	// but pushed peak RSS from 94 to 156 MiB (BENCHMARKS.md).
-	q.Add("_pragma", "cache_size(-32768)")
+	// A page cache of 16 MiB (KiB when negative); a fixed bound. A commit
+	// of rows in key order (a newest-first spool, read backwards) touches
+	// few pages at a time and was no slower with 16 than with 32 MiB, and
+	// peak RSS fell from 83 to 60 MiB; rows keyed by content land at random
+	// and were some 5% slower (BENCHMARKS.md). 64 MiB was measured 12%
+	// faster on a million-row backfill before key-order inserts, but pushed
+	// peak RSS from 94 to 156 MiB.
+	q.Add("_pragma", "cache_size(-16384)")
 	// Writers take the write lock when they begin, so that two writers
 	// never deadlock upgrading read locks; readers never open transactions.
 	q.Set("_txlock", "immediate")
@@ -84,6 +92,37 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newPageSize is the page size of a new database file. A submission with
+// its raw JSON is some 500 bytes: a 4 KiB page (SQLite's default) holds a
+// handful, and a large commit spends much of its time splitting pages
+// (BENCHMARKS.md).
+const newPageSize = 8192
+
+// setPageSize gives a new, empty database file newPageSize pages. It must
+// run before the file is put in WAL mode, which writes its header: the
+// driver applies DSN pragmas in lexicographic order, journal_mode before
+// page_size, hence a connection of its own. Errors are left to Open, which
+// meets them again; a file another process created meanwhile keeps its
+// page size (SQLite ignores the pragma for a file with content).
+func setPageSize(ctx context.Context, path string) {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d", newPageSize)); err != nil {
+		return
+	}
+	conn.ExecContext(ctx, "PRAGMA journal_mode = WAL")
 }
 
 // Close closes the database.
