@@ -218,10 +218,8 @@ var ErrFormTimeout = errors.New("form not read within its time budget")
 // IncompleteError says that a form's rows fall short of the API's total
 // after a run and a full re-read.
 type IncompleteError struct {
-	FormID         string
-	Stored, Total  int64
-	Missing        int64
-	FullReReadDone bool
+	FormID                 string
+	Stored, Total, Missing int64
 }
 
 func (e *IncompleteError) Error() string {
@@ -305,6 +303,7 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 	now := e.cfg.Now().UTC()
 	c := &sink.Commit{SyncedAt: now}
 	var committed []*formRun
+	var formIndex []int // committed[i]'s place in c.Forms
 	for _, r := range runs {
 		switch {
 		case r.err == nil:
@@ -313,9 +312,10 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 				e.cfg.Logger.Warn("the form has more field names than a view has columns: its view shows the first ones, every value stays in the fields column",
 					"form", r.old.FormID, "field_names", n, "view_columns", sink.MaxViewFields)
 			}
+			formIndex = append(formIndex, len(c.Forms))
 			c.Forms = append(c.Forms, sink.FormCommit{State: next, Rows: r.spool})
 			committed = append(committed, r)
-		case errors.Is(r.err, context.Canceled) && !errors.Is(r.err, formsapi.ErrUnauthorized):
+		case interrupted(r.err):
 			// Stopped by shutdown or by another form's 401, not a failure
 			// of this form: leave its state alone.
 		default:
@@ -341,12 +341,20 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 		rep.CommitErr = fmt.Errorf("committing %d forms: %w", len(c.Forms), err)
 		return
 	}
-	for _, r := range committed {
+	for i, r := range committed {
 		r.committed = true
 		got := res[r.old.FormID]
 		r.report.Inserted += got.Inserted
 		r.report.Updated += got.Updated
+		// As committed: merged with another process's state, if it had to be.
+		r.report.Watermark = c.Forms[formIndex[i]].State.Watermark
 	}
+}
+
+// interrupted reports a form stopped by the run (a shutdown, or another
+// form's 401) rather than failing: its state is left alone.
+func interrupted(err error) bool {
+	return errors.Is(err, context.Canceled) && !errors.Is(err, formsapi.ErrUnauthorized)
 }
 
 // commit applies c, and when the sink refuses it because another process
@@ -453,35 +461,39 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs []*for
 		case a.err != nil:
 			r.err = fmt.Errorf("form %s: the full re-read for the completeness check failed: %w", r.old.FormID, a.err)
 		default:
-			r.wm, r.report.Total = a.wm, a.report.Total
+			r.report.Watermark, r.report.Total, r.report.Missing = a.report.Watermark, a.report.Total, 0
 		}
 	}
+	// Recorded in the states too, so that `formsync status` shows it.
 	still := e.shortForms(ctx, again)
+	if len(still) == 0 {
+		return
+	}
+	byID := make(map[string]*formRun, len(short))
+	for _, r := range short {
+		byID[r.old.FormID] = r
+	}
+	ids = ids[:0]
 	for _, a := range still {
-		i := indexOfRun(short, a.old.FormID)
-		r := short[i]
+		r := byID[a.old.FormID]
 		r.report.Missing = a.report.Missing
-		r.err = &IncompleteError{FormID: r.old.FormID, Stored: a.report.Total - a.report.Missing, Total: a.report.Total, Missing: a.report.Missing, FullReReadDone: true}
-		// Recorded in the state so that `formsync status` shows it.
-		st, err := e.dst.ReadState(ctx, []string{r.old.FormID})
-		if err == nil {
-			s := st[r.old.FormID]
-			s.LastError, s.LastErrorAt = r.err.Error(), e.cfg.Now().UTC()
-			_, _, err = e.commit(ctx, &sink.Commit{SyncedAt: e.cfg.Now().UTC(), Forms: []sink.FormCommit{{State: s}}}, mergeSync)
-		}
-		if err != nil {
-			e.cfg.Logger.Error("cannot record an incomplete form in its state", "form", r.old.FormID, "error", err.Error())
-		}
+		r.err = &IncompleteError{FormID: r.old.FormID, Stored: a.report.Total - a.report.Missing, Total: a.report.Total, Missing: a.report.Missing}
+		ids = append(ids, r.old.FormID)
 	}
-}
-
-func indexOfRun(runs []*formRun, id string) int {
-	for i, r := range runs {
-		if r.old.FormID == id {
-			return i
+	now := e.cfg.Now().UTC()
+	states, err = e.dst.ReadState(ctx, ids)
+	if err == nil {
+		c := &sink.Commit{SyncedAt: now}
+		for _, id := range ids {
+			st := states[id]
+			st.LastError, st.LastErrorAt = byID[id].err.Error(), now
+			c.Forms = append(c.Forms, sink.FormCommit{State: st})
 		}
+		_, _, err = e.commit(ctx, c, mergeSync)
 	}
-	return -1
+	if err != nil {
+		e.cfg.Logger.Error("cannot record incomplete forms in their state", "forms", ids, "error", err.Error())
+	}
 }
 
 // shortForms are the committed, completely read forms whose stored rows
@@ -543,7 +555,7 @@ func (e *Engine) logReport(rep *Report) {
 		case rep.Fatal != nil && errors.Is(err, formsapi.ErrUnauthorized):
 			// Said once, below, for the whole run.
 			log.Debug("form not read: the run stopped", append(attrs, slog.String("error", err.Error()))...)
-		case err != nil && errors.Is(err, context.Canceled) && !errors.Is(err, formsapi.ErrUnauthorized):
+		case err != nil && interrupted(err):
 			log.Warn("form interrupted before it was read completely; it will be read again next run", attrs...)
 		case err != nil:
 			log.Error("form failed", append(attrs, slog.String("error", err.Error()))...)

@@ -531,3 +531,26 @@ func TestViewColumnCapIsLogged(t *testing.T) {
 		t.Errorf("no warning about the view's column cap in:\n%.2000s", logs.String())
 	}
 }
+
+// A form short of the API's total whose full re-read finds what was missing
+// is complete: no error, nothing reported missing.
+func TestShortFormMendedByTheReRead(t *testing.T) {
+	subs := manySubs(3)
+	api := &fakeAPI{perPage: 10, pages: func(string) (int, int, bool) { return 3, 1, true }}
+	api.set("f", subs[0], subs[2]) // the middle one is not listed yet
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.ServeHTTP(w, r)
+		api.set("f", subs...) // listed from the second request on
+	})
+	s := memsink.New()
+	rep, err := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}}).Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr := rep.Forms[0]; fr.Err != nil || fr.Missing != 0 || fr.Rescans != 1 || fr.Inserted != 3 {
+		t.Errorf("report: err %v, missing %d, rescans %d, inserted %d; want nil, 0, 1, 3", fr.Err, fr.Missing, fr.Rescans, fr.Inserted)
+	}
+	if st, _ := s.ReadState(t.Context(), nil); st["f"].LastError != "" || st["f"].Rows != 3 {
+		t.Errorf("state: error %q, rows %d", st["f"].LastError, st["f"].Rows)
+	}
+}

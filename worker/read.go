@@ -27,9 +27,7 @@ type formRun struct {
 	// first page).
 	passNew  int64
 	minTotal int64
-	// full is set when the last pass read every page of the form (not only
-	// what is newer than the watermark).
-	full      bool
+	// committed is set once the run's rows and state are in the sink.
 	committed bool
 	start     time.Time
 	// onStaged, when set, is told of every staged row.
@@ -68,15 +66,16 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, full bool) *formRu
 	return r
 }
 
-// explain names a form's time budget when that is what stopped it.
+// explain names a form's time budget when that is what stopped it (only
+// the form's own context carries ErrFormTimeout as its cause).
 func (r *formRun) explain(ctx context.Context, err error) error {
-	if errors.Is(context.Cause(ctx), ErrFormTimeout) && !errors.Is(err, ErrFormTimeout) {
-		return fmt.Errorf("form %s: %w (%s) after %d pages: %w", r.old.FormID, ErrFormTimeout, r.e.cfg.FormTimeout, r.report.Pages, err)
+	if !errors.Is(context.Cause(ctx), ErrFormTimeout) {
+		return err
 	}
-	if errors.Is(err, ErrFormTimeout) {
-		return fmt.Errorf("form %s: not read within its time budget (%s) after %d pages: %w", r.old.FormID, r.e.cfg.FormTimeout, r.report.Pages, err)
+	if !errors.Is(err, ErrFormTimeout) {
+		err = fmt.Errorf("%w: %w", ErrFormTimeout, err)
 	}
-	return err
+	return fmt.Errorf("form %s: stopped after %d pages by its %s budget: %w", r.old.FormID, r.report.Pages, r.e.cfg.FormTimeout, err)
 }
 
 // finalReport is the form's report with what the run ended with.
@@ -85,9 +84,8 @@ func (r *formRun) finalReport() FormReport {
 	fr.Err = r.err
 	fr.Order = r.order
 	fr.Duration = r.e.cfg.Now().Sub(r.start)
-	fr.Watermark = r.old.Watermark
-	if r.committed {
-		fr.Watermark = r.next(time.Time{}).Watermark
+	if !r.committed {
+		fr.Watermark = r.old.Watermark
 	}
 	if r.spool != nil {
 		fr.Staged = r.spool.Len()
@@ -171,7 +169,6 @@ func (r *formRun) scan(ctx context.Context, full bool) error {
 	if err := r.pass(ctx, threshold, first); err != nil {
 		return err
 	}
-	r.full = !incremental
 	// A short read: fewer new submissions than the total grew by means some
 	// were inserted behind the watermark. Read everything once.
 	if incremental && r.old.LastTotal >= 0 && r.passNew < r.minTotal-r.old.LastTotal {
@@ -179,7 +176,6 @@ func (r *formRun) scan(ctx context.Context, full bool) error {
 		if err := r.pass(ctx, state.Watermark{}, nil); err != nil {
 			return err
 		}
-		r.full = true
 	}
 	return nil
 }

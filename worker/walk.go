@@ -80,10 +80,6 @@ func (w *walker) walk(ctx context.Context, start int, first *formsapi.Page) erro
 			seen.page, seen.total = prev.page, prev.total
 			prev = seen
 		}
-		if prev != nil && prev.page != page && len(p.Submissions) > 0 && slices.Equal(prev.order, keysInOrder(p, r.old.FormID)) {
-			return fmt.Errorf("form %s: page %d holds exactly the submissions of page %d, so the server (or a proxy) ignores the page parameter: %w",
-				r.old.FormID, page, prev.page, formsapi.ErrPaging)
-		}
 		var prevKeys map[string]struct{}
 		if prev != nil {
 			prevKeys = prev.keys
@@ -91,6 +87,13 @@ func (w *walker) walk(ctx context.Context, start int, first *formsapi.Page) erro
 		seen, reached, err := w.consume(p, prevKeys)
 		if err != nil {
 			return err
+		}
+		// A page repeating the one before it, submission for submission,
+		// staged nothing (every key was the previous page's): the server
+		// or a proxy ignores the page parameter.
+		if prev != nil && len(seen.order) > 0 && slices.Equal(prev.order, seen.order) {
+			return fmt.Errorf("form %s: page %d holds exactly the submissions of page %d, so the server (or a proxy) ignores the page parameter: %w",
+				r.old.FormID, page, prev.page, formsapi.ErrPaging)
 		}
 		seen.page, seen.total = page, p.Total
 		prev = seen
@@ -113,24 +116,13 @@ func (w *walker) walk(ctx context.Context, start int, first *formsapi.Page) erro
 	return nil
 }
 
-// seenPage is what the walk remembers of the page it read last.
+// seenPage is what the walk remembers of the page it read last: its
+// submissions' keys, as a set and in the order served.
 type seenPage struct {
 	page  int
 	total int
 	keys  map[string]struct{}
 	order []string
-}
-
-func keysInOrder(p *formsapi.Page, formID string) []string {
-	keys := make([]string, 0, len(p.Submissions))
-	for _, s := range p.Submissions {
-		if s.ID != nil {
-			keys = append(keys, fmt.Sprint(*s.ID))
-			continue
-		}
-		keys = append(keys, s.CreatedAt.String()+"\x00"+string(s.Fields)+"\x00"+string(s.Files))
-	}
-	return keys
 }
 
 // consume stages a page's submissions within the span, skipping those taken
@@ -140,12 +132,13 @@ func keysInOrder(p *formsapi.Page, formID string) []string {
 // oldest on the page, so everything before it is older still).
 func (w *walker) consume(p *formsapi.Page, prev map[string]struct{}) (seen *seenPage, reached bool, err error) {
 	r := w.r
-	seen = &seenPage{keys: make(map[string]struct{}, len(p.Submissions)), order: keysInOrder(p, r.old.FormID)}
+	seen = &seenPage{keys: make(map[string]struct{}, len(p.Submissions)), order: make([]string, 0, len(p.Submissions))}
 	for i, s := range p.Submissions {
 		row, names, err := r.rowOf(s)
 		if err != nil {
 			return nil, false, fmt.Errorf("form %s page %d submission %d: %w", r.old.FormID, p.CurrentPage, i+1, err)
 		}
+		seen.order = append(seen.order, row.SubmissionKey)
 		past := w.span.past(row)
 		if past && (w.forward() || i == 0) {
 			reached = true
