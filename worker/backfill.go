@@ -193,10 +193,6 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	if b.spool, err = sink.NewSpool(b.e.cfg.TmpDir); err != nil {
 		return fmt.Errorf("form %s: %w", b.old.FormID, err)
 	}
-	b.old.Backfill = &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, StartedAt: b.start.UTC()}
-	if rf := rep.ResumedFrom; !rf.IsZero() {
-		b.old.Backfill.Cursor = rf
-	}
 	w := &walker{r: b.formRun, span: win.span(), onPage: func(ctx context.Context, page int) error {
 		b.read++
 		if b.opts.Progress != nil {
@@ -261,83 +257,42 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 	}
 	pages := map[int]*formsapi.Page{1: first}
 	var ferr error
-	get := func(i int) *formsapi.Page {
-		if p, ok := pages[i]; ok {
-			return p
+	// ends is a page's oldest and newest created_at; ok is false for an
+	// empty page or a failed fetch (which stops the bisection).
+	ends := func(i int) (oldest, newest time.Time, ok bool) {
+		p, seen := pages[i]
+		if !seen && ferr == nil {
+			if p, ferr = b.fetch(ctx, i); ferr == nil {
+				pages[i] = p
+			}
 		}
-		if ferr != nil {
-			return nil
+		if ferr != nil || len(p.Submissions) == 0 {
+			return time.Time{}, time.Time{}, false
 		}
-		p, err := b.fetch(ctx, i)
-		if err != nil {
-			ferr = err
-			return nil
-		}
-		pages[i] = p
-		return p
-	}
-	oldest := func(p *formsapi.Page) (time.Time, bool) {
-		if len(p.Submissions) == 0 {
-			return time.Time{}, false
-		}
-		s := p.Submissions[len(p.Submissions)-1]
+		oldest, newest = p.Submissions[len(p.Submissions)-1].CreatedAt, p.Submissions[0].CreatedAt
 		if !newestFirst {
-			s = p.Submissions[0]
+			oldest, newest = newest, oldest
 		}
-		return s.CreatedAt, true
+		return oldest, newest, true
 	}
-	newest := func(p *formsapi.Page) (time.Time, bool) {
-		if len(p.Submissions) == 0 {
-			return time.Time{}, false
-		}
-		s := p.Submissions[0]
-		if !newestFirst {
-			s = p.Submissions[len(p.Submissions)-1]
-		}
-		return s.CreatedAt, true
+	// firstWhere is the first page (1-based; n+1 when none) for which
+	// holds holds; it is monotonic over the pages in either order.
+	firstWhere := func(holds func(oldest, newest time.Time) bool) int {
+		return 1 + sort.Search(n, func(i int) bool {
+			oldest, newest, ok := ends(i + 1)
+			return !ok || holds(oldest, newest)
+		})
 	}
 	var page int
 	switch {
-	case newestFirst && !end:
-		// The first page whose oldest submission is at or before t.
-		page = 1 + sort.Search(n, func(i int) bool {
-			p := get(i + 1)
-			if p == nil {
-				return true
-			}
-			o, ok := oldest(p)
-			return !ok || !o.After(t)
-		})
-	case newestFirst && end:
-		// The last page whose newest submission is at or after t.
-		page = sort.Search(n, func(i int) bool {
-			p := get(i + 1)
-			if p == nil {
-				return true
-			}
-			nw, ok := newest(p)
-			return !ok || nw.Before(t)
-		})
-	case !newestFirst && !end:
-		// The last page whose oldest submission is at or before t.
-		page = sort.Search(n, func(i int) bool {
-			p := get(i + 1)
-			if p == nil {
-				return true
-			}
-			o, ok := oldest(p)
-			return !ok || o.After(t)
-		})
-	default:
-		// The first page whose newest submission is at or after t.
-		page = 1 + sort.Search(n, func(i int) bool {
-			p := get(i + 1)
-			if p == nil {
-				return true
-			}
-			nw, ok := newest(p)
-			return !ok || !nw.Before(t)
-		})
+	case newestFirst && !end: // the first page reaching t or older
+		page = firstWhere(func(oldest, _ time.Time) bool { return !oldest.After(t) })
+	case newestFirst && end: // the last page still reaching t or newer
+		page = firstWhere(func(_, newest time.Time) bool { return newest.Before(t) }) - 1
+	case !end: // oldest first: the last page starting at t or older
+		page = firstWhere(func(oldest, _ time.Time) bool { return oldest.After(t) }) - 1
+	default: // oldest first: the first page reaching t or newer
+		page = firstWhere(func(_, newest time.Time) bool { return !newest.Before(t) })
 	}
 	if ferr != nil {
 		return 0, nil, ferr
