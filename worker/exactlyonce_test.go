@@ -554,3 +554,36 @@ func TestShortFormMendedByTheReRead(t *testing.T) {
 		t.Errorf("state: error %q, rows %d", st["f"].LastError, st["f"].Rows)
 	}
 }
+
+// A proxy that answers every page with page 1's submissions but the
+// pagination of the page asked for passes the client's checks; the walker
+// sees the repeated page and fails the form.
+func TestRepeatedPageFailsTheForm(t *testing.T) {
+	api := &fakeAPI{perPage: 10}
+	api.set("f", manySubs(40)...)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked := r.URL.Query().Get("page")
+		r2 := r.Clone(r.Context())
+		q := r2.URL.Query()
+		q.Set("page", "1")
+		r2.URL.RawQuery = q.Encode()
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, r2)
+		var env map[string]any
+		json.Unmarshal(rec.Body.Bytes(), &env)
+		n, _ := strconv.Atoi(asked)
+		env["meta"].(map[string]any)["pagination"].(map[string]any)["current_page"] = max(n, 1)
+		json.NewEncoder(w).Encode(env)
+	})
+	s := memsink.New()
+	rep, err := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10}).Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Forms[0].Err; !errors.Is(err, formsapi.ErrPaging) || !strings.Contains(err.Error(), "page 2 holds exactly the submissions of page 1") {
+		t.Fatalf("a repeated page: %v, want ErrPaging naming the repeat", err)
+	}
+	if st, _ := s.ReadState(t.Context(), nil); !st["f"].Watermark.IsZero() {
+		t.Errorf("watermark moved to %v", st["f"].Watermark)
+	}
+}
