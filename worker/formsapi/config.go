@@ -169,7 +169,11 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 	var problems []error
 	bad := func(field string, err error) { problems = append(problems, &FieldError{Field: field, Err: err}) }
 	base, err := parseBaseURL(c.BaseURL)
-	if err != nil {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() { // each problem of the URL on its own
+			bad("BaseURL", e)
+		}
+	} else if err != nil {
 		bad("BaseURL", err)
 	}
 	switch {

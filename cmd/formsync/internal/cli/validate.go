@@ -185,62 +185,41 @@ func (c *Config) libraryProblems(p *problems, err error) {
 	}
 }
 
-// fieldError is what a library's configuration error can implement to name
-// the field of its Config at fault (e.g. "PageSize"), so that it reaches
-// the user under the variable that sets it. worker's errors are
-// *worker.FieldError, whose field is a struct field rather than a method.
-type fieldError interface {
-	error
-	Field() string
-}
-
-// libraryFields maps the fields of the libraries' configurations to the
-// variables that set them, once. phrase is how the library's message
-// starts when its error does not implement fieldError (yet).
-var libraryFields = []struct {
-	field, env, phrase string
-}{
+// libraryFields maps the fields of the libraries' configurations (named by
+// their *worker.FieldError and *formsapi.FieldError) to the variables that
+// set them, once.
+var libraryFields = map[string]string{
 	// worker.Config
-	{"PageSize", "PAGE_SIZE", "page size"},
-	{"Concurrency", "CONCURRENCY", "concurrency"},
-	{"Lookback", "LOOKBACK", "lookback"},
-	{"Forms", "FORMS", "no forms"},
-	{"ShutdownGrace", "SHUTDOWN_TIMEOUT", "shutdown grace"},
-	{"FormTimeout", "FORM_TIMEOUT", "form timeout"},
-	{"TmpDir", "TMP_DIR", "tmp dir"},
+	"PageSize":      "PAGE_SIZE",
+	"Concurrency":   "CONCURRENCY",
+	"Lookback":      "LOOKBACK",
+	"Forms":         "FORMS",
+	"ShutdownGrace": "SHUTDOWN_TIMEOUT",
+	"FormTimeout":   "FORM_TIMEOUT",
 	// formsapi.Config
-	{"BaseURL", "API_BASE_URL", "the API base URL"},
-	{"Token", "API_TOKEN", "the API token"},
-	{"RateLimit", "RATE_LIMIT", "rate limit"},
-	{"RequestTimeout", "REQUEST_TIMEOUT", "request timeout"},
-	{"MaxWait", "MAX_WAIT", "max wait"},
-	{"MaxRetryAfter", "MAX_RETRY_AFTER", "max Retry-After"},
-	{"InitialBackoff", "BACKOFF_INITIAL", "initial backoff"},
-	{"MaxBackoff", "BACKOFF_MAX", "max backoff"},
+	"BaseURL":        "API_BASE_URL",
+	"Token":          "API_TOKEN",
+	"RateLimit":      "RATE_LIMIT",
+	"RequestTimeout": "REQUEST_TIMEOUT",
+	"MaxWait":        "MAX_WAIT",
+	"MaxRetryAfter":  "MAX_RETRY_AFTER",
+	"InitialBackoff": "BACKOFF_INITIAL",
+	"MaxBackoff":     "BACKOFF_MAX",
 }
 
 // libraryField is the variable (without prefix) behind a library problem
 // and the problem in words that follow the variable's name; "" when the
-// variable is not known.
+// problem names no field a variable sets.
 func libraryField(err error) (name, msg string) {
-	field, msg := "", err.Error()
 	var we *worker.FieldError
 	var ae *formsapi.FieldError
-	var fe fieldError
 	switch {
 	case errors.As(err, &we):
-		field, msg = we.Field, we.Problem
+		return libraryFields[we.Field], we.Problem
 	case errors.As(err, &ae):
-		field = ae.Field
-	case errors.As(err, &fe):
-		field = fe.Field()
+		return libraryFields[ae.Field], err.Error()
 	}
-	for _, m := range libraryFields {
-		if field != "" && m.field == field || field == "" && strings.HasPrefix(msg, m.phrase) {
-			return m.env, msg
-		}
-	}
-	return "", msg
+	return "", err.Error()
 }
 
 // leaves flattens a joined error (errors.Join, also when wrapped once with
