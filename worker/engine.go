@@ -37,13 +37,14 @@ const (
 	DefaultConcurrency   = 4
 	DefaultFormTimeout   = 10 * time.Minute
 	DefaultShutdownGrace = 20 * time.Second
-	// DefaultCommitAttempts bounds how often a commit refused for a
-	// concurrent update is merged and tried again.
-	DefaultCommitAttempts = 8
 	// FutureTolerance is how far in the future a created_at may lie and
 	// still move the watermark.
 	FutureTolerance = 24 * time.Hour
 )
+
+// commitAttempts bounds how often a commit refused for a concurrent update
+// is merged and tried again.
+const commitAttempts = 8
 
 // Config tunes the engine. The zero value of each field means its default.
 type Config struct {
@@ -369,7 +370,7 @@ func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, 
 			return res, conflicts, err
 		}
 		conflicts++
-		if attempt >= DefaultCommitAttempts {
+		if attempt >= commitAttempts {
 			return nil, conflicts, fmt.Errorf("gave up after %d attempts: %w", attempt, err)
 		}
 		ids := make([]string, 0, len(c.Forms))
