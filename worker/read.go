@@ -231,7 +231,7 @@ func (r *formRun) stage(row sink.Row, fieldNames []string) error {
 	if r.old.Watermark.IsNew(row.CreatedAt, row.SubmissionKey) {
 		r.passNew++
 	}
-	if row.CreatedAt.After(r.e.cfg.Now().Add(FutureTolerance)) {
+	if row.CreatedAt.After(r.start.Add(FutureTolerance)) {
 		// Stored, but a watermark this far ahead would hide every
 		// submission made until then.
 		r.report.Future++
