@@ -21,8 +21,21 @@ type FormCommit struct {
 	// the sink keeps that count itself.
 	State state.Form
 	// Rows holds the staged rows; nil for a state-only update (a form that
-	// failed records its error without touching its watermark).
+	// failed records its error without touching its watermark). A staged
+	// row whose submission key or content key has a tombstone in
+	// State.Forgotten is skipped: a forgotten submission is never stored
+	// again, even by a commit staged before it was forgotten. A stored row
+	// that is staged again is served upstream: its deleted_at is cleared.
 	Rows *Spool
+	// Reconcile makes the commit a reconcile: Rows holds every submission
+	// the API serves, and each stored row of the form whose key none of
+	// them has (after re-keying) and that is not marked yet gets
+	// deleted_at = Commit.SyncedAt. Rows are never deleted by it.
+	Reconcile bool
+	// Forget lists submission keys whose stored rows are removed, before
+	// Rows is applied; the tombstones that keep them out belong in
+	// State.Forgotten.
+	Forget []string
 }
 
 // Counts says what a commit did to one form's rows.
@@ -32,6 +45,10 @@ type Counts struct {
 	// Updated counts stored rows whose is_spam, fields or files changed, or
 	// that were re-keyed from a content key to an id.
 	Updated int64
+	// Deleted counts rows a reconcile marked deleted upstream; Restored
+	// rows marked so that were served again (deleted_at cleared), whether
+	// or not their content changed too; Forgotten rows removed by Forget.
+	Deleted, Restored, Forgotten int64
 }
 
 // Result maps each committed form id to its counts.

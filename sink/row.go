@@ -57,6 +57,9 @@ type Row struct {
 	// UTF-8), so that a member formsync does not read today is never lost;
 	// empty when unknown (rows stored before it was kept).
 	Raw string
+	// DeletedAt is when a reconcile found the submission no longer served
+	// upstream; zero while it is. Sinks set it; a staged row's is ignored.
+	DeletedAt time.Time
 }
 
 // NewRow builds the stored form of a submission. fields must be a JSON

@@ -21,6 +21,9 @@ type Sink interface {
 	// the revision its State carries (another process committed it since
 	// it was read) nothing is written and the error is a *ConflictError.
 	Commit(ctx context.Context, c *Commit) (Result, error)
+	// Find returns the stored rows of a form that m selects, deleted ones
+	// included, ordered by created_at then submission key.
+	Find(ctx context.Context, formID string, m Match) ([]Row, error)
 	// Close releases the sink's resources.
 	Close() error
 }

@@ -139,8 +139,11 @@ type Form struct {
 	// LastTotal is meta.pagination.total as seen by the last successful run;
 	// -1 when unknown. Comparing it with the current total detects short reads.
 	LastTotal int64
-	// Rows counts the submissions inserted for the form so far.
-	Rows int64
+	// Rows counts the form's stored rows not marked deleted upstream; Deleted
+	// the rows a reconcile found no longer served (deleted_at set). The sink
+	// keeps both: a commit's values are ignored.
+	Rows    int64
+	Deleted int64
 	// FieldNames is every field name seen in the form's submissions, sorted.
 	FieldNames []string
 	// LastSuccessAt and LastErrorAt are when a run last succeeded or failed
@@ -150,6 +153,16 @@ type Form struct {
 	LastError     string
 	// Backfill is the progress of an interrupted backfill, nil when none runs.
 	Backfill *Backfill
+	// LastReconcileAt is when a reconcile of the form last committed; zero
+	// when none has.
+	LastReconcileAt time.Time
+	// FieldPolicy is the identity of the field policy the form's rows were
+	// stored under ("" for none), so that a change of policy is noticed
+	// rather than mixed into the table.
+	FieldPolicy string
+	// Forgotten holds the tombstones of submissions forgotten on request;
+	// nil when none was.
+	Forgotten *Forgotten
 	// Revision counts the commits that wrote this state; 0 before the
 	// first. A commit carries the revision it read and the sink refuses it
 	// when the stored one moved on (another process committed the form
@@ -182,6 +195,9 @@ func (f Form) Validate() error {
 	}
 	if !slices.IsSorted(f.Watermark.Boundary) {
 		return fmt.Errorf("state: form %s: watermark boundary not sorted", f.FormID)
+	}
+	if err := f.Forgotten.validate(); err != nil {
+		return fmt.Errorf("state: form %s: %w", f.FormID, err)
 	}
 	return nil
 }

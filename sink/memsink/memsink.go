@@ -15,7 +15,14 @@
 //     form moved from the older to the newer response form) re-keys that
 //     row instead of adding one; if the id is stored already, the
 //     content-keyed twin is removed.
-//   - row_count is the number of rows stored for the form.
+//   - A staged row whose submission or content key has a tombstone in the
+//     state's Forgotten is skipped; Forget removes rows before the staged
+//     ones are applied.
+//   - A staged row clears the deleted_at of the row it upserts; a
+//     reconcile marks every other row of the form deleted (deleted_at =
+//     the commit's time) unless marked already.
+//   - row_count is the number of rows stored for the form and not marked
+//     deleted; deleted_count the number marked.
 package memsink
 
 import (
@@ -93,6 +100,21 @@ func (s *Sink) ReadRows(ctx context.Context, formID string) ([]sink.Row, error) 
 	return out, nil
 }
 
+// Find returns the form's rows that m selects, ordered like ReadRows.
+func (s *Sink) Find(ctx context.Context, formID string, m sink.Match) ([]sink.Row, error) {
+	rows, err := s.ReadRows(ctx, formID)
+	if err != nil {
+		return nil, err
+	}
+	out := rows[:0]
+	for _, r := range rows {
+		if slices.Contains(m.Keys, r.SubmissionKey) || m.Field != "" && sink.FieldIs(r.Fields, m.Field, m.Value) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 // Close makes later calls fail.
 func (s *Sink) Close() error {
 	s.mu.Lock()
@@ -144,6 +166,16 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 			form = map[string]stored{}
 		}
 		counts := res[id]
+		for _, k := range fc.Forget {
+			if _, ok := form[k]; ok {
+				delete(form, k)
+				counts.Forgotten++
+			}
+		}
+		var seen map[string]struct{}
+		if fc.Reconcile {
+			seen = map[string]struct{}{}
+		}
 		if fc.Rows != nil && fc.Rows.Len() > 0 {
 			n := 0
 			for r, err := range fc.Rows.Rows() {
@@ -158,13 +190,35 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 				if r.FormID != id {
 					return nil, fmt.Errorf("memsink: form %s: spool row %d belongs to form %q", id, n, r.FormID)
 				}
-				upsert(form, r, syncedAt, &counts)
+				if fc.State.Forgotten.Has(r.SubmissionKey) || fc.State.Forgotten.Has(r.ContentKey) {
+					continue
+				}
+				key := upsert(form, r, syncedAt, &counts)
+				if seen != nil {
+					seen[key] = struct{}{}
+				}
+			}
+		}
+		if seen != nil {
+			for k, r := range form {
+				if _, ok := seen[k]; !ok && r.row.DeletedAt.IsZero() {
+					r.row.DeletedAt = syncedAt
+					form[k] = r
+					counts.Deleted++
+				}
 			}
 		}
 		rows[id] = form
 		res[id] = counts
 		st := cloneState(fc.State)
-		st.Rows = int64(len(form))
+		st.Rows, st.Deleted = 0, 0
+		for _, r := range form {
+			if r.row.DeletedAt.IsZero() {
+				st.Rows++
+			} else {
+				st.Deleted++
+			}
+		}
 		st.Revision = expected[id] + 1
 		states[id] = st
 	}
@@ -175,8 +229,9 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	return res, nil
 }
 
-// upsert applies one staged row to a form's rows.
-func upsert(form map[string]stored, r sink.Row, syncedAt time.Time, counts *sink.Counts) {
+// upsert applies one staged row to a form's rows and returns the key it
+// is stored under.
+func upsert(form map[string]stored, r sink.Row, syncedAt time.Time, counts *sink.Counts) string {
 	if r.SubmissionID != nil && r.ContentKey != "" && r.ContentKey != r.SubmissionKey {
 		if twin, ok := form[r.ContentKey]; ok && twin.row.SubmissionID == nil {
 			delete(form, r.ContentKey)
@@ -188,7 +243,10 @@ func upsert(form map[string]stored, r sink.Row, syncedAt time.Time, counts *sink
 				next.Raw = firstNonEmpty(r.Raw, twin.row.Raw)
 				form[r.SubmissionKey] = stored{row: clean(next), syncedAt: syncedAt}
 				counts.Updated++
-				return
+				if !twin.row.DeletedAt.IsZero() {
+					counts.Restored++
+				}
+				return r.SubmissionKey
 			}
 		}
 	}
@@ -196,7 +254,11 @@ func upsert(form map[string]stored, r sink.Row, syncedAt time.Time, counts *sink
 	if !ok {
 		form[r.SubmissionKey] = stored{row: clean(r), syncedAt: syncedAt}
 		counts.Inserted++
-		return
+		return r.SubmissionKey
+	}
+	restored := !old.row.DeletedAt.IsZero()
+	if restored {
+		counts.Restored++
 	}
 	next := r
 	if next.SubmissionID == nil {
@@ -206,16 +268,21 @@ func upsert(form map[string]stored, r sink.Row, syncedAt time.Time, counts *sink
 	if next.CreatedAt.Truncate(time.Millisecond).Equal(old.row.CreatedAt.Truncate(time.Millisecond)) {
 		next.CreatedAt = old.row.CreatedAt
 	}
-	if same(clean(next), old.row) {
-		return
+	unchanged := same(clean(next), old.row)
+	if unchanged && !restored {
+		return r.SubmissionKey
 	}
 	form[r.SubmissionKey] = stored{row: clean(next), syncedAt: syncedAt}
-	counts.Updated++
+	if !unchanged {
+		counts.Updated++
+	}
+	return r.SubmissionKey
 }
 
 // clean is a row as stored: the content key is derived on reading.
 func clean(r sink.Row) sink.Row {
 	r.ContentKey = ""
+	r.DeletedAt = time.Time{}
 	if r.SubmissionID != nil {
 		v := *r.SubmissionID
 		r.SubmissionID = &v
@@ -247,5 +314,6 @@ func cloneState(f state.Form) state.Form {
 		b := *f.Backfill
 		f.Backfill = &b
 	}
+	f.Forgotten = f.Forgotten.Clone()
 	return f
 }

@@ -48,6 +48,12 @@ func Run(t *testing.T, open Open) {
 	t.Run("CancelledCommitWritesNothing", func(t *testing.T) { testCancelled(t, open(t)) })
 	t.Run("StaleRevisionIsRefused", func(t *testing.T) { testConflict(t, open(t)) })
 	t.Run("ExactNumbersAndRaw", func(t *testing.T) { testExact(t, open(t)) })
+	t.Run("ReconcileMarksRowsNoLongerServed", func(t *testing.T) { testReconcile(t, open(t)) })
+	t.Run("ReconcileKeepsReKeyedRows", func(t *testing.T) { testReconcileRekey(t, open(t)) })
+	t.Run("FailedReconcileMarksNothing", func(t *testing.T) { testReconcileFailure(t, open(t)) })
+	t.Run("ForgetRemovesAndTombstonesKeepOut", func(t *testing.T) { testForget(t, open(t)) })
+	t.Run("RefusedForgetRemovesNothing", func(t *testing.T) { testForgetConflict(t, open(t)) })
+	t.Run("Find", func(t *testing.T) { testFind(t, open(t)) })
 }
 
 // Row builds a row the way the engine does, failing the test on error.
@@ -200,8 +206,16 @@ func (f *fixture) checkRows(formID string, want ...sink.Row) {
 			f.t.Errorf("form %s key %s: %s", formID, w.SubmissionKey, d)
 		}
 	}
-	if st := f.state(formID); st.Rows != int64(len(got)) {
-		f.t.Errorf("form %s: row_count %d, but %d rows stored", formID, st.Rows, len(got))
+	var live, deleted int64
+	for _, r := range got {
+		if r.DeletedAt.IsZero() {
+			live++
+		} else {
+			deleted++
+		}
+	}
+	if st := f.state(formID); st.Rows != live || st.Deleted != deleted {
+		f.t.Errorf("form %s: row_count %d and deleted_count %d, but %d rows stored, %d of them deleted", formID, st.Rows, st.Deleted, len(got), deleted)
 	}
 }
 
@@ -222,6 +236,8 @@ func diff(want, got sink.Row) string {
 		return fmt.Sprintf("submission_id %v, want %v", deref(got.SubmissionID), deref(want.SubmissionID))
 	case got.ContentKey != want.ContentKey:
 		return fmt.Sprintf("content key %s, want %s", got.ContentKey, want.ContentKey)
+	case !got.DeletedAt.Equal(want.DeletedAt):
+		return fmt.Sprintf("deleted_at %s, want %s", got.DeletedAt.Format(time.RFC3339Nano), want.DeletedAt.Format(time.RFC3339Nano))
 	}
 	return ""
 }
@@ -332,17 +348,21 @@ func testStateRoundTrip(t *testing.T, s Sink) {
 	ctx := t.Context()
 	at := t0
 	full := state.Form{
-		FormID:        "full",
-		Watermark:     state.Watermark{CreatedAt: at, ID: 42, Boundary: []string{"41", "42"}},
-		Order:         state.OrderNewestFirst,
-		LastTotal:     1234,
-		FieldNames:    []string{"a", "b", "c"},
-		LastSuccessAt: at.Add(time.Minute),
-		LastErrorAt:   at.Add(-time.Minute),
-		LastError:     `form deleted (404) "quoted" ünïcode`,
-		Backfill:      &state.Backfill{Since: at.Add(-time.Hour), Until: at, Cursor: at.Add(-time.Minute), StartedAt: at},
+		FormID:          "full",
+		Watermark:       state.Watermark{CreatedAt: at, ID: 42, Boundary: []string{"41", "42"}},
+		Order:           state.OrderNewestFirst,
+		LastTotal:       1234,
+		FieldNames:      []string{"a", "b", "c"},
+		LastSuccessAt:   at.Add(time.Minute),
+		LastErrorAt:     at.Add(-time.Minute),
+		LastError:       `form deleted (404) "quoted" ünïcode`,
+		Backfill:        &state.Backfill{Since: at.Add(-time.Hour), Until: at, Cursor: at.Add(-time.Minute), StartedAt: at},
+		LastReconcileAt: at.Add(-2 * time.Hour),
+		FieldPolicy:     "0123456789abcdef0123456789abcdef",
+		Forgotten:       &state.Forgotten{Salt: "00112233445566778899aabbccddeeff", Keys: []string{"0a", "1b"}, Count: 1},
 	}
-	empty := state.Form{FormID: "empty", LastTotal: 0, Watermark: state.Watermark{Boundary: []string{}}, FieldNames: []string{}, Backfill: &state.Backfill{}}
+	empty := state.Form{FormID: "empty", LastTotal: 0, Watermark: state.Watermark{Boundary: []string{}}, FieldNames: []string{}, Backfill: &state.Backfill{},
+		Forgotten: &state.Forgotten{Salt: "00112233445566778899aabbccddeeff", Keys: []string{}}}
 	zero := state.Form{FormID: "zero", LastTotal: -1}
 	c := &sink.Commit{SyncedAt: at, Forms: []sink.FormCommit{{State: full}, {State: empty}, {State: zero}}}
 	if _, err := s.Commit(ctx, c); err != nil {

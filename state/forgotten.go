@@ -1,0 +1,104 @@
+package state
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+)
+
+// Forgotten holds the tombstones of a form's submissions that were
+// forgotten on request (an erasure request): no later sync, lookback,
+// backfill or reconcile stores them again. A tombstone is a keyed hash
+// (HMAC-SHA256 under the form's own random salt) of a submission key, so
+// the state names no forgotten submission outright.
+type Forgotten struct {
+	// Salt is the hex of the random key the tombstones are hashed under.
+	Salt string `json:"salt"`
+	// Keys are the tombstones, sorted, without duplicates: one for each
+	// submission key and each content key of a forgotten submission (a row
+	// keyed by content is recognised when it later comes with an id).
+	Keys []string `json:"keys"`
+	// Count is how many submissions were forgotten: the completeness check
+	// expects that many fewer rows than the API serves.
+	Count int64 `json:"count"`
+}
+
+// NewForgotten returns an empty tombstone set with a fresh random salt.
+func NewForgotten() (*Forgotten, error) {
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return nil, fmt.Errorf("state: drawing a tombstone salt: %w", err)
+	}
+	return &Forgotten{Salt: hex.EncodeToString(salt), Keys: []string{}}, nil
+}
+
+// Tombstone is the keyed hash of a submission (or content) key.
+func (f *Forgotten) Tombstone(key string) string {
+	salt, err := hex.DecodeString(f.Salt)
+	if err != nil {
+		// Validate refuses such a state; hashing under the text keeps
+		// Tombstone total.
+		salt = []byte(f.Salt)
+	}
+	m := hmac.New(sha256.New, salt)
+	m.Write([]byte(key))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// Has reports whether key has a tombstone. A nil Forgotten has none.
+func (f *Forgotten) Has(key string) bool {
+	if f == nil || len(f.Keys) == 0 || key == "" {
+		return false
+	}
+	_, found := slices.BinarySearch(f.Keys, f.Tombstone(key))
+	return found
+}
+
+// Empty reports whether nothing was forgotten.
+func (f *Forgotten) Empty() bool { return f == nil || len(f.Keys) == 0 }
+
+// With returns a copy of f with tombstones for keys added and Count raised
+// by submissions.
+func (f *Forgotten) With(submissions int64, keys ...string) *Forgotten {
+	out := &Forgotten{Salt: f.Salt, Count: f.Count + submissions, Keys: slices.Clone(f.Keys)}
+	for _, k := range keys {
+		if k != "" {
+			out.Keys = append(out.Keys, f.Tombstone(k))
+		}
+	}
+	slices.Sort(out.Keys)
+	out.Keys = slices.Compact(out.Keys)
+	if out.Keys == nil {
+		out.Keys = []string{}
+	}
+	return out
+}
+
+// Clone returns a deep copy (nil for nil).
+func (f *Forgotten) Clone() *Forgotten {
+	if f == nil {
+		return nil
+	}
+	out := *f
+	out.Keys = slices.Clone(f.Keys)
+	if out.Keys == nil {
+		out.Keys = []string{}
+	}
+	return &out
+}
+
+func (f *Forgotten) validate() error {
+	if f == nil {
+		return nil
+	}
+	if _, err := hex.DecodeString(f.Salt); err != nil || len(f.Salt) < 16 {
+		return fmt.Errorf("tombstone salt %q is not hex of at least 8 bytes", f.Salt)
+	}
+	if !slices.IsSorted(f.Keys) {
+		return fmt.Errorf("tombstones not sorted")
+	}
+	return nil
+}
