@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // Action is what a policy does to a matching field.
@@ -44,6 +45,10 @@ type Policy struct {
 	// names are compared with.
 	folded   []string
 	needsKey bool
+	key      []byte
+	// hashers hold HMAC states keyed with key, so that hashing a value
+	// does not set up a new HMAC (five allocations) every time.
+	hashers *sync.Pool
 }
 
 // ParseError is one problem with one rule of a spec.
@@ -95,6 +100,7 @@ func Parse(spec string) (*Policy, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	p.hashers = newHashers(nil)
 	return p, nil
 }
 
