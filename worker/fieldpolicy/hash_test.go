@@ -5,11 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -186,6 +188,17 @@ func TestValidate(t *testing.T) {
 	if err := mustParse(t, "email=hash").WithKey([]byte("short")).Validate(); err == nil {
 		t.Error("a 5-byte key accepted")
 	}
+	// Applying a policy that cannot hash stores nothing.
+	p := mustParse(t, "email=hash")
+	if out, err := p.Fields(`{"a":1}`); err == nil {
+		t.Errorf("Fields without a key = %q", out)
+	}
+	if out, err := p.Raw([]byte(`{"a":1}`)); err == nil {
+		t.Errorf("Raw without a key = %q", out)
+	}
+	if out, err := p.Lookup("email", "x"); err == nil {
+		t.Errorf("Lookup without a key = %q", out)
+	}
 }
 
 func TestWithKeyCopies(t *testing.T) {
@@ -199,5 +212,47 @@ func TestWithKeyCopies(t *testing.T) {
 	}
 	if p.Validate() == nil {
 		t.Error("WithKey gave the original policy a key")
+	}
+}
+
+// A policy is shared by every form read at once: its pooled HMAC states
+// must not mix one value's hash with another's.
+func TestConcurrentUse(t *testing.T) {
+	p := keyed(t, testSpec)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				v := fmt.Sprintf("user%d.%d@example.com", g, i)
+				out, err := p.Fields(`{"email":"` + v + `","phone":"1"}`)
+				if want := `{"email":` + h(v) + `}`; err != nil || out != want {
+					t.Errorf("Fields = %s, %v; want %s", out, err, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestLookup(t *testing.T) {
+	p := keyed(t, "email=hash,phone=drop")
+	fields, err := p.Fields(`{"email":"x@example.com","name":"X \u003cx\u003e","phone":"1"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Lookup("Email", "x@example.com"); err != nil || !strings.Contains(fields, `"email":"`+got+`"`) {
+		t.Errorf("Lookup(email) = %q, %v: not what %s stores", got, err, fields)
+	}
+	if got, err := p.Lookup("name", "X <x>"); err != nil || got != "X <x>" {
+		t.Errorf("Lookup(name) = %q, %v", got, err)
+	}
+	if got, err := p.Lookup("phone", "1"); err == nil || got != "" ||
+		err.Error() != `field "phone" is dropped by the field policy: it is never stored, so no row can be found by it` {
+		t.Errorf("Lookup(phone) = %q, %v", got, err)
+	}
+	// Invalid UTF-8 is replaced as when the value came as JSON.
+	if got, _ := p.Lookup("email", "\xff"); got != p.HashValue([]byte("\"\xff\"")) {
+		t.Error("Lookup of invalid UTF-8 does not hash as the JSON value does")
 	}
 }

@@ -6,9 +6,15 @@ import (
 	"unicode/utf8"
 )
 
-// Hashed strings are decoded here rather than by encoding/json, which
-// would allocate a string for every value hashed; they decode exactly as
-// encoding/json decodes them.
+// The policy rewrites JSON in place: it finds members by scanning the text
+// and replaces only their bytes, so that everything else stays as it was
+// (canonical fields stay canonical, a raw submission stays as the API sent
+// it) and nothing is decoded into maps only to be encoded again. The
+// scanner accepts exactly what encoding/json.Valid accepts: invalid UTF-8
+// inside strings included, nesting up to the same depth.
+
+// maxDepth is encoding/json's nesting limit.
+const maxDepth = 10000
 
 // syntaxError reports where the input stops being JSON.
 type syntaxError struct {
@@ -22,8 +28,9 @@ func (e *syntaxError) Error() string {
 
 // scanner reads one JSON value from src, checking it as it goes.
 type scanner[S text] struct {
-	src S
-	i   int
+	src   S
+	i     int
+	depth int
 }
 
 func (sc *scanner[S]) fail(msg string) error { return &syntaxError{off: sc.i, msg: msg} }
@@ -54,6 +61,192 @@ func (sc *scanner[S]) end() error {
 		return sc.fail("data after the value")
 	}
 	return nil
+}
+
+// value moves past the value at the cursor (after space).
+func (sc *scanner[S]) value() error {
+	sc.space()
+	switch b := sc.peek(); {
+	case sc.i >= len(sc.src):
+		return sc.fail("unexpected end")
+	case b == '{':
+		return sc.object()
+	case b == '[':
+		return sc.array()
+	case b == '"':
+		_, err := sc.string()
+		return err
+	case b == '-' || '0' <= b && b <= '9':
+		return sc.number()
+	case b == 't':
+		return sc.literal("true")
+	case b == 'f':
+		return sc.literal("false")
+	case b == 'n':
+		return sc.literal("null")
+	default:
+		return sc.fail(fmt.Sprintf("unexpected %q", b))
+	}
+}
+
+func (sc *scanner[S]) literal(lit string) error {
+	for j := range len(lit) {
+		if sc.i >= len(sc.src) || sc.src[sc.i] != lit[j] {
+			return sc.fail("want " + lit)
+		}
+		sc.i++
+	}
+	return nil
+}
+
+func (sc *scanner[S]) object() error {
+	empty, err := sc.openObject()
+	if err != nil || empty {
+		return err
+	}
+	for {
+		if _, _, _, err := sc.memberKey(); err != nil {
+			return err
+		}
+		if err := sc.value(); err != nil {
+			return err
+		}
+		if more, err := sc.nextMember(); err != nil || !more {
+			return err
+		}
+	}
+}
+
+// openObject moves past the { at the cursor and reports whether the object
+// is empty (and then past its }).
+func (sc *scanner[S]) openObject() (empty bool, err error) {
+	if err := sc.enter(); err != nil {
+		return false, err
+	}
+	sc.space()
+	if sc.peek() == '}' {
+		sc.i++
+		sc.depth--
+		return true, nil
+	}
+	return false, nil
+}
+
+// memberKey reads a member's key and its colon, and leaves the cursor at
+// the value. The key, quotes included, is src[start:end]; escaped reports
+// that it holds a backslash.
+func (sc *scanner[S]) memberKey() (start, end int, escaped bool, err error) {
+	sc.space()
+	if sc.peek() != '"' {
+		return 0, 0, false, sc.fail("want an object key")
+	}
+	start = sc.i
+	if escaped, err = sc.string(); err != nil {
+		return 0, 0, false, err
+	}
+	end = sc.i
+	sc.space()
+	if sc.peek() != ':' {
+		return 0, 0, false, sc.fail("want ':' after an object key")
+	}
+	sc.i++
+	sc.space()
+	return start, end, escaped, nil
+}
+
+// nextMember reads what follows a member: a comma (more) or the object's
+// closing brace.
+func (sc *scanner[S]) nextMember() (more bool, err error) {
+	sc.space()
+	switch sc.peek() {
+	case ',':
+		sc.i++
+		return true, nil
+	case '}':
+		sc.i++
+		sc.depth--
+		return false, nil
+	}
+	if sc.i >= len(sc.src) {
+		return false, sc.fail("unexpected end in an object")
+	}
+	return false, sc.fail("want ',' or '}' in an object")
+}
+
+func (sc *scanner[S]) array() error {
+	if err := sc.enter(); err != nil {
+		return err
+	}
+	sc.space()
+	if sc.peek() == ']' {
+		sc.i++
+		sc.depth--
+		return nil
+	}
+	for {
+		if err := sc.value(); err != nil {
+			return err
+		}
+		sc.space()
+		switch sc.peek() {
+		case ',':
+			sc.i++
+			continue
+		case ']':
+			sc.i++
+			sc.depth--
+			return nil
+		}
+		if sc.i >= len(sc.src) {
+			return sc.fail("unexpected end in an array")
+		}
+		return sc.fail("want ',' or ']' in an array")
+	}
+}
+
+// enter moves past the opening { or [ at the cursor, one level deeper.
+func (sc *scanner[S]) enter() error {
+	if sc.depth++; sc.depth > maxDepth {
+		return sc.fail(fmt.Sprintf("nested more than %d levels", maxDepth))
+	}
+	sc.i++
+	return nil
+}
+
+func (sc *scanner[S]) number() error {
+	if sc.peek() == '-' {
+		sc.i++
+	}
+	switch {
+	case sc.peek() == '0':
+		sc.i++
+	case sc.digits() == 0:
+		return sc.fail("want a digit")
+	}
+	if sc.peek() == '.' {
+		sc.i++
+		if sc.digits() == 0 {
+			return sc.fail("want a digit after '.'")
+		}
+	}
+	if b := sc.peek(); b == 'e' || b == 'E' {
+		sc.i++
+		if b := sc.peek(); b == '+' || b == '-' {
+			sc.i++
+		}
+		if sc.digits() == 0 {
+			return sc.fail("want a digit in the exponent")
+		}
+	}
+	return nil
+}
+
+func (sc *scanner[S]) digits() int {
+	start := sc.i
+	for sc.i < len(sc.src) && '0' <= sc.src[sc.i] && sc.src[sc.i] <= '9' {
+		sc.i++
+	}
+	return sc.i - start
 }
 
 // string moves past the string at the cursor and reports whether it holds

@@ -215,3 +215,36 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+// Every method of no policy works and changes nothing.
+func TestNoPolicy(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	for name, p := range map[string]*Policy{"nil": nil, "zero": {}, "nil with key": (*Policy)(nil).WithKey(key)} {
+		t.Run(name, func(t *testing.T) {
+			if p.Rules() != nil || p.String() != "" || p.Identity() != "" || p.NeedsKey() || p.Validate() != nil {
+				t.Error("no policy has rules, a name, an identity, or needs a key")
+			}
+			if a := p.Action("password"); a != Keep {
+				t.Errorf("Action = %v", a)
+			}
+			if h := p.HashValue([]byte(`"x"`)); h != "" {
+				t.Errorf("HashValue = %q", h)
+			}
+			obj := `{"email":"x@example.com","password":"x"}`
+			if out, err := p.Fields(obj); out != obj || err != nil {
+				t.Errorf("Fields = %q, %v", out, err)
+			}
+			raw := []byte(`{"data": {"password": "x"}}`)
+			if out, err := p.Raw(raw); &out[0] != &raw[0] || len(out) != len(raw) || err != nil {
+				t.Errorf("Raw = %q, %v", out, err)
+			}
+			names := []string{"password"}
+			if got := p.Names(names); &got[0] != &names[0] {
+				t.Error("Names copied")
+			}
+			if v, err := p.Lookup("password", "x"); v != "x" || err != nil {
+				t.Errorf("Lookup = %q, %v", v, err)
+			}
+		})
+	}
+}
