@@ -149,6 +149,11 @@ type backfill struct {
 }
 
 func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
+	// A backfill of the whole form rewrites every row it is served under
+	// the configured field policy; one of a window would mix two.
+	if err := b.checkPolicy(b.opts.Since.IsZero() && b.opts.Until.IsZero()); err != nil && !b.opts.DryRun {
+		return err
+	}
 	first, err := b.fetch(ctx, 1)
 	if err != nil {
 		return err
@@ -328,6 +333,9 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	moveWatermark := final && b.whole && rep.ResumedFrom.IsZero()
 	if final {
 		st.Backfill = nil
+		if b.whole {
+			st.FieldPolicy = next.FieldPolicy
+		}
 		if moveWatermark {
 			st.Watermark = st.Watermark.Merge(b.wm)
 			if st.Watermark.CreatedAt.Equal(b.wm.CreatedAt) {

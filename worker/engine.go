@@ -27,6 +27,8 @@ type Source interface {
 type Sink interface {
 	ReadState(ctx context.Context, formIDs []string) (map[string]state.Form, error)
 	Commit(ctx context.Context, c *sink.Commit) (sink.Result, error)
+	// Find selects stored rows (Forget).
+	Find(ctx context.Context, formID string, m sink.Match) ([]sink.Row, error)
 }
 
 var _ Source = (*formsapi.Client)(nil)
@@ -71,6 +73,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// ReconcileEvery makes a sync reconcile a form (read every page and
+	// mark the stored rows no longer served as deleted) once that long has
+	// passed since its last reconcile. 0, the default, never does: a
+	// reconcile runs only when asked (Reconcile).
+	ReconcileEvery time.Duration
+	// FieldPolicy rewrites personal fields before anything is staged; nil
+	// keeps every field as served.
+	FieldPolicy FieldPolicy
 }
 
 func (c Config) withDefaults() Config {
@@ -119,6 +129,9 @@ func (c Config) Validate() error {
 	if c.ShutdownGrace < 0 {
 		bad("ShutdownGrace", "%s is negative", c.ShutdownGrace)
 	}
+	if c.ReconcileEvery < 0 {
+		bad("ReconcileEvery", "%s is negative", c.ReconcileEvery)
+	}
 	return errors.Join(errs...)
 }
 
@@ -142,12 +155,20 @@ type FormReport struct {
 	FormID   string
 	Inserted int64 // rows new to the table
 	Updated  int64 // rows changed (a later version) or re-keyed
-	Staged   int   // rows read and handed to the sink
-	Pages    int   // pages read
-	Requests int   // HTTP requests, retries included
-	Limited  int   // requests answered 429
-	Rescans  int   // pages or passes read again because the form moved while read
-	Order    state.Order
+	// Reconciled is set when the run reconciled the form; Deleted counts
+	// the rows it marked deleted upstream, Restored the marked rows that
+	// were served again.
+	Reconciled        bool
+	Deleted, Restored int64
+	// Forgotten counts submissions served but not stored because they were
+	// forgotten on request.
+	Forgotten int64
+	Staged    int // rows read and handed to the sink
+	Pages     int // pages read
+	Requests  int // HTTP requests, retries included
+	Limited   int // requests answered 429
+	Rescans   int // pages or passes read again because the form moved while read
+	Order     state.Order
 	// Total is the API's total for the form as this run saw it (the lowest
 	// of its final pass); -1 when the form was not read to the end.
 	Total int64
@@ -235,13 +256,42 @@ func (e *IncompleteError) Error() string {
 // forms read completely by then are still committed, within
 // Config.ShutdownGrace. The error is for what stopped the run before any
 // form was read (the state could not be read).
+//
+// A form whose last reconcile is older than Config.ReconcileEvery is
+// reconciled in the same pass (see Reconcile).
 func (e *Engine) Sync(ctx context.Context) (*Report, error) {
+	now := e.cfg.Now()
+	return e.run(ctx, e.cfg.Forms, func(st state.Form) readMode {
+		if every := e.cfg.ReconcileEvery; every > 0 && now.Sub(st.LastReconcileAt) >= every {
+			return readReconcile
+		}
+		return readNew
+	})
+}
+
+// Reconcile reads every page of the given forms (all configured forms when
+// none is given) and commits what it read as a sync does, marking in the
+// same commit every stored row that was not served as deleted upstream
+// (deleted_at; never a hard delete) and clearing the mark of rows served
+// again. A read that saw fewer submissions than the API counts marks
+// nothing. A reconcile also rewrites every served row under the configured
+// field policy and records it.
+func (e *Engine) Reconcile(ctx context.Context, formIDs ...string) (*Report, error) {
+	if len(formIDs) == 0 {
+		formIDs = e.cfg.Forms
+	}
+	return e.run(ctx, formIDs, func(state.Form) readMode { return readReconcile })
+}
+
+// run reads forms, each in the mode modeOf gives for its state, commits
+// them together and checks their completeness.
+func (e *Engine) run(ctx context.Context, forms []string, modeOf func(state.Form) readMode) (*Report, error) {
 	start := e.cfg.Now()
-	states, err := e.dst.ReadState(ctx, e.cfg.Forms)
+	states, err := e.dst.ReadState(ctx, forms)
 	if err != nil {
 		return nil, fmt.Errorf("reading sync state: %w", err)
 	}
-	runs, fatal := e.readForms(ctx, e.cfg.Forms, states, false)
+	runs, fatal := e.readForms(ctx, forms, states, modeOf)
 	defer discardAll(runs)
 	rep := &Report{Fatal: fatal}
 	e.commitRuns(ctx, rep, runs)
@@ -257,9 +307,9 @@ func (e *Engine) Sync(ctx context.Context) (*Report, error) {
 }
 
 // readForms reads forms, Config.Concurrency at once, each under its time
-// budget. full reads every page whatever the watermark. A 401 cancels the
-// forms still reading and is returned: the token is wrong for all of them.
-func (e *Engine) readForms(ctx context.Context, forms []string, states map[string]state.Form, full bool) ([]*formRun, error) {
+// budget, in the mode modeOf gives for its state. A 401 cancels the forms
+// still reading and is returned: the token is wrong for all of them.
+func (e *Engine) readForms(ctx context.Context, forms []string, states map[string]state.Form, modeOf func(state.Form) readMode) ([]*formRun, error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	runs := make([]*formRun, len(forms))
@@ -278,7 +328,7 @@ func (e *Engine) readForms(ctx context.Context, forms []string, states map[strin
 			}
 			fctx, fcancel := context.WithTimeoutCause(runCtx, e.cfg.FormTimeout, ErrFormTimeout)
 			defer fcancel()
-			runs[i] = e.readForm(fctx, st, full)
+			runs[i] = e.readForm(fctx, st, modeOf(st))
 			if err := runs[i].err; errors.Is(err, formsapi.ErrUnauthorized) {
 				cancel(err)
 			}
@@ -314,7 +364,7 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 					"form", r.old.FormID, "field_names", n, "view_columns", sink.MaxViewFields)
 			}
 			formIndex = append(formIndex, len(c.Forms))
-			c.Forms = append(c.Forms, sink.FormCommit{State: next, Rows: r.spool})
+			c.Forms = append(c.Forms, sink.FormCommit{State: next, Rows: r.spool, Reconcile: r.mode == readReconcile})
 			committed = append(committed, r)
 		case interrupted(r.err):
 			// Stopped by shutdown or by another form's 401, not a failure
@@ -347,6 +397,9 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 		got := res[r.old.FormID]
 		r.report.Inserted += got.Inserted
 		r.report.Updated += got.Updated
+		r.report.Deleted += got.Deleted
+		r.report.Restored += got.Restored
+		r.report.Reconciled = r.report.Reconciled || r.mode == readReconcile
 		// As committed: merged with another process's state, if it had to be.
 		r.report.Watermark = c.Forms[formIndex[i]].State.Watermark
 	}
@@ -408,6 +461,12 @@ func mergeSync(stored, ours state.Form) state.Form {
 func merged(stored, ours state.Form) state.Form {
 	out := ours
 	out.Revision = stored.Revision
+	// Tombstones are only ever added, by forget, which commits nothing
+	// else: the stored ones are the latest.
+	out.Forgotten = stored.Forgotten
+	if stored.LastReconcileAt.After(out.LastReconcileAt) {
+		out.LastReconcileAt = stored.LastReconcileAt
+	}
 	out.Watermark = stored.Watermark.Merge(ours.Watermark)
 	if !out.Watermark.CreatedAt.Equal(ours.Watermark.CreatedAt) {
 		out.LastTotal = stored.LastTotal
@@ -442,7 +501,7 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs []*for
 		}
 		return
 	}
-	again, fatal := e.readForms(ctx, ids, states, true)
+	again, fatal := e.readForms(ctx, ids, states, func(state.Form) readMode { return readAll })
 	defer discardAll(again)
 	sub := &Report{Fatal: fatal}
 	e.commitRuns(ctx, sub, again)
@@ -456,6 +515,7 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs []*for
 		r.report.Limited += a.report.Limited
 		r.report.Inserted += a.report.Inserted
 		r.report.Updated += a.report.Updated
+		r.report.Restored += a.report.Restored
 		switch {
 		case sub.CommitErr != nil:
 			r.err = fmt.Errorf("form %s: committing the full re-read: %w", r.old.FormID, sub.CommitErr)
@@ -520,8 +580,13 @@ func (e *Engine) shortForms(ctx context.Context, runs []*formRun) []*formRun {
 		if !ok || !r.committed || r.err != nil || !r.complete() {
 			continue
 		}
-		if st.Rows < r.report.Total {
-			r.report.Missing = r.report.Total - st.Rows
+		// Submissions forgotten on request are served but never stored.
+		held := st.Rows
+		if st.Forgotten != nil {
+			held += st.Forgotten.Count
+		}
+		if held < r.report.Total {
+			r.report.Missing = r.report.Total - held
 			short = append(short, r)
 		}
 	}
@@ -542,6 +607,17 @@ func (e *Engine) logReport(rep *Report) {
 			slog.Int("requests", f.Requests), slog.Int("rate_limited", f.Limited),
 			slog.Int("rescans", f.Rescans), slog.String("order", string(f.Order)),
 			slog.Float64("duration_seconds", f.Duration.Seconds()),
+		}
+		if f.Reconciled {
+			attrs = append(attrs, slog.Bool("reconciled", true), slog.Int64("deleted_upstream", f.Deleted))
+		}
+		for _, n := range []struct {
+			key string
+			v   int64
+		}{{"restored", f.Restored}, {"forgotten_skipped", f.Forgotten}} {
+			if n.v > 0 {
+				attrs = append(attrs, slog.Int64(n.key, n.v))
+			}
 		}
 		for _, n := range []struct {
 			key string

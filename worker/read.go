@@ -32,6 +32,11 @@ type formRun struct {
 	start     time.Time
 	// onStaged, when set, is told of every staged row.
 	onStaged func(sink.Row)
+	// mode is what the run reads and what its commit does.
+	mode readMode
+	// forgotten counts the submissions served but skipped because they
+	// were forgotten on request.
+	forgotten int64
 
 	report FormReport
 	err    error
@@ -44,17 +49,36 @@ func (e *Engine) newRun(st state.Form) *formRun {
 	}
 }
 
-// readForm reads one form and stages its rows; it never commits. full
-// reads every page whatever the watermark says.
-func (e *Engine) readForm(ctx context.Context, st state.Form, full bool) *formRun {
+// readMode says what a form's run reads and what its commit does.
+type readMode int
+
+const (
+	// readNew reads what is new since the watermark (a sync).
+	readNew readMode = iota
+	// readAll reads every page whatever the watermark (the completeness
+	// check's re-read).
+	readAll
+	// readReconcile reads every page, and its commit marks the stored
+	// rows not served deleted; it rewrites every served row under the
+	// configured field policy.
+	readReconcile
+)
+
+// readForm reads one form and stages its rows; it never commits.
+func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode) *formRun {
 	r := e.newRun(st)
+	r.mode = mode
+	if err := r.checkPolicy(mode == readReconcile); err != nil {
+		r.err = err
+		return r
+	}
 	spool, err := sink.NewSpool(e.cfg.TmpDir)
 	if err != nil {
 		r.err = fmt.Errorf("form %s: %w", st.FormID, err)
 		return r
 	}
 	r.spool = spool
-	if err := r.scan(ctx, full); err != nil {
+	if err := r.scan(ctx, mode != readNew); err != nil {
 		r.err = r.explain(ctx, err)
 		return r
 	}
@@ -63,7 +87,22 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, full bool) *formRu
 		return r
 	}
 	r.report.Total = r.minTotal
+	if mode == readReconcile {
+		r.err = r.checkReconcileRead()
+	}
 	return r
+}
+
+// checkReconcileRead refuses to reconcile from a read that saw fewer
+// submissions than the API counts: the rows it missed would be marked
+// deleted.
+func (r *formRun) checkReconcileRead() error {
+	seen := int64(r.spool.Len()) + r.forgotten
+	if r.order == state.OrderUnknown || seen < r.minTotal {
+		return fmt.Errorf("form %s: not reconciled: the read saw %d submissions where the API counts %d, and a row it missed would be marked deleted; the next reconcile tries again",
+			r.old.FormID, seen, r.minTotal)
+	}
+	return nil
 }
 
 // explain names a form's time budget when that is what stopped it (only
@@ -84,6 +123,7 @@ func (r *formRun) finalReport() FormReport {
 	fr.Err = r.err
 	fr.Order = r.order
 	fr.Duration = r.e.cfg.Now().Sub(r.start)
+	fr.Forgotten = r.forgotten
 	if !r.committed {
 		fr.Watermark = r.old.Watermark
 	}
@@ -123,6 +163,10 @@ func (r *formRun) next(now time.Time) state.Form {
 	slices.Sort(names)
 	st.FieldNames = mergeFields(st.FieldNames, names)
 	st.LastSuccessAt, st.LastError = now, ""
+	st.FieldPolicy = r.e.policyID()
+	if r.mode == readReconcile {
+		st.LastReconcileAt = now
+	}
 	return st
 }
 
@@ -220,12 +264,22 @@ func (r *formRun) rowOf(s formsapi.Submission) (sink.Row, []string, error) {
 	if err != nil {
 		return sink.Row{}, nil, err
 	}
-	row.Raw = string(s.Raw)
+	fields, raw, names, err := r.applyPolicy(row.Fields, s.Raw, names)
+	if err != nil {
+		return sink.Row{}, nil, err
+	}
+	row.Fields, row.Raw = fields, string(raw)
 	return row, names, nil
 }
 
+// stage appends a row to the spool and moves the watermark over it. A
+// submission forgotten on request is not staged (it never touches disk)
+// but moves the watermark all the same: it is handled.
 func (r *formRun) stage(row sink.Row, fieldNames []string) error {
-	if err := r.spool.Append(row); err != nil {
+	if fg := r.old.Forgotten; !fg.Empty() && (fg.Has(row.SubmissionKey) || fg.Has(row.ContentKey)) {
+		r.forgotten++
+		fieldNames = nil
+	} else if err := r.spool.Append(row); err != nil {
 		return fmt.Errorf("form %s: %w", r.old.FormID, err)
 	}
 	if r.old.Watermark.IsNew(row.CreatedAt, row.SubmissionKey) {

@@ -81,6 +81,30 @@ func (h *Harness) Sync(ctx context.Context) *worker.Report {
 	return rep
 }
 
+// Engine returns an engine on the harness's client, sink and Config.
+func (h *Harness) Engine() *worker.Engine {
+	h.T.Helper()
+	e, err := worker.New(h.client, h.Sink, h.Config)
+	if err != nil {
+		h.T.Fatalf("engine: %v", err)
+	}
+	return e
+}
+
+// MustReconcile reconciles forms (every configured form when none is
+// given) and fails the test if any form failed.
+func (h *Harness) MustReconcile(ctx context.Context, forms ...string) *worker.Report {
+	h.T.Helper()
+	rep, err := h.Engine().Reconcile(ctx, forms...)
+	if err != nil {
+		h.T.Fatalf("reconcile: %v", err)
+	}
+	if err := rep.Err(); err != nil {
+		h.T.Fatalf("reconcile failed: %v", err)
+	}
+	return rep
+}
+
 // MustSync runs one sync and fails the test if any form failed.
 func (h *Harness) MustSync(ctx context.Context) *worker.Report {
 	h.T.Helper()

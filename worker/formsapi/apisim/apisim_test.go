@@ -656,6 +656,19 @@ func TestAddAddAtDeleteSetSpam(t *testing.T) {
 	if len(gone) != 4 || len(sim.Submissions("contact")) != 11 || len(sim.Deleted("contact")) != 4 {
 		t.Fatal("Delete")
 	}
+	if !sim.Restore("contact", gone[1].ID) || sim.Restore("contact", gone[1].ID) || len(sim.Deleted("contact")) != 3 {
+		t.Fatal("Restore")
+	}
+	live := sim.Submissions("contact")
+	if len(live) != 12 || !slices.ContainsFunc(live, func(s Submission) bool {
+		return s.ID == gone[1].ID && s.CreatedAt.Equal(gone[1].CreatedAt) && string(s.Fields) == string(gone[1].Fields)
+	}) ||
+		!slices.IsSortedFunc(live, func(a, b Submission) int { return a.CreatedAt.Compare(b.CreatedAt) }) {
+		t.Fatal("Restore: not served again in its place")
+	}
+	if !sim.Delete("contact", 1)[0].CreatedAt.After(time.Time{}) {
+		t.Fatal("Delete after Restore")
+	}
 	id := sim.Submissions("contact")[0].ID
 	if !sim.SetSpam("contact", id, true) || !sim.Submissions("contact")[0].IsSpam || sim.SetSpam("contact", 1, true) {
 		t.Fatal("SetSpam")
@@ -663,7 +676,7 @@ func TestAddAddAtDeleteSetSpam(t *testing.T) {
 	if got := sim.Add("newform", 2); len(got) != 2 || !slices.Contains(sim.FormIDs(), "newform") {
 		t.Fatal("Add to unknown form")
 	}
-	if st := sim.Stats(); st.Added != 7 || st.Deleted != 4 {
+	if st := sim.Stats(); st.Added != 7 || st.Deleted != 5 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -195,6 +195,32 @@ func (s *Server) Delete(formID string, n int) []Submission {
 	return s.render(f, s.deleteLocked(f, n))
 }
 
+// Restore serves a deleted submission of formID again (an undelete: same
+// id, created_at and content); false if no deleted submission has id.
+func (s *Server) Restore(formID string, id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.forms[formID]
+	if f == nil {
+		return false
+	}
+	for i, r := range f.gone {
+		if r.id != id {
+			continue
+		}
+		f.gone = append(f.gone[:i], f.gone[i+1:]...)
+		at := sort.Search(len(f.live), func(j int) bool {
+			l := f.live[j]
+			return l.at > r.at || l.at == r.at && l.id > r.id
+		})
+		f.live = append(f.live, rec{})
+		copy(f.live[at+1:], f.live[at:])
+		f.live[at] = r
+		return true
+	}
+	return false
+}
+
 // SetSpam sets the spam flag of submission id; false if there is no such
 // live submission.
 func (s *Server) SetSpam(formID string, id int64, spam bool) bool {

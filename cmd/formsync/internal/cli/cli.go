@@ -38,6 +38,8 @@ func commands() []command {
 		{"sync", "one pass over every form, then exit (the Kubernetes CronJob)", runSync},
 		{"run", "long-running: sync on FORMSYNC_SCHEDULE, serve /healthz, /readyz and /metrics", runScheduler},
 		{"backfill", "re-read one form (or a window of it) through the same exactly-once path", runBackfill},
+		{"reconcile", "read every page of the forms and mark the rows deleted upstream (deleted_at)", runReconcile},
+		{"forget", "remove a person's submissions (by key or field value) and keep them out for good", runForget},
 		{"demo", "sync simulated forms into a local SQLite file, twice, and show the result", runDemo},
 		{"simulate", "serve the built-in API simulator on loopback", runSimulate},
 		{"status", "show each form's watermark, last success and error, rows and lag", runStatus},
@@ -90,18 +92,20 @@ func usage(w io.Writer) {
 // whether it is complete for a command (exit 2 with every problem if not).
 func runEnv(_ context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("env", flag.ContinueOnError)
-	check := fs.String("check", "", "validate the configuration for this command (sync, run or backfill) instead of printing it")
+	check := fs.String("check", "", "validate the configuration for this command (sync, run, backfill, reconcile or forget) instead of printing it")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
 	need, ok := map[string]Need{
-		"":         {},
-		"sync":     {API: true, Forms: true, Sink: true},
-		"backfill": {API: true, Sink: true},
-		"run":      {API: true, Forms: true, Sink: true, Sched: true},
+		"":          {},
+		"sync":      {API: true, Forms: true, Sink: true},
+		"backfill":  {API: true, Sink: true},
+		"reconcile": {API: true, Forms: true, Sink: true},
+		"forget":    {Sink: true, Policy: true},
+		"run":       {API: true, Forms: true, Sink: true, Sched: true},
 	}[*check]
 	if !ok {
-		fmt.Fprintf(e.stderr, "formsync env: -check %q: use sync, run or backfill\n", *check)
+		fmt.Fprintf(e.stderr, "formsync env: -check %q: use sync, run, backfill, reconcile or forget\n", *check)
 		return exitUsage
 	}
 	if *check == "" {

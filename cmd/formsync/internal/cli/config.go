@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/kelseyhightower/envconfig"
 )
@@ -62,6 +63,15 @@ type Config struct {
 	// LOOKBACK: re-read submissions newer than watermark minus this, so
 	// later changes (a submission marked as spam) reach the table. 0 = off.
 	Lookback time.Duration `envconfig:"LOOKBACK" group:"api" desc:"re-read this far behind the watermark to pick up changes (e.g. 24h)"`
+	// RECONCILE_EVERY: sync and run reconcile a form (read every page, mark
+	// the rows no longer served as deleted) once this long has passed since
+	// its last reconcile. 0 = only `formsync reconcile` does.
+	ReconcileEvery time.Duration `envconfig:"RECONCILE_EVERY" group:"api" desc:"reconcile each form (mark rows deleted upstream) this often during syncs, e.g. 24h; 0 = only 'formsync reconcile'"`
+	// FIELD_POLICY / FIELD_HASH_KEY_FILE: personal fields hashed or dropped
+	// before anything is staged, e.g. email=hash,phone=drop; hash is
+	// HMAC-SHA256 under the key in the file.
+	FieldPolicy      string `envconfig:"FIELD_POLICY" group:"policy" desc:"fields to hash or drop before staging, e.g. email=hash,phone=drop,*password*=drop"`
+	FieldHashKeyFile string `envconfig:"FIELD_HASH_KEY_FILE" group:"policy" desc:"file holding the secret key of FORMSYNC_FIELD_POLICY's hash (at least 16 bytes)"`
 	// SINK: sqlite (embedded, the default) or bigquery.
 	Sink string `envconfig:"SINK" group:"sink" desc:"destination: sqlite or bigquery"`
 	// SQLITE_PATH: the SQLite database file.
@@ -99,6 +109,8 @@ type Config struct {
 	problems map[string]string
 	// token is the token read from APITokenFile by Validate.
 	token formsapi.Secret
+	// policy is FieldPolicy parsed, with its key, by Validate; nil for none.
+	policy *fieldpolicy.Policy
 }
 
 // defaultValue is a variable's default: the value parsed when the variable
@@ -121,6 +133,7 @@ var defaults = map[string]defaultValue{
 	"BACKOFF_MAX":      {value: shortDuration(formsapi.DefaultMaxBackoff)},
 	"FORM_TIMEOUT":     {value: shortDuration(worker.DefaultFormTimeout)},
 	"LOOKBACK":         {value: "0s"},
+	"RECONCILE_EVERY":  {value: "0s"},
 	"SINK":             {value: "sqlite"},
 	"SQLITE_PATH":      {value: "formsync.db"},
 	"BQ_DATASET":       {value: "formsync"},

@@ -19,14 +19,21 @@ import (
 
 // formStatus is one form's line of `formsync status`.
 type formStatus struct {
-	Form          string     `json:"form_id"`
-	Watermark     *time.Time `json:"watermark,omitempty"`
-	WatermarkID   int64      `json:"watermark_id,omitempty"`
-	Order         string     `json:"order,omitempty"`
-	Rows          int64      `json:"rows"`
-	LastSuccessAt *time.Time `json:"last_success_at,omitempty"`
-	LastErrorAt   *time.Time `json:"last_error_at,omitempty"`
-	LastError     string     `json:"last_error,omitempty"`
+	Form        string     `json:"form_id"`
+	Watermark   *time.Time `json:"watermark,omitempty"`
+	WatermarkID int64      `json:"watermark_id,omitempty"`
+	Order       string     `json:"order,omitempty"`
+	Rows        int64      `json:"rows"`
+	// Deleted counts the rows a reconcile found no longer served upstream
+	// (kept in the table with deleted_at set); Forgotten the submissions
+	// removed on request.
+	Deleted         int64      `json:"deleted_upstream"`
+	Forgotten       int64      `json:"forgotten,omitempty"`
+	LastReconcileAt *time.Time `json:"last_reconcile_at,omitempty"`
+	FieldPolicy     string     `json:"field_policy,omitempty"`
+	LastSuccessAt   *time.Time `json:"last_success_at,omitempty"`
+	LastErrorAt     *time.Time `json:"last_error_at,omitempty"`
+	LastError       string     `json:"last_error,omitempty"`
 	// LagSeconds is how far the newest loaded submission is behind now.
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`
 	Backfill   bool     `json:"backfill_in_progress,omitempty"`
@@ -78,9 +85,10 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FORM\tWATERMARK\tLAG\tROWS\tLAST SUCCESS\tLAST ERROR")
+	fmt.Fprintln(tw, "FORM\tWATERMARK\tLAG\tROWS\tDELETED UPSTREAM\tLAST RECONCILE\tLAST SUCCESS\tLAST ERROR")
 	for _, s := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Form, fmtTime(s.Watermark), fmtLag(s.LagSeconds), s.Rows, fmtTime(s.LastSuccessAt), shorten(s.LastError, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", s.Form, fmtTime(s.Watermark), fmtLag(s.LagSeconds), s.Rows, s.Deleted,
+			fmtTime(s.LastReconcileAt), fmtTime(s.LastSuccessAt), shorten(s.LastError, 80))
 	}
 	tw.Flush()
 	return exitOK
@@ -115,6 +123,14 @@ func statusOf(st state.Form, now time.Time) formStatus {
 	if !st.LastErrorAt.IsZero() {
 		t := st.LastErrorAt
 		s.LastErrorAt = &t
+	}
+	s.Deleted, s.FieldPolicy = st.Deleted, st.FieldPolicy
+	if !st.LastReconcileAt.IsZero() {
+		t := st.LastReconcileAt
+		s.LastReconcileAt = &t
+	}
+	if st.Forgotten != nil {
+		s.Forgotten = st.Forgotten.Count
 	}
 	return s
 }

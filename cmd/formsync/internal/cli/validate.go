@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/robfig/cron/v3"
 )
@@ -22,12 +23,18 @@ type Need struct {
 	Forms bool // FORMSYNC_FORMS (backfill names its form with --form)
 	Sink  bool
 	Sched bool
+	// Policy: the field policy (every command that reads the API, and
+	// forget, which matches hashed values).
+	Policy bool
 }
 
 func (n Need) groups() []string {
 	g := []string{"log"}
 	if n.API {
 		g = append(g, "api")
+	}
+	if n.API || n.Policy {
+		g = append(g, "policy")
 	}
 	if n.Sink {
 		g = append(g, "sink")
@@ -81,6 +88,9 @@ func (c *Config) Validate(n Need) error {
 	if n.API {
 		c.validateAPI(&p, n.Forms)
 	}
+	if n.API || n.Policy {
+		c.validatePolicy(&p)
+	}
 	if n.Sink {
 		switch c.Sink {
 		case "sqlite":
@@ -110,6 +120,33 @@ func (c *Config) Validate(n Need) error {
 		p.add("LOG_LEVEL", "FORMSYNC_LOG_LEVEL=%q: use debug, info, warn or error", c.LogLevel)
 	}
 	return p.err()
+}
+
+// validatePolicy parses the field policy and reads its key: a policy that
+// hashes without a usable key is refused before anything is read.
+func (c *Config) validatePolicy(p *problems) {
+	c.policy = nil
+	pol, err := fieldpolicy.Parse(c.FieldPolicy)
+	if err != nil {
+		for _, leaf := range leaves(err) {
+			p.add("FIELD_POLICY", "FORMSYNC_FIELD_POLICY=%q: %v", c.FieldPolicy, leaf)
+		}
+		return
+	}
+	if !pol.NeedsKey() {
+		c.policy = pol
+		return
+	}
+	if c.FieldHashKeyFile == "" {
+		p.add("FIELD_HASH_KEY_FILE", "FORMSYNC_FIELD_POLICY=%q hashes fields: set FORMSYNC_FIELD_HASH_KEY_FILE to a file holding a secret key of at least 16 bytes (e.g. a mounted Secret; 'head -c 32 /dev/urandom | base64' makes one)", c.FieldPolicy)
+		return
+	}
+	key, err := fieldpolicy.LoadKey(c.FieldHashKeyFile)
+	if err != nil {
+		p.add("FIELD_HASH_KEY_FILE", "FORMSYNC_FIELD_HASH_KEY_FILE=%q: %v", c.FieldHashKeyFile, err)
+		return
+	}
+	c.policy = pol.WithKey(key)
 }
 
 func (c *Config) validateAPI(p *problems, forms bool) {
@@ -190,12 +227,13 @@ func (c *Config) libraryProblems(p *problems, err error) {
 // set them, once.
 var libraryFields = map[string]string{
 	// worker.Config
-	"PageSize":      "PAGE_SIZE",
-	"Concurrency":   "CONCURRENCY",
-	"Lookback":      "LOOKBACK",
-	"Forms":         "FORMS",
-	"ShutdownGrace": "SHUTDOWN_TIMEOUT",
-	"FormTimeout":   "FORM_TIMEOUT",
+	"PageSize":       "PAGE_SIZE",
+	"Concurrency":    "CONCURRENCY",
+	"Lookback":       "LOOKBACK",
+	"Forms":          "FORMS",
+	"ShutdownGrace":  "SHUTDOWN_TIMEOUT",
+	"FormTimeout":    "FORM_TIMEOUT",
+	"ReconcileEvery": "RECONCILE_EVERY",
 	// formsapi.Config
 	"BaseURL":        "API_BASE_URL",
 	"Token":          "API_TOKEN",
@@ -321,14 +359,20 @@ func (c *Config) clientConfig(token formsapi.Secret, observe func(formsapi.Event
 
 // engineConfig is the engine's share of the configuration.
 func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
-	return worker.Config{
-		Forms:         forms,
-		PageSize:      c.PageSize,
-		Concurrency:   c.Concurrency,
-		Lookback:      c.Lookback,
-		TmpDir:        c.TmpDir,
-		FormTimeout:   c.FormTimeout,
-		ShutdownGrace: c.ShutdownTimeout,
-		Logger:        log,
+	cfg := worker.Config{
+		Forms:          forms,
+		PageSize:       c.PageSize,
+		Concurrency:    c.Concurrency,
+		Lookback:       c.Lookback,
+		TmpDir:         c.TmpDir,
+		FormTimeout:    c.FormTimeout,
+		ShutdownGrace:  c.ShutdownTimeout,
+		ReconcileEvery: c.ReconcileEvery,
+		Logger:         log,
 	}
+	if c.policy != nil {
+		// Only a policy: a nil *Policy in the interface would not be nil.
+		cfg.FieldPolicy = c.policy
+	}
+	return cfg
 }

@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/worker"
+)
+
+// listFlag collects a flag given several times or comma-separated.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			*l = append(*l, x)
+		}
+	}
+	return nil
+}
+
+// runForget is `formsync forget`: remove a person's submissions from the
+// sink and keep them out of every later load.
+func runForget(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("forget", flag.ContinueOnError)
+	form := fs.String("form", "", "form id (required)")
+	var keys listFlag
+	fs.Var(&keys, "key", "submission key to forget (the id, or the content key of a form without ids); repeat or comma-separate")
+	field := fs.String("field", "", "forget every submission whose field NAME holds VALUE exactly: NAME=VALUE (a hashed field takes the clear value)")
+	dry := fs.Bool("dry-run", false, "list what would be forgotten, change nothing")
+	if ok, code := parseFlags(fs, e, args); !ok {
+		return code
+	}
+	var problems []string
+	if msg := formIDProblem(*form); *form == "" {
+		problems = append(problems, "--form is required: the id of the form holding the submissions")
+	} else if msg != "" {
+		problems = append(problems, "--form "+msg)
+	}
+	name, value, hasField := strings.Cut(*field, "=")
+	switch {
+	case *field == "" && len(keys) == 0:
+		problems = append(problems, "give --key KEY or --field NAME=VALUE: what to forget")
+	case *field != "" && (!hasField || name == ""):
+		problems = append(problems, fmt.Sprintf("--field %q: use NAME=VALUE, e.g. --field email=person@example.com", *field))
+	}
+	if err := e.cfg.Validate(Need{Sink: true, Policy: true}); err != nil {
+		problems = append(problems, err.(*ConfigError).Problems...)
+	}
+	m := sink.Match{Keys: keys}
+	if *field != "" && hasField && name != "" {
+		// The stored value: a field the policy hashes is stored hashed.
+		stored, err := e.cfg.policy.Lookup(name, value)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("--field %s: %v", name, err))
+		}
+		m.Field, m.Value = name, stored
+	}
+	if len(problems) > 0 {
+		return configError(e, &ConfigError{Problems: problems})
+	}
+	dst, err := openSink(ctx, e.cfg)
+	if err != nil {
+		e.log.Error("cannot open the sink", "error", err.Error())
+		return exitFailed
+	}
+	defer dst.Close()
+	cfg := e.cfg.engineConfig([]string{*form}, e.log)
+	eng, err := worker.New(nil, dst, cfg)
+	if err != nil {
+		return configError(e, err)
+	}
+	rep, err := eng.Forget(ctx, *form, m, *dry)
+	if err != nil {
+		e.log.Error("forget failed: nothing was removed", "form", *form, "error", err.Error())
+		return exitFailed
+	}
+	verb := "Forgot"
+	if *dry {
+		verb = "Dry run: would forget"
+	}
+	fmt.Fprintf(e.stdout, "%s %d stored row(s) of form %s:\n", verb, len(rep.Rows), *form)
+	for _, r := range rep.Rows {
+		state := ""
+		if !r.DeletedAt.IsZero() {
+			state = " (deleted upstream)"
+		}
+		fmt.Fprintf(e.stdout, "  %s  created %s%s\n", r.SubmissionKey, r.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"), state)
+	}
+	if len(rep.Unstored) > 0 {
+		what := "tombstoned anyway, so that no later sync loads them"
+		if *dry {
+			what = "would be tombstoned anyway"
+		}
+		fmt.Fprintf(e.stdout, "Keys not stored (%s): %s\n", what, strings.Join(rep.Unstored, ", "))
+	}
+	if !*dry {
+		fmt.Fprintln(e.stdout, "No later sync, lookback, backfill or reconcile will store these submissions again.")
+	}
+	return exitOK
+}

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/formsync/formsync/worker/metrics"
+)
+
+// runReconcile is `formsync reconcile`: read every page of the forms and
+// mark the stored rows the API no longer serves as deleted upstream.
+func runReconcile(ctx context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	form := fs.String("form", "", "reconcile this form only (default: every form of FORMSYNC_FORMS in this shard)")
+	if ok, code := parseFlags(fs, e, args); !ok {
+		return code
+	}
+	var problems []string
+	if *form != "" {
+		if msg := formIDProblem(*form); msg != "" {
+			problems = append(problems, "--form "+msg)
+		}
+		e.cfg.Forms = []string{*form}
+	}
+	if err := e.cfg.Validate(Need{API: true, Forms: *form == "", Sink: true}); err != nil {
+		problems = append(problems, err.(*ConfigError).Problems...)
+	}
+	if len(problems) > 0 {
+		return configError(e, &ConfigError{Problems: problems})
+	}
+	forms := []string{*form}
+	if *form == "" {
+		if forms = shardForms(e.cfg); len(forms) == 0 {
+			e.log.Warn("no form falls in this shard", "shard_index", e.cfg.ShardIndex, "shard_count", e.cfg.ShardCount)
+			return exitOK
+		}
+	}
+	defer prepareTmpDir(e)()
+	m := metrics.New()
+	p, err := wire(ctx, e, forms, m)
+	if err != nil {
+		return wireFailed(e, err)
+	}
+	defer p.Close()
+	rep, err := p.engine.Reconcile(ctx, forms...)
+	if err != nil {
+		e.log.Error("reconcile failed", "error", err.Error())
+		pushMetrics(ctx, e, m)
+		return exitFailed
+	}
+	m.ObserveRun(rep, rep.CommitDuration)
+	pushMetrics(ctx, e, m)
+	states, _ := p.sink.ReadState(ctx, forms)
+	for _, f := range rep.Forms {
+		if f.Err != nil || rep.CommitErr != nil || !f.Reconciled {
+			continue
+		}
+		st := states[f.FormID]
+		fmt.Fprintf(e.stdout, "Reconcile of form %s: %d submissions served, %d rows newly marked deleted upstream, %d served again; the table holds %d rows, %d of them deleted upstream (%d requests, %s).\n",
+			f.FormID, f.Total, f.Deleted, f.Restored, st.Rows+st.Deleted, st.Deleted, f.Requests, f.Duration.Round(time.Millisecond))
+	}
+	if logInterrupted(ctx, e, rep) || rep.Failed() > 0 {
+		return exitFailed
+	}
+	return exitOK
+}

@@ -1,0 +1,123 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/state"
+)
+
+// ForgetReport says what Forget found and did.
+type ForgetReport struct {
+	FormID string
+	// Rows are the stored rows the match selected: removed, or with DryRun
+	// what would be.
+	Rows []sink.Row
+	// Removed counts the rows the commit removed.
+	Removed int64
+	// Unstored are the keys asked for that no stored row has: tombstoned
+	// all the same, so that they are never loaded.
+	Unstored []string
+	DryRun   bool
+	// Conflicts counts commits refused because another process committed
+	// the form meanwhile; the match was then made again.
+	Conflicts int
+}
+
+// ErrNothingToForget is returned by Forget for a match that selects nothing
+// at all (no key and no field).
+var ErrNothingToForget = errors.New("forget: give submission keys or a field and value")
+
+// Forget removes a form's stored rows that m selects (an erasure request)
+// and records tombstones for them, in one commit, so that no later sync,
+// lookback, backfill or reconcile stores them again. Keys in m that no
+// stored row has are tombstoned too. With dryRun it only reports the rows.
+// m.Value is compared with the stored value: for a field the policy
+// hashes, give the hash (fieldpolicy's Lookup makes it).
+func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun bool) (*ForgetReport, error) {
+	if m.Empty() {
+		return nil, ErrNothingToForget
+	}
+	rep := &ForgetReport{FormID: formID, DryRun: dryRun}
+	for attempt := 1; ; attempt++ {
+		st, err := e.formState(ctx, formID)
+		if err != nil {
+			return rep, err
+		}
+		rows, err := e.dst.Find(ctx, formID, m)
+		if err != nil {
+			return rep, fmt.Errorf("forget in form %s: finding the rows: %w", formID, err)
+		}
+		rep.Rows = rows
+		rep.Unstored = unstored(m.Keys, rows)
+		if dryRun {
+			return rep, nil
+		}
+		fc, err := forgetCommit(st, rows, rep.Unstored)
+		if err != nil {
+			return rep, err
+		}
+		c := &sink.Commit{SyncedAt: e.cfg.Now().UTC(), Forms: []sink.FormCommit{fc}}
+		res, err := e.dst.Commit(ctx, c)
+		if errors.Is(err, sink.ErrStateConflict) && attempt < commitAttempts {
+			// A sync or another forget committed the form meanwhile: its
+			// rows may differ now. Match again.
+			rep.Conflicts++
+			continue
+		}
+		if err != nil {
+			return rep, fmt.Errorf("forget in form %s: committing: %w", formID, err)
+		}
+		rep.Removed = res[formID].Forgotten
+		e.cfg.Logger.Info("forgot submissions", "form", formID, "rows_removed", rep.Removed,
+			"tombstones_for_unstored_keys", len(rep.Unstored))
+		return rep, nil
+	}
+}
+
+// forgetCommit is the commit that removes rows from a form and tombstones
+// them and the unstored keys.
+func forgetCommit(st state.Form, rows []sink.Row, unstored []string) (sink.FormCommit, error) {
+	fg := st.Forgotten
+	if fg == nil {
+		var err error
+		if fg, err = state.NewForgotten(); err != nil {
+			return sink.FormCommit{}, err
+		}
+	}
+	var keys, remove []string
+	for _, r := range rows {
+		// The content key too: a row keyed by content comes back with an
+		// id when the form moves to the newer response form, and one with
+		// an id without it when it moves back.
+		keys = append(keys, r.SubmissionKey, r.ContentKey)
+		remove = append(remove, r.SubmissionKey)
+	}
+	n := int64(len(rows))
+	for _, k := range unstored {
+		if !fg.Has(k) {
+			keys = append(keys, k)
+			n++
+		}
+	}
+	st.Forgotten = fg.With(n, keys...)
+	return sink.FormCommit{State: st, Forget: remove}, nil
+}
+
+// unstored are the keys no row has.
+func unstored(keys []string, rows []sink.Row) []string {
+	have := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		have[r.SubmissionKey] = true
+	}
+	var out []string
+	for _, k := range keys {
+		if !have[k] {
+			have[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
