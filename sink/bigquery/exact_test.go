@@ -175,8 +175,8 @@ func selectAll(t *testing.T, b *bundle, table string) []map[string]bq.Value {
 
 // TestMigrateAddsColumnsInPlace opens the sink on tables made by the
 // release before raw, fields_text, files_text and revision: Open appends
-// them (old rows read NULL: raw "", revision 0) and, once they exist, does
-// no DDL again.
+// them and the columns added since (old rows read NULL: raw "", revision
+// 0, deleted_count 0) and, once they exist, does no DDL again.
 func TestMigrateAddsColumnsInPlace(t *testing.T) {
 	fake := bqfake.New(bqfake.Options{})
 	t.Cleanup(fake.Close)
@@ -220,7 +220,7 @@ func TestMigrateAddsColumnsInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st["old"].Revision != 0 || st["old"].Rows != 1 {
+	if st["old"].Revision != 0 || st["old"].Rows != 1 || st["old"].Deleted != 0 {
 		t.Fatalf("old state after migration: %+v", st["old"])
 	}
 	next := st["old"]

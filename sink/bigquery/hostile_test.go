@@ -36,7 +36,11 @@ var hostile = []string{
 // names.
 func TestHostileNamesCannotChangeStatements(t *testing.T) {
 	b := setup(t, bqfake.Options{})
-	for _, stmt := range []string{render("commit", b.sink.t), render("writeState", b.sink.t), render("readState", b.sink.t), render("readRows", b.sink.t)} {
+	for _, stmt := range []string{
+		render("commit", script{tables: b.sink.t, Rows: true}), render("commit", script{tables: b.sink.t, Rows: true, Deletions: true}),
+		render("commit", script{tables: b.sink.t, Deletions: true}), render("writeState", b.sink.t),
+		render("readState", b.sink.t), render("readRows", b.sink.t), render("find", b.sink.t),
+	} {
 		for _, h := range hostile {
 			if strings.Contains(stmt, h) {
 				t.Fatalf("a statement contains user data %q", h)

@@ -15,6 +15,7 @@ import (
 	bq "cloud.google.com/go/bigquery"
 	"github.com/cenkalti/backoff/v4"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/internal/sqlname"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 )
@@ -218,12 +219,13 @@ func submissionsSchema() bq.Schema {
 		{Name: "raw", Type: bq.StringFieldType, Description: "the submission object exactly as the API sent it (NULL for rows stored before it was kept)"},
 		{Name: "fields_text", Type: bq.StringFieldType, Description: "fields as exact JSON text when the JSON column had to round a number (NULL otherwise)"},
 		{Name: "files_text", Type: bq.StringFieldType, Description: "files as exact JSON text when the JSON column had to round a number (NULL otherwise)"},
+		{Name: "deleted_at", Type: bq.TimestampFieldType, Description: "when a reconcile found the submission no longer served upstream (NULL while it is)"},
 	}
 }
 
 // addedSubmissionColumns are the columns migrate appends to a submissions
 // table created before them.
-var addedSubmissionColumns = []string{"raw", "fields_text", "files_text"}
+var addedSubmissionColumns = []string{"raw", "fields_text", "files_text", "deleted_at"}
 
 func stateSchema() bq.Schema {
 	return bq.Schema{
@@ -233,7 +235,7 @@ func stateSchema() bq.Schema {
 		{Name: "boundary", Type: bq.JSONFieldType, Description: "watermark boundary keys (JSON array of strings)"},
 		{Name: "sort_order", Type: bq.StringFieldType},
 		{Name: "last_total", Type: bq.IntegerFieldType},
-		{Name: "row_count", Type: bq.IntegerFieldType, Description: "rows stored for the form"},
+		{Name: "row_count", Type: bq.IntegerFieldType, Description: "rows stored for the form and not marked deleted upstream"},
 		{Name: "field_names", Type: bq.JSONFieldType},
 		{Name: "last_success_at", Type: bq.TimestampFieldType},
 		{Name: "last_error_at", Type: bq.TimestampFieldType},
@@ -241,10 +243,14 @@ func stateSchema() bq.Schema {
 		{Name: "backfill", Type: bq.JSONFieldType},
 		{Name: "updated_at", Type: bq.TimestampFieldType, Required: true},
 		{Name: "revision", Type: bq.IntegerFieldType, Description: "commits that wrote this state (NULL, from before it was kept, reads as 0)"},
+		{Name: "last_reconcile_at", Type: bq.TimestampFieldType, Description: "when a reconcile of the form last committed"},
+		{Name: "field_policy", Type: bq.StringFieldType, Description: "identity of the field policy the form's rows were stored under"},
+		{Name: "forgotten", Type: bq.JSONFieldType, Description: "tombstones of submissions forgotten on request (salt, keyed hashes, count)"},
+		{Name: "deleted_count", Type: bq.IntegerFieldType, Description: "rows marked deleted upstream (NULL, from before it was kept, reads as 0)"},
 	}
 }
 
-var addedStateColumns = []string{"revision"}
+var addedStateColumns = []string{"revision", "last_reconcile_at", "field_policy", "forgotten", "deleted_count"}
 
 // stagingSchema is one NDJSON line of a sink.Spool, numbered (seq) as it
 // is uploaded.
@@ -325,6 +331,12 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// createView creates or replaces one form's view.
+func (s *Sink) createView(ctx context.Context, formID string, fieldNames []string) error {
+	view := s.cfg.Project + "." + s.cfg.Dataset + "." + sqlname.ViewName(formID)
+	return s.runDDL(ctx, "creating the view of form "+formID, "view "+view, viewSQL(s.cfg.Project, s.cfg.Dataset, formID, fieldNames))
 }
 
 // migrate appends to a table created by an earlier formsync the nullable
