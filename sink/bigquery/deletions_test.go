@@ -13,8 +13,11 @@ import (
 	"testing/iotest"
 	"time"
 
+	bq "cloud.google.com/go/bigquery"
+
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery/bqfake"
+	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/sink/memsink"
 	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/state"
@@ -190,8 +193,8 @@ func brief(rows []sink.Row) string {
 }
 
 // TestReconcileWithoutRows: a reconcile that stages nothing (the API
-// serves no submission any more) runs no load job and marks every row;
-// Find still finds them.
+// serves no submission any more) runs no load job, marks every row, and
+// the view leaves the marked rows out; Find still finds them.
 func TestReconcileWithoutRows(t *testing.T) {
 	b := setup(t, bqfake.Options{})
 	rows := []sink.Row{b.row(t, "r", 1, 1, false), b.row(t, "r", 2, 2, false), b.row(t, "r", 3, 3, false)}
@@ -212,6 +215,9 @@ func TestReconcileWithoutRows(t *testing.T) {
 	if got := readState(t, b.sink, "r")["r"]; got.Rows != 0 || got.Deleted != 3 {
 		t.Errorf("row_count %d deleted_count %d, want 0 and 3", got.Rows, got.Deleted)
 	}
+	if got := readView(t, b, "r"); len(got) != 0 {
+		t.Errorf("the view shows %d rows deleted upstream", len(got))
+	}
 	found, err := b.sink.Find(t.Context(), "r", sink.Match{Field: "email", Value: "user2@example.com"})
 	if err != nil {
 		t.Fatal(err)
@@ -220,10 +226,13 @@ func TestReconcileWithoutRows(t *testing.T) {
 		t.Errorf("Find: %+v, want row 2 deleted at %s", found, at)
 	}
 
-	// Served again: restored.
+	// Served again: restored, and back in the view.
 	res = b.mustCommit(t, b.t0.Add(3*time.Hour), formRows{formState("r", rows[:1], "email"), rows[:1]})
 	if res["r"] != (sink.Counts{Restored: 1}) {
 		t.Errorf("counts %+v, want 1 restored", res["r"])
+	}
+	if got := readView(t, b, "r"); len(got) != 1 || got[0]["submission_key"] != "1" {
+		t.Errorf("view after a restore: %v", got)
 	}
 }
 
@@ -297,5 +306,74 @@ func TestTombstonesFilterTheUpload(t *testing.T) {
 	bad := `{"submission_key":"1","content_key":"c1"}` + "\n" + "{\"form_id\": 17, this is not a row\n"
 	if _, err := io.ReadAll(&tombstoneFilter{r: bufio.NewReader(strings.NewReader(bad)), forgotten: fg}); err == nil {
 		t.Error("a line that is not JSON passed")
+	}
+}
+
+// TestMigrationRecreatesViews opens the sink on a dataset of the release
+// before deleted_at whose migration was interrupted after submissions
+// gained deleted_at: Open recreates every form's view (they must leave
+// out rows deleted upstream) before sync_state gains its columns, whose
+// presence then says the views were recreated: the next Open does nothing.
+func TestMigrationRecreatesViews(t *testing.T) {
+	fake := bqfake.New(bqfake.Options{})
+	t.Cleanup(fake.Close)
+	cfg := testConfig(fake)
+	client, err := bq.NewClient(t.Context(), cfg.Project, clientOptions(fake)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ds := client.Dataset("formsync_test")
+	if err := ds.Create(t.Context(), &bq.DatasetMetadata{Location: "US"}); err != nil {
+		t.Fatal(err)
+	}
+	subs, st := submissionsSchema(), stateSchema()
+	if subs[len(subs)-1].Name != "deleted_at" || st[13].Name != "revision" {
+		t.Fatal("the schemas changed: update this test")
+	}
+	for name, schema := range map[string]bq.Schema{"submissions": subs, "sync_state": st[:14]} {
+		if err := ds.Table(name).Create(t.Context(), &bq.TableMetadata{Schema: schema}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loadNDJSON(t, ds.Table("sync_state"), st[:14],
+		`{"form_id":"v1","row_count":"2","field_names":["a"],"updated_at":"2026-03-04T06:00:00Z","revision":"3"}`,
+		`{"form_id":"v2","row_count":"0","updated_at":"2026-03-04T06:00:00Z","revision":"1"}`)
+	loadNDJSON(t, ds.Table("submissions"), subs,
+		`{"form_id":"v1","submission_id":"1","submission_key":"1","created_at":"2026-03-04T05:06:07.123000Z","is_spam":false,"fields":{"a":"x"},"files":[],"synced_at":"2026-03-04T06:00:00Z"}`,
+		`{"form_id":"v1","submission_id":"2","submission_key":"2","created_at":"2026-03-04T05:06:08.123000Z","is_spam":false,"fields":{"a":"y"},"files":[],"synced_at":"2026-03-04T06:00:00Z","deleted_at":"2026-03-04T06:30:00Z"}`)
+
+	fake.ResetStats()
+	s, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	stats := fake.Stats()
+	for _, v := range []string{"v1", "v2"} {
+		if n := stats.DDL["formsync_test."+sqlname.ViewName(v)]; n != 1 {
+			t.Errorf("view of form %s: %d DDL, want 1", v, n)
+		}
+	}
+	if stats.DDL["formsync_test.sync_state"] != 1 || stats.DDL["formsync_test.submissions"] != 0 {
+		t.Errorf("schema updates: %v, want one on sync_state only", stats.DDL)
+	}
+	b := &bundle{fake: fake, sink: s, cfg: cfg}
+	if got := readView(t, b, "v1"); len(got) != 1 || got[0]["submission_key"] != "1" || got[0]["a"] != "x" {
+		t.Errorf("view of v1: %v, want row 1 only", got)
+	}
+	got := readState(t, s, "v1")["v1"]
+	if got.Rows != 2 || got.Deleted != 0 || got.Forgotten != nil || got.FieldPolicy != "" || !got.LastReconcileAt.IsZero() || got.Revision != 3 {
+		t.Errorf("state read from the migrated table: %+v", got)
+	}
+
+	fake.ResetStats()
+	s2, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	if stats := fake.Stats(); len(stats.DDL) != 0 || stats.QueryJobs != 0 {
+		t.Errorf("the next Open: %+v, want no DDL and no query", stats)
 	}
 }

@@ -162,8 +162,10 @@ type Sink struct {
 }
 
 // Open connects to BigQuery and creates what is missing: the dataset (in
-// Location), the submissions, sync_state and staging tables. When all exist
-// it only reads their metadata: no DDL in the steady state.
+// Location), the submissions, sync_state and staging tables, and the
+// columns added since a table was created (with, once, the forms' views
+// recreated to leave out rows deleted upstream). When all exist it only
+// reads their metadata: no DDL in the steady state.
 func Open(ctx context.Context, cfg Config) (*Sink, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -252,6 +254,13 @@ func stateSchema() bq.Schema {
 
 var addedStateColumns = []string{"revision", "last_reconcile_at", "field_policy", "forgotten", "deleted_count"}
 
+// deletionStateColumns are the sync_state columns added with deleted_at. A
+// sync_state table without them belongs to a dataset whose views were
+// created before the views left out rows deleted upstream: Open recreates
+// every form's view before adding them, so that their presence says the
+// views were recreated (an Open interrupted in between does it again).
+var deletionStateColumns = []string{"last_reconcile_at", "field_policy", "forgotten", "deleted_count"}
+
 // stagingSchema is one NDJSON line of a sink.Spool, numbered (seq) as it
 // is uploaded.
 func stagingSchema() bq.Schema {
@@ -324,9 +333,56 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 			if err != nil {
 				return s.scope.classify("reading the table's schema", res, err)
 			}
+			if t.name == stateTable && lacksAny(meta.Schema, deletionStateColumns) {
+				// submissions, migrated before, has deleted_at now.
+				if err := s.recreateViews(ctx); err != nil {
+					return backoff.Permanent(err) // retried by its own steps
+				}
+			}
 			return s.scope.classify("adding columns to the table", res, s.migrate(ctx, tbl, meta, t.meta.Schema, t.added))
 		})
 		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func lacksAny(schema bq.Schema, names []string) bool {
+	for _, n := range names {
+		if !slices.ContainsFunc(schema, func(f *bq.FieldSchema) bool { return f.Name == n }) {
+			return true
+		}
+	}
+	return false
+}
+
+// recreateViews replaces the view of every form in sync_state by its
+// current definition (which leaves out rows deleted upstream). It reads
+// only the columns sync_state has had from the start.
+func (s *Sink) recreateViews(ctx context.Context) error {
+	type form struct {
+		id     string
+		fields []string
+	}
+	var forms []form
+	q := s.query(render("viewForms", s.t))
+	err := s.readAll(ctx, "reading the forms whose views are recreated", "table "+s.t.State, q.Read, func() { forms = nil }, func(v []bq.Value) error {
+		if len(v) != 2 {
+			return fmt.Errorf("bigquery: reading forms: got %d columns, want 2", len(v))
+		}
+		f := form{id: vString(v[0])}
+		if err := unmarshalNullable(v[1], &f.fields); err != nil {
+			return fmt.Errorf("bigquery: reading field names of form %s: %w", f.id, err)
+		}
+		forms = append(forms, f)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range forms {
+		if err := s.createView(ctx, f.id, f.fields); err != nil {
 			return err
 		}
 	}

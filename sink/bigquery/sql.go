@@ -48,6 +48,11 @@ FROM {{.State}}
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 {{end}}
 
+{{define "viewForms"}}
+SELECT form_id, TO_JSON_STRING(field_names) AS field_names
+FROM {{.State}}
+{{end}}
+
 {{define "rowColumns"}}
 SELECT submission_id, submission_key, created_at, is_spam,
   COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
@@ -337,7 +342,7 @@ func viewSQL(project, dataset, formID string, fieldNames []string) string {
 	b.WriteString(ref(project, dataset, submissionsTable))
 	b.WriteString("\nWHERE form_id = ")
 	b.WriteString(stringLiteral(formID))
-	b.WriteString("\n")
+	b.WriteString(" AND deleted_at IS NULL\n")
 	return b.String()
 }
 

@@ -13,6 +13,9 @@ const (
 FROM ` + "`?`" + `
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 `
+	shapeViewForms = `SELECT form_id, TO_JSON_STRING(field_names) AS field_names
+FROM ` + "`?`" + `
+`
 	shapeReadRows = `SELECT submission_id, submission_key, created_at, is_spam,
   COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
   COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw, deleted_at

@@ -104,6 +104,7 @@ func init() {
 	}
 	for _, d := range []*shapeDef{
 		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readState},
+		{shapeViewForms, "SELECT", nil, []string{"state"}, nil, (*Server).viewForms},
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).readRows},
 		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>", "field": "STRING", "value": "STRING"}, []string{"subs"}, nil, (*Server).find},
 		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP"}, []string{"state", "state"}, []string{"state"}, (*Server).writeState},
@@ -142,7 +143,7 @@ func roleTables(roles, refs []string) (map[string]string, error) {
 var (
 	viewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?` AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
 		"((?:, JSON_VALUE\\(fields\\['(?:[^'\\\\]|\\\\.)*'\\]\\) AS `[a-z][a-z0-9_]*`)*)" +
-		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*')$")
+		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*') AND deleted_at IS NULL$")
 	viewColRE   = regexp.MustCompile("^, JSON_VALUE\\(fields\\[('(?:[^'\\\\]|\\\\.)*')\\]\\) AS `([a-z][a-z0-9_]*)`")
 	selectAllRE = regexp.MustCompile("^SELECT \\* FROM `\\?`$")
 )
@@ -291,6 +292,15 @@ func (s *Server) readState(t map[string]string, params map[string]param) (*resul
 			FROM `+quoteIdent(t["state"])+`
 			WHERE (SELECT count(*) FROM temp.param_form_ids) = 0 OR form_id IN (SELECT value FROM temp.param_form_ids)
 			ORDER BY form_id`)
+	})
+}
+
+// viewForms reads the columns sync_state has had from the start, to
+// recreate the forms' views.
+func (s *Server) viewForms(t map[string]string, _ map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		return s.query(tx, []*bqv2.TableFieldSchema{col("form_id", "STRING"), col("field_names", "STRING")},
+			`SELECT form_id, field_names FROM `+quoteIdent(t["state"])+` ORDER BY form_id`)
 	})
 }
 
@@ -790,7 +800,7 @@ func (s *Server) recogniseView(refs []string, colsText, formLit string) (*statem
 				sqliteLiteral(c.key) + ") AS " + quoteIdent(c.name))
 			fields = append(fields, col(c.name, "STRING"))
 		}
-		b.WriteString(" FROM " + quoteIdent(refs[1]) + " WHERE form_id = " + sqliteLiteral(formID))
+		b.WriteString(" FROM " + quoteIdent(refs[1]) + " WHERE form_id = " + sqliteLiteral(formID) + " AND deleted_at IS NULL")
 		return s.tx(func(tx *sql.Tx) (*result, error) {
 			if _, err := exec(tx, "DROP VIEW IF EXISTS "+quoteIdent(refs[0])); err != nil {
 				return nil, err
