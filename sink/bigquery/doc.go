@@ -9,7 +9,7 @@
 // table expiration of Config.StagingExpiration (6 h). Tables created by an
 // earlier formsync gain the nullable columns added since (submissions: raw,
 // fields_text, files_text, deleted_at; sync_state: revision,
-// last_reconcile_at, field_policy, forgotten, deleted_count) by one schema
+// deleted_count, last_reconcile_at, field_policy, forgotten) by one schema
 // update each, made only while a column is missing: old rows read them as
 // NULL (raw as "", revision and deleted_count as 0). When sync_state lacks
 // the columns added with deleted_at, Open first recreates the view of

@@ -245,21 +245,21 @@ func stateSchema() bq.Schema {
 		{Name: "backfill", Type: bq.JSONFieldType},
 		{Name: "updated_at", Type: bq.TimestampFieldType, Required: true},
 		{Name: "revision", Type: bq.IntegerFieldType, Description: "commits that wrote this state (NULL, from before it was kept, reads as 0)"},
+		{Name: "deleted_count", Type: bq.IntegerFieldType, Description: "rows marked deleted upstream (NULL, from before it was kept, reads as 0)"},
 		{Name: "last_reconcile_at", Type: bq.TimestampFieldType, Description: "when a reconcile of the form last committed"},
 		{Name: "field_policy", Type: bq.StringFieldType, Description: "identity of the field policy the form's rows were stored under"},
 		{Name: "forgotten", Type: bq.JSONFieldType, Description: "tombstones of submissions forgotten on request (salt, keyed hashes, count)"},
-		{Name: "deleted_count", Type: bq.IntegerFieldType, Description: "rows marked deleted upstream (NULL, from before it was kept, reads as 0)"},
 	}
 }
 
-var addedStateColumns = []string{"revision", "last_reconcile_at", "field_policy", "forgotten", "deleted_count"}
+var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten"}
 
 // deletionStateColumns are the sync_state columns added with deleted_at. A
 // sync_state table without them belongs to a dataset whose views were
 // created before the views left out rows deleted upstream: Open recreates
 // every form's view before adding them, so that their presence says the
 // views were recreated (an Open interrupted in between does it again).
-var deletionStateColumns = []string{"last_reconcile_at", "field_policy", "forgotten", "deleted_count"}
+var deletionStateColumns = []string{"deleted_count", "last_reconcile_at", "field_policy", "forgotten"}
 
 // stagingSchema is one NDJSON line of a sink.Spool, numbered (seq) as it
 // is uploaded.

@@ -41,9 +41,9 @@ var sqlTemplates = template.Must(template.New("sql").Parse(`
 {{define "readState"}}
 SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort_order, last_total,
   row_count, TO_JSON_STRING(field_names) AS field_names, last_success_at, last_error_at, last_error,
-  TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision, last_reconcile_at,
-  COALESCE(field_policy, '') AS field_policy, TO_JSON_STRING(forgotten) AS forgotten,
-  COALESCE(deleted_count, 0) AS deleted_count
+  TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision,
+  COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
+  TO_JSON_STRING(forgotten) AS forgotten
 FROM {{.State}}
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 {{end}}
@@ -74,7 +74,7 @@ WHERE form_id = @form_id
 ORDER BY created_at, submission_key
 {{end}}
 
-{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, last_reconcile_at, field_policy, forgotten, deleted_count{{end}}
+{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten{{end}}
 
 {{define "stateUpdate"}}
   wm_created_at = NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), wm_id = s.wm_id,
@@ -93,9 +93,9 @@ ORDER BY created_at, submission_key
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
   NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
-  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1,
+  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), s.added_deleted
+  PARSE_JSON(NULLIF(s.forgotten, ''))
 {{- end}}
 
 {{define "mergeState"}}

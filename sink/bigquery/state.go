@@ -49,9 +49,9 @@ func scanState(v []bq.Value) (state.Form, error) {
 		LastErrorAt:     vTime(v[9]),
 		LastError:       vString(v[10]),
 		Revision:        vInt(v[12]),
-		LastReconcileAt: vTime(v[13]),
-		FieldPolicy:     vString(v[14]),
-		Deleted:         vInt(v[16]),
+		Deleted:         vInt(v[13]),
+		LastReconcileAt: vTime(v[14]),
+		FieldPolicy:     vString(v[15]),
 	}
 	wrap := func(what string, err error) error {
 		return fmt.Errorf("bigquery: reading sync state of form %s: %s: %w", f.FormID, what, err)
@@ -68,7 +68,7 @@ func scanState(v []bq.Value) (state.Form, error) {
 			return f, wrap("backfill", err)
 		}
 	}
-	if b := vString(v[15]); b != "" && b != "null" {
+	if b := vString(v[16]); b != "" && b != "null" {
 		f.Forgotten = new(state.Forgotten)
 		if err := json.Unmarshal([]byte(b), f.Forgotten); err != nil {
 			return f, wrap("forgotten", err)

@@ -7,9 +7,9 @@ package bqfake
 const (
 	shapeReadState = `SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort_order, last_total,
   row_count, TO_JSON_STRING(field_names) AS field_names, last_success_at, last_error_at, last_error,
-  TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision, last_reconcile_at,
-  COALESCE(field_policy, '') AS field_policy, TO_JSON_STRING(forgotten) AS forgotten,
-  COALESCE(deleted_count, 0) AS deleted_count
+  TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision,
+  COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
+  TO_JSON_STRING(forgotten) AS forgotten
 FROM ` + "`?`" + `
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 `
@@ -54,15 +54,15 @@ WHEN MATCHED THEN UPDATE SET
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, ''))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, last_reconcile_at, field_policy, forgotten, deleted_count)
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
   NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
-  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1,
+  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), s.added_deleted
+  PARSE_JSON(NULLIF(s.forgotten, ''))
 );
 
 COMMIT TRANSACTION;
@@ -217,15 +217,15 @@ WHEN MATCHED THEN UPDATE SET
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, ''))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, last_reconcile_at, field_policy, forgotten, deleted_count)
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
   NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
-  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1,
+  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), s.added_deleted
+  PARSE_JSON(NULLIF(s.forgotten, ''))
 );
 
 COMMIT TRANSACTION;
@@ -425,15 +425,15 @@ WHEN MATCHED THEN UPDATE SET
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, ''))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, last_reconcile_at, field_policy, forgotten, deleted_count)
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
   NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
-  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1,
+  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), s.added_deleted
+  PARSE_JSON(NULLIF(s.forgotten, ''))
 );
 
 COMMIT TRANSACTION;
@@ -498,15 +498,15 @@ WHEN MATCHED THEN UPDATE SET
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, ''))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, last_reconcile_at, field_policy, forgotten, deleted_count)
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
   NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
-  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1,
+  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), s.added_deleted
+  PARSE_JSON(NULLIF(s.forgotten, ''))
 );
 
 COMMIT TRANSACTION;

@@ -284,11 +284,11 @@ func (s *Server) readState(t map[string]string, params map[string]param) (*resul
 			col("boundary", "STRING"), col("sort_order", "STRING"), col("last_total", "INTEGER"),
 			col("row_count", "INTEGER"), col("field_names", "STRING"), col("last_success_at", "TIMESTAMP"),
 			col("last_error_at", "TIMESTAMP"), col("last_error", "STRING"), col("backfill", "STRING"),
-			col("revision", "INTEGER"), col("last_reconcile_at", "TIMESTAMP"), col("field_policy", "STRING"),
-			col("forgotten", "STRING"), col("deleted_count", "INTEGER"),
+			col("revision", "INTEGER"), col("deleted_count", "INTEGER"), col("last_reconcile_at", "TIMESTAMP"),
+			col("field_policy", "STRING"), col("forgotten", "STRING"),
 		}, `SELECT form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names,
-			last_success_at, last_error_at, last_error, backfill, COALESCE(revision, 0), last_reconcile_at,
-			COALESCE(field_policy, ''), forgotten, COALESCE(deleted_count, 0)
+			last_success_at, last_error_at, last_error, backfill, COALESCE(revision, 0), COALESCE(deleted_count, 0),
+			last_reconcile_at, COALESCE(field_policy, ''), forgotten
 			FROM `+quoteIdent(t["state"])+`
 			WHERE (SELECT count(*) FROM temp.param_form_ids) = 0 OR form_id IN (SELECT value FROM temp.param_form_ids)
 			ORDER BY form_id`)
@@ -414,11 +414,11 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, add
 		return 0, err
 	}
 	m, err := exec(tx, `INSERT INTO `+st+` (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count,
-		field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision,
-		last_reconcile_at, field_policy, forgotten, deleted_count)
+		field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count,
+		last_reconcile_at, field_policy, forgotten)
 		SELECT s.form_id, s.wm_created_at, s.wm_id, s.boundary, s.sort_order, s.last_total, s.added_rows,
 		s.field_names, s.last_success_at, s.last_error_at, s.last_error, s.backfill, @synced_at, s.revision + 1,
-		s.last_reconcile_at, s.field_policy, s.forgotten, s.added_deleted
+		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten
 		FROM temp._fake_state_src AS s WHERE s.form_id NOT IN (SELECT form_id FROM `+st+`)`, args...)
 	if err != nil {
 		return 0, err
