@@ -1,20 +1,22 @@
 package bigquery
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/formsync/formsync/sink/internal/sqlname"
 
 	bq "cloud.google.com/go/bigquery"
 	"google.golang.org/api/googleapi"
@@ -23,45 +25,66 @@ import (
 	"github.com/formsync/formsync/state"
 )
 
-// Commit applies c: every form's staged rows are upserted into submissions
-// on (form_id, submission_key) and every form's state is written to
-// sync_state with revision = State.Revision + 1, together or not at all.
-// When a form's stored revision is not State.Revision (another process
-// committed it since it was read), nothing is written and the error is a
-// *sink.ConflictError.
+// Commit applies c: every form's stored rows listed in Forget are
+// removed, its staged rows (less those with a tombstone) are upserted into
+// submissions on (form_id, submission_key), the stored rows of a reconciling
+// form that were not staged are marked deleted upstream, and every form's
+// state is written to sync_state with revision = State.Revision + 1,
+// together or not at all. When a form's stored revision is not
+// State.Revision (another process committed it since it was read), nothing
+// is written and the error is a *sink.ConflictError.
 //
 // The rows of all forms go to BigQuery in one load job, into a staging
 // table of this commit's own, then one multi-statement transaction checks
-// the revisions, merges the rows and writes the states. A commit with no
-// rows runs no load job and no submissions MERGE, only the state
-// transaction. Per-form views are (re)created, before the transaction,
-// only for forms whose field names changed.
+// the revisions, forgets, merges and reconciles the rows and writes the
+// states. A commit with no rows runs no load job and no submissions MERGE;
+// unless it forgets or reconciles, only the state transaction. Per-form
+// views are (re)created, before the transaction, only for forms whose field
+// names changed.
 func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
 	if c == nil || len(c.Forms) == 0 {
 		return sink.Result{}, nil
 	}
 	// A form listed twice keeps its last state (and the revision it
-	// carries); its rows all count.
+	// carries); its rows, the keys it forgets and its reconcile all count.
 	order := []string{}
 	states := map[string]state.Form{}
-	var spools []*sink.Spool
+	var spools []staged
 	var nRows int
+	forget := []forgetParam{}
+	forgetting := map[forgetParam]bool{}
+	reconcile := []string{}
 	for _, fc := range c.Forms {
 		if err := fc.State.Validate(); err != nil {
 			return nil, fmt.Errorf("bigquery: commit: %w", err)
 		}
-		if _, ok := states[fc.State.FormID]; !ok {
-			order = append(order, fc.State.FormID)
+		id := fc.State.FormID
+		if _, ok := states[id]; !ok {
+			order = append(order, id)
 		}
-		states[fc.State.FormID] = fc.State
+		states[id] = fc.State
 		if fc.Rows != nil && fc.Rows.Len() > 0 {
 			if err := fc.Rows.Finish(); err != nil {
-				return nil, fmt.Errorf("bigquery: commit: form %s: %w", fc.State.FormID, err)
+				return nil, fmt.Errorf("bigquery: commit: form %s: %w", id, err)
 			}
-			spools = append(spools, fc.Rows)
+			sp := staged{spool: fc.Rows}
+			if !fc.State.Forgotten.Empty() {
+				sp.forgotten = fc.State.Forgotten
+			}
+			spools = append(spools, sp)
 			nRows += fc.Rows.Len()
 		}
+		for _, k := range fc.Forget {
+			if f := (forgetParam{FormID: id, SubmissionKey: k}); !forgetting[f] {
+				forgetting[f] = true
+				forget = append(forget, f)
+			}
+		}
+		if fc.Reconcile && !slices.Contains(reconcile, id) {
+			reconcile = append(reconcile, id)
+		}
 	}
+	deletions := len(forget) > 0 || len(reconcile) > 0
 	syncedAt := c.SyncedAt
 	if syncedAt.IsZero() {
 		syncedAt = s.cfg.Now()
@@ -84,8 +107,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	for _, id := range order {
 		p, ok := prev[id]
 		if next := states[id]; !ok || !sameFields(p.FieldNames, next.FieldNames) {
-			view := s.cfg.Project + "." + s.cfg.Dataset + "." + sqlname.ViewName(id)
-			if err := s.runDDL(ctx, "creating the view of form "+id, "view "+view, viewSQL(s.cfg.Project, s.cfg.Dataset, id, next.FieldNames)); err != nil {
+			if err := s.createView(ctx, id, next.FieldNames); err != nil {
 				return nil, err
 			}
 		}
@@ -105,34 +127,43 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	}
 	params = append(params, bq.QueryParameter{Name: "states", Value: sp})
 
-	if nRows == 0 {
+	if nRows == 0 && !deletions {
 		if _, err := s.transact(ctx, base+"_state", "writing sync state", render("writeState", s.t), params, order, states); err != nil {
 			return nil, err
 		}
 		return res, nil
 	}
 
-	staging := s.cfg.StagingTable + "_" + base
-	if err := s.load(ctx, base, staging, spools); err != nil {
-		return nil, err
+	scr := script{tables: s.t, Rows: nRows > 0, Deletions: deletions}
+	params = append(params, bq.QueryParameter{Name: "form_ids", Value: order})
+	if deletions {
+		params = append(params,
+			bq.QueryParameter{Name: "forget", Value: forget},
+			bq.QueryParameter{Name: "reconcile_forms", Value: reconcile},
+		)
 	}
-	// The plan compares staged rows with the stored rows of the batch's
-	// created_at range (partition pruning), widened to whole milliseconds
-	// (a row loaded from the older response form keeps its
-	// microseconds, the newer form prints milliseconds, so a content-keyed
-	// twin may be up to 1 ms later). A stored row of a staged key outside
-	// that range has moved its created_at to another millisecond: a later
-	// version by definition, found by a scan of the forms' key
-	// columns only (clustering on form_id prunes it to the commit's forms).
-	from, to := createdRange(spools)
-	params = append(params,
-		bq.QueryParameter{Name: "created_from", Value: from.Truncate(time.Millisecond)},
-		bq.QueryParameter{Name: "created_to", Value: to.Truncate(time.Millisecond).Add(time.Millisecond - time.Microsecond)},
-		bq.QueryParameter{Name: "form_ids", Value: order},
-	)
-	t := s.t
-	t.Staging = ref(s.cfg.Project, s.cfg.StagingDataset, staging)
-	job, err := s.transact(ctx, base+"_txn", "merging staged rows and sync state", render("commit", t), params, order, states)
+	if scr.Rows {
+		staging := s.cfg.StagingTable + "_" + base
+		if err := s.load(ctx, base, staging, spools); err != nil {
+			return nil, err
+		}
+		// The plan compares staged rows with the stored rows of the
+		// batch's created_at range (partition pruning), widened to whole
+		// milliseconds (a row loaded from the older response form keeps
+		// its microseconds, the newer form prints milliseconds, so a
+		// content-keyed twin may be up to 1 ms later). A stored row of a
+		// staged key outside that range has moved its created_at to
+		// another millisecond: a later version by definition, found by a
+		// scan of the forms' key columns only (clustering on form_id
+		// prunes it to the commit's forms).
+		from, to := createdRange(spools)
+		params = append(params,
+			bq.QueryParameter{Name: "created_from", Value: from.Truncate(time.Millisecond)},
+			bq.QueryParameter{Name: "created_to", Value: to.Truncate(time.Millisecond).Add(time.Millisecond - time.Microsecond)},
+		)
+		scr.Staging = ref(s.cfg.Project, s.cfg.StagingDataset, staging)
+	}
+	job, err := s.transact(ctx, base+"_txn", "merging staged rows and sync state", render("commit", scr), params, order, states)
 	if err != nil {
 		return nil, err
 	}
@@ -141,14 +172,14 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 			res[id] = sink.Counts{}
 		}
 	}, func(v []bq.Value) error {
-		if len(v) != 3 {
-			return fmt.Errorf("bigquery: commit counts: got %d columns, want 3", len(v))
+		if len(v) != 6 {
+			return fmt.Errorf("bigquery: commit counts: got %d columns, want 6", len(v))
 		}
 		id := vString(v[0])
 		if _, ok := res[id]; !ok {
-			return fmt.Errorf("bigquery: commit counts: staged rows of form %q, which is not in the commit", id)
+			return fmt.Errorf("bigquery: commit counts: rows of form %q, which is not in the commit", id)
 		}
-		res[id] = sink.Counts{Inserted: vInt(v[1]), Updated: vInt(v[2])}
+		res[id] = sink.Counts{Inserted: vInt(v[1]), Updated: vInt(v[2]), Restored: vInt(v[3]), Deleted: vInt(v[4]), Forgotten: vInt(v[5])}
 		return nil
 	})
 	if err != nil {
@@ -156,6 +187,20 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		return nil, fmt.Errorf("bigquery: commit applied but its counts could not be read: %w", err)
 	}
 	return res, nil
+}
+
+// forgetParam is one element of the @forget parameter: a stored row to
+// remove.
+type forgetParam struct {
+	FormID        string `bigquery:"form_id"`
+	SubmissionKey string `bigquery:"submission_key"`
+}
+
+// staged is one form's spool and, when it has any, the tombstones its rows
+// are checked against as they are uploaded.
+type staged struct {
+	spool     *sink.Spool
+	forgotten *state.Forgotten
 }
 
 // conflicts lists the forms whose stored revision (0 when never stored) is
@@ -251,9 +296,9 @@ func commitID(cfg Config, syncedAt time.Time, forms []sink.FormCommit) (string, 
 	return "formsync_" + hex.EncodeToString(h.Sum(nil)[:6]) + hex.EncodeToString(nonce[:]), nil
 }
 
-func createdRange(spools []*sink.Spool) (from, to time.Time) {
+func createdRange(spools []staged) (from, to time.Time) {
 	for i, sp := range spools {
-		a, b := sp.CreatedRange()
+		a, b := sp.spool.CreatedRange()
 		if i == 0 || a.Before(from) {
 			from = a
 		}
@@ -269,7 +314,7 @@ func createdRange(spools []*sink.Spool) (from, to time.Time) {
 // and which expires with the staging dataset's default expiration. The
 // client never retries an upload from a reader, so runJob's retries are the
 // only ones.
-func (s *Sink) load(ctx context.Context, base, table string, spools []*sink.Spool) error {
+func (s *Sink) load(ctx context.Context, base, table string, spools []staged) error {
 	res := "table " + s.cfg.Project + "." + s.cfg.StagingDataset + "." + table
 	_, err := s.runJob(ctx, base+"_load", "loading staged rows into "+res, func(id string) (*bq.Job, error) {
 		return s.startLoad(ctx, id, table, spools)
@@ -277,15 +322,19 @@ func (s *Sink) load(ctx context.Context, base, table string, spools []*sink.Spoo
 	return err
 }
 
-func (s *Sink) startLoad(ctx context.Context, id, table string, spools []*sink.Spool) (*bq.Job, error) {
+func (s *Sink) startLoad(ctx context.Context, id, table string, spools []staged) (*bq.Job, error) {
 	readers := make([]io.Reader, 0, len(spools))
 	for _, sp := range spools {
-		rc, err := sp.Open()
+		rc, err := sp.spool.Open()
 		if err != nil {
 			return nil, err
 		}
 		defer rc.Close()
-		readers = append(readers, rc)
+		var r io.Reader = rc
+		if sp.forgotten != nil {
+			r = &tombstoneFilter{r: bufio.NewReaderSize(rc, 64<<10), forgotten: sp.forgotten}
+		}
+		readers = append(readers, r)
 	}
 	src := bq.NewReaderSource(&sequencer{r: io.MultiReader(readers...)})
 	src.SourceFormat = bq.JSON
@@ -414,4 +463,56 @@ func (q *sequencer) Read(p []byte) (int, error) {
 		q.buf = q.buf[c:]
 	}
 	return written, nil
+}
+
+// tombstoneFilter passes on the NDJSON lines of a spool whose submission
+// key and content key have no tombstone, and drops the others: a forgotten
+// submission is never loaded, even by a commit staged before it was
+// forgotten. Only spools of forms with tombstones are read through it.
+type tombstoneFilter struct {
+	r         *bufio.Reader
+	forgotten *state.Forgotten
+	line      []byte // a line longer than the reader's buffer, assembled
+	pending   []byte // the rest of the line being passed on
+	n         int
+	err       error
+}
+
+func (f *tombstoneFilter) Read(p []byte) (int, error) {
+	for len(f.pending) == 0 {
+		if f.err != nil {
+			return 0, f.err
+		}
+		line, err := f.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			f.line = append(f.line[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = f.r.ReadSlice('\n')
+				f.line = append(f.line, line...)
+			}
+			line = f.line
+		}
+		if err != nil {
+			f.err = err
+		}
+		if len(line) == 0 {
+			continue
+		}
+		f.n++
+		var keys struct {
+			SubmissionKey string `json:"submission_key"`
+			ContentKey    string `json:"content_key"`
+		}
+		if err := json.Unmarshal(line, &keys); err != nil {
+			f.err = fmt.Errorf("bigquery: staged NDJSON line %d: %w", f.n, err)
+			return 0, f.err
+		}
+		if f.forgotten.Has(keys.SubmissionKey) || f.forgotten.Has(keys.ContentKey) {
+			continue
+		}
+		f.pending = line
+	}
+	n := copy(p, f.pending)
+	f.pending = f.pending[n:]
+	return n, nil
 }

@@ -8,10 +8,36 @@
 // (Config.StagingDataset, "<dataset>_staging" by default) with a default
 // table expiration of Config.StagingExpiration (6 h). Tables created by an
 // earlier formsync gain the nullable columns added since (submissions: raw,
-// fields_text, files_text; sync_state: revision) by one schema update each,
-// made only while a column is missing: old rows read them as NULL (raw as
-// "", revision as 0). When everything exists Open only reads metadata: no
-// DDL in the steady state.
+// fields_text, files_text, deleted_at; sync_state: revision,
+// deleted_count, last_reconcile_at, field_policy, forgotten) by one schema
+// update each, made only while a column is missing: old rows read them as
+// NULL (raw as "", revision and deleted_count as 0). When sync_state lacks
+// the columns added with deleted_at, Open first recreates the view of
+// every form in it (SELECT form_id, field_names, then one CREATE OR
+// REPLACE VIEW each), because views created before then show rows deleted
+// upstream; sync_state's schema update comes after, so an Open interrupted
+// in between recreates them again. When everything exists Open only reads
+// metadata: no DDL in the steady state.
+//
+// # Deletions upstream and erasure
+//
+// A row's deleted_at (TIMESTAMP, NULL while the API serves the
+// submission) is set by a reconcile (FormCommit.Reconcile: the commit
+// stages every submission the API serves): every stored row of the form
+// whose key was not staged (after re-keying) and is not marked yet gets
+// deleted_at = the commit's time. Rows are never deleted by it, and a
+// row staged again has its deleted_at cleared (Counts.Restored). Forget
+// (FormCommit.Forget) removes stored rows by key; the tombstones that
+// keep them out (State.Forgotten: keyed hashes of submission and content
+// keys) are checked in Go while the spools are uploaded: a staged row
+// whose submission key or content key has one is not loaded, whatever the
+// commit's age (a retried commit, or one merged with a newer state,
+// carries the tombstones of that state). Only the spools of forms with
+// tombstones are read line by line for it. row_count counts a form's rows
+// not marked deleted and deleted_count the marked ones; the sink keeps
+// both from its own plan, never from the commit's state. Each form's view
+// leaves out marked rows (AND deleted_at IS NULL). Find reads rows by key
+// or by a field holding a JSON string, marked rows included.
 //
 // # How a commit flows
 //
@@ -19,7 +45,8 @@
 //     stored revision is not the one its State carries (another process
 //     committed it since it was read; a form never stored is at 0) makes
 //     the commit a *sink.ConflictError at once, before any job. A form
-//     listed twice keeps its last state and its rows all count.
+//     listed twice keeps its last state; its rows, the keys it forgets and
+//     its reconcile all count.
 //  2. CREATE OR REPLACE VIEW `form_<id>` for each form that is new or whose
 //     field names changed (views are DDL, rate-limited, and cannot be part
 //     of a transaction; they run before it, so a failed commit only means
@@ -36,25 +63,47 @@
 //     fails with the description formsync_state_conflict, which the sink
 //     turns into a *sink.ConflictError naming the forms whose revision
 //     moved, after re-reading them);
+//     - when a form forgets or reconciles: a temp table
+//     `_formsync_forgotten` counting, per form, the stored rows the
+//     @forget keys name (live and marked apart), then their DELETE;
 //     - a temp table `_formsync_plan` with one row per staged key: its
 //     last version (highest seq), the number of changes between its
-//     versions in this commit, and the action against the stored row
-//     (insert, update, rekey from a content-keyed twin, none), so that
-//     counts equal the SQLite sink's row-by-row apply;
+//     versions in this commit, whether the stored row (or the
+//     content-keyed twin) is marked deleted, and the action against the
+//     stored row (insert, update, rekey from a content-keyed twin,
+//     restore: identical but marked, none), so that counts equal the
+//     SQLite sink's row-by-row apply;
 //     - the submissions MERGE, whose source has ONE match key per row: the
 //     row's own key, plus, through UNION ALL, a second row keyed by the
 //     content-keyed twin to re-key or delete. The ON clause is therefore
 //     form_id and key equality, which BigQuery runs as a join on equality
-//     (the former `key = k OR key = legacy_key` left it only form_id);
+//     (the former `key = k OR key = legacy_key` left it only form_id).
+//     Every row it writes gets deleted_at = NULL; a restore writes only
+//     that (and synced_at);
+//     - when a form forgets or reconciles: a temp table
+//     `_formsync_reconciled` counting, per reconciling form, its stored
+//     rows not marked and whose key is not in the plan (NOT EXISTS), then
+//     the UPDATE setting their deleted_at = @synced_at (same condition, same
+//     snapshot: the count is the rows it marks); and `_formsync_counts`,
+//     the plan's per-form counts with the forgotten and reconciled ones;
 //     - the sync_state MERGE from the @states parameter, row_count =
-//     previous + inserted - twins removed, revision = the revision read + 1;
-//     - COMMIT, then a SELECT of the per-form counts from the same plan.
+//     previous + inserted + restored - live rows forgotten, marked or
+//     removed as twins, deleted_count = previous + marked - restored -
+//     marked rows forgotten or removed as twins, revision = the revision
+//     read + 1;
+//     - COMMIT, then a SELECT of the per-form counts (inserted, updated,
+//     restored, deleted, forgotten) from the plan, or from
+//     `_formsync_counts`.
 //
 // A commit with no rows runs no load job and no submissions MERGE: only a
-// transaction with the ASSERT and the sync_state MERGE. Every commit writes
-// its forms' states, even when only LastSuccessAt changed: the revision is
-// the token the next commit (this process's or another's) is checked
-// against.
+// transaction with the ASSERT and the sync_state MERGE, and, when a form
+// forgets or reconciles, the statements above without the plan (a
+// reconcile that stages nothing marks every row of its form). The
+// forget and reconcile statements are rendered only into commits that
+// forget or reconcile: a plain sync runs the statements it always ran.
+// Every commit writes its forms' states, even when only LastSuccessAt
+// changed: the revision is the token the next commit (this process's or
+// another's) is checked against.
 //
 // What each commit reads of `submissions`: the wide columns (fields,
 // files, raw) only in the partitions of the batch's created_at range,
@@ -70,18 +119,20 @@
 //
 // # Upsert rules (the same as the SQLite sink's)
 //
-// Rows are keyed by (form_id, submission_key). A staged row identical to
-// its stored twin changes nothing. A later version (is_spam, fields, files,
-// raw or created_at's millisecond differ) replaces every column, created_at
-// included; within one millisecond the stored created_at is kept, because
+// Rows are keyed by (form_id, submission_key). A staged row identical to its
+// stored twin changes nothing, unless the stored row is marked deleted
+// upstream: then only its deleted_at is cleared (counted in Restored, not in
+// Updated). A later version (is_spam, fields, files, raw or created_at's
+// millisecond differ) replaces every column, created_at included, and clears
+// deleted_at; within one millisecond the stored created_at is kept, because
 // the newer response form prints milliseconds where a row loaded from the
 // older one has microseconds. A row with an id whose content-keyed twin
-// (stored from the older response form: submission_id NULL,
-// submission_key = its ContentKey) exists is re-keyed to the id (keeping
-// the twin's created_at), counted in Updated, never duplicated; if the id
-// key is stored too, the twin is deleted. Versions of one submission within
-// a commit apply in the commit's order: the last one is stored, and each
-// change between them counts as an update.
+// (stored from the older response form: submission_id NULL, submission_key =
+// its ContentKey) exists is re-keyed to the id (keeping the twin's
+// created_at), counted in Updated, never duplicated; if the id key is stored
+// too, the twin is deleted. Versions of one submission within a commit apply
+// in the commit's order: the last one is stored, and each change between
+// them counts as an update.
 //
 // # Exact values
 //
@@ -133,11 +184,12 @@
 // form id and field names are printable-ASCII string literals with every
 // other character escaped, and fields are read with the JSON subscript
 // operator (JSON_VALUE(fields['name'])), so no character of a name is ever
-// parsed as JSON path syntax. The @states ARRAY<STRUCT> parameter has no
+// parsed as JSON path syntax; Find's field name is a parameter of that
+// operator (fields[@field]). The @states ARRAY<STRUCT> parameter has no
 // NULL member (how BigQuery passes one was never checked against the
 // service): a missing time travels as 0001-01-01 00:00:00 UTC, BigQuery's
-// smallest TIMESTAMP, and no backfill as "", both turned back into NULL by
-// NULLIF in the statements.
+// smallest TIMESTAMP, and no backfill or no tombstones as "", both turned
+// back into NULL by NULLIF in the statements.
 //
 // testdata/*.sql are the golden renderings (go test -run 'Golden|Shapes'
 // -update rewrites them and bqfake/shapes.go, the fake's copy).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery/bqfake"
+	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
 )
@@ -175,8 +176,9 @@ func selectAll(t *testing.T, b *bundle, table string) []map[string]bq.Value {
 
 // TestMigrateAddsColumnsInPlace opens the sink on tables made by the
 // release before raw, fields_text, files_text and revision: Open appends
-// them (old rows read NULL: raw "", revision 0) and, once they exist, does
-// no DDL again.
+// them and the columns added since (old rows read NULL: raw "", revision
+// 0, deleted_count 0), recreates the forms' views, and, once they exist,
+// does no DDL again.
 func TestMigrateAddsColumnsInPlace(t *testing.T) {
 	fake := bqfake.New(bqfake.Options{})
 	t.Cleanup(fake.Close)
@@ -206,8 +208,8 @@ func TestMigrateAddsColumnsInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if st := fake.Stats(); st.DDL["formsync_test.submissions"] != 1 || st.DDL["formsync_test.sync_state"] != 1 {
-		t.Errorf("migration DDL: %v, want one schema update per table", st.DDL)
+	if st := fake.Stats(); st.DDL["formsync_test.submissions"] != 1 || st.DDL["formsync_test.sync_state"] != 1 || st.DDL["formsync_test."+sqlname.ViewName("old")] != 1 {
+		t.Errorf("migration DDL: %v, want one schema update per table and the view", st.DDL)
 	}
 	rows, err := s.ReadRows(t.Context(), "old")
 	if err != nil {
@@ -220,7 +222,7 @@ func TestMigrateAddsColumnsInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st["old"].Revision != 0 || st["old"].Rows != 1 {
+	if st["old"].Revision != 0 || st["old"].Rows != 1 || st["old"].Deleted != 0 {
 		t.Fatalf("old state after migration: %+v", st["old"])
 	}
 	next := st["old"]

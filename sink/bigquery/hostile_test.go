@@ -36,7 +36,11 @@ var hostile = []string{
 // names.
 func TestHostileNamesCannotChangeStatements(t *testing.T) {
 	b := setup(t, bqfake.Options{})
-	for _, stmt := range []string{render("commit", b.sink.t), render("writeState", b.sink.t), render("readState", b.sink.t), render("readRows", b.sink.t)} {
+	for _, stmt := range []string{
+		render("commit", script{tables: b.sink.t, Rows: true}), render("commit", script{tables: b.sink.t, Rows: true, Deletions: true}),
+		render("commit", script{tables: b.sink.t, Deletions: true}), render("writeState", b.sink.t),
+		render("readState", b.sink.t), render("viewForms", b.sink.t), render("readRows", b.sink.t), render("find", b.sink.t),
+	} {
 		for _, h := range hostile {
 			if strings.Contains(stmt, h) {
 				t.Fatalf("a statement contains user data %q", h)
@@ -47,7 +51,7 @@ func TestHostileNamesCannotChangeStatements(t *testing.T) {
 		"|SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at," +
 		"|  JSON_VALUE\\(fields\\['([ -&(-\\[\\]-~]|\\\\[\\\\']|\\\\u[0-9a-f]{4}|\\\\U[0-9a-f]{8})*'\\]\\) AS `[a-z][a-z0-9_]*`,?" +
 		"|FROM `[a-z0-9_.\\-]+\\.submissions`" +
-		"|WHERE form_id = '([ -&(-\\[\\]-~]|\\\\[\\\\']|\\\\u[0-9a-f]{4}|\\\\U[0-9a-f]{8})*'" +
+		"|WHERE form_id = '([ -&(-\\[\\]-~]|\\\\[\\\\']|\\\\u[0-9a-f]{4}|\\\\U[0-9a-f]{8})*' AND deleted_at IS NULL" +
 		"|)$")
 
 	at := b.t0.Add(time.Hour)

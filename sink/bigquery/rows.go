@@ -9,19 +9,48 @@ import (
 )
 
 // ReadRows returns every stored row of a form ordered by created_at, then
-// submission_key. It holds them all in memory: it is meant for tests, the
-// contract suite and small tools.
+// submission_key, rows marked deleted upstream included. It holds them all
+// in memory: it is meant for tests, the contract suite and small tools.
 func (s *Sink) ReadRows(ctx context.Context, formID string) ([]sink.Row, error) {
+	return s.readRows(ctx, formID, render("readRows", s.t), bq.QueryParameter{Name: "form_id", Value: formID})
+}
+
+// Find returns the stored rows of a form whose submission key is one of
+// m.Keys or, when m.Field is set, whose fields object has a member named
+// m.Field holding the JSON string m.Value; rows marked deleted upstream
+// included, ordered like ReadRows. The name and the value are query
+// parameters (the JSON subscript operator takes the name as a value, so no
+// character of it is parsed as JSON path syntax). An empty Match finds
+// nothing without a query.
+func (s *Sink) Find(ctx context.Context, formID string, m sink.Match) ([]sink.Row, error) {
+	if m.Empty() {
+		return nil, nil
+	}
+	keys := m.Keys
+	if keys == nil {
+		keys = []string{}
+	}
+	return s.readRows(ctx, formID, render("find", s.t),
+		bq.QueryParameter{Name: "form_id", Value: formID},
+		bq.QueryParameter{Name: "keys", Value: keys},
+		bq.QueryParameter{Name: "field", Value: m.Field},
+		bq.QueryParameter{Name: "value", Value: m.Value},
+	)
+}
+
+// readRows runs a query selecting the rowColumns of one form's rows.
+func (s *Sink) readRows(ctx context.Context, formID, sql string, params ...bq.QueryParameter) ([]sink.Row, error) {
 	var out []sink.Row
-	q := s.query(render("readRows", s.t), bq.QueryParameter{Name: "form_id", Value: formID})
+	q := s.query(sql, params...)
 	err := s.readAll(ctx, "reading rows of form "+formID, "table "+s.t.Submissions, q.Read, func() { out = nil }, func(v []bq.Value) error {
-		if len(v) != 7 {
-			return fmt.Errorf("bigquery: reading rows of form %s: got %d columns, want 7", formID, len(v))
+		if len(v) != 8 {
+			return fmt.Errorf("bigquery: reading rows of form %s: got %d columns, want 8", formID, len(v))
 		}
 		r := sink.Row{
 			FormID:        formID,
 			SubmissionKey: vString(v[1]),
 			CreatedAt:     vTime(v[2]),
+			DeletedAt:     vTime(v[7]),
 		}
 		if id, ok := v[0].(int64); ok {
 			r.SubmissionID = &id

@@ -15,6 +15,7 @@ import (
 	bq "cloud.google.com/go/bigquery"
 	"github.com/cenkalti/backoff/v4"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/internal/sqlname"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 )
@@ -161,8 +162,10 @@ type Sink struct {
 }
 
 // Open connects to BigQuery and creates what is missing: the dataset (in
-// Location), the submissions, sync_state and staging tables. When all exist
-// it only reads their metadata: no DDL in the steady state.
+// Location), the submissions, sync_state and staging tables, and the
+// columns added since a table was created (with, once, the forms' views
+// recreated to leave out rows deleted upstream). When all exist it only
+// reads their metadata: no DDL in the steady state.
 func Open(ctx context.Context, cfg Config) (*Sink, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -218,12 +221,13 @@ func submissionsSchema() bq.Schema {
 		{Name: "raw", Type: bq.StringFieldType, Description: "the submission object exactly as the API sent it (NULL for rows stored before it was kept)"},
 		{Name: "fields_text", Type: bq.StringFieldType, Description: "fields as exact JSON text when the JSON column had to round a number (NULL otherwise)"},
 		{Name: "files_text", Type: bq.StringFieldType, Description: "files as exact JSON text when the JSON column had to round a number (NULL otherwise)"},
+		{Name: "deleted_at", Type: bq.TimestampFieldType, Description: "when a reconcile found the submission no longer served upstream (NULL while it is)"},
 	}
 }
 
 // addedSubmissionColumns are the columns migrate appends to a submissions
 // table created before them.
-var addedSubmissionColumns = []string{"raw", "fields_text", "files_text"}
+var addedSubmissionColumns = []string{"raw", "fields_text", "files_text", "deleted_at"}
 
 func stateSchema() bq.Schema {
 	return bq.Schema{
@@ -233,7 +237,7 @@ func stateSchema() bq.Schema {
 		{Name: "boundary", Type: bq.JSONFieldType, Description: "watermark boundary keys (JSON array of strings)"},
 		{Name: "sort_order", Type: bq.StringFieldType},
 		{Name: "last_total", Type: bq.IntegerFieldType},
-		{Name: "row_count", Type: bq.IntegerFieldType, Description: "rows stored for the form"},
+		{Name: "row_count", Type: bq.IntegerFieldType, Description: "rows stored for the form and not marked deleted upstream"},
 		{Name: "field_names", Type: bq.JSONFieldType},
 		{Name: "last_success_at", Type: bq.TimestampFieldType},
 		{Name: "last_error_at", Type: bq.TimestampFieldType},
@@ -241,10 +245,21 @@ func stateSchema() bq.Schema {
 		{Name: "backfill", Type: bq.JSONFieldType},
 		{Name: "updated_at", Type: bq.TimestampFieldType, Required: true},
 		{Name: "revision", Type: bq.IntegerFieldType, Description: "commits that wrote this state (NULL, from before it was kept, reads as 0)"},
+		{Name: "deleted_count", Type: bq.IntegerFieldType, Description: "rows marked deleted upstream (NULL, from before it was kept, reads as 0)"},
+		{Name: "last_reconcile_at", Type: bq.TimestampFieldType, Description: "when a reconcile of the form last committed"},
+		{Name: "field_policy", Type: bq.StringFieldType, Description: "identity of the field policy the form's rows were stored under"},
+		{Name: "forgotten", Type: bq.JSONFieldType, Description: "tombstones of submissions forgotten on request (salt, keyed hashes, count)"},
 	}
 }
 
-var addedStateColumns = []string{"revision"}
+var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten"}
+
+// deletionStateColumns are the sync_state columns added with deleted_at. A
+// sync_state table without them belongs to a dataset whose views were
+// created before the views left out rows deleted upstream: Open recreates
+// every form's view before adding them, so that their presence says the
+// views were recreated (an Open interrupted in between does it again).
+var deletionStateColumns = []string{"deleted_count", "last_reconcile_at", "field_policy", "forgotten"}
 
 // stagingSchema is one NDJSON line of a sink.Spool, numbered (seq) as it
 // is uploaded.
@@ -318,6 +333,12 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 			if err != nil {
 				return s.scope.classify("reading the table's schema", res, err)
 			}
+			if t.name == stateTable && lacksAny(meta.Schema, deletionStateColumns) {
+				// submissions, migrated before, has deleted_at now.
+				if err := s.recreateViews(ctx); err != nil {
+					return backoff.Permanent(err) // retried by its own steps
+				}
+			}
 			return s.scope.classify("adding columns to the table", res, s.migrate(ctx, tbl, meta, t.meta.Schema, t.added))
 		})
 		if err != nil {
@@ -325,6 +346,53 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func lacksAny(schema bq.Schema, names []string) bool {
+	for _, n := range names {
+		if !slices.ContainsFunc(schema, func(f *bq.FieldSchema) bool { return f.Name == n }) {
+			return true
+		}
+	}
+	return false
+}
+
+// recreateViews replaces the view of every form in sync_state by its
+// current definition (which leaves out rows deleted upstream). It reads
+// only the columns sync_state has had from the start.
+func (s *Sink) recreateViews(ctx context.Context) error {
+	type form struct {
+		id     string
+		fields []string
+	}
+	var forms []form
+	q := s.query(render("viewForms", s.t))
+	err := s.readAll(ctx, "reading the forms whose views are recreated", "table "+s.t.State, q.Read, func() { forms = nil }, func(v []bq.Value) error {
+		if len(v) != 2 {
+			return fmt.Errorf("bigquery: reading forms: got %d columns, want 2", len(v))
+		}
+		f := form{id: vString(v[0])}
+		if err := unmarshalNullable(v[1], &f.fields); err != nil {
+			return fmt.Errorf("bigquery: reading field names of form %s: %w", f.id, err)
+		}
+		forms = append(forms, f)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range forms {
+		if err := s.createView(ctx, f.id, f.fields); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createView creates or replaces one form's view.
+func (s *Sink) createView(ctx context.Context, formID string, fieldNames []string) error {
+	view := s.cfg.Project + "." + s.cfg.Dataset + "." + sqlname.ViewName(formID)
+	return s.runDDL(ctx, "creating the view of form "+formID, "view "+view, viewSQL(s.cfg.Project, s.cfg.Dataset, formID, fieldNames))
 }
 
 // migrate appends to a table created by an earlier formsync the nullable

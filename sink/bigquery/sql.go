@@ -28,41 +28,82 @@ func ref(project, dataset, table string) string {
 	return "`" + project + "." + dataset + "." + table + "`"
 }
 
+// script says which parts a commit's transaction has: Rows, the plan and
+// the submissions MERGE of a loaded staging table; Deletions, the forget
+// DELETE and the reconcile UPDATE (rendered only for commits that forget
+// or reconcile, so that a plain sync runs the statements it always ran).
+type script struct {
+	tables
+	Rows, Deletions bool
+}
+
 var sqlTemplates = template.Must(template.New("sql").Parse(`
 {{define "readState"}}
 SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort_order, last_total,
   row_count, TO_JSON_STRING(field_names) AS field_names, last_success_at, last_error_at, last_error,
-  TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision
+  TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision,
+  COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
+  TO_JSON_STRING(forgotten) AS forgotten
 FROM {{.State}}
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 {{end}}
 
-{{define "readRows"}}
+{{define "viewForms"}}
+SELECT form_id, TO_JSON_STRING(field_names) AS field_names
+FROM {{.State}}
+{{end}}
+
+{{define "rowColumns"}}
 SELECT submission_id, submission_key, created_at, is_spam,
   COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
-  COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw
+  COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw, deleted_at
 FROM {{.Submissions}}
+{{- end}}
+
+{{define "readRows"}}
+{{- template "rowColumns" .}}
 WHERE form_id = @form_id
 ORDER BY created_at, submission_key
 {{end}}
 
-{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision{{end}}
+{{define "find"}}
+{{- template "rowColumns" .}}
+WHERE form_id = @form_id
+  AND (submission_key IN UNNEST(@keys)
+    OR @field != '' AND JSON_TYPE(fields[@field]) = 'string' AND JSON_VALUE(fields[@field]) = @value)
+ORDER BY created_at, submission_key
+{{end}}
+
+{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten{{end}}
 
 {{define "stateUpdate"}}
   wm_created_at = NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), wm_id = s.wm_id,
   boundary = PARSE_JSON(s.boundary), sort_order = s.sort_order, last_total = s.last_total,
-  row_count = {{.}}, field_names = PARSE_JSON(s.field_names),
+  row_count = t.row_count + s.added_rows, deleted_count = COALESCE(t.deleted_count, 0) + s.added_deleted,
+  field_names = PARSE_JSON(s.field_names),
   last_success_at = NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   last_error_at = NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), last_error = s.last_error,
-  backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1
+  backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
+  last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
+  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, ''))
 {{- end}}
 
 {{define "stateValues"}}
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
-  s.sort_order, s.last_total, {{.}}, PARSE_JSON(s.field_names),
+  s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
   NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
-  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1
+  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
+  NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
+  PARSE_JSON(NULLIF(s.forgotten, ''))
+{{- end}}
+
+{{define "mergeState"}}
+ON t.form_id = s.form_id
+WHEN MATCHED THEN UPDATE SET{{template "stateUpdate"}}
+WHEN NOT MATCHED THEN INSERT ({{template "stateColumns"}})
+VALUES ({{template "stateValues"}}
+);
 {{- end}}
 
 {{define "assertRevisions"}}
@@ -74,10 +115,10 @@ ASSERT NOT EXISTS (
 ) AS 'formsync_state_conflict: the sync state of a form changed since it was read';
 {{- end}}
 
-{{define "jsonColumns"}}
+{{define "rewritten"}}
   fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
   files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
-  synced_at = @synced_at
+  synced_at = @synced_at, deleted_at = NULL
 {{- end}}
 
 {{define "writeState"}}
@@ -85,19 +126,45 @@ BEGIN TRANSACTION;
 {{template "assertRevisions" .}}
 
 MERGE {{.State}} AS t
-USING (SELECT * FROM UNNEST(@states)) AS s
-ON t.form_id = s.form_id
-WHEN MATCHED THEN UPDATE SET{{template "stateUpdate" "t.row_count"}}
-WHEN NOT MATCHED THEN INSERT ({{template "stateColumns"}})
-VALUES ({{template "stateValues" "0"}}
-);
+USING (SELECT *, 0 AS added_rows, 0 AS added_deleted FROM UNNEST(@states)) AS s{{template "mergeState"}}
 
 COMMIT TRANSACTION;
 {{end}}
 
+{{define "forgotten"}}EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key){{end}}
+
+{{define "unserved"}}form_id IN UNNEST(@reconcile_forms) AND deleted_at IS NULL
+{{- if .Rows}}
+  AND NOT EXISTS (SELECT 1 FROM _formsync_plan AS p WHERE p.form_id = t.form_id AND p.submission_key = t.submission_key)
+{{- end}}
+{{- end}}
+
+{{define "planCounts"}}(
+  SELECT form_id, COUNTIF(action = 'insert') AS inserted, SUM(updates) AS updated, COUNTIF(restores) AS restored,
+    0 AS deleted, 0 AS forgotten,
+    COUNTIF(action = 'insert') + COUNTIF(restores) - COUNTIF(twin_removed AND NOT legacy_deleted) AS live_delta,
+    -COUNTIF(restores) - COUNTIF(twin_removed AND legacy_deleted) AS deleted_delta
+  FROM _formsync_plan
+  GROUP BY form_id
+){{end}}
+
+{{define "counts"}}{{if .Deletions}}_formsync_counts{{else}}{{template "planCounts"}}{{end}}{{end}}
+
 {{define "commit"}}
 BEGIN TRANSACTION;
 {{template "assertRevisions" .}}
+{{- if .Deletions}}
+
+CREATE TEMP TABLE _formsync_forgotten AS
+SELECT form_id, COUNTIF(deleted_at IS NULL) AS live, COUNTIF(deleted_at IS NOT NULL) AS deleted
+FROM {{.Submissions}} AS t
+WHERE form_id IN UNNEST(@form_ids) AND {{template "forgotten"}}
+GROUP BY form_id;
+
+DELETE FROM {{.Submissions}} AS t
+WHERE form_id IN UNNEST(@form_ids) AND {{template "forgotten"}};
+{{- end}}
+{{- if .Rows}}
 
 CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
@@ -136,12 +203,12 @@ ranked AS (
 stored AS (
   SELECT form_id, submission_id, submission_key, created_at, is_spam,
     COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
-    COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw
+    COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw, deleted_at
   FROM {{.Submissions}}
   WHERE created_at BETWEEN @created_from AND @created_to AND form_id IN UNNEST(@form_ids)
 ),
 elsewhere AS (
-  SELECT form_id, submission_key
+  SELECT form_id, submission_key, deleted_at
   FROM {{.Submissions}}
   WHERE form_id IN UNNEST(@form_ids) AND created_at NOT BETWEEN @created_from AND @created_to
 ),
@@ -151,7 +218,9 @@ joined AS (
       OR k.files != s.first_files
       OR TIMESTAMP_TRUNC(k.created_at, MILLISECOND) != TIMESTAMP_TRUNC(s.first_created, MILLISECOND)
       OR (s.first_raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.first_raw))
-      OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id))) AS first_differs
+      OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id))) AS first_differs,
+    COALESCE(k.deleted_at, e.deleted_at) IS NOT NULL AS stored_deleted,
+    l.deleted_at IS NOT NULL AS legacy_deleted
   FROM ranked AS s
   LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
   LEFT JOIN elsewhere AS e ON e.form_id = s.form_id AND e.submission_key = s.submission_key
@@ -164,10 +233,13 @@ SELECT form_id, submission_id, submission_key, created_at, is_spam, fields, file
     WHEN stored_key IS NULL AND legacy_key IS NOT NULL THEN 'rekey'
     WHEN stored_key IS NULL THEN 'insert'
     WHEN first_differs OR inner_changes > 0 THEN 'update'
+    WHEN stored_deleted THEN 'restore'
     ELSE 'none'
   END AS action,
   IF(stored_key IS NULL AND legacy_key IS NOT NULL OR first_differs, 1, 0) + inner_changes AS updates,
-  legacy_key
+  IF(stored_key IS NULL, legacy_key IS NOT NULL AND legacy_deleted, stored_deleted) AS restores,
+  stored_key IS NOT NULL AND legacy_key IS NOT NULL AS twin_removed,
+  legacy_key, legacy_deleted
 FROM joined;
 
 MERGE {{.Submissions}} AS t
@@ -178,47 +250,67 @@ USING (
 ) AS p
 ON t.form_id = p.form_id AND t.submission_key = p.match_key
 WHEN MATCHED AND p.twin AND p.action = 'rekey' AND p.raw IS NOT NULL THEN UPDATE SET
-  submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam, raw = p.raw,{{template "jsonColumns"}}
+  submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam, raw = p.raw,{{template "rewritten"}}
 WHEN MATCHED AND p.twin AND p.action = 'rekey' THEN UPDATE SET
-  submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam,{{template "jsonColumns"}}
+  submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam,{{template "rewritten"}}
 WHEN MATCHED AND p.twin THEN DELETE
 WHEN MATCHED AND p.action = 'update' AND p.raw IS NOT NULL THEN UPDATE SET
   submission_id = COALESCE(p.submission_id, t.submission_id),
   created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
-  is_spam = p.is_spam, raw = p.raw,{{template "jsonColumns"}}
+  is_spam = p.is_spam, raw = p.raw,{{template "rewritten"}}
 WHEN MATCHED AND p.action = 'update' THEN UPDATE SET
   submission_id = COALESCE(p.submission_id, t.submission_id),
   created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
-  is_spam = p.is_spam,{{template "jsonColumns"}}
+  is_spam = p.is_spam,{{template "rewritten"}}
+WHEN MATCHED AND p.action = 'restore' THEN UPDATE SET
+  synced_at = @synced_at, deleted_at = NULL
 WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
   INSERT (form_id, submission_id, submission_key, created_at, is_spam, fields, fields_text, files, files_text, raw, synced_at)
   VALUES (p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam,
     PARSE_JSON(p.fields, wide_number_mode => 'round'), IF(p.fields_inexact, p.fields, NULL),
     PARSE_JSON(p.files, wide_number_mode => 'round'), IF(p.files_inexact, p.files, NULL),
     p.raw, @synced_at);
+{{- end}}
+{{- if .Deletions}}
+
+CREATE TEMP TABLE _formsync_reconciled AS
+SELECT form_id, COUNT(*) AS deleted
+FROM {{.Submissions}} AS t
+WHERE {{template "unserved" .}}
+GROUP BY form_id;
+
+UPDATE {{.Submissions}} AS t SET deleted_at = @synced_at
+WHERE {{template "unserved" .}};
+
+CREATE TEMP TABLE _formsync_counts AS
+SELECT form_id, SUM(inserted) AS inserted, SUM(updated) AS updated, SUM(restored) AS restored, SUM(deleted) AS deleted,
+  SUM(forgotten) AS forgotten, SUM(live_delta) AS live_delta, SUM(deleted_delta) AS deleted_delta
+FROM (
+{{- if .Rows}}
+  SELECT * FROM {{template "planCounts"}}
+  UNION ALL
+{{- end}}
+  SELECT form_id, 0 AS inserted, 0 AS updated, 0 AS restored, 0 AS deleted, live + deleted AS forgotten,
+    -live AS live_delta, -deleted AS deleted_delta
+  FROM _formsync_forgotten
+  UNION ALL
+  SELECT form_id, 0, 0, 0, deleted, 0, -deleted, deleted
+  FROM _formsync_reconciled
+)
+GROUP BY form_id;
+{{- end}}
 
 MERGE {{.State}} AS t
 USING (
-  SELECT st.*, COALESCE(c.inserted, 0) - COALESCE(c.removed, 0) AS added_rows
+  SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted
   FROM UNNEST(@states) AS st
-  LEFT JOIN (
-    SELECT form_id, COUNTIF(action = 'insert') AS inserted,
-      COUNTIF(action != 'rekey' AND legacy_key IS NOT NULL) AS removed
-    FROM _formsync_plan
-    GROUP BY form_id
-  ) AS c ON c.form_id = st.form_id
-) AS s
-ON t.form_id = s.form_id
-WHEN MATCHED THEN UPDATE SET{{template "stateUpdate" "t.row_count + s.added_rows"}}
-WHEN NOT MATCHED THEN INSERT ({{template "stateColumns"}})
-VALUES ({{template "stateValues" "s.added_rows"}}
-);
+  LEFT JOIN {{template "counts" .}} AS c ON c.form_id = st.form_id
+) AS s{{template "mergeState"}}
 
 COMMIT TRANSACTION;
 
-SELECT form_id, COUNTIF(action = 'insert') AS inserted, SUM(updates) AS updated
-FROM _formsync_plan
-GROUP BY form_id;
+SELECT form_id, inserted, updated, restored, deleted, forgotten
+FROM {{template "counts" .}};
 {{end}}
 `))
 
@@ -250,7 +342,7 @@ func viewSQL(project, dataset, formID string, fieldNames []string) string {
 	b.WriteString(ref(project, dataset, submissionsTable))
 	b.WriteString("\nWHERE form_id = ")
 	b.WriteString(stringLiteral(formID))
-	b.WriteString("\n")
+	b.WriteString(" AND deleted_at IS NULL\n")
 	return b.String()
 }
 

@@ -36,19 +36,22 @@ func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]stat
 }
 
 func scanState(v []bq.Value) (state.Form, error) {
-	if len(v) != 13 {
-		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 13", len(v))
+	if len(v) != 17 {
+		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 17", len(v))
 	}
 	f := state.Form{
-		FormID:        vString(v[0]),
-		Watermark:     state.Watermark{CreatedAt: vTime(v[1]), ID: vInt(v[2])},
-		Order:         state.Order(vString(v[4])),
-		LastTotal:     vInt(v[5]),
-		Rows:          vInt(v[6]),
-		LastSuccessAt: vTime(v[8]),
-		LastErrorAt:   vTime(v[9]),
-		LastError:     vString(v[10]),
-		Revision:      vInt(v[12]),
+		FormID:          vString(v[0]),
+		Watermark:       state.Watermark{CreatedAt: vTime(v[1]), ID: vInt(v[2])},
+		Order:           state.Order(vString(v[4])),
+		LastTotal:       vInt(v[5]),
+		Rows:            vInt(v[6]),
+		LastSuccessAt:   vTime(v[8]),
+		LastErrorAt:     vTime(v[9]),
+		LastError:       vString(v[10]),
+		Revision:        vInt(v[12]),
+		Deleted:         vInt(v[13]),
+		LastReconcileAt: vTime(v[14]),
+		FieldPolicy:     vString(v[15]),
 	}
 	wrap := func(what string, err error) error {
 		return fmt.Errorf("bigquery: reading sync state of form %s: %s: %w", f.FormID, what, err)
@@ -63,6 +66,15 @@ func scanState(v []bq.Value) (state.Form, error) {
 		f.Backfill = new(state.Backfill)
 		if err := json.Unmarshal([]byte(b), f.Backfill); err != nil {
 			return f, wrap("backfill", err)
+		}
+	}
+	if b := vString(v[16]); b != "" && b != "null" {
+		f.Forgotten = new(state.Forgotten)
+		if err := json.Unmarshal([]byte(b), f.Forgotten); err != nil {
+			return f, wrap("forgotten", err)
+		}
+		if f.Forgotten.Keys == nil {
+			f.Forgotten.Keys = []string{}
 		}
 	}
 	return f, nil
@@ -84,7 +96,8 @@ func unmarshalNullable(v bq.Value, dst any) error {
 // the real service, so absence travels as a typed sentinel the statements
 // turn back into NULL: the zero time.Time is 0001-01-01 00:00:00 UTC,
 // BigQuery's smallest TIMESTAMP (NULLIF(x, TIMESTAMP '0001-01-01
-// 00:00:00+00')), and "" is "no backfill" (NULLIF(backfill, ”)).
+// 00:00:00+00')), and "" is "no backfill" or "no tombstones"
+// (NULLIF(backfill, ”), NULLIF(forgotten, ”)).
 type stateParam struct {
 	FormID        string    `bigquery:"form_id"`
 	WmCreatedAt   time.Time `bigquery:"wm_created_at"`
@@ -99,7 +112,10 @@ type stateParam struct {
 	Backfill      string    `bigquery:"backfill"`
 	// Revision is the revision the committer read: the transaction
 	// asserts it is still the stored one, and stores Revision+1.
-	Revision int64 `bigquery:"revision"`
+	Revision        int64     `bigquery:"revision"`
+	LastReconcileAt time.Time `bigquery:"last_reconcile_at"`
+	FieldPolicy     string    `bigquery:"field_policy"`
+	Forgotten       string    `bigquery:"forgotten"`
 }
 
 // sentinelTime is the zero time as BigQuery's smallest TIMESTAMP, for
@@ -127,6 +143,14 @@ func newStateParam(f state.Form) (stateParam, error) {
 		Boundary: string(boundary), SortOrder: string(f.Order), LastTotal: f.LastTotal,
 		FieldNames: string(fields), LastSuccessAt: sentinelTime(f.LastSuccessAt),
 		LastErrorAt: sentinelTime(f.LastErrorAt), LastError: f.LastError, Revision: f.Revision,
+		LastReconcileAt: sentinelTime(f.LastReconcileAt), FieldPolicy: f.FieldPolicy,
+	}
+	if fg := f.Forgotten; fg != nil {
+		j, err := json.Marshal(fg)
+		if err != nil {
+			return stateParam{}, err
+		}
+		p.Forgotten = string(j)
 	}
 	if b := f.Backfill; b != nil {
 		j, err := json.Marshal(b)

@@ -33,8 +33,13 @@
 //     commit script's plan (window functions as BigQuery's), the MERGE
 //     clauses evaluated on the snapshot of matches (with BigQuery's "must
 //     match at most one source row" check; Stats.MergePlan keeps SQLite's
-//     EXPLAIN QUERY PLAN of the match join), the state MERGE, all in one
-//     SQLite transaction (all or nothing). PARSE_JSON's wide_number_mode is
+//     EXPLAIN QUERY PLAN of the match join), the forget DELETE and the
+//     reconcile UPDATE with the temp tables that count them (in the
+//     variants of the commit and state scripts that have them), the state
+//     MERGE, all in one SQLite transaction (all or nothing). Find's
+//     JSON_TYPE(fields[@field]) = 'string' AND JSON_VALUE(fields[@field]) =
+//     @value is a match on the member named exactly @field (json_each), and
+//     a view leaves out rows whose deleted_at is set. PARSE_JSON's wide_number_mode is
 //     honoured: 'exact' fails (SAFE.: NULL) on a number no INT64, UINT64 or
 //     FLOAT64 holds exactly, 'round' stores the nearest FLOAT64. Parameters
 //     are bound from queryParameters, type-checked against what each shape
@@ -60,7 +65,9 @@
 //     update. Options.PendingPolls makes jobs look running for a few polls.
 //     OnStatement lets a test act between a client's steps.
 //   - Counters (Stats): load and query jobs, multipart/resumable uploads,
-//     DML statements and DDL (dataset/table creation, views) per table.
+//     DML statements (each MERGE, DELETE and UPDATE of a script, even one
+//     that changes no row) and DDL (dataset/table creation, views) per
+//     table.
 //
 // # What it does not cover
 //

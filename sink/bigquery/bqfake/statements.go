@@ -75,34 +75,75 @@ type shapeDef struct {
 	text   string
 	kind   string
 	params map[string]string // name -> GoogleSQL type
-	// mutated are the indexes, in refs, of the tables a script mutates.
-	mutated []int
-	handler func(s *Server, refs []string, params map[string]param) (*result, error)
+	// roles names each table reference, in order of appearance: "state"
+	// (sync_state), "subs" (submissions) or "staging". References with
+	// the same role must be the same table.
+	roles []string
+	// mutated are the roles of the tables a script mutates.
+	mutated []string
+	handler func(s *Server, t map[string]string, params map[string]param) (*result, error)
 }
 
-var statesType = "ARRAY<STRUCT<form_id STRING, wm_created_at TIMESTAMP, wm_id INT64, boundary STRING, sort_order STRING, last_total INT64, field_names STRING, last_success_at TIMESTAMP, last_error_at TIMESTAMP, last_error STRING, backfill STRING, revision INT64>>"
+var statesType = "ARRAY<STRUCT<form_id STRING, wm_created_at TIMESTAMP, wm_id INT64, boundary STRING, sort_order STRING, last_total INT64, field_names STRING, last_success_at TIMESTAMP, last_error_at TIMESTAMP, last_error STRING, backfill STRING, revision INT64, last_reconcile_at TIMESTAMP, field_policy STRING, forgotten STRING>>"
+
+var forgetType = "ARRAY<STRUCT<form_id STRING, submission_key STRING>>"
 
 var shapes = map[string]*shapeDef{}
 
 func init() {
+	commitParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP", "form_ids": "ARRAY<STRING>"}
+	deletionsParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "form_ids": "ARRAY<STRING>", "forget": forgetType, "reconcile_forms": "ARRAY<STRING>"}
+	commitDeletionsParams := map[string]string{"created_from": "TIMESTAMP", "created_to": "TIMESTAMP"}
+	for k, v := range deletionsParams {
+		commitDeletionsParams[k] = v
+	}
+	commit := func(rows, deletions bool) func(*Server, map[string]string, map[string]param) (*result, error) {
+		return func(s *Server, t map[string]string, params map[string]param) (*result, error) {
+			return s.commitScript(t, params, rows, deletions)
+		}
+	}
 	for _, d := range []*shapeDef{
-		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, nil, (*Server).readState},
-		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, nil, (*Server).readRows},
-		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP"}, []int{1}, (*Server).writeState},
-		{shapeCommit, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP", "form_ids": "ARRAY<STRING>"}, []int{4, 5}, (*Server).commitScript},
+		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readState},
+		{shapeViewForms, "SELECT", nil, []string{"state"}, nil, (*Server).viewForms},
+		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).readRows},
+		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>", "field": "STRING", "value": "STRING"}, []string{"subs"}, nil, (*Server).find},
+		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP"}, []string{"state", "state"}, []string{"state"}, (*Server).writeState},
+		{shapeCommit, "SCRIPT", commitParams, []string{"state", "staging", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(true, false)},
+		{shapeCommitDeletions, "SCRIPT", commitDeletionsParams,
+			[]string{"state", "subs", "subs", "staging", "subs", "subs", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(true, true)},
+		{shapeWriteStateDeletions, "SCRIPT", deletionsParams, []string{"state", "subs", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(false, true)},
 	} {
 		n, _, err := normalise(d.text)
 		if err != nil {
 			panic(err)
 		}
+		if refs := strings.Count(n, "`?`"); refs != len(d.roles) {
+			panic(fmt.Sprintf("bqfake: a shape has %d table references, %d roles", refs, len(d.roles)))
+		}
 		shapes[n] = d
 	}
+}
+
+// roleTables maps each role of a shape to its table, checking that
+// references with one role name one table.
+func roleTables(roles, refs []string) (map[string]string, error) {
+	if len(roles) != len(refs) {
+		return nil, invalidQuery("bqfake: statement with unexpected table references %v", refs)
+	}
+	t := map[string]string{}
+	for i, r := range roles {
+		if prev, ok := t[r]; ok && prev != refs[i] {
+			return nil, invalidQuery("bqfake: statement with unexpected table references %v", refs)
+		}
+		t[r] = refs[i]
+	}
+	return t, nil
 }
 
 var (
 	viewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?` AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
 		"((?:, JSON_VALUE\\(fields\\['(?:[^'\\\\]|\\\\.)*'\\]\\) AS `[a-z][a-z0-9_]*`)*)" +
-		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*')$")
+		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*') AND deleted_at IS NULL$")
 	viewColRE   = regexp.MustCompile("^, JSON_VALUE\\(fields\\[('(?:[^'\\\\]|\\\\.)*')\\]\\) AS `([a-z][a-z0-9_]*)`")
 	selectAllRE = regexp.MustCompile("^SELECT \\* FROM `\\?`$")
 )
@@ -134,11 +175,13 @@ func (s *Server) recognise(q string) (*statement, error) {
 		if !ok {
 			d = shapes[n+";"]
 		}
+		t, err := roleTables(d.roles, refs)
+		if err != nil {
+			return nil, err
+		}
 		var mutates []string
-		for _, i := range d.mutated {
-			if i < len(refs) {
-				mutates = append(mutates, refs[i])
-			}
+		for _, r := range d.mutated {
+			mutates = append(mutates, t[r])
 		}
 		return &statement{kind: d.kind, refs: refs, mutates: mutates, run: func(s *Server, params map[string]param) (*result, error) {
 			for name, typ := range d.params {
@@ -150,7 +193,7 @@ func (s *Server) recognise(q string) (*statement, error) {
 					return nil, invalidQuery("Query parameter '%s' has type %s, the statement needs %s", name, got, typ)
 				}
 			}
-			return d.handler(s, refs, params)
+			return d.handler(s, t, params)
 		}}, nil
 	}
 	if m := viewRE.FindStringSubmatch(n); m != nil && len(refs) == 2 {
@@ -231,7 +274,7 @@ func (s *Server) countDML(ref string) {
 	s.stats.DML[d+"."+t]++
 }
 
-func (s *Server) readState(refs []string, params map[string]param) (*result, error) {
+func (s *Server) readState(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
 			return nil, err
@@ -241,28 +284,69 @@ func (s *Server) readState(refs []string, params map[string]param) (*result, err
 			col("boundary", "STRING"), col("sort_order", "STRING"), col("last_total", "INTEGER"),
 			col("row_count", "INTEGER"), col("field_names", "STRING"), col("last_success_at", "TIMESTAMP"),
 			col("last_error_at", "TIMESTAMP"), col("last_error", "STRING"), col("backfill", "STRING"),
-			col("revision", "INTEGER"),
+			col("revision", "INTEGER"), col("deleted_count", "INTEGER"), col("last_reconcile_at", "TIMESTAMP"),
+			col("field_policy", "STRING"), col("forgotten", "STRING"),
 		}, `SELECT form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names,
-			last_success_at, last_error_at, last_error, backfill, COALESCE(revision, 0)
-			FROM `+quoteIdent(refs[0])+`
+			last_success_at, last_error_at, last_error, backfill, COALESCE(revision, 0), COALESCE(deleted_count, 0),
+			last_reconcile_at, COALESCE(field_policy, ''), forgotten
+			FROM `+quoteIdent(t["state"])+`
 			WHERE (SELECT count(*) FROM temp.param_form_ids) = 0 OR form_id IN (SELECT value FROM temp.param_form_ids)
 			ORDER BY form_id`)
 	})
 }
 
-func (s *Server) readRows(refs []string, params map[string]param) (*result, error) {
+// viewForms reads the columns sync_state has had from the start, to
+// recreate the forms' views.
+func (s *Server) viewForms(t map[string]string, _ map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		return s.query(tx, []*bqv2.TableFieldSchema{col("form_id", "STRING"), col("field_names", "STRING")},
+			`SELECT form_id, field_names FROM `+quoteIdent(t["state"])+` ORDER BY form_id`)
+	})
+}
+
+// rowColumns are the columns readRows and find select.
+func rowColumns() []*bqv2.TableFieldSchema {
+	return []*bqv2.TableFieldSchema{
+		col("submission_id", "INTEGER"), col("submission_key", "STRING"), col("created_at", "TIMESTAMP"),
+		col("is_spam", "BOOLEAN"), col("fields", "STRING"), col("files", "STRING"), col("raw", "STRING"),
+		col("deleted_at", "TIMESTAMP"),
+	}
+}
+
+func (s *Server) readRows(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		q := `SELECT submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields),
-			COALESCE(files_text, files), raw
-			FROM ` + quoteIdent(refs[0]) + ` WHERE form_id = @form_id ORDER BY created_at, submission_key`
+			COALESCE(files_text, files), raw, deleted_at
+			FROM ` + quoteIdent(t["subs"]) + ` WHERE form_id = @form_id ORDER BY created_at, submission_key`
 		args, err := named(q, params)
 		if err != nil {
 			return nil, err
 		}
-		return s.query(tx, []*bqv2.TableFieldSchema{
-			col("submission_id", "INTEGER"), col("submission_key", "STRING"), col("created_at", "TIMESTAMP"),
-			col("is_spam", "BOOLEAN"), col("fields", "STRING"), col("files", "STRING"), col("raw", "STRING"),
-		}, q, args...)
+		return s.query(tx, rowColumns(), q, args...)
+	})
+}
+
+// find is the sink's Find: rows of the form whose key is in @keys, or
+// whose fields object has the member @field holding the JSON string
+// @value (JSON_TYPE(fields[@field]) = 'string' AND JSON_VALUE(...) =
+// @value: a member name is matched exactly, never parsed as a path).
+func (s *Server) find(t map[string]string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := materialise(tx, "keys", params["keys"]); err != nil {
+			return nil, err
+		}
+		q := `SELECT submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields),
+			COALESCE(files_text, files), raw, deleted_at
+			FROM ` + quoteIdent(t["subs"]) + ` AS t
+			WHERE form_id = @form_id AND (submission_key IN (SELECT value FROM temp.param_keys)
+				OR @field != '' AND EXISTS (SELECT 1 FROM json_each(t.fields) AS j
+					WHERE j.key = @field AND j.type = 'text' AND j.atom = @value))
+			ORDER BY created_at, submission_key`
+		args, err := named(q, params)
+		if err != nil {
+			return nil, err
+		}
+		return s.query(tx, rowColumns(), q, args...)
 	})
 }
 
@@ -289,8 +373,9 @@ func (s *Server) assertRevisions(tx *sql.Tx, ref string, params map[string]param
 }
 
 // mergeState is the sync_state MERGE on SQLite: source rows are the
-// @states parameter with added_rows (0, or from the commit plan).
-func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, addedRows string) (int64, error) {
+// @states parameter with added_rows and added_deleted (0, or from the
+// commit's counts).
+func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, addedRows, addedDeleted string) (int64, error) {
 	if err := materialise(tx, "states", params["states"]); err != nil {
 		return 0, err
 	}
@@ -301,7 +386,9 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, add
 	ts := func(c string) string { return fmt.Sprintf("NULLIF(st.%s, %d) AS %s", c, minTimestamp, c) }
 	if _, err := exec(tx, `CREATE TEMP TABLE _fake_state_src AS SELECT st.form_id, `+ts("wm_created_at")+`, st.wm_id,
 		st.boundary, st.sort_order, st.last_total, st.field_names, `+ts("last_success_at")+`, `+ts("last_error_at")+`,
-		st.last_error, NULLIF(st.backfill, '') AS backfill, st.revision, `+addedRows+` AS added_rows FROM temp.param_states AS st`); err != nil {
+		st.last_error, NULLIF(st.backfill, '') AS backfill, st.revision, `+ts("last_reconcile_at")+`, st.field_policy,
+		NULLIF(st.forgotten, '') AS forgotten, `+addedRows+` AS added_rows, `+addedDeleted+` AS added_deleted
+		FROM temp.param_states AS st`); err != nil {
 		return 0, err
 	}
 	var dup string
@@ -318,16 +405,20 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, add
 	}
 	n, err := exec(tx, `UPDATE `+st+` SET wm_created_at = s.wm_created_at, wm_id = s.wm_id, boundary = s.boundary,
 		sort_order = s.sort_order, last_total = s.last_total, row_count = `+st+`.row_count + s.added_rows,
+		deleted_count = COALESCE(`+st+`.deleted_count, 0) + s.added_deleted,
 		field_names = s.field_names, last_success_at = s.last_success_at, last_error_at = s.last_error_at,
-		last_error = s.last_error, backfill = s.backfill, updated_at = @synced_at, revision = s.revision + 1
+		last_error = s.last_error, backfill = s.backfill, updated_at = @synced_at, revision = s.revision + 1,
+		last_reconcile_at = s.last_reconcile_at, field_policy = s.field_policy, forgotten = s.forgotten
 		FROM temp._fake_state_src AS s WHERE `+st+`.form_id = s.form_id`, args...)
 	if err != nil {
 		return 0, err
 	}
 	m, err := exec(tx, `INSERT INTO `+st+` (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count,
-		field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision)
+		field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count,
+		last_reconcile_at, field_policy, forgotten)
 		SELECT s.form_id, s.wm_created_at, s.wm_id, s.boundary, s.sort_order, s.last_total, s.added_rows,
-		s.field_names, s.last_success_at, s.last_error_at, s.last_error, s.backfill, @synced_at, s.revision + 1
+		s.field_names, s.last_success_at, s.last_error_at, s.last_error, s.backfill, @synced_at, s.revision + 1,
+		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten
 		FROM temp._fake_state_src AS s WHERE s.form_id NOT IN (SELECT form_id FROM `+st+`)`, args...)
 	if err != nil {
 		return 0, err
@@ -340,15 +431,12 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, add
 }
 
 // writeState is the state-only transaction: ASSERT, then the MERGE.
-func (s *Server) writeState(refs []string, params map[string]param) (*result, error) {
-	if len(refs) != 2 || refs[0] != refs[1] {
-		return nil, invalidQuery("bqfake: state script with unexpected table references %v", refs)
-	}
+func (s *Server) writeState(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
-		if err := s.assertRevisions(tx, refs[0], params); err != nil {
+		if err := s.assertRevisions(tx, t["state"], params); err != nil {
 			return nil, err
 		}
-		n, err := s.mergeState(tx, refs[1], params, "0")
+		n, err := s.mergeState(tx, t["state"], params, "0", "0")
 		if err != nil {
 			return nil, err
 		}
@@ -356,32 +444,10 @@ func (s *Server) writeState(refs []string, params map[string]param) (*result, er
 	})
 }
 
-// commitScript is the commit transaction on SQLite. refs are, in order of
-// appearance: sync_state (ASSERT), staging, submissions (plan: stored),
-// submissions (plan: elsewhere), submissions (MERGE), sync_state (MERGE).
-// The MERGE's split WHEN clauses (with and without a staged raw) are the
-// one clause here with raw = COALESCE(p.raw, t.raw).
-func (s *Server) commitScript(refs []string, params map[string]param) (*result, error) {
-	if len(refs) != 6 || refs[2] != refs[3] || refs[2] != refs[4] || refs[0] != refs[5] {
-		return nil, invalidQuery("bqfake: commit script with unexpected table references %v", refs)
-	}
-	staging, subs, state := quoteIdent(refs[1]), quoteIdent(refs[2]), refs[5]
-	return s.tx(func(tx *sql.Tx) (*result, error) {
-		if err := s.assertRevisions(tx, state, params); err != nil {
-			return nil, err
-		}
-		for _, t := range []string{"_formsync_plan", "_fake_src", "_fake_match"} {
-			if _, err := exec(tx, "DROP TABLE IF EXISTS temp."+t); err != nil {
-				return nil, err
-			}
-		}
-		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
-			return nil, err
-		}
-		// BigQuery's plan on SQLite: QUALIFY becomes a filter on a
-		// subquery, COUNTIF a SUM, TIMESTAMP_TRUNC(x, MILLISECOND) an
-		// integer division of the microseconds, IS DISTINCT FROM IS NOT.
-		plan := `CREATE TEMP TABLE _formsync_plan AS
+// fakePlan is the commit script's plan on SQLite: QUALIFY becomes a filter
+// on a subquery, COUNTIF a SUM, TIMESTAMP_TRUNC(x, MILLISECOND) an integer
+// division of the microseconds, IS DISTINCT FROM IS NOT, IF a CASE.
+const fakePlan = `CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
   SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files,
     NULLIF(raw, '') AS raw, seq,
@@ -389,7 +455,7 @@ WITH staged AS (
     COALESCE(bqfake_json_exact(files), files) AS files_cmp,
     bqfake_json_exact(fields) IS NULL AS fields_inexact,
     bqfake_json_exact(files) IS NULL AS files_inexact
-  FROM ` + staging + `
+  FROM {{staging}}
 ),
 versions AS (
   SELECT *,
@@ -418,12 +484,12 @@ ranked AS (
 ),
 stored AS (
   SELECT form_id, submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields) AS fields,
-    COALESCE(files_text, files) AS files, raw
-  FROM ` + subs + `
+    COALESCE(files_text, files) AS files, raw, deleted_at
+  FROM {{subs}}
   WHERE created_at BETWEEN @created_from AND @created_to AND form_id IN (SELECT value FROM temp.param_form_ids)
 ),
 elsewhere AS (
-  SELECT form_id, submission_key FROM ` + subs + `
+  SELECT form_id, submission_key, deleted_at FROM {{subs}}
   WHERE form_id IN (SELECT value FROM temp.param_form_ids) AND created_at NOT BETWEEN @created_from AND @created_to
 ),
 joined AS (
@@ -432,7 +498,9 @@ joined AS (
       OR k.files != s.first_files
       OR k.created_at / 1000 != s.first_created / 1000
       OR (s.first_raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.first_raw))
-      OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id))) AS first_differs
+      OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id))) AS first_differs,
+    COALESCE(k.deleted_at, e.deleted_at) IS NOT NULL AS stored_deleted,
+    l.deleted_at IS NOT NULL AS legacy_deleted
   FROM ranked AS s
   LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
   LEFT JOIN elsewhere AS e ON e.form_id = s.form_id AND e.submission_key = s.submission_key
@@ -445,75 +513,83 @@ SELECT form_id, submission_id, submission_key, created_at, is_spam, fields, file
     WHEN stored_key IS NULL AND legacy_key IS NOT NULL THEN 'rekey'
     WHEN stored_key IS NULL THEN 'insert'
     WHEN first_differs OR inner_changes > 0 THEN 'update'
+    WHEN stored_deleted THEN 'restore'
     ELSE 'none'
   END AS action,
   CASE WHEN stored_key IS NULL AND legacy_key IS NOT NULL OR first_differs THEN 1 ELSE 0 END + inner_changes AS updates,
-  legacy_key
+  CASE WHEN stored_key IS NULL THEN legacy_key IS NOT NULL AND legacy_deleted ELSE stored_deleted END AS restores,
+  stored_key IS NOT NULL AND legacy_key IS NOT NULL AS twin_removed,
+  legacy_key, legacy_deleted
 FROM joined`
-		args, err := named(plan, params)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := exec(tx, plan, args...); err != nil {
-			return nil, err
-		}
 
-		// MERGE submissions: the source is the plan with one match key
-		// per row (the row's key, plus its content-keyed twin's as a
-		// second row); matches are computed first, on the snapshot, then
-		// each WHEN clause is applied to its matches.
-		if _, err := exec(tx, `CREATE TEMP TABLE _fake_src AS
-			SELECT *, submission_key AS match_key, 0 AS twin FROM temp._formsync_plan WHERE action != 'none'
-			UNION ALL
-			SELECT *, legacy_key AS match_key, 1 AS twin FROM temp._formsync_plan WHERE legacy_key IS NOT NULL`); err != nil {
+// fakePlanCounts is the script's per-form counts of the plan.
+const fakePlanCounts = `SELECT form_id, SUM(action = 'insert') AS inserted, SUM(updates) AS updated, SUM(restores) AS restored,
+    0 AS deleted, 0 AS forgotten,
+    SUM(action = 'insert') + SUM(restores) - SUM(twin_removed AND NOT legacy_deleted) AS live_delta,
+    -SUM(restores) - SUM(twin_removed AND legacy_deleted) AS deleted_delta
+  FROM temp._formsync_plan
+  GROUP BY form_id`
+
+// commitScript is a commit transaction on SQLite; rows says it has the
+// plan and submissions MERGE of a staging table, deletions the forget
+// DELETE and the reconcile UPDATE. The MERGE's split WHEN clauses (with
+// and without a staged raw) are the one clause here with raw =
+// COALESCE(p.raw, t.raw).
+func (s *Server) commitScript(t map[string]string, params map[string]param, rows, deletions bool) (*result, error) {
+	subs, state := quoteIdent(t["subs"]), t["state"]
+	temps := []string{"_formsync_plan", "_fake_src", "_fake_match", "_formsync_forgotten", "_formsync_reconciled", "_formsync_counts"}
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.assertRevisions(tx, state, params); err != nil {
 			return nil, err
 		}
-		on := `t.form_id = p.form_id AND t.submission_key = p.match_key`
-		matchSelect := `SELECT t.rowid AS trow, p.rowid AS prow,
-			CASE WHEN p.twin AND p.action = 'rekey' THEN 1
-			     WHEN p.twin THEN 2
-			     WHEN p.action = 'update' THEN 3 ELSE 0 END AS clause
-			FROM temp._fake_src AS p JOIN ` + subs + ` AS t ON ` + on
-		if args, err = named(matchSelect, params); err != nil {
+		for _, t := range temps {
+			if _, err := exec(tx, "DROP TABLE IF EXISTS temp."+t); err != nil {
+				return nil, err
+			}
+		}
+		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
 			return nil, err
 		}
-		plans, err := explain(tx, matchSelect, args...)
-		if err != nil {
-			return nil, err
-		}
-		s.stats.MergePlan = plans
-		if _, err := exec(tx, `CREATE TEMP TABLE _fake_match AS `+matchSelect, args...); err != nil {
-			return nil, err
-		}
-		var dup int64
-		err = tx.QueryRow(`SELECT trow FROM temp._fake_match GROUP BY trow HAVING count(*) > 1 LIMIT 1`).Scan(&dup)
-		if err == nil {
-			return nil, invalidQuery("UPDATE/MERGE must match at most one source row for each target row")
-		} else if err != sql.ErrNoRows {
-			return nil, err
-		}
-		jsonSet := `fields = bqfake_json_round(p.fields), fields_text = CASE WHEN p.fields_inexact THEN p.fields END,
-				files = bqfake_json_round(p.files), files_text = CASE WHEN p.files_inexact THEN p.files END,
-				raw = COALESCE(p.raw, ` + subs + `.raw), synced_at = @synced_at`
 		var affected int64
-		steps := []string{
-			`DELETE FROM ` + subs + ` WHERE rowid IN (SELECT trow FROM temp._fake_match WHERE clause = 2)`,
-			`UPDATE ` + subs + ` SET submission_id = p.submission_id, submission_key = p.submission_key,
-				is_spam = p.is_spam, ` + jsonSet + `
-				FROM (SELECT m.trow, s.* FROM temp._fake_match AS m JOIN temp._fake_src AS s ON s.rowid = m.prow WHERE m.clause = 1) AS p
-				WHERE ` + subs + `.rowid = p.trow`,
-			`UPDATE ` + subs + ` SET submission_id = COALESCE(p.submission_id, ` + subs + `.submission_id),
-				created_at = CASE WHEN ` + subs + `.created_at / 1000 = p.created_at / 1000 THEN ` + subs + `.created_at ELSE p.created_at END,
-				is_spam = p.is_spam, ` + jsonSet + `
-				FROM (SELECT m.trow, s.* FROM temp._fake_match AS m JOIN temp._fake_src AS s ON s.rowid = m.prow WHERE m.clause = 3) AS p
-				WHERE ` + subs + `.rowid = p.trow`,
-			`INSERT INTO ` + subs + ` (form_id, submission_id, submission_key, created_at, is_spam, fields, fields_text, files, files_text, raw, synced_at)
-				SELECT p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam,
-				bqfake_json_round(p.fields), CASE WHEN p.fields_inexact THEN p.fields END,
-				bqfake_json_round(p.files), CASE WHEN p.files_inexact THEN p.files END, p.raw, @synced_at
-				FROM temp._fake_src AS p WHERE NOT p.twin AND p.action = 'insert' AND p.rowid NOT IN (SELECT prow FROM temp._fake_match)`,
+		if deletions {
+			for _, p := range []string{"forget", "reconcile_forms"} {
+				if err := materialise(tx, p, params[p]); err != nil {
+					return nil, err
+				}
+			}
+			forgotten := `form_id IN (SELECT value FROM temp.param_form_ids) AND EXISTS (SELECT 1 FROM temp.param_forget AS f
+				WHERE f.form_id = ` + subs + `.form_id AND f.submission_key = ` + subs + `.submission_key)`
+			if _, err := exec(tx, `CREATE TEMP TABLE _formsync_forgotten AS
+				SELECT form_id, SUM(deleted_at IS NULL) AS live, SUM(deleted_at IS NOT NULL) AS deleted
+				FROM `+subs+` WHERE `+forgotten+` GROUP BY form_id`); err != nil {
+				return nil, err
+			}
+			n, err := exec(tx, `DELETE FROM `+subs+` WHERE `+forgotten)
+			if err != nil {
+				return nil, err
+			}
+			affected += n
+			s.countDML(t["subs"])
 		}
-		for _, q := range steps {
+		if rows {
+			n, err := s.mergeRows(tx, t, params)
+			if err != nil {
+				return nil, err
+			}
+			affected += n
+		}
+		counts := "(" + fakePlanCounts + ")"
+		if deletions {
+			unserved := `form_id IN (SELECT value FROM temp.param_reconcile_forms) AND deleted_at IS NULL`
+			if rows {
+				unserved += ` AND NOT EXISTS (SELECT 1 FROM temp._formsync_plan AS p
+					WHERE p.form_id = ` + subs + `.form_id AND p.submission_key = ` + subs + `.submission_key)`
+			}
+			if _, err := exec(tx, `CREATE TEMP TABLE _formsync_reconciled AS
+				SELECT form_id, count(*) AS deleted FROM `+subs+` WHERE `+unserved+` GROUP BY form_id`); err != nil {
+				return nil, err
+			}
+			q := `UPDATE ` + subs + ` SET deleted_at = @synced_at WHERE ` + unserved
 			args, err := named(q, params)
 			if err != nil {
 				return nil, err
@@ -523,30 +599,135 @@ FROM joined`
 				return nil, err
 			}
 			affected += n
+			s.countDML(t["subs"])
+			plan := ""
+			if rows {
+				plan = fakePlanCounts + ` UNION ALL `
+			}
+			if _, err := exec(tx, `CREATE TEMP TABLE _formsync_counts AS
+				SELECT form_id, SUM(inserted) AS inserted, SUM(updated) AS updated, SUM(restored) AS restored,
+					SUM(deleted) AS deleted, SUM(forgotten) AS forgotten, SUM(live_delta) AS live_delta,
+					SUM(deleted_delta) AS deleted_delta
+				FROM (`+plan+`
+					SELECT form_id, 0 AS inserted, 0 AS updated, 0 AS restored, 0 AS deleted, live + deleted AS forgotten,
+						-live AS live_delta, -deleted AS deleted_delta
+					FROM temp._formsync_forgotten
+					UNION ALL
+					SELECT form_id, 0, 0, 0, deleted, 0, -deleted, deleted FROM temp._formsync_reconciled)
+				GROUP BY form_id`); err != nil {
+				return nil, err
+			}
+			counts = "temp._formsync_counts"
 		}
-		s.countDML(refs[2])
 		if f, ok := s.takeFault(OpScript); ok {
 			return nil, &apiError{f.status, f.reason, "bqfake: injected failure in the middle of the transaction"}
 		}
 
-		n, err := s.mergeState(tx, state, params, `COALESCE((SELECT SUM(action = 'insert') - SUM(action != 'rekey' AND legacy_key IS NOT NULL)
-			FROM temp._formsync_plan AS c WHERE c.form_id = st.form_id), 0)`)
+		n, err := s.mergeState(tx, state, params,
+			`COALESCE((SELECT live_delta FROM `+counts+` AS c WHERE c.form_id = st.form_id), 0)`,
+			`COALESCE((SELECT deleted_delta FROM `+counts+` AS c WHERE c.form_id = st.form_id), 0)`)
 		if err != nil {
 			return nil, err
 		}
-		res, err := s.query(tx, []*bqv2.TableFieldSchema{col("form_id", "STRING"), col("inserted", "INTEGER"), col("updated", "INTEGER")},
-			`SELECT form_id, SUM(action = 'insert'), SUM(updates) FROM temp._formsync_plan GROUP BY form_id ORDER BY form_id`)
+		res, err := s.query(tx, []*bqv2.TableFieldSchema{
+			col("form_id", "STRING"), col("inserted", "INTEGER"), col("updated", "INTEGER"),
+			col("restored", "INTEGER"), col("deleted", "INTEGER"), col("forgotten", "INTEGER"),
+		}, `SELECT form_id, inserted, updated, restored, deleted, forgotten FROM `+counts+` ORDER BY form_id`)
 		if err != nil {
 			return nil, err
 		}
 		res.dml = affected + n
-		for _, t := range []string{"_formsync_plan", "_fake_src", "_fake_match"} {
-			if _, err := exec(tx, "DROP TABLE temp."+t); err != nil {
+		for _, t := range temps {
+			if _, err := exec(tx, "DROP TABLE IF EXISTS temp."+t); err != nil {
 				return nil, err
 			}
 		}
 		return res, nil
 	})
+}
+
+// mergeRows builds the plan and runs the submissions MERGE: the source is
+// the plan with one match key per row (the row's key, plus its
+// content-keyed twin's as a second row); matches are computed first, on
+// the snapshot, then each WHEN clause is applied to its matches.
+func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]param) (int64, error) {
+	subs := quoteIdent(t["subs"])
+	plan := strings.NewReplacer("{{staging}}", quoteIdent(t["staging"]), "{{subs}}", subs).Replace(fakePlan)
+	args, err := named(plan, params)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := exec(tx, plan, args...); err != nil {
+		return 0, err
+	}
+	if _, err := exec(tx, `CREATE TEMP TABLE _fake_src AS
+		SELECT *, submission_key AS match_key, 0 AS twin FROM temp._formsync_plan WHERE action != 'none'
+		UNION ALL
+		SELECT *, legacy_key AS match_key, 1 AS twin FROM temp._formsync_plan WHERE legacy_key IS NOT NULL`); err != nil {
+		return 0, err
+	}
+	on := `t.form_id = p.form_id AND t.submission_key = p.match_key`
+	matchSelect := `SELECT t.rowid AS trow, p.rowid AS prow,
+		CASE WHEN p.twin AND p.action = 'rekey' THEN 1
+		     WHEN p.twin THEN 2
+		     WHEN p.action = 'update' THEN 3
+		     WHEN p.action = 'restore' THEN 4 ELSE 0 END AS clause
+		FROM temp._fake_src AS p JOIN ` + subs + ` AS t ON ` + on
+	if args, err = named(matchSelect, params); err != nil {
+		return 0, err
+	}
+	plans, err := explain(tx, matchSelect, args...)
+	if err != nil {
+		return 0, err
+	}
+	s.stats.MergePlan = plans
+	if _, err := exec(tx, `CREATE TEMP TABLE _fake_match AS `+matchSelect, args...); err != nil {
+		return 0, err
+	}
+	var dup int64
+	err = tx.QueryRow(`SELECT trow FROM temp._fake_match GROUP BY trow HAVING count(*) > 1 LIMIT 1`).Scan(&dup)
+	if err == nil {
+		return 0, invalidQuery("UPDATE/MERGE must match at most one source row for each target row")
+	} else if err != sql.ErrNoRows {
+		return 0, err
+	}
+	jsonSet := `fields = bqfake_json_round(p.fields), fields_text = CASE WHEN p.fields_inexact THEN p.fields END,
+			files = bqfake_json_round(p.files), files_text = CASE WHEN p.files_inexact THEN p.files END,
+			raw = COALESCE(p.raw, ` + subs + `.raw), synced_at = @synced_at, deleted_at = NULL`
+	matched := func(clause string) string {
+		return `(SELECT m.trow, s.* FROM temp._fake_match AS m JOIN temp._fake_src AS s ON s.rowid = m.prow WHERE m.clause = ` + clause + `) AS p`
+	}
+	var affected int64
+	steps := []string{
+		`DELETE FROM ` + subs + ` WHERE rowid IN (SELECT trow FROM temp._fake_match WHERE clause = 2)`,
+		`UPDATE ` + subs + ` SET submission_id = p.submission_id, submission_key = p.submission_key,
+			is_spam = p.is_spam, ` + jsonSet + `
+			FROM ` + matched("1") + ` WHERE ` + subs + `.rowid = p.trow`,
+		`UPDATE ` + subs + ` SET submission_id = COALESCE(p.submission_id, ` + subs + `.submission_id),
+			created_at = CASE WHEN ` + subs + `.created_at / 1000 = p.created_at / 1000 THEN ` + subs + `.created_at ELSE p.created_at END,
+			is_spam = p.is_spam, ` + jsonSet + `
+			FROM ` + matched("3") + ` WHERE ` + subs + `.rowid = p.trow`,
+		`UPDATE ` + subs + ` SET synced_at = @synced_at, deleted_at = NULL
+			FROM ` + matched("4") + ` WHERE ` + subs + `.rowid = p.trow`,
+		`INSERT INTO ` + subs + ` (form_id, submission_id, submission_key, created_at, is_spam, fields, fields_text, files, files_text, raw, synced_at)
+			SELECT p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam,
+			bqfake_json_round(p.fields), CASE WHEN p.fields_inexact THEN p.fields END,
+			bqfake_json_round(p.files), CASE WHEN p.files_inexact THEN p.files END, p.raw, @synced_at
+			FROM temp._fake_src AS p WHERE NOT p.twin AND p.action = 'insert' AND p.rowid NOT IN (SELECT prow FROM temp._fake_match)`,
+	}
+	for _, q := range steps {
+		args, err := named(q, params)
+		if err != nil {
+			return 0, err
+		}
+		n, err := exec(tx, q, args...)
+		if err != nil {
+			return 0, err
+		}
+		affected += n
+	}
+	s.countDML(t["subs"])
+	return affected, nil
 }
 
 // explain is SQLite's EXPLAIN QUERY PLAN of q, one step a line: the fake
@@ -619,7 +800,7 @@ func (s *Server) recogniseView(refs []string, colsText, formLit string) (*statem
 				sqliteLiteral(c.key) + ") AS " + quoteIdent(c.name))
 			fields = append(fields, col(c.name, "STRING"))
 		}
-		b.WriteString(" FROM " + quoteIdent(refs[1]) + " WHERE form_id = " + sqliteLiteral(formID))
+		b.WriteString(" FROM " + quoteIdent(refs[1]) + " WHERE form_id = " + sqliteLiteral(formID) + " AND deleted_at IS NULL")
 		return s.tx(func(tx *sql.Tx) (*result, error) {
 			if _, err := exec(tx, "DROP VIEW IF EXISTS "+quoteIdent(refs[0])); err != nil {
 				return nil, err

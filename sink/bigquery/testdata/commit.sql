@@ -44,12 +44,12 @@ ranked AS (
 stored AS (
   SELECT form_id, submission_id, submission_key, created_at, is_spam,
     COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
-    COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw
+    COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw, deleted_at
   FROM `my-project.formsync.submissions`
   WHERE created_at BETWEEN @created_from AND @created_to AND form_id IN UNNEST(@form_ids)
 ),
 elsewhere AS (
-  SELECT form_id, submission_key
+  SELECT form_id, submission_key, deleted_at
   FROM `my-project.formsync.submissions`
   WHERE form_id IN UNNEST(@form_ids) AND created_at NOT BETWEEN @created_from AND @created_to
 ),
@@ -59,7 +59,9 @@ joined AS (
       OR k.files != s.first_files
       OR TIMESTAMP_TRUNC(k.created_at, MILLISECOND) != TIMESTAMP_TRUNC(s.first_created, MILLISECOND)
       OR (s.first_raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.first_raw))
-      OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id))) AS first_differs
+      OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id))) AS first_differs,
+    COALESCE(k.deleted_at, e.deleted_at) IS NOT NULL AS stored_deleted,
+    l.deleted_at IS NOT NULL AS legacy_deleted
   FROM ranked AS s
   LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
   LEFT JOIN elsewhere AS e ON e.form_id = s.form_id AND e.submission_key = s.submission_key
@@ -72,10 +74,13 @@ SELECT form_id, submission_id, submission_key, created_at, is_spam, fields, file
     WHEN stored_key IS NULL AND legacy_key IS NOT NULL THEN 'rekey'
     WHEN stored_key IS NULL THEN 'insert'
     WHEN first_differs OR inner_changes > 0 THEN 'update'
+    WHEN stored_deleted THEN 'restore'
     ELSE 'none'
   END AS action,
   IF(stored_key IS NULL AND legacy_key IS NOT NULL OR first_differs, 1, 0) + inner_changes AS updates,
-  legacy_key
+  IF(stored_key IS NULL, legacy_key IS NOT NULL AND legacy_deleted, stored_deleted) AS restores,
+  stored_key IS NOT NULL AND legacy_key IS NOT NULL AS twin_removed,
+  legacy_key, legacy_deleted
 FROM joined;
 
 MERGE `my-project.formsync.submissions` AS t
@@ -89,12 +94,12 @@ WHEN MATCHED AND p.twin AND p.action = 'rekey' AND p.raw IS NOT NULL THEN UPDATE
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam, raw = p.raw,
   fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
   files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
-  synced_at = @synced_at
+  synced_at = @synced_at, deleted_at = NULL
 WHEN MATCHED AND p.twin AND p.action = 'rekey' THEN UPDATE SET
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam,
   fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
   files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
-  synced_at = @synced_at
+  synced_at = @synced_at, deleted_at = NULL
 WHEN MATCHED AND p.twin THEN DELETE
 WHEN MATCHED AND p.action = 'update' AND p.raw IS NOT NULL THEN UPDATE SET
   submission_id = COALESCE(p.submission_id, t.submission_id),
@@ -102,14 +107,16 @@ WHEN MATCHED AND p.action = 'update' AND p.raw IS NOT NULL THEN UPDATE SET
   is_spam = p.is_spam, raw = p.raw,
   fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
   files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
-  synced_at = @synced_at
+  synced_at = @synced_at, deleted_at = NULL
 WHEN MATCHED AND p.action = 'update' THEN UPDATE SET
   submission_id = COALESCE(p.submission_id, t.submission_id),
   created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
   is_spam = p.is_spam,
   fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
   files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
-  synced_at = @synced_at
+  synced_at = @synced_at, deleted_at = NULL
+WHEN MATCHED AND p.action = 'restore' THEN UPDATE SET
+  synced_at = @synced_at, deleted_at = NULL
 WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
   INSERT (form_id, submission_id, submission_key, created_at, is_spam, fields, fields_text, files, files_text, raw, synced_at)
   VALUES (p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam,
@@ -119,34 +126,47 @@ WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
 
 MERGE `my-project.formsync.sync_state` AS t
 USING (
-  SELECT st.*, COALESCE(c.inserted, 0) - COALESCE(c.removed, 0) AS added_rows
+  SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted
   FROM UNNEST(@states) AS st
   LEFT JOIN (
-    SELECT form_id, COUNTIF(action = 'insert') AS inserted,
-      COUNTIF(action != 'rekey' AND legacy_key IS NOT NULL) AS removed
-    FROM _formsync_plan
-    GROUP BY form_id
-  ) AS c ON c.form_id = st.form_id
+  SELECT form_id, COUNTIF(action = 'insert') AS inserted, SUM(updates) AS updated, COUNTIF(restores) AS restored,
+    0 AS deleted, 0 AS forgotten,
+    COUNTIF(action = 'insert') + COUNTIF(restores) - COUNTIF(twin_removed AND NOT legacy_deleted) AS live_delta,
+    -COUNTIF(restores) - COUNTIF(twin_removed AND legacy_deleted) AS deleted_delta
+  FROM _formsync_plan
+  GROUP BY form_id
+) AS c ON c.form_id = st.form_id
 ) AS s
 ON t.form_id = s.form_id
 WHEN MATCHED THEN UPDATE SET
   wm_created_at = NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), wm_id = s.wm_id,
   boundary = PARSE_JSON(s.boundary), sort_order = s.sort_order, last_total = s.last_total,
-  row_count = t.row_count + s.added_rows, field_names = PARSE_JSON(s.field_names),
+  row_count = t.row_count + s.added_rows, deleted_count = COALESCE(t.deleted_count, 0) + s.added_deleted,
+  field_names = PARSE_JSON(s.field_names),
   last_success_at = NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   last_error_at = NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), last_error = s.last_error,
-  backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision)
+  backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
+  last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
+  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, ''))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
   NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
-  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1
+  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
+  NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
+  PARSE_JSON(NULLIF(s.forgotten, ''))
 );
 
 COMMIT TRANSACTION;
 
-SELECT form_id, COUNTIF(action = 'insert') AS inserted, SUM(updates) AS updated
-FROM _formsync_plan
-GROUP BY form_id;
+SELECT form_id, inserted, updated, restored, deleted, forgotten
+FROM (
+  SELECT form_id, COUNTIF(action = 'insert') AS inserted, SUM(updates) AS updated, COUNTIF(restores) AS restored,
+    0 AS deleted, 0 AS forgotten,
+    COUNTIF(action = 'insert') + COUNTIF(restores) - COUNTIF(twin_removed AND NOT legacy_deleted) AS live_delta,
+    -COUNTIF(restores) - COUNTIF(twin_removed AND legacy_deleted) AS deleted_delta
+  FROM _formsync_plan
+  GROUP BY form_id
+);

@@ -1,6 +1,6 @@
 SELECT submission_id, submission_key, created_at, is_spam,
   COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
-  COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw
+  COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw, deleted_at
 FROM `my-project.formsync.submissions`
 WHERE form_id = @form_id
 ORDER BY created_at, submission_key

@@ -4,4 +4,4 @@ SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at,
   JSON_VALUE(fields['message']) AS `message`,
   JSON_VALUE(fields['order']) AS `order`
 FROM `my-project.formsync.submissions`
-WHERE form_id = 'contact-form'
+WHERE form_id = 'contact-form' AND deleted_at IS NULL

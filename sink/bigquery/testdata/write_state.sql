@@ -8,22 +8,27 @@ ASSERT NOT EXISTS (
 ) AS 'formsync_state_conflict: the sync state of a form changed since it was read';
 
 MERGE `my-project.formsync.sync_state` AS t
-USING (SELECT * FROM UNNEST(@states)) AS s
+USING (SELECT *, 0 AS added_rows, 0 AS added_deleted FROM UNNEST(@states)) AS s
 ON t.form_id = s.form_id
 WHEN MATCHED THEN UPDATE SET
   wm_created_at = NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), wm_id = s.wm_id,
   boundary = PARSE_JSON(s.boundary), sort_order = s.sort_order, last_total = s.last_total,
-  row_count = t.row_count, field_names = PARSE_JSON(s.field_names),
+  row_count = t.row_count + s.added_rows, deleted_count = COALESCE(t.deleted_count, 0) + s.added_deleted,
+  field_names = PARSE_JSON(s.field_names),
   last_success_at = NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   last_error_at = NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), last_error = s.last_error,
-  backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision)
+  backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
+  last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
+  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, ''))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
-  s.sort_order, s.last_total, 0, PARSE_JSON(s.field_names),
+  s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
   NULLIF(s.last_success_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
-  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1
+  PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
+  NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
+  PARSE_JSON(NULLIF(s.forgotten, ''))
 );
 
 COMMIT TRANSACTION;

@@ -23,7 +23,8 @@ const modules = process.argv[2];
 const z = require(path.join(modules, '@fivetrandevelopers/zetasql'));
 
 const kinds = ['RESOLVED_QUERY_STMT', 'RESOLVED_MERGE_STMT', 'RESOLVED_BEGIN_STMT', 'RESOLVED_COMMIT_STMT',
-  'RESOLVED_ASSERT_STMT', 'RESOLVED_CREATE_TABLE_AS_SELECT_STMT', 'RESOLVED_CREATE_VIEW_STMT'];
+  'RESOLVED_ASSERT_STMT', 'RESOLVED_CREATE_TABLE_AS_SELECT_STMT', 'RESOLVED_CREATE_VIEW_STMT',
+  'RESOLVED_UPDATE_STMT', 'RESOLVED_DELETE_STMT'];
 
 function typeProto(t) {
   if (typeof t === 'string') return { typeKind: 'TYPE_' + t };

@@ -1,0 +1,8 @@
+SELECT submission_id, submission_key, created_at, is_spam,
+  COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
+  COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw, deleted_at
+FROM `my-project.formsync.submissions`
+WHERE form_id = @form_id
+  AND (submission_key IN UNNEST(@keys)
+    OR @field != '' AND JSON_TYPE(fields[@field]) = 'string' AND JSON_VALUE(fields[@field]) = @value)
+ORDER BY created_at, submission_key

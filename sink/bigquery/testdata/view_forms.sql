@@ -1,0 +1,2 @@
+SELECT form_id, TO_JSON_STRING(field_names) AS field_names
+FROM `my-project.formsync.sync_state`
