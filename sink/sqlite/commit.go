@@ -49,7 +49,7 @@ const (
 	// keyed by content, so the answer costs a page or two.
 	hasLegacySQL = `SELECT EXISTS (SELECT 1 FROM submissions INDEXED BY submissions_legacy
 		WHERE form_id = ? AND submission_id IS NULL)`
-	prevStateSQL = `SELECT row_count, field_names, revision FROM sync_state WHERE form_id = ?`
+	prevStateSQL = `SELECT row_count, deleted_count, field_names, revision FROM sync_state WHERE form_id = ?`
 )
 
 // ctxCheckEvery is how many rows go by between checks of the context: the
@@ -148,14 +148,15 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc sink.FormCommit, revision int64, check bool, syncedAt time.Time) (sink.Counts, error) {
 	formID := fc.State.FormID
 	var (
-		counts     sink.Counts
-		prevRows   int64
-		prevFields []string
-		stored     int64
-		existed    = true
+		counts      sink.Counts
+		prevRows    int64
+		prevDeleted int64
+		prevFields  []string
+		stored      int64
+		existed     = true
 	)
 	var fieldsJSON string
-	err := st.prevState.QueryRowContext(ctx, formID).Scan(&prevRows, &fieldsJSON, &stored)
+	err := st.prevState.QueryRowContext(ctx, formID).Scan(&prevRows, &prevDeleted, &fieldsJSON, &stored)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		existed = false
@@ -178,7 +179,7 @@ func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc s
 		}
 	}
 	rows := prevRows + counts.Inserted - removed
-	args, err := stateArgs(fc.State, rows, revision+1, syncedAt)
+	args, err := stateArgs(fc.State, rows, prevDeleted, revision+1, syncedAt)
 	if err != nil {
 		return counts, fmt.Errorf("encoding state: %w", err)
 	}
