@@ -46,7 +46,9 @@ func benchCommit(b *testing.B, rowsPerOp int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		res, err := s.Commit(b.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stateOf("bench", "email", "message", "name"), Rows: spools[i]}}})
+		st := stateOf("bench", "email", "message", "name")
+		st.Revision = int64(i) // each commit is the form's next revision
+		res, err := s.Commit(b.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: st, Rows: spools[i]}}})
 		if err != nil {
 			b.Fatal(err)
 		}
