@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/formsync/formsync/sink"
@@ -89,9 +90,10 @@ const ctxCheckEvery = 256
 
 type commitStmts struct {
 	insert, update, rekey, deleteLegacy, restore, hasLegacy, prevState, writeState *sql.Stmt
-	// served adds a key to the reconcile's table; prepared by the first
-	// reconcile of the commit, after the table exists.
-	served *sql.Stmt
+	// served adds a key to the reconcile's table and servedBatch
+	// servedBatchSize keys; prepared by the first reconcile of the commit,
+	// after the table exists.
+	served, servedBatch *sql.Stmt
 }
 
 func prepare(ctx context.Context, tx *sql.Tx) (*commitStmts, error) {
@@ -293,15 +295,58 @@ func (st *commitStmts) startReconcile(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, servedTableSQL); err != nil {
 			return fmt.Errorf("creating the table of served keys: %w", err)
 		}
-		stmt, err := tx.PrepareContext(ctx, servedAddSQL)
-		if err != nil {
-			return fmt.Errorf("preparing the table of served keys: %w", err)
+		for _, p := range []struct {
+			dst   **sql.Stmt
+			query string
+		}{{&st.served, servedAddSQL}, {&st.servedBatch, servedBatchSQL}} {
+			stmt, err := tx.PrepareContext(ctx, p.query)
+			if err != nil {
+				return fmt.Errorf("preparing the table of served keys: %w", err)
+			}
+			*p.dst = stmt
 		}
-		st.served = stmt
 	}
 	if _, err := tx.ExecContext(ctx, servedClearSQL); err != nil {
 		return fmt.Errorf("clearing the table of served keys: %w", err)
 	}
+	return nil
+}
+
+// servedBatchSize is how many keys one statement adds to the reconcile's
+// table. A statement per key cost a reconcile of 100,000 unchanged rows
+// some 4 µs of CPU per row more than a plain commit of them; batches of 128
+// cost 3 µs, and six allocations per row fewer (BenchmarkCommitAgain, on a
+// busy 2-core machine).
+const servedBatchSize = 128
+
+// servedBatchSQL adds servedBatchSize keys.
+var servedBatchSQL = `INSERT OR IGNORE INTO temp.served (submission_key) VALUES (?)` +
+	strings.Repeat(`, (?)`, servedBatchSize-1)
+
+// servedKeys gathers the keys of a reconcile's staged rows and adds them
+// to its table a batch at a time.
+type servedKeys struct {
+	st   *commitStmts
+	keys []any
+}
+
+func (k *servedKeys) add(ctx context.Context, key string) error {
+	k.keys = append(k.keys, key)
+	if len(k.keys) < servedBatchSize {
+		return nil
+	}
+	_, err := k.st.servedBatch.ExecContext(ctx, k.keys...)
+	k.keys = k.keys[:0]
+	return err
+}
+
+func (k *servedKeys) flush(ctx context.Context) error {
+	for _, key := range k.keys {
+		if _, err := k.st.served.ExecContext(ctx, key); err != nil {
+			return err
+		}
+	}
+	k.keys = k.keys[:0]
 	return nil
 }
 
@@ -450,9 +495,9 @@ func upsertRows(ctx context.Context, st *commitStmts, fc sink.FormCommit, synced
 		}
 		return r.RowsAffected()
 	}
-	var served *sql.Stmt
+	var served *servedKeys
 	if fc.Reconcile {
-		served = st.served
+		served = &servedKeys{st: st, keys: make([]any, 0, servedBatchSize)}
 	}
 	// Only rows marked before this commit can be restored; a form without
 	// any (most) pays nothing for it.
@@ -491,7 +536,7 @@ func upsertRows(ctx context.Context, st *commitStmts, fc sink.FormCommit, synced
 		}
 		if served != nil {
 			// The key the row ends up under, whichever way below it goes.
-			if _, err := served.ExecContext(bg, r.SubmissionKey); err != nil {
+			if err := served.add(bg, r.SubmissionKey); err != nil {
 				return fmt.Errorf("recording submission %s as served: %w", r.SubmissionKey, err)
 			}
 		}
@@ -555,6 +600,11 @@ func upsertRows(ctx context.Context, st *commitStmts, fc sink.FormCommit, synced
 			if err := restore(exec, st, syncedAt, formID, r.SubmissionKey, tally); err != nil {
 				return err
 			}
+		}
+	}
+	if served != nil {
+		if err := served.flush(bg); err != nil {
+			return fmt.Errorf("recording submissions as served: %w", err)
 		}
 	}
 	return ctx.Err()
