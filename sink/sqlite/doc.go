@@ -18,6 +18,36 @@
 // so a form that moves from the older form to the newer one gets no
 // duplicates. The reverse move (ids first, then no ids) is not detected.
 //
+// Rows are never deleted because the API stopped serving them. A commit
+// marked sink.FormCommit.Reconcile stages every submission the API serves;
+// the sink records their keys (after re-keying) in a temporary table of its
+// connection and, after the upserts, sets deleted_at (sink.TimeLayout text,
+// NULL while the submission is served) to the commit's synced_at on every
+// other row of the form that has none. A row staged again, by any commit,
+// has its deleted_at cleared: row by row when the form holds marked rows,
+// in one statement over the temporary table in a reconcile; outside a
+// reconcile, a form without marked rows pays nothing for this.
+// The table keeps marked rows; the per-form views leave them out (a file
+// migrated from an older schema has its views created again).
+//
+// Forgetting (erasure) does delete: sink.FormCommit.Forget lists keys whose
+// rows are removed before the staged rows are applied, and a staged row
+// whose submission key or content key has a tombstone in the state's
+// state.Forgotten is skipped (checked while the spool is read ahead, off the
+// statements' path), so that no later commit stores it again. Find, which
+// selects the rows such a request names (by key, or by a field holding a
+// given string), reads marked rows too.
+//
+// sync_state's row_count counts a form's rows not marked deleted and
+// deleted_count the rows marked. The sink keeps both from the stored values
+// and what each commit did (rows inserted, restored, marked, forgotten,
+// content-keyed twins removed), never from the committed state, and never
+// by counting the table, so that a commit with nothing new reads a few
+// pages however large the form. last_reconcile_at, field_policy and
+// forgotten (state.Forgotten as JSON, NULL when nil) are stored as the
+// commit's state gives them; the columns have BigQuery's names, so that one
+// query reads either sink's state.
+//
 // Writers are serialised inside a Sink (a mutex and BEGIN IMMEDIATE), so
 // callers never see SQLITE_BUSY from each other; readers run concurrently
 // thanks to WAL. Times are stored as sink.TimeLayout text (UTC, exactly six

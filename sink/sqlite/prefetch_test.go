@@ -31,7 +31,7 @@ func TestPrefetch(t *testing.T) {
 			var stopped bool
 			i := 0
 			var got error
-			for r, err := range prefetch(source(n, fail, &stopped)) {
+			for r, err := range prefetch(source(n, fail, &stopped), nil) {
 				if err != nil {
 					got = err
 					break
@@ -46,7 +46,7 @@ func TestPrefetch(t *testing.T) {
 			}
 		}
 		var stopped bool
-		for range prefetch(source(n, nil, &stopped)) {
+		for range prefetch(source(n, nil, &stopped), nil) {
 			break
 		}
 		if !stopped {

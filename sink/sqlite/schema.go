@@ -60,8 +60,22 @@ ALTER TABLE sync_state RENAME COLUMN "rows" TO row_count;
 ALTER TABLE submissions ADD COLUMN raw TEXT NULL;
 ALTER TABLE sync_state ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
 `,
+	// 4: deletions and erasure. deleted_at is when a reconcile found the
+	// submission no longer served upstream (NULL while it is); row_count
+	// counts the rows without it and deleted_count the rows with it. The
+	// state keeps when the form was last reconciled, the field policy its
+	// rows were stored under and the tombstones of forgotten submissions
+	// (state.Forgotten as JSON, NULL when none was forgotten). The views
+	// are re-created after it (Open) so that they leave deleted rows out.
+	`
+ALTER TABLE submissions ADD COLUMN deleted_at TEXT NULL;
+ALTER TABLE sync_state ADD COLUMN deleted_count INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sync_state ADD COLUMN last_reconcile_at TEXT NULL;
+ALTER TABLE sync_state ADD COLUMN field_policy TEXT NOT NULL DEFAULT '';
+ALTER TABLE sync_state ADD COLUMN forgotten TEXT NULL CHECK (forgotten IS NULL OR json_valid(forgotten));
+`,
 }
 
 // SchemaVersion is the schema version this package writes (PRAGMA
 // user_version): len(migrations).
-const SchemaVersion = 3
+const SchemaVersion = 4

@@ -165,6 +165,13 @@ func (s *Sink) migrate(ctx context.Context) error {
 			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, v+1, err)
 		}
 	}
+	if version < viewsLeaveOutDeleted {
+		// Views created before leave out nothing: each is created again
+		// as a commit would create it now.
+		if err := rewriteViews(ctx, tx); err != nil {
+			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, viewsLeaveOutDeleted, err)
+		}
+	}
 	// Both pragmas live in the file header and are transactional.
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
 		return fmt.Errorf("sqlite: %s: setting application id: %w", s.path, err)

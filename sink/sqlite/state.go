@@ -12,7 +12,8 @@ import (
 )
 
 const stateColumns = `form_id, wm_created_at, wm_id, boundary, sort_order,
-	last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, revision`
+	last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, revision,
+	deleted_count, last_reconcile_at, field_policy, forgotten`
 
 // ReadState returns the stored state of the given forms (every form when
 // formIDs is empty). Forms never synced are absent from the map.
@@ -51,10 +52,12 @@ func scanState(rows *sql.Rows) (state.Form, error) {
 	var (
 		f                                 state.Form
 		wmAt, successAt, errorAt, backfil sql.NullString
+		reconcileAt, forgotten            sql.NullString
 		boundary, fieldNames, order       string
 	)
 	err := rows.Scan(&f.FormID, &wmAt, &f.Watermark.ID, &boundary, &order,
-		&f.LastTotal, &f.Rows, &fieldNames, &successAt, &errorAt, &f.LastError, &backfil, &f.Revision)
+		&f.LastTotal, &f.Rows, &fieldNames, &successAt, &errorAt, &f.LastError, &backfil, &f.Revision,
+		&f.Deleted, &reconcileAt, &f.FieldPolicy, &forgotten)
 	if err != nil {
 		return f, fmt.Errorf("sqlite: reading sync state: %w", err)
 	}
@@ -71,6 +74,9 @@ func scanState(rows *sql.Rows) (state.Form, error) {
 	if f.LastErrorAt, err = parseTime(errorAt); err != nil {
 		return f, wrap("last_error_at", err)
 	}
+	if f.LastReconcileAt, err = parseTime(reconcileAt); err != nil {
+		return f, wrap("last_reconcile_at", err)
+	}
 	if err := json.Unmarshal([]byte(boundary), &f.Watermark.Boundary); err != nil {
 		return f, wrap("watermark boundary", err)
 	}
@@ -81,6 +87,15 @@ func scanState(rows *sql.Rows) (state.Form, error) {
 		f.Backfill = new(state.Backfill)
 		if err := json.Unmarshal([]byte(backfil.String), f.Backfill); err != nil {
 			return f, wrap("backfill", err)
+		}
+	}
+	if forgotten.Valid {
+		f.Forgotten = new(state.Forgotten)
+		if err := json.Unmarshal([]byte(forgotten.String), f.Forgotten); err != nil {
+			return f, wrap("forgotten", err)
+		}
+		if f.Forgotten.Keys == nil {
+			f.Forgotten.Keys = []string{}
 		}
 	}
 	return f, nil
@@ -102,8 +117,9 @@ func parseTime(s sql.NullString) (time.Time, error) {
 }
 
 // stateArgs are the arguments of writeStateSQL for one form, stored at
-// revision.
-func stateArgs(f state.Form, rows, revision int64, updatedAt time.Time) ([]any, error) {
+// revision with the row counts the sink keeps (rows not marked deleted,
+// rows marked).
+func stateArgs(f state.Form, rows, deleted, revision int64, updatedAt time.Time) ([]any, error) {
 	// nil and empty slices are stored as null and [] so that they read
 	// back exactly as written.
 	boundary, err := json.Marshal(f.Watermark.Boundary)
@@ -122,12 +138,26 @@ func stateArgs(f state.Form, rows, revision int64, updatedAt time.Time) ([]any, 
 		}
 		backfill = sql.NullString{String: string(j), Valid: true}
 	}
+	var forgotten sql.NullString
+	if fg := f.Forgotten; fg != nil {
+		if fg.Keys == nil {
+			// Read back as the empty set it is, not as null.
+			fg = fg.Clone()
+		}
+		j, err := json.Marshal(fg)
+		if err != nil {
+			return nil, err
+		}
+		forgotten = sql.NullString{String: string(j), Valid: true}
+	}
 	return []any{
 		f.FormID, formatTime(f.Watermark.CreatedAt), f.Watermark.ID, string(boundary), string(f.Order),
 		f.LastTotal, rows, string(fieldNames), formatTime(f.LastSuccessAt), formatTime(f.LastErrorAt),
-		f.LastError, backfill, revision, formatTime(updatedAt),
+		f.LastError, backfill, revision,
+		deleted, formatTime(f.LastReconcileAt), f.FieldPolicy, forgotten,
+		formatTime(updatedAt),
 	}, nil
 }
 
 const writeStateSQL = `INSERT OR REPLACE INTO sync_state (` + stateColumns + `, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`

@@ -12,10 +12,16 @@ import (
 	"github.com/formsync/formsync/sink/internal/sqlname"
 )
 
+// viewsLeaveOutDeleted is the schema version from which a form's view
+// leaves out the rows marked deleted upstream; views of an older file are
+// created again when it is migrated.
+const viewsLeaveOutDeleted = 4
+
 // writeView (re)creates the view of one form with a column per field name.
-// Views cannot take parameters, so the form id and the JSON paths enter the
-// statement as escaped string literals and the column names as double-quoted
-// sanitised identifiers.
+// The view holds the form's rows not marked deleted upstream: the table
+// keeps those too, with their deleted_at. Views cannot take parameters, so
+// the form id and the JSON paths enter the statement as escaped string
+// literals and the column names as double-quoted sanitised identifiers.
 func writeView(ctx context.Context, tx *sql.Tx, formID string, fieldNames []string) error {
 	stmt := viewSQL(formID, fieldNames)
 	view := quoteIdent(sqlname.ViewName(formID))
@@ -47,7 +53,41 @@ func viewSQL(formID string, fieldNames []string) string {
 	}
 	b.WriteString("\nFROM submissions WHERE form_id = ")
 	b.WriteString(quoteString(formID))
+	b.WriteString(" AND deleted_at IS NULL")
 	return b.String()
+}
+
+// rewriteViews creates the view of every form in sync_state again, from
+// its stored field names.
+func rewriteViews(ctx context.Context, tx *sql.Tx) error {
+	type form struct{ id, names string }
+	var forms []form
+	rows, err := tx.QueryContext(ctx, `SELECT form_id, field_names FROM sync_state ORDER BY form_id`)
+	if err != nil {
+		return fmt.Errorf("listing forms: %w", err)
+	}
+	for rows.Next() {
+		var f form
+		if err := rows.Scan(&f.id, &f.names); err != nil {
+			rows.Close()
+			return fmt.Errorf("listing forms: %w", err)
+		}
+		forms = append(forms, f)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("listing forms: %w", err)
+	}
+	for _, f := range forms {
+		var names []string
+		if err := json.Unmarshal([]byte(f.names), &names); err != nil {
+			return fmt.Errorf("field names of form %s: %w", f.id, err)
+		}
+		if err := writeView(ctx, tx, f.id, names); err != nil {
+			return fmt.Errorf("form %s: %w", f.id, err)
+		}
+	}
+	return nil
 }
 
 // jsonPath is the SQLite JSON path of one object key: the key as a JSON
