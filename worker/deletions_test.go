@@ -318,6 +318,13 @@ func TestForgetByField(t *testing.T) {
 				}
 			}
 			check("after forget")
+			before, _ := s.ReadState(ctx, []string{"contact"})
+			if rep, err := e.Forget(ctx, "contact", sink.Match{Field: "email", Value: "nobody@nowhere.example"}, false); err != nil || len(rep.Rows) != 0 {
+				t.Fatalf("forget of an address no row holds: %v, %d rows", err, len(rep.Rows))
+			}
+			if after, _ := s.ReadState(ctx, []string{"contact"}); after["contact"].Revision != before["contact"].Revision {
+				t.Error("a forget that matched nothing committed")
+			}
 			if _, err := e.Backfill(ctx, "contact", worker.BackfillOptions{}); err != nil {
 				t.Fatal(err)
 			}

@@ -52,7 +52,8 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		}
 		rep.Rows = rows
 		rep.Unstored = unstored(m.Keys, rows)
-		if dryRun {
+		if dryRun || len(rows) == 0 && !newTombstones(st.Forgotten, rep.Unstored) {
+			// Nothing to remove and nothing to tombstone: no commit.
 			return rep, nil
 		}
 		fc, err := forgetCommit(st, rows, rep.Unstored)
@@ -104,6 +105,16 @@ func forgetCommit(st state.Form, rows []sink.Row, unstored []string) (sink.FormC
 	}
 	st.Forgotten = fg.With(n, keys...)
 	return sink.FormCommit{State: st, Forget: remove}, nil
+}
+
+// newTombstones reports whether some key has no tombstone yet.
+func newTombstones(fg *state.Forgotten, keys []string) bool {
+	for _, k := range keys {
+		if !fg.Has(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // unstored are the keys no row has.

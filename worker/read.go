@@ -162,6 +162,11 @@ func (r *formRun) next(now time.Time) state.Form {
 	}
 	slices.Sort(names)
 	st.FieldNames = mergeFields(st.FieldNames, names)
+	if p := r.e.cfg.FieldPolicy; p != nil {
+		// A field the policy drops gets no view column, whatever was
+		// stored before it.
+		st.FieldNames = p.Names(st.FieldNames)
+	}
 	st.LastSuccessAt, st.LastError = now, ""
 	st.FieldPolicy = r.e.policyID()
 	if r.mode == readReconcile {

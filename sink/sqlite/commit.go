@@ -173,6 +173,16 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlite: committing: %w", err)
 	}
+	for _, fc := range c.Forms {
+		if len(fc.Forget) > 0 {
+			// The write-ahead log still holds the pages as they were before
+			// the forget, the forgotten rows in them: copy the log into the
+			// file and empty it. Best effort: a reader holding an old
+			// snapshot makes it wait for the next checkpoint.
+			s.db.ExecContext(context.WithoutCancel(ctx), "PRAGMA wal_checkpoint(TRUNCATE)")
+			break
+		}
+	}
 	return res, nil
 }
 

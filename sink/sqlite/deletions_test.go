@@ -1,9 +1,12 @@
 package sqlite
 
 import (
+	"bytes"
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -249,5 +252,42 @@ func TestForgetAndTombstonesKeepCountersExact(t *testing.T) {
 	}
 	if n := viewCount(t, s, "f"); n != 597 {
 		t.Errorf("view holds %d rows, want 597", n)
+	}
+}
+
+// A forgotten row leaves no byte of itself in the database file or its
+// write-ahead log.
+func TestForgetLeavesNoBytesBehind(t *testing.T) {
+	s, path := open(t)
+	var rows []sink.Row
+	for i := range 200 {
+		rows = append(rows, sinktest.Row(t, "a", sinktest.ID(int64(i+1)), t0.Add(time.Duration(i)*time.Second), false,
+			fmt.Sprintf(`{"email":"person-%03d@forget.example","n":"%d"}`, i, i)))
+	}
+	st := state.New("a")
+	commitAt(t, s, t0, sink.FormCommit{State: st, Rows: sinktest.Spool(t, rows...)})
+	gone := rows[117]
+	fg, err := state.NewForgotten()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Forgotten = fg.With(1, gone.SubmissionKey, gone.ContentKey)
+	if c := commitAt(t, s, t0.Add(time.Hour), sink.FormCommit{State: st, Forget: []string{gone.SubmissionKey}}); c.Forgotten != 1 {
+		t.Fatalf("forgot %d rows, want 1", c.Forgotten)
+	}
+	for _, f := range []string{path, path + "-wal"} {
+		data, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(data, []byte("person-117@forget.example")) {
+			t.Errorf("%s still holds the forgotten row's e-mail", filepath.Base(f))
+		}
+		if f == path && !bytes.Contains(data, []byte("person-116@forget.example")) {
+			t.Errorf("%s does not hold a row that was kept: the search looks in the wrong place", filepath.Base(f))
+		}
 	}
 }

@@ -80,6 +80,10 @@ func runForget(ctx context.Context, e *env, args []string) int {
 		e.log.Error("forget failed: nothing was removed", "form", *form, "error", err.Error())
 		return exitFailed
 	}
+	if len(rep.Rows) == 0 && len(rep.Unstored) == 0 {
+		fmt.Fprintf(e.stdout, "No stored row of form %s matches: nothing changed.\n", *form)
+		return exitOK
+	}
 	verb := "Forgot"
 	if *dry {
 		verb = "Dry run: would forget"

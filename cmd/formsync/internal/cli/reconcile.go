@@ -58,8 +58,8 @@ func runReconcile(ctx context.Context, e *env, args []string) int {
 			continue
 		}
 		st := states[f.FormID]
-		fmt.Fprintf(e.stdout, "Reconcile of form %s: %d submissions served, %d rows newly marked deleted upstream, %d served again; the table holds %d rows, %d of them deleted upstream (%d requests, %s).\n",
-			f.FormID, f.Total, f.Deleted, f.Restored, st.Rows+st.Deleted, st.Deleted, f.Requests, f.Duration.Round(time.Millisecond))
+		fmt.Fprintf(e.stdout, "Reconcile of form %s: %d submissions served (%d new, %d updated), %d rows newly marked deleted upstream, %d served again; the table holds %d rows, %d of them deleted upstream (%d requests, %s).\n",
+			f.FormID, f.Total, f.Inserted, f.Updated, f.Deleted, f.Restored, st.Rows+st.Deleted, st.Deleted, f.Requests, f.Duration.Round(time.Millisecond))
 	}
 	if logInterrupted(ctx, e, rep) || rep.Failed() > 0 {
 		return exitFailed
