@@ -153,3 +153,58 @@ func BenchmarkRequestsVsLowerBound(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReconcileRequests counts the requests of a reconcile of forms of
+// various sizes against the bound ceil(total/page size): a reconcile reads
+// every page once. 5 % of each form is deleted upstream before each
+// iteration, so that every reconcile marks rows.
+//
+//	go test ./worker -run '^$' -bench 'ReconcileRequests' -benchtime 3x
+func BenchmarkReconcileRequests(b *testing.B) {
+	forms := []string{"a", "b", "c", "d"}
+	for _, v := range []apisim.Variant{apisim.Newer, apisim.Older} {
+		for _, order := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
+			for _, total := range []int{99, 1000, 5000} {
+				b.Run(fmt.Sprintf("variant=%s/order=%s/total=%d", v, order, total), func(b *testing.B) {
+					s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "r.db"))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer s.Close()
+					h := enginetest.NewHarness(b, apisim.Options{Seed: 10, Variant: v, Order: order, Forms: forms, SubmissionsPerForm: total, TieEvery: 7}, s)
+					h.Config.PageSize = 100
+					h.MustSync(b.Context())
+					var requests, bound, marked float64
+					iters := 0
+					for b.Loop() {
+						b.StopTimer()
+						for _, f := range forms {
+							h.Sim.Delete(f, total/20)
+						}
+						h.Sim.ResetStats()
+						b.StartTimer()
+						rep := h.MustReconcile(b.Context())
+						b.StopTimer()
+						requests += float64(h.Sim.Stats().Requests)
+						for _, f := range forms {
+							fr := enginetest.FormReport(b, rep, f)
+							per := 100
+							if v == apisim.Older {
+								per = 25 // the older form pages by 25 whatever is asked
+							}
+							bound += math.Ceil(float64(fr.Total) / float64(per))
+							marked += float64(fr.Deleted)
+						}
+						iters++
+						b.StartTimer()
+					}
+					n := float64(iters * len(forms))
+					b.ReportMetric(requests/n, "requests/form")
+					b.ReportMetric(bound/n, "bound/form")
+					b.ReportMetric((requests-bound)/n, "extra/form")
+					b.Logf("variant=%s order=%s total=%d: %.2f requests/form, bound ceil(total/page) %.2f, %.1f rows marked deleted/form", v, order, total, requests/n, bound/n, marked/n)
+				})
+			}
+		}
+	}
+}
