@@ -247,3 +247,62 @@ func TestREADMEDefaults(t *testing.T) {
 		t.Errorf("README lists %d variables, formsync reads %d", len(names), len(configFields()))
 	}
 }
+
+// TestFieldPolicyProblems: a policy that does not parse, or that hashes
+// without a usable key, is refused before anything is read, by every
+// command that reads the API and by forget; status does not read it.
+func TestFieldPolicyProblems(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("tiny\n"), 0o600)
+	good := filepath.Join(dir, "good")
+	os.WriteFile(good, []byte("0123456789abcdef0123\n"), 0o600)
+	for _, tc := range []struct {
+		policy, key string
+		want        []string
+	}{
+		{"email=hash", "", []string{"FORMSYNC_FIELD_POLICY=\"email=hash\" hashes fields: set FORMSYNC_FIELD_HASH_KEY_FILE"}},
+		{"email=hash", short, []string{"FORMSYNC_FIELD_HASH_KEY_FILE=", "too short"}},
+		{"email=hash", filepath.Join(dir, "missing"), []string{"FORMSYNC_FIELD_HASH_KEY_FILE=", "no such file"}},
+		{"email=zap,,phone", good, []string{`unknown action "zap"`, "empty rule", `"phone"`}},
+		{"email=hash,EMAIL=drop", good, []string{"already given"}},
+	} {
+		for _, cmd := range [][]string{{"env", "-check", "sync"}, {"env", "-check", "reconcile"}, {"forget", "--form", "a", "--key", "1"}} {
+			clearEnv(t)
+			t.Setenv("FORMSYNC_API_BASE_URL", "https://forms.example.com")
+			t.Setenv("FORMSYNC_API_TOKEN", "tok")
+			t.Setenv("FORMSYNC_FORMS", "a")
+			t.Setenv("FORMSYNC_SQLITE_PATH", filepath.Join(dir, "never-created.db"))
+			t.Setenv("FORMSYNC_FIELD_POLICY", tc.policy)
+			if tc.key != "" {
+				t.Setenv("FORMSYNC_FIELD_HASH_KEY_FILE", tc.key)
+			}
+			code, _, errOut := run(t, cmd...)
+			if code != exitUsage {
+				t.Errorf("%v with policy %q key %q: exit %d, want 2\n%s", cmd, tc.policy, tc.key, code, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("%v with policy %q key %q: lacks %q:\n%s", cmd, tc.policy, tc.key, w, errOut)
+				}
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "never-created.db")); err == nil {
+		t.Error("a refused forget created the database")
+	}
+	clearEnv(t)
+	t.Setenv("FORMSYNC_FIELD_POLICY", "email=zap")
+	t.Setenv("FORMSYNC_SQLITE_PATH", filepath.Join(dir, "never-created.db"))
+	if _, _, errOut := run(t, "status"); strings.Contains(errOut, "FIELD_POLICY") {
+		t.Errorf("status reads the field policy:\n%s", errOut)
+	}
+	clearEnv(t)
+	t.Setenv("FORMSYNC_API_BASE_URL", "https://forms.example.com")
+	t.Setenv("FORMSYNC_API_TOKEN", "tok")
+	t.Setenv("FORMSYNC_FORMS", "a")
+	t.Setenv("FORMSYNC_RECONCILE_EVERY", "-24h")
+	if code, _, errOut := run(t, "env", "-check", "sync"); code != exitUsage || !strings.Contains(errOut, `FORMSYNC_RECONCILE_EVERY="-24h": -24h0m0s is negative`) {
+		t.Errorf("negative reconcile period: exit %d:\n%s", code, errOut)
+	}
+}
