@@ -85,4 +85,28 @@
 // deeper than a sink can query (sink.ErrTooDeep) is stored with empty
 // fields and its raw object; a submission with no fields member is stored
 // with its raw object. Each is counted in the form's report and logged.
+//
+// # Deletions and personal data
+//
+// The API has no feed of deletions. Reconcile (and a sync of a form due
+// under Config.ReconcileEvery) reads every page with the same walker, then
+// commits with sink.FormCommit.Reconcile: in that one transaction the sink
+// upserts what was read and marks every other stored row of the form
+// deleted (deleted_at), clearing the mark of rows served again. A read that
+// saw fewer submissions than the API counts marks nothing: the rows it
+// missed would be marked by mistake. The completeness check counts rows not
+// marked.
+//
+// Forget finds the rows a sink.Match selects, adds tombstones for their
+// submission and content keys to the form's state (state.Forgotten, keyed
+// hashes) and removes them, in one commit retried on a conflict. Every later
+// read skips a tombstoned submission before staging it (it still moves the
+// watermark: it is handled), and every sink skips one staged before the
+// forget, so a commit merged after a concurrent forget stores nothing of it.
+//
+// Config.FieldPolicy rewrites each row's fields and raw object as the page
+// is decoded, after the content key is computed, so that nothing it drops or
+// hashes is ever staged. Its identity is stored per form: a sync refuses a
+// form stored under another policy (PolicyChangedError); a reconcile or a
+// whole-form backfill rewrites every row served and records the new one.
 package worker
