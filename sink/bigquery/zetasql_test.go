@@ -51,6 +51,9 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 	for i, h := range hostile {
 		scripts = append(scripts, script{fmt.Sprintf("view of hostile form %d", i), viewSQL("my-project", "formsync", h, hostile)})
 	}
+	for i, q := range readmeQueries(t) {
+		scripts = append(scripts, script{fmt.Sprintf("README query %d", i+1), q})
+	}
 	// Probes BigQuery refuses: each must fail. Each changes one statement
 	// of a golden script, the last of its kind, so that a refusal shows
 	// the analyzer reached it.
@@ -122,7 +125,7 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 			t.Logf("%s: refused as it should be: %s", r.Name, r.Error)
 		case !r.OK:
 			t.Errorf("%s: ZetaSQL refuses statement %d (byte %d): %s", r.Name, r.Statements+1, r.At, r.Error)
-		case strings.HasSuffix(r.Name, ".sql"):
+		case strings.HasSuffix(r.Name, ".sql") || strings.HasPrefix(r.Name, "README"):
 			t.Logf("%s: %d statements accepted", r.Name, r.Statements)
 		}
 	}
@@ -131,6 +134,30 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 			t.Errorf("%s: no answer from the analyzer", s.Name)
 		}
 	}
+}
+
+// readmeQueries are the BigQuery statements the README gives users, one by
+// one: those of its sql blocks that name the dataset's tables (the per-form
+// views are not in the analyzer's catalog).
+func readmeQueries(t *testing.T) []string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, block := range strings.Split(string(readme), "```sql\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		for _, stmt := range strings.Split(block, ";\n") {
+			if strings.Contains(stmt, "`my-project.formsync.") && !strings.Contains(stmt, "formsync.form_") {
+				out = append(out, strings.TrimSpace(stmt))
+			}
+		}
+	}
+	if len(out) < 8 {
+		t.Fatalf("found %d BigQuery queries in the README; the extraction is broken", len(out))
+	}
+	return out
 }
 
 // zetasqlModules returns a node_modules directory holding the analyzer
