@@ -54,6 +54,10 @@ type canonicalizer struct {
 	// str is scratch for unquoting strings with escapes, tmp for
 	// reordering an object's members.
 	str, tmp []byte
+	// With wantKeys, topObject says that the document is an object, and
+	// keys holds its keys in canonical order (aliasing src, or scratch).
+	wantKeys, topObject bool
+	keys                [][]byte
 }
 
 // maxDepth matches encoding/json's nesting limit.
@@ -79,10 +83,25 @@ func (c *canonicalizer) space() {
 // document canonicalises the one value src holds; keys, when not nil,
 // receives the top-level object's keys in canonical order.
 func (c *canonicalizer) document(dst []byte, keys *[]string) ([]byte, error) {
+	c.wantKeys = keys != nil
+	dst, err := c.canonical(dst)
+	if err == nil && keys != nil && c.topObject {
+		*keys = make([]string, len(c.keys))
+		for j, k := range c.keys {
+			(*keys)[j] = string(k)
+		}
+	}
+	return dst, err
+}
+
+// canonical canonicalises the one value src holds, and with wantKeys
+// sets topObject and keys.
+func (c *canonicalizer) canonical(dst []byte) ([]byte, error) {
+	c.topObject, c.keys = false, c.keys[:0]
 	c.space()
 	var err error
-	if keys != nil && c.i < len(c.src) && c.src[c.i] == '{' {
-		dst, err = c.object(dst, keys)
+	if c.wantKeys && c.i < len(c.src) && c.src[c.i] == '{' {
+		dst, err = c.object(dst, true)
 	} else {
 		dst, err = c.value(dst)
 	}
@@ -103,7 +122,7 @@ func (c *canonicalizer) value(dst []byte) ([]byte, error) {
 	}
 	switch b := c.src[c.i]; {
 	case b == '{':
-		return c.object(dst, nil)
+		return c.object(dst, false)
 	case b == '[':
 		return c.array(dst)
 	case b == '"':
@@ -127,7 +146,9 @@ type member struct {
 	start, end int
 }
 
-func (c *canonicalizer) object(dst []byte, keys *[]string) ([]byte, error) {
+// object canonicalises the object at c.i; top says it is the document's,
+// whose keys c.keys receives when wanted.
+func (c *canonicalizer) object(dst []byte, top bool) ([]byte, error) {
 	if c.depth++; c.depth > cmp.Or(c.limit, maxDepth) {
 		return dst, c.tooDeep()
 	}
@@ -141,8 +162,8 @@ func (c *canonicalizer) object(dst []byte, keys *[]string) ([]byte, error) {
 	c.space()
 	if c.i < len(c.src) && c.src[c.i] == '}' {
 		c.i++
-		if keys != nil {
-			*keys = []string{}
+		if top {
+			c.topObject = true
 		}
 		return append(dst, '}'), nil
 	}
@@ -215,10 +236,10 @@ func (c *canonicalizer) object(dst []byte, keys *[]string) ([]byte, error) {
 			dst = append(dst, written[m.start:m.end]...)
 		}
 	}
-	if keys != nil {
-		*keys = make([]string, len(members))
-		for j, m := range members {
-			(*keys)[j] = string(m.key)
+	if top {
+		c.topObject = true
+		for _, m := range members {
+			c.keys = append(c.keys, m.key)
 		}
 	}
 	return append(dst, '}'), nil

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -74,22 +75,35 @@ func NewRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, 
 // fields, sorted), which the decoding finds anyway: the worker collects them
 // for the per-form views without decoding the fields a second time.
 func NewRowFields(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage) (Row, []string, error) {
-	f, names, err := canonical(fields, "{}", '{')
+	sc := rowScratches.Get().(*rowScratch)
+	defer sc.put()
+	createdAt = createdAt.UTC().Truncate(time.Microsecond)
+	// The canonical fields and files are written after what the content key
+	// hashes before them, so that it is hashed in one piece, and become one
+	// string.
+	buf := appendKeyTime(sc.buf[:0], createdAt)
+	buf = append(buf, 0)
+	start := len(buf)
+	buf, err := sc.canonical(buf, fields, "{}", '{')
 	if err != nil {
 		return Row{}, nil, fmt.Errorf("submission fields: %w", err)
 	}
-	fl, _, err := canonical(files, "[]", '[', '{')
+	names := sc.names()
+	sep := len(buf)
+	buf = append(buf, 0)
+	buf, err = sc.canonical(buf, files, "[]", '[', '{')
 	if err != nil {
 		return Row{}, nil, fmt.Errorf("submission files: %w", err)
 	}
-	createdAt = createdAt.UTC().Truncate(time.Microsecond)
+	sc.buf = buf
+	text := string(buf[start:])
 	r := Row{
 		FormID:     formID,
 		CreatedAt:  createdAt,
 		IsSpam:     isSpam,
-		Fields:     f,
-		Files:      fl,
-		ContentKey: ContentKey(createdAt, f, fl),
+		Fields:     text[:sep-start],
+		Files:      text[sep-start+1:],
+		ContentKey: hexKey(sha256.Sum256(buf)),
 	}
 	if id != nil {
 		v := *id
@@ -105,22 +119,60 @@ func NewRowFields(formID string, id *int64, createdAt time.Time, isSpam bool, fi
 // enters at millisecond precision because the newer response form prints only
 // three fractional digits; fields and files must already be canonical.
 func ContentKey(createdAt time.Time, fields, files string) string {
-	h := sha256.New()
-	h.Write([]byte(createdAt.UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z")))
-	h.Write([]byte{0})
-	h.Write([]byte(fields))
-	h.Write([]byte{0})
-	h.Write([]byte(files))
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	buf := appendKeyTime(make([]byte, 0, 26+len(fields)+len(files)), createdAt)
+	buf = append(append(buf, 0), fields...)
+	buf = append(append(buf, 0), files...)
+	return hexKey(sha256.Sum256(buf))
 }
 
-// canonical returns the canonical JSON of raw (see AppendCanonical), and
-// the top-level keys when raw is an object. empty is used for a missing or
-// null value; the value must otherwise start with one of want.
-func canonical(raw json.RawMessage, empty string, want ...byte) (string, []string, error) {
+// appendKeyTime appends created_at as the content key hashes it.
+func appendKeyTime(dst []byte, t time.Time) []byte {
+	return t.UTC().Truncate(time.Millisecond).AppendFormat(dst, "2006-01-02T15:04:05.000Z")
+}
+
+// hexKey is a content key: the first half of the hash, in hex.
+func hexKey(sum [sha256.Size]byte) string {
+	var h [sha256.Size]byte
+	hex.Encode(h[:], sum[:sha256.Size/2])
+	return string(h[:])
+}
+
+// rowScratch is what NewRowFields reuses from row to row.
+type rowScratch struct {
+	buf []byte
+	c   canonicalizer
+	// seen holds field names already made strings, so that the names of
+	// a form's fields are allocated once rather than once a row.
+	seen map[string]string
+}
+
+var rowScratches = sync.Pool{New: func() any { return &rowScratch{seen: map[string]string{}} }}
+
+// Scratch grown beyond these by an odd row is not kept.
+const (
+	maxKeptScratch = 256 << 10
+	maxKeptNames   = 4096
+)
+
+func (sc *rowScratch) put() {
+	if cap(sc.buf) > maxKeptScratch || cap(sc.c.str) > maxKeptScratch || cap(sc.c.tmp) > maxKeptScratch {
+		return
+	}
+	sc.c.src = nil
+	clear(sc.c.keys[:cap(sc.c.keys)])
+	rowScratches.Put(sc)
+}
+
+// canonical appends the canonical JSON of raw (see AppendCanonical) to dst,
+// and leaves the top-level keys in sc.c when raw is an object. empty is
+// appended for a missing or null value; the value must otherwise start with
+// one of want.
+func (sc *rowScratch) canonical(dst []byte, raw json.RawMessage, empty string, want ...byte) ([]byte, error) {
+	c := &sc.c
+	c.topObject, c.keys = false, c.keys[:0]
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return empty, []string{}, nil
+		return append(dst, empty...), nil
 	}
 	if !bytes.Contains(want, raw[:1]) {
 		kinds := map[byte]string{'{': "object", '[': "array"}
@@ -128,13 +180,25 @@ func canonical(raw json.RawMessage, empty string, want ...byte) (string, []strin
 		for i, w := range want {
 			names[i] = kinds[w]
 		}
-		return "", nil, fmt.Errorf("want a JSON %s, got %.20q", strings.Join(names, " or "), raw)
+		return dst, fmt.Errorf("want a JSON %s, got %.20q", strings.Join(names, " or "), raw)
 	}
-	c := canonicalizer{src: raw, limit: MaxDepth}
-	var keys []string
-	out, err := c.document(make([]byte, 0, len(raw)), &keys)
-	if err != nil {
-		return "", nil, err
+	c.src, c.i, c.depth, c.limit, c.wantKeys = raw, 0, 0, MaxDepth, true
+	return c.canonical(dst)
+}
+
+// names returns the keys of the object canonical last read, as strings.
+func (sc *rowScratch) names() []string {
+	keys := sc.c.keys
+	names := make([]string, len(keys))
+	for j, k := range keys {
+		s, ok := sc.seen[string(k)]
+		if !ok {
+			s = string(k)
+			if len(sc.seen) < maxKeptNames {
+				sc.seen[s] = s
+			}
+		}
+		names[j] = s
 	}
-	return string(out), keys, nil
+	return names
 }
