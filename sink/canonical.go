@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -140,7 +141,8 @@ func (c *canonicalizer) value(dst []byte) ([]byte, error) {
 	}
 }
 
-// member is one key and its canonical value, at dst[start:end].
+// member is one key, and the member as written (key, colon and canonical
+// value) at dst[start:end].
 type member struct {
 	key        []byte
 	start, end int
@@ -172,7 +174,7 @@ func (c *canonicalizer) object(dst []byte, top bool) ([]byte, error) {
 		if c.i >= len(c.src) || c.src[c.i] != '"' {
 			return dst, c.fail("want an object key")
 		}
-		key, err := c.key()
+		key, plain, err := c.key()
 		if err != nil {
 			return dst, err
 		}
@@ -187,9 +189,13 @@ func (c *canonicalizer) object(dst []byte, top bool) ([]byte, error) {
 				sorted = false
 			}
 		}
-		dst = appendQuoted(dst, key)
-		dst = append(dst, ':')
 		start := len(dst)
+		if plain {
+			dst = append(append(append(dst, '"'), key...), '"')
+		} else {
+			dst = appendQuoted(dst, key)
+		}
+		dst = append(dst, ':')
 		if dst, err = c.value(dst); err != nil {
 			return dst, err
 		}
@@ -231,8 +237,6 @@ func (c *canonicalizer) object(dst []byte, top bool) ([]byte, error) {
 			if j > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendQuoted(dst, m.key)
-			dst = append(dst, ':')
 			dst = append(dst, written[m.start:m.end]...)
 		}
 	}
@@ -339,13 +343,13 @@ func (c *canonicalizer) string(dst []byte) ([]byte, error) {
 }
 
 // key returns an object key, unquoted. It aliases src when the key has
-// nothing to unquote.
-func (c *canonicalizer) key() ([]byte, error) {
+// nothing to unquote, and plain says it is then canonical as it is.
+func (c *canonicalizer) key() (key []byte, plain bool, err error) {
 	raw, plain, err := c.scanString()
 	if err != nil || plain {
-		return raw, err
+		return raw, plain, err
 	}
-	return unquote(nil, raw), nil
+	return unquote(nil, raw), false, nil
 }
 
 // scanString moves past the string at c.i and returns what is between its
@@ -490,6 +494,16 @@ func appendQuoted[S []byte | string](dst []byte, s S) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time up to the first that is not copied as it
+		// is: most of a submission's text is.
+		if i+8 <= len(s) {
+			m := special8(load8(s, i))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) / 8
+		}
 		b := s[i]
 		if b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' {
@@ -537,4 +551,24 @@ func appendQuoted[S []byte | string](dst []byte, s S) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// load8 reads s[i:i+8] as a little-endian word.
+func load8[S []byte | string](s S, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// special8 marks, in the high bit of each byte of the result, the bytes of
+// x that appendQuoted does not copy as they are: control characters, quote,
+// backslash, and bytes beyond ASCII (which it must look at). A byte above
+// one marked may be marked too (a borrow carries), but the lowest mark is
+// always the first such byte.
+func special8(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ ('"' * ones)
+	bs := x ^ ('\\' * ones)
+	ctl := (x - 0x20*ones) &^ x
+	return (x | ctl | (q-ones)&^q | (bs-ones)&^bs) & highs
 }
