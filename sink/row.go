@@ -125,9 +125,51 @@ func ContentKey(createdAt time.Time, fields, files string) string {
 	return hexKey(sha256.Sum256(buf))
 }
 
-// appendKeyTime appends created_at as the content key hashes it.
+// appendKeyTime appends created_at as the content key hashes it,
+// 2006-01-02T15:04:05.000Z.
 func appendKeyTime(dst []byte, t time.Time) []byte {
-	return t.UTC().Truncate(time.Millisecond).AppendFormat(dst, "2006-01-02T15:04:05.000Z")
+	return appendUTC(dst, t, 3)
+}
+
+// appendUTC appends t as time.Time.AppendFormat does in UTC with the layout
+// 2006-01-02T15:04:05, a point and frac (3 or 6) fractional digits, Z:
+// TimeLayout for 6. AppendFormat interprets its layout on every call, and
+// the two times of every row staged were a tenth of the read path's CPU.
+func appendUTC(dst []byte, t time.Time, frac int) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(dst, "2006-01-02T15:04:05."+"000000"[:frac]+"Z")
+	}
+	hour, min, sec := t.Clock()
+	dst = appendDigits(dst, year, 4)
+	dst = append(dst, '-')
+	dst = appendDigits(dst, int(month), 2)
+	dst = append(dst, '-')
+	dst = appendDigits(dst, day, 2)
+	dst = append(dst, 'T')
+	dst = appendDigits(dst, hour, 2)
+	dst = append(dst, ':')
+	dst = appendDigits(dst, min, 2)
+	dst = append(dst, ':')
+	dst = appendDigits(dst, sec, 2)
+	dst = append(dst, '.')
+	ns := t.Nanosecond()
+	for range 9 - frac {
+		ns /= 10
+	}
+	dst = appendDigits(dst, ns, frac)
+	return append(dst, 'Z')
+}
+
+// appendDigits appends the non-negative n in width digits, zero-padded.
+func appendDigits(dst []byte, n, width int) []byte {
+	var b [9]byte
+	for i := width - 1; i >= 0; i-- {
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return append(dst, b[:width]...)
 }
 
 // hexKey is a content key: the first half of the hash, in hex.

@@ -242,3 +242,24 @@ func FuzzNewRow(f *testing.F) {
 		checkNewRow(t, id, time.UnixMicro(us%253402300799000000), fields, files)
 	})
 }
+
+// appendUTC writes what time.Time.AppendFormat writes, years 0 to 9999
+// by hand, the others by AppendFormat.
+func TestAppendUTC(t *testing.T) {
+	times := []time.Time{
+		{}, time.Unix(0, 0), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 28, 23, 59, 59, 999999999, time.FixedZone("x", -3600)),
+		time.Date(2024, 2, 29, 1, 2, 3, 4005006, time.FixedZone("y", 5*3600+1800)),
+	}
+	for us := int64(-62167219200_000000); us < 253402300800_000000; us += 7_777_777_777_777_777 / 3 {
+		times = append(times, time.UnixMicro(us).Add(987*time.Nanosecond))
+	}
+	for _, at := range times {
+		for frac, layout := range map[int]string{6: TimeLayout, 3: "2006-01-02T15:04:05.000Z"} {
+			if got, want := string(appendUTC(nil, at, frac)), at.UTC().Format(layout); got != want {
+				t.Errorf("%v: %s, want %s", at, got, want)
+			}
+		}
+	}
+}
