@@ -3,6 +3,7 @@ package sink
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -492,64 +493,56 @@ const hexDigits = "0123456789abcdef"
 // HTML escaping off.
 func appendQuoted[S []byte | string](dst []byte, s S) []byte {
 	dst = append(dst, '"')
-	start := 0
 	for i := 0; i < len(s); {
-		// Eight bytes at a time up to the first that is not copied as it
-		// is: most of a submission's text is.
 		if i+8 <= len(s) {
-			m := special8(load8(s, i))
-			if m == 0 {
-				i += 8
+			// Eight bytes at a time: all are written, and those from the
+			// first that is not copied as it is are taken back. Most of a
+			// submission's text is copied as it is.
+			x := load8(s, i)
+			n := 8
+			if m := special8(x); m != 0 {
+				n = bits.TrailingZeros64(m) / 8
+			}
+			dst = binary.LittleEndian.AppendUint64(dst, x)[:len(dst)+n]
+			if i += n; n == 8 {
 				continue
 			}
-			i += bits.TrailingZeros64(m) / 8
 		}
 		b := s[i]
 		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
+			switch {
+			case b == '"' || b == '\\':
 				dst = append(dst, '\\', b)
-			case '\b':
+			case b >= 0x20:
+				dst = append(dst, b)
+			case b == '\b':
 				dst = append(dst, '\\', 'b')
-			case '\f':
+			case b == '\f':
 				dst = append(dst, '\\', 'f')
-			case '\n':
+			case b == '\n':
 				dst = append(dst, '\\', 'n')
-			case '\r':
+			case b == '\r':
 				dst = append(dst, '\\', 'r')
-			case '\t':
+			case b == '\t':
 				dst = append(dst, '\\', 't')
 			default:
 				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
 			}
 			i++
-			start = i
 			continue
 		}
 		n := min(len(s)-i, utf8.UTFMax)
 		r, size := utf8.DecodeRuneInString(string(s[i : i+n]))
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
+		switch {
+		case r == utf8.RuneError && size == 1:
 			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
+		case r == '\u2028' || r == '\u2029':
 			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
+		default:
+			dst = append(dst, s[i:i+size]...)
 		}
 		i += size
 	}
-	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
 
