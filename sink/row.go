@@ -136,40 +136,56 @@ func appendKeyTime(dst []byte, t time.Time) []byte {
 // TimeLayout for 6. AppendFormat interprets its layout on every call, and
 // the two times of every row staged were a tenth of the read path's CPU.
 func appendUTC(dst []byte, t time.Time, frac int) []byte {
-	t = t.UTC()
-	year, month, day := t.Date()
-	if year < 0 || year > 9999 {
-		return t.AppendFormat(dst, "2006-01-02T15:04:05."+"000000"[:frac]+"Z")
+	// Seconds since 0000-01-01T00:00:00Z; years beyond 0 to 9999, which no
+	// submission has, are left to AppendFormat.
+	const year0, year10000 = -62167219200, 253402300800
+	sec := t.Unix()
+	if sec < year0 || sec >= year10000 {
+		return t.UTC().AppendFormat(dst, "2006-01-02T15:04:05."+"000000"[:frac]+"Z")
 	}
-	hour, min, sec := t.Clock()
-	dst = appendDigits(dst, year, 4)
-	dst = append(dst, '-')
-	dst = appendDigits(dst, int(month), 2)
-	dst = append(dst, '-')
-	dst = appendDigits(dst, day, 2)
-	dst = append(dst, 'T')
-	dst = appendDigits(dst, hour, 2)
-	dst = append(dst, ':')
-	dst = appendDigits(dst, min, 2)
-	dst = append(dst, ':')
-	dst = appendDigits(dst, sec, 2)
-	dst = append(dst, '.')
-	ns := t.Nanosecond()
-	for range 9 - frac {
-		ns /= 10
+	sec -= year0
+	secOfDay := int(sec % 86400)
+	// The date, by Howard Hinnant's days_from_civil inverse, counting in
+	// 400-year eras from 0000-03-01 (one era early, so that January and
+	// February of year 0 count from a positive day).
+	z := int(sec/86400) - 60 + 146097
+	era := z / 146097
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	day := doy - (153*mp+2)/5 + 1
+	month := mp + 3
+	year := yoe + (era-1)*400
+	if month > 12 {
+		month -= 12
+		year++
 	}
-	dst = appendDigits(dst, ns, frac)
-	return append(dst, 'Z')
+	var b [27]byte
+	put2(b[0:], year/100)
+	put2(b[2:], year%100)
+	b[4] = '-'
+	put2(b[5:], month)
+	b[7] = '-'
+	put2(b[8:], day)
+	b[10] = 'T'
+	put2(b[11:], secOfDay/3600)
+	b[13] = ':'
+	put2(b[14:], secOfDay/60%60)
+	b[16] = ':'
+	put2(b[17:], secOfDay%60)
+	b[19] = '.'
+	us := t.Nanosecond() / 1000
+	put2(b[20:], us/10000)
+	put2(b[22:], us/100%100)
+	put2(b[24:], us%100)
+	b[20+frac] = 'Z'
+	return append(dst, b[:21+frac]...)
 }
 
-// appendDigits appends the non-negative n in width digits, zero-padded.
-func appendDigits(dst []byte, n, width int) []byte {
-	var b [9]byte
-	for i := width - 1; i >= 0; i-- {
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return append(dst, b[:width]...)
+// put2 writes n (0 to 99) in two digits.
+func put2(b []byte, n int) {
+	b[0], b[1] = byte('0'+n/10), byte('0'+n%10)
 }
 
 // hexKey is a content key: the first half of the hash, in hex.

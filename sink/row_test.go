@@ -252,8 +252,14 @@ func TestAppendUTC(t *testing.T) {
 		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 28, 23, 59, 59, 999999999, time.FixedZone("x", -3600)),
 		time.Date(2024, 2, 29, 1, 2, 3, 4005006, time.FixedZone("y", 5*3600+1800)),
 	}
-	for us := int64(-62167219200_000000); us < 253402300800_000000; us += 7_777_777_777_777_777 / 3 {
+	for us := int64(-62167219200_000000); us < 253402300800_000000; us += 7_777_777_777_777 {
 		times = append(times, time.UnixMicro(us).Add(987*time.Nanosecond))
+	}
+	// Every day of years whose leap rules differ, at both ends of the day.
+	for _, year := range []int{0, 1, 3, 4, 100, 399, 400, 1600, 1900, 1970, 2000, 2024, 2100, 9996, 9999} {
+		for d := time.Date(year, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() == year; d = d.AddDate(0, 0, 1) {
+			times = append(times, d, d.Add(24*time.Hour-time.Nanosecond))
+		}
 	}
 	for _, at := range times {
 		for frac, layout := range map[int]string{6: TimeLayout, 3: "2006-01-02T15:04:05.000Z"} {
