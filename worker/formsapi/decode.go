@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -81,12 +82,27 @@ func (w *wireSubmission) UnmarshalJSON(b []byte) error {
 // and names the page from the body. The submissions' Raw, Fields and Files
 // may be parts of body, which the caller must then leave as it is.
 func decodePage(formID string, page int, body []byte) (*Page, error) {
+	subs := wireScratch.Get().(*[]wireSubmission)
+	defer func() {
+		if cap(*subs) <= maxKeptSubmissions {
+			clear((*subs)[:cap(*subs)]) // they point into body
+			*subs = (*subs)[:0]
+			wireScratch.Put(subs)
+		}
+	}()
 	var w wirePage
-	if scanPage(body, &w) {
+	if scanPage(body, &w, subs) {
 		return w.page(formID, page)
 	}
 	return decodePageStd(formID, page, body)
 }
+
+// wireScratch holds the slices scanPage reads submissions into: they are
+// needed only until decodePage returns.
+var wireScratch = sync.Pool{New: func() any { return new([]wireSubmission) }}
+
+// maxKeptSubmissions bounds the scratch kept after an unusually long page.
+const maxKeptSubmissions = 1000
 
 // decodePageStd is decodePage through encoding/json alone: what says what
 // is wrong with a body scanPage declines, and the reference scanPage is

@@ -16,8 +16,11 @@ import "encoding/json"
 // Syntax errors are found only by this scanner, so that encoding/json's
 // check of the whole body, its reflection and the copies of every member
 // are paid only by bodies that are not well-formed pages.
-func scanPage(body []byte, w *wirePage) bool {
-	s := pageScanner{b: body}
+//
+// The submissions are read into subs, whose backing array w.Data then
+// shares.
+func scanPage(body []byte, w *wirePage, subs *[]wireSubmission) bool {
+	s := pageScanner{b: body, subs: subs}
 	s.space()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return false
@@ -53,6 +56,7 @@ type pageScanner struct {
 	b     []byte
 	i     int
 	depth int
+	subs  *[]wireSubmission
 }
 
 // maxNesting is encoding/json's limit on nested objects and arrays.
@@ -165,8 +169,12 @@ func (s *pageScanner) submissions(w *wirePage) bool {
 		return false
 	}
 	s.i++ // [
-	subs := []wireSubmission{}
-	w.Data = &subs
+	subs := (*s.subs)[:0]
+	if subs == nil {
+		subs = []wireSubmission{} // as encoding/json leaves an empty array
+	}
+	*s.subs = subs
+	w.Data = s.subs
 	s.space()
 	if s.i < len(s.b) && s.b[s.i] == ']' {
 		s.i++
@@ -179,6 +187,7 @@ func (s *pageScanner) submissions(w *wirePage) bool {
 			return false // null, or not an object
 		}
 		subs = append(subs, wireSubmission{})
+		*s.subs = subs
 		if !s.submission(&subs[len(subs)-1]) {
 			return false
 		}
@@ -192,7 +201,6 @@ func (s *pageScanner) submissions(w *wirePage) bool {
 		case ']':
 			s.i++
 			s.depth--
-			*w.Data = subs
 			return true
 		default:
 			return false

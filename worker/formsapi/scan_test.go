@@ -15,7 +15,8 @@ import (
 func checkScan(t *testing.T, body []byte, asked int) (accepted bool) {
 	t.Helper()
 	var fast wirePage
-	accepted = scanPage(body, &fast)
+	var subs []wireSubmission
+	accepted = scanPage(body, &fast, &subs)
 	if accepted {
 		var std wirePage
 		if err := json.Unmarshal(body, &std); err != nil {
