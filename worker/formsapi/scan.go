@@ -13,9 +13,9 @@ import "encoding/json"
 // insensitively, Unicode folds included). The caller then decodes with
 // encoding/json, whose messages say what is wrong.
 //
-// Syntax errors are found only by this scanner, so that encoding/json's
-// check of the whole body, its reflection and the copies of every member
-// are paid only by bodies that are not well-formed pages.
+// A well-formed page is thus read once: encoding/json's check of the whole
+// body, its reflection and its copies of every member are paid only by the
+// bodies scanPage declines.
 //
 // The submissions are read into subs, whose backing array w.Data then
 // shares.
