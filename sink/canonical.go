@@ -3,7 +3,9 @@ package sink
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -54,6 +56,10 @@ type canonicalizer struct {
 	// str is scratch for unquoting strings with escapes, tmp for
 	// reordering an object's members.
 	str, tmp []byte
+	// With wantKeys, topObject says that the document is an object, and
+	// keys holds its keys in canonical order (aliasing src, or scratch).
+	wantKeys, topObject bool
+	keys                [][]byte
 }
 
 // maxDepth matches encoding/json's nesting limit.
@@ -79,10 +85,25 @@ func (c *canonicalizer) space() {
 // document canonicalises the one value src holds; keys, when not nil,
 // receives the top-level object's keys in canonical order.
 func (c *canonicalizer) document(dst []byte, keys *[]string) ([]byte, error) {
+	c.wantKeys = keys != nil
+	dst, err := c.canonical(dst)
+	if err == nil && keys != nil && c.topObject {
+		*keys = make([]string, len(c.keys))
+		for j, k := range c.keys {
+			(*keys)[j] = string(k)
+		}
+	}
+	return dst, err
+}
+
+// canonical canonicalises the one value src holds, and with wantKeys
+// sets topObject and keys.
+func (c *canonicalizer) canonical(dst []byte) ([]byte, error) {
+	c.topObject, c.keys = false, c.keys[:0]
 	c.space()
 	var err error
-	if keys != nil && c.i < len(c.src) && c.src[c.i] == '{' {
-		dst, err = c.object(dst, keys)
+	if c.wantKeys && c.i < len(c.src) && c.src[c.i] == '{' {
+		dst, err = c.object(dst, true)
 	} else {
 		dst, err = c.value(dst)
 	}
@@ -103,7 +124,7 @@ func (c *canonicalizer) value(dst []byte) ([]byte, error) {
 	}
 	switch b := c.src[c.i]; {
 	case b == '{':
-		return c.object(dst, nil)
+		return c.object(dst, false)
 	case b == '[':
 		return c.array(dst)
 	case b == '"':
@@ -121,13 +142,16 @@ func (c *canonicalizer) value(dst []byte) ([]byte, error) {
 	}
 }
 
-// member is one key and its canonical value, at dst[start:end].
+// member is one key, and the member as written (key, colon and canonical
+// value) at dst[start:end].
 type member struct {
 	key        []byte
 	start, end int
 }
 
-func (c *canonicalizer) object(dst []byte, keys *[]string) ([]byte, error) {
+// object canonicalises the object at c.i; top says it is the document's,
+// whose keys c.keys receives when wanted.
+func (c *canonicalizer) object(dst []byte, top bool) ([]byte, error) {
 	if c.depth++; c.depth > cmp.Or(c.limit, maxDepth) {
 		return dst, c.tooDeep()
 	}
@@ -141,8 +165,8 @@ func (c *canonicalizer) object(dst []byte, keys *[]string) ([]byte, error) {
 	c.space()
 	if c.i < len(c.src) && c.src[c.i] == '}' {
 		c.i++
-		if keys != nil {
-			*keys = []string{}
+		if top {
+			c.topObject = true
 		}
 		return append(dst, '}'), nil
 	}
@@ -151,7 +175,7 @@ func (c *canonicalizer) object(dst []byte, keys *[]string) ([]byte, error) {
 		if c.i >= len(c.src) || c.src[c.i] != '"' {
 			return dst, c.fail("want an object key")
 		}
-		key, err := c.key()
+		key, plain, err := c.key()
 		if err != nil {
 			return dst, err
 		}
@@ -166,9 +190,13 @@ func (c *canonicalizer) object(dst []byte, keys *[]string) ([]byte, error) {
 				sorted = false
 			}
 		}
-		dst = appendQuoted(dst, key)
-		dst = append(dst, ':')
 		start := len(dst)
+		if plain {
+			dst = append(append(append(dst, '"'), key...), '"')
+		} else {
+			dst = appendQuoted(dst, key)
+		}
+		dst = append(dst, ':')
 		if dst, err = c.value(dst); err != nil {
 			return dst, err
 		}
@@ -210,15 +238,13 @@ func (c *canonicalizer) object(dst []byte, keys *[]string) ([]byte, error) {
 			if j > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendQuoted(dst, m.key)
-			dst = append(dst, ':')
 			dst = append(dst, written[m.start:m.end]...)
 		}
 	}
-	if keys != nil {
-		*keys = make([]string, len(members))
-		for j, m := range members {
-			(*keys)[j] = string(m.key)
+	if top {
+		c.topObject = true
+		for _, m := range members {
+			c.keys = append(c.keys, m.key)
 		}
 	}
 	return append(dst, '}'), nil
@@ -318,13 +344,13 @@ func (c *canonicalizer) string(dst []byte) ([]byte, error) {
 }
 
 // key returns an object key, unquoted. It aliases src when the key has
-// nothing to unquote.
-func (c *canonicalizer) key() ([]byte, error) {
+// nothing to unquote, and plain says it is then canonical as it is.
+func (c *canonicalizer) key() (key []byte, plain bool, err error) {
 	raw, plain, err := c.scanString()
 	if err != nil || plain {
-		return raw, err
+		return raw, plain, err
 	}
-	return unquote(nil, raw), nil
+	return unquote(nil, raw), false, nil
 }
 
 // scanString moves past the string at c.i and returns what is between its
@@ -467,53 +493,75 @@ const hexDigits = "0123456789abcdef"
 // HTML escaping off.
 func appendQuoted[S []byte | string](dst []byte, s S) []byte {
 	dst = append(dst, '"')
-	start := 0
 	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
+		if i+8 <= len(s) {
+			// Eight bytes at a time: all are written, and those from the
+			// first that is not copied as it is are taken back. Most of a
+			// submission's text is copied as it is.
+			x := load8(s, i)
+			n := 8
+			if m := special8(x); m != 0 {
+				n = bits.TrailingZeros64(m) / 8
+			}
+			dst = binary.LittleEndian.AppendUint64(dst, x)[:len(dst)+n]
+			if i += n; n == 8 {
 				continue
 			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
+		}
+		b := s[i]
+		if b < utf8.RuneSelf {
+			switch {
+			case b == '"' || b == '\\':
 				dst = append(dst, '\\', b)
-			case '\b':
+			case b >= 0x20:
+				dst = append(dst, b)
+			case b == '\b':
 				dst = append(dst, '\\', 'b')
-			case '\f':
+			case b == '\f':
 				dst = append(dst, '\\', 'f')
-			case '\n':
+			case b == '\n':
 				dst = append(dst, '\\', 'n')
-			case '\r':
+			case b == '\r':
 				dst = append(dst, '\\', 'r')
-			case '\t':
+			case b == '\t':
 				dst = append(dst, '\\', 't')
 			default:
 				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
 			}
 			i++
-			start = i
 			continue
 		}
 		n := min(len(s)-i, utf8.UTFMax)
 		r, size := utf8.DecodeRuneInString(string(s[i : i+n]))
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
+		switch {
+		case r == utf8.RuneError && size == 1:
 			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
+		case r == '\u2028' || r == '\u2029':
 			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
+		default:
+			dst = append(dst, s[i:i+size]...)
 		}
 		i += size
 	}
-	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// load8 reads s[i:i+8] as a little-endian word.
+func load8[S []byte | string](s S, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// special8 marks, in the high bit of each byte of the result, the bytes of
+// x that appendQuoted does not copy as they are: control characters, quote,
+// backslash, and bytes beyond ASCII (which it must look at). A byte above
+// one marked may be marked too (a borrow carries), but the lowest mark is
+// always the first such byte.
+func special8(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ ('"' * ones)
+	bs := x ^ ('\\' * ones)
+	ctl := (x - 0x20*ones) &^ x
+	return (x | ctl | (q-ones)&^q | (bs-ones)&^bs) & highs
 }

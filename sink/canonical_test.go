@@ -3,6 +3,7 @@ package sink
 import (
 	"bytes"
 	"encoding/json"
+	"math/bits"
 	"slices"
 	"strings"
 	"testing"
@@ -124,4 +125,34 @@ func BenchmarkCanonical(b *testing.B) {
 			referenceCanonical(in)
 		}
 	})
+}
+
+// special8 finds the first byte appendQuoted must look at in any word of
+// two chosen bytes among plain ones, whatever the bytes and their places.
+func TestSpecial8(t *testing.T) {
+	special := func(b byte) bool { return b < 0x20 || b == '"' || b == '\\' || b >= 0x80 }
+	var w [8]byte
+	for p1 := range 8 {
+		for p2 := p1 + 1; p2 < 8; p2++ {
+			for b1 := range 256 {
+				for b2 := range 256 {
+					for i := range w {
+						w[i] = 'a'
+					}
+					w[p1], w[p2] = byte(b1), byte(b2)
+					first := -1
+					for i, b := range w {
+						if special(b) {
+							first = i
+							break
+						}
+					}
+					m := special8(load8(w[:], 0))
+					if got := bits.TrailingZeros64(m) / 8; (m == 0) != (first < 0) || m != 0 && got != first {
+						t.Fatalf("%q: first special byte %d, special8 says %d (%#x)", w, first, got, m)
+					}
+				}
+			}
+		}
+	}
 }

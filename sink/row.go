@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -74,22 +75,35 @@ func NewRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, 
 // fields, sorted), which the decoding finds anyway: the worker collects them
 // for the per-form views without decoding the fields a second time.
 func NewRowFields(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage) (Row, []string, error) {
-	f, names, err := canonical(fields, "{}", '{')
+	sc := rowScratches.Get().(*rowScratch)
+	defer sc.put()
+	createdAt = createdAt.UTC().Truncate(time.Microsecond)
+	// The canonical fields and files are written after what the content key
+	// hashes before them, so that it is hashed in one piece, and become one
+	// string.
+	buf := appendKeyTime(sc.buf[:0], createdAt)
+	buf = append(buf, 0)
+	start := len(buf)
+	buf, err := sc.canonical(buf, fields, "{}", '{')
 	if err != nil {
 		return Row{}, nil, fmt.Errorf("submission fields: %w", err)
 	}
-	fl, _, err := canonical(files, "[]", '[', '{')
+	names := sc.names()
+	sep := len(buf)
+	buf = append(buf, 0)
+	buf, err = sc.canonical(buf, files, "[]", '[', '{')
 	if err != nil {
 		return Row{}, nil, fmt.Errorf("submission files: %w", err)
 	}
-	createdAt = createdAt.UTC().Truncate(time.Microsecond)
+	sc.buf = buf
+	text := string(buf[start:])
 	r := Row{
 		FormID:     formID,
 		CreatedAt:  createdAt,
 		IsSpam:     isSpam,
-		Fields:     f,
-		Files:      fl,
-		ContentKey: ContentKey(createdAt, f, fl),
+		Fields:     text[:sep-start],
+		Files:      text[sep-start+1:],
+		ContentKey: hexKey(sha256.Sum256(buf)),
 	}
 	if id != nil {
 		v := *id
@@ -105,22 +119,118 @@ func NewRowFields(formID string, id *int64, createdAt time.Time, isSpam bool, fi
 // enters at millisecond precision because the newer response form prints only
 // three fractional digits; fields and files must already be canonical.
 func ContentKey(createdAt time.Time, fields, files string) string {
-	h := sha256.New()
-	h.Write([]byte(createdAt.UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z")))
-	h.Write([]byte{0})
-	h.Write([]byte(fields))
-	h.Write([]byte{0})
-	h.Write([]byte(files))
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	buf := appendKeyTime(make([]byte, 0, 26+len(fields)+len(files)), createdAt)
+	buf = append(append(buf, 0), fields...)
+	buf = append(append(buf, 0), files...)
+	return hexKey(sha256.Sum256(buf))
 }
 
-// canonical returns the canonical JSON of raw (see AppendCanonical), and
-// the top-level keys when raw is an object. empty is used for a missing or
-// null value; the value must otherwise start with one of want.
-func canonical(raw json.RawMessage, empty string, want ...byte) (string, []string, error) {
+// appendKeyTime appends created_at as the content key hashes it,
+// 2006-01-02T15:04:05.000Z.
+func appendKeyTime(dst []byte, t time.Time) []byte {
+	return appendUTC(dst, t, 3)
+}
+
+// appendUTC appends t as time.Time.AppendFormat does in UTC with the layout
+// 2006-01-02T15:04:05, a point and frac (3 or 6) fractional digits, Z:
+// TimeLayout for 6. AppendFormat interprets its layout on every call, and
+// the two times of every row staged were a tenth of the read path's CPU.
+func appendUTC(dst []byte, t time.Time, frac int) []byte {
+	// Seconds since 0000-01-01T00:00:00Z; years beyond 0 to 9999, which no
+	// submission has, are left to AppendFormat.
+	const year0, year10000 = -62167219200, 253402300800
+	sec := t.Unix()
+	if sec < year0 || sec >= year10000 {
+		return t.UTC().AppendFormat(dst, "2006-01-02T15:04:05."+"000000"[:frac]+"Z")
+	}
+	sec -= year0
+	secOfDay := int(sec % 86400)
+	// The date, by Howard Hinnant's days_from_civil inverse, counting in
+	// 400-year eras from 0000-03-01 (one era early, so that January and
+	// February of year 0 count from a positive day).
+	z := int(sec/86400) - 60 + 146097
+	era := z / 146097
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	day := doy - (153*mp+2)/5 + 1
+	month := mp + 3
+	year := yoe + (era-1)*400
+	if month > 12 {
+		month -= 12
+		year++
+	}
+	var b [27]byte
+	put2(b[0:], year/100)
+	put2(b[2:], year%100)
+	b[4] = '-'
+	put2(b[5:], month)
+	b[7] = '-'
+	put2(b[8:], day)
+	b[10] = 'T'
+	put2(b[11:], secOfDay/3600)
+	b[13] = ':'
+	put2(b[14:], secOfDay/60%60)
+	b[16] = ':'
+	put2(b[17:], secOfDay%60)
+	b[19] = '.'
+	us := t.Nanosecond() / 1000
+	put2(b[20:], us/10000)
+	put2(b[22:], us/100%100)
+	put2(b[24:], us%100)
+	b[20+frac] = 'Z'
+	return append(dst, b[:21+frac]...)
+}
+
+// put2 writes n (0 to 99) in two digits.
+func put2(b []byte, n int) {
+	b[0], b[1] = byte('0'+n/10), byte('0'+n%10)
+}
+
+// hexKey is a content key: the first half of the hash, in hex.
+func hexKey(sum [sha256.Size]byte) string {
+	var h [sha256.Size]byte
+	hex.Encode(h[:], sum[:sha256.Size/2])
+	return string(h[:])
+}
+
+// rowScratch is what NewRowFields reuses from row to row.
+type rowScratch struct {
+	buf []byte
+	c   canonicalizer
+	// seen holds field names already made strings, so that the names of
+	// a form's fields are allocated once rather than once a row.
+	seen map[string]string
+}
+
+var rowScratches = sync.Pool{New: func() any { return &rowScratch{seen: map[string]string{}} }}
+
+// Scratch grown beyond these by an odd row is not kept.
+const (
+	maxKeptScratch = 256 << 10
+	maxKeptNames   = 4096
+)
+
+func (sc *rowScratch) put() {
+	if cap(sc.buf) > maxKeptScratch || cap(sc.c.str) > maxKeptScratch || cap(sc.c.tmp) > maxKeptScratch {
+		return
+	}
+	sc.c.src = nil
+	clear(sc.c.keys[:cap(sc.c.keys)])
+	rowScratches.Put(sc)
+}
+
+// canonical appends the canonical JSON of raw (see AppendCanonical) to dst,
+// and leaves the top-level keys in sc.c when raw is an object. empty is
+// appended for a missing or null value; the value must otherwise start with
+// one of want.
+func (sc *rowScratch) canonical(dst []byte, raw json.RawMessage, empty string, want ...byte) ([]byte, error) {
+	c := &sc.c
+	c.topObject, c.keys = false, c.keys[:0]
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return empty, []string{}, nil
+		return append(dst, empty...), nil
 	}
 	if !bytes.Contains(want, raw[:1]) {
 		kinds := map[byte]string{'{': "object", '[': "array"}
@@ -128,13 +238,25 @@ func canonical(raw json.RawMessage, empty string, want ...byte) (string, []strin
 		for i, w := range want {
 			names[i] = kinds[w]
 		}
-		return "", nil, fmt.Errorf("want a JSON %s, got %.20q", strings.Join(names, " or "), raw)
+		return dst, fmt.Errorf("want a JSON %s, got %.20q", strings.Join(names, " or "), raw)
 	}
-	c := canonicalizer{src: raw, limit: MaxDepth}
-	var keys []string
-	out, err := c.document(make([]byte, 0, len(raw)), &keys)
-	if err != nil {
-		return "", nil, err
+	c.src, c.i, c.depth, c.limit, c.wantKeys = raw, 0, 0, MaxDepth, true
+	return c.canonical(dst)
+}
+
+// names returns the keys of the object canonical last read, as strings.
+func (sc *rowScratch) names() []string {
+	keys := sc.c.keys
+	names := make([]string, len(keys))
+	for j, k := range keys {
+		s, ok := sc.seen[string(k)]
+		if !ok {
+			s = string(k)
+			if len(sc.seen) < maxKeptNames {
+				sc.seen[s] = s
+			}
+		}
+		names[j] = s
 	}
-	return string(out), keys, nil
+	return names
 }

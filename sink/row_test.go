@@ -1,8 +1,15 @@
 package sink
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +142,130 @@ func TestNewRowDepthBound(t *testing.T) {
 	}
 	if _, err := NewRow("f", nil, time.Now(), false, nil, nested(1001)); !errors.Is(err, ErrTooDeep) {
 		t.Fatalf("files 1001 levels: %v, want ErrTooDeep", err)
+	}
+}
+
+// referenceRow is how NewRowFields built a row when it canonicalised fields
+// and files into strings of their own and hashed them in three writes: the
+// bytes it stores and the key it computes must not change.
+func referenceRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage) (Row, []string, error) {
+	canonical := func(raw json.RawMessage, empty string, want ...byte) (string, []string, error) {
+		raw = bytes.TrimSpace(raw)
+		if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+			return empty, []string{}, nil
+		}
+		if !bytes.Contains(want, raw[:1]) {
+			kinds := map[byte]string{'{': "object", '[': "array"}
+			names := make([]string, len(want))
+			for i, w := range want {
+				names[i] = kinds[w]
+			}
+			return "", nil, fmt.Errorf("want a JSON %s, got %.20q", strings.Join(names, " or "), raw)
+		}
+		c := canonicalizer{src: raw, limit: MaxDepth}
+		var keys []string
+		out, err := c.document(make([]byte, 0, len(raw)), &keys)
+		if err != nil {
+			return "", nil, err
+		}
+		return string(out), keys, nil
+	}
+	f, names, err := canonical(fields, "{}", '{')
+	if err != nil {
+		return Row{}, nil, fmt.Errorf("submission fields: %w", err)
+	}
+	fl, _, err := canonical(files, "[]", '[', '{')
+	if err != nil {
+		return Row{}, nil, fmt.Errorf("submission files: %w", err)
+	}
+	createdAt = createdAt.UTC().Truncate(time.Microsecond)
+	h := sha256.New()
+	h.Write([]byte(createdAt.UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z")))
+	h.Write([]byte{0})
+	h.Write([]byte(f))
+	h.Write([]byte{0})
+	h.Write([]byte(fl))
+	r := Row{FormID: formID, CreatedAt: createdAt, IsSpam: isSpam, Fields: f, Files: fl, ContentKey: hex.EncodeToString(h.Sum(nil)[:16])}
+	if id != nil {
+		v := *id
+		r.SubmissionID = &v
+		r.SubmissionKey = strconv.FormatInt(v, 10)
+	} else {
+		r.SubmissionKey = r.ContentKey
+	}
+	return r, names, nil
+}
+
+func checkNewRow(t *testing.T, id *int64, at time.Time, fields, files []byte) {
+	t.Helper()
+	got, gotNames, gerr := NewRowFields("f", id, at, false, fields, files)
+	want, wantNames, werr := referenceRow("f", id, at, false, fields, files)
+	if (gerr == nil) != (werr == nil) || gerr != nil && (gerr.Error() != werr.Error() || errors.Is(gerr, ErrTooDeep) != errors.Is(werr, ErrTooDeep)) {
+		t.Fatalf("%q %q: error %v, want %v", fields, files, gerr, werr)
+	}
+	if !reflect.DeepEqual(got, want) || !slices.Equal(gotNames, wantNames) || (gotNames == nil) != (wantNames == nil) {
+		t.Fatalf("%q %q:\n got  %+v %q\n want %+v %q", fields, files, got, gotNames, want, wantNames)
+	}
+	if gerr == nil && ContentKey(at, got.Fields, got.Files) != got.ContentKey {
+		t.Fatalf("%q %q: ContentKey differs from the row's", fields, files)
+	}
+}
+
+func TestNewRowMatchesReference(t *testing.T) {
+	id := int64(77)
+	at := time.Date(2026, 3, 1, 10, 0, 0, 123456789, time.FixedZone("x", 3600))
+	for _, fields := range append(canonicalCases, ``, ` null `, `{"k\u00e9":1,"b":{"z":1,"a":2},"a":[]}`, `{"é":1,"e":2,"\u00e9":3}`, `{"a":`) {
+		for _, files := range []string{``, `[]`, `{"cv":{"name":"a.pdf"}}`, `[{"b":1,"a":2}]`, `"x"`, `[`} {
+			checkNewRow(t, &id, at, []byte(fields), []byte(files))
+			checkNewRow(t, nil, at, []byte(fields), []byte(files))
+		}
+	}
+	deep := `{"a":` + strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + `}`
+	checkNewRow(t, nil, at, []byte(deep), nil)
+	checkNewRow(t, nil, at, nil, []byte(deep))
+}
+
+// FuzzNewRow holds NewRowFields to the way it built rows before, byte for
+// byte and key for key.
+//
+//	go test ./sink -run '^$' -fuzz FuzzNewRow -fuzztime 60s
+func FuzzNewRow(f *testing.F) {
+	for _, c := range canonicalCases {
+		f.Add([]byte(c), []byte(`[]`), int64(1767225600123456), true)
+	}
+	f.Add([]byte(`{"b":"\u2028","a":{"y":1,"x":2},"a":3}`), []byte(`{"cv":[{"n":"a"}]}`), int64(-1), false)
+	f.Fuzz(func(t *testing.T, fields, files []byte, us int64, withID bool) {
+		var id *int64
+		if withID {
+			id = &us
+		}
+		checkNewRow(t, id, time.UnixMicro(us%253402300799000000), fields, files)
+	})
+}
+
+// appendUTC writes what time.Time.AppendFormat writes, years 0 to 9999
+// by hand, the others by AppendFormat.
+func TestAppendUTC(t *testing.T) {
+	times := []time.Time{
+		{}, time.Unix(0, 0), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 28, 23, 59, 59, 999999999, time.FixedZone("x", -3600)),
+		time.Date(2024, 2, 29, 1, 2, 3, 4005006, time.FixedZone("y", 5*3600+1800)),
+	}
+	for us := int64(-62167219200_000000); us < 253402300800_000000; us += 7_777_777_777_777 {
+		times = append(times, time.UnixMicro(us).Add(987*time.Nanosecond))
+	}
+	// Every day of years whose leap rules differ, at both ends of the day.
+	for _, year := range []int{0, 1, 3, 4, 100, 399, 400, 1600, 1900, 1970, 2000, 2024, 2100, 9996, 9999} {
+		for d := time.Date(year, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() == year; d = d.AddDate(0, 0, 1) {
+			times = append(times, d, d.Add(24*time.Hour-time.Nanosecond))
+		}
+	}
+	for _, at := range times {
+		for frac, layout := range map[int]string{6: TimeLayout, 3: "2006-01-02T15:04:05.000Z"} {
+			if got, want := string(appendUTC(nil, at, frac)), at.UTC().Format(layout); got != want {
+				t.Errorf("%v: %s, want %s", at, got, want)
+			}
+		}
 	}
 }

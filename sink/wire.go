@@ -34,7 +34,7 @@ func appendWireRow(dst []byte, r Row) []byte {
 	dst = append(dst, `,"content_key":`...)
 	dst = appendQuoted(dst, r.ContentKey)
 	dst = append(dst, `,"created_at":"`...)
-	dst = r.CreatedAt.UTC().AppendFormat(dst, TimeLayout)
+	dst = appendUTC(dst, r.CreatedAt, 6)
 	dst = append(dst, `","is_spam":`...)
 	dst = strconv.AppendBool(dst, r.IsSpam)
 	dst = append(dst, `,"fields":`...)

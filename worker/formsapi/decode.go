@@ -8,27 +8,36 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
 
-// wirePage is the envelope as sent, decoded in one pass. The members of
+// wirePage is the envelope as sent, read in one pass by scanPage (by
+// encoding/json when scanPage declines the body). The members of
 // pagination and of each submission are kept raw so that their types are
 // checked here, with messages that say which member is wrong, rather than
 // trusted to reflection.
 type wirePage struct {
 	Data *[]wireSubmission `json:"data"`
-	Meta *struct {
-		Pagination *struct {
-			Total       json.RawMessage `json:"total"`
-			Count       json.RawMessage `json:"count"`
-			PerPage     json.RawMessage `json:"per_page"`
-			CurrentPage json.RawMessage `json:"current_page"`
-			TotalPages  json.RawMessage `json:"total_pages"`
-			Links       json.RawMessage `json:"links"`
-		} `json:"pagination"`
-	} `json:"meta"`
+	Meta *wireMeta         `json:"meta"`
 }
+
+// wireMeta and wirePagination are aliases, not types of their own, so that
+// encoding/json's messages name the same types as ever.
+type (
+	wireMeta = struct {
+		Pagination *wirePagination `json:"pagination"`
+	}
+	wirePagination = struct {
+		Total       json.RawMessage `json:"total"`
+		Count       json.RawMessage `json:"count"`
+		PerPage     json.RawMessage `json:"per_page"`
+		CurrentPage json.RawMessage `json:"current_page"`
+		TotalPages  json.RawMessage `json:"total_pages"`
+		Links       json.RawMessage `json:"links"`
+	}
+)
 
 // wireSubmission is one submission as sent. raw keeps the object's bytes
 // for Submission.Raw: whatever the service adds later is stored, not
@@ -70,8 +79,35 @@ func (w *wireSubmission) UnmarshalJSON(b []byte) error {
 // KindMalformed, one whose pagination does not add up (page not the one
 // asked for, total_pages not derived from total and per_page) KindPaging.
 // page, when > 0, is the page that was asked for; 0 (tests) skips that check
-// and names the page from the body.
-func decodePage(formID string, page int, body []byte) (p *Page, err error) {
+// and names the page from the body. The submissions' Raw, Fields and Files
+// may be parts of body, which the caller must then leave as it is.
+func decodePage(formID string, page int, body []byte) (*Page, error) {
+	subs := wireScratch.Get().(*[]wireSubmission)
+	defer func() {
+		if cap(*subs) <= maxKeptSubmissions {
+			clear((*subs)[:cap(*subs)]) // they point into body
+			*subs = (*subs)[:0]
+			wireScratch.Put(subs)
+		}
+	}()
+	var w wirePage
+	if scanPage(body, &w, subs) {
+		return w.page(formID, page)
+	}
+	return decodePageStd(formID, page, body)
+}
+
+// wireScratch holds the slices scanPage reads submissions into: they are
+// needed only until decodePage returns.
+var wireScratch = sync.Pool{New: func() any { return new([]wireSubmission) }}
+
+// maxKeptSubmissions bounds the scratch kept after an unusually long page.
+const maxKeptSubmissions = 1000
+
+// decodePageStd is decodePage through encoding/json alone: what says what
+// is wrong with a body scanPage declines, and the reference scanPage is
+// held to.
+func decodePageStd(formID string, page int, body []byte) (*Page, error) {
 	malformed := func(format string, args ...any) error {
 		return &Error{FormID: formID, Page: page, Kind: KindMalformed, Err: fmt.Errorf(format, args...)}
 	}
@@ -92,6 +128,14 @@ func decodePage(formID string, page int, body []byte) (p *Page, err error) {
 			return nil, malformed("%s is a JSON %s, not an object", typ.Field, typ.Value)
 		}
 		return nil, malformed("body is not a JSON page envelope: %w", err)
+	}
+	return w.page(formID, page)
+}
+
+// page checks the envelope's members and decodes its submissions.
+func (w *wirePage) page(formID string, page int) (p *Page, err error) {
+	malformed := func(format string, args ...any) error {
+		return &Error{FormID: formID, Page: page, Kind: KindMalformed, Err: fmt.Errorf(format, args...)}
 	}
 	if w.Meta == nil || w.Meta.Pagination == nil {
 		return nil, malformed("meta.pagination is missing")
@@ -167,7 +211,12 @@ func decodePage(formID string, page int, body []byte) (p *Page, err error) {
 }
 
 func decodeSubmission(r wireSubmission) (Submission, error) {
-	s := Submission{Raw: validUTF8(r.raw)}
+	// The members are parts of raw: when it is valid UTF-8, so are they.
+	valid := r.raw == nil || utf8.Valid(r.raw)
+	s := Submission{Raw: r.raw}
+	if !valid {
+		s.Raw = bytes.ToValidUTF8(r.raw, []byte("\uFFFD"))
+	}
 	if !isNull(r.ID) {
 		// An integer, or (from a serialiser that stringifies big keys) an
 		// integer in a string.
@@ -187,9 +236,11 @@ func decodeSubmission(r wireSubmission) (Submission, error) {
 	if isNull(r.CreatedAt) {
 		return s, errors.New("created_at is missing")
 	}
-	var created string
-	if err := json.Unmarshal(r.CreatedAt, &created); err != nil {
-		return s, fmt.Errorf("created_at %.40s is not a string", r.CreatedAt)
+	created, ok := plainString(r.CreatedAt)
+	if !ok {
+		if err := json.Unmarshal(r.CreatedAt, &created); err != nil {
+			return s, fmt.Errorf("created_at %.40s is not a string", r.CreatedAt)
+		}
 	}
 	t, err := ParseCreatedAt(created)
 	if err != nil {
@@ -212,7 +263,7 @@ func decodeSubmission(r wireSubmission) (Submission, error) {
 		values, member = r.Data, "data"
 	}
 	if !isNull(values) {
-		if s.Fields, err = rawOf(values, "{"); err != nil {
+		if s.Fields, err = rawOf(values, "{", valid); err != nil {
 			return s, fmt.Errorf("%s: %w", member, err)
 		}
 	}
@@ -220,10 +271,20 @@ func decodeSubmission(r wireSubmission) (Submission, error) {
 	// object keyed by input name; the sinks take either.
 	if isNull(r.Files) {
 		s.Files = json.RawMessage("[]")
-	} else if s.Files, err = rawOf(r.Files, "[{"); err != nil {
+	} else if s.Files, err = rawOf(r.Files, "[{", valid); err != nil {
 		return s, fmt.Errorf("files: %w", err)
 	}
 	return s, nil
+}
+
+// plainString returns the JSON string raw (a whole JSON value) holds when
+// it decodes to what is between its quotes: no escapes, valid UTF-8.
+func plainString(raw json.RawMessage) (string, bool) {
+	n := len(raw)
+	if n < 2 || raw[0] != '"' || bytes.IndexByte(raw[1:n-1], '\\') >= 0 || !utf8.Valid(raw[1:n-1]) {
+		return "", false
+	}
+	return string(raw[1 : n-1]), true
 }
 
 // ParseCreatedAt parses an RFC 3339 timestamp with any number of fractional
@@ -239,11 +300,14 @@ func ParseCreatedAt(v string) (time.Time, error) {
 
 // rawOf checks that raw (not null) is a JSON value starting with one of
 // want ('{', '['). Invalid UTF-8 inside strings is replaced so the sinks get
-// text they can store.
-func rawOf(raw json.RawMessage, want string) (json.RawMessage, error) {
+// text they can store; valid says there is none.
+func rawOf(raw json.RawMessage, want string, valid bool) (json.RawMessage, error) {
 	if !strings.ContainsRune(want, rune(raw[0])) {
 		kinds := map[string]string{"{": "an object", "[": "an array", "[{": "an array or an object"}
 		return nil, fmt.Errorf("%.40s is not %s", raw, kinds[want])
+	}
+	if valid {
+		return raw, nil
 	}
 	return validUTF8(raw), nil
 }
