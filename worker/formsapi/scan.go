@@ -139,21 +139,29 @@ func (s *pageScanner) object(member func(key []byte) bool) bool {
 		if !member(key) {
 			return false
 		}
-		s.space()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return false
+		if more, ok := s.after('}'); !more {
+			return ok
 		}
 	}
+}
+
+// after reads what follows a member or an element: a comma (more follows)
+// or end, which closes the object or array.
+func (s *pageScanner) after(end byte) (more, ok bool) {
+	s.space()
+	if s.i >= len(s.b) {
+		return false, false
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		return true, true
+	case end:
+		s.i++
+		s.depth--
+		return false, true
+	}
+	return false, false
 }
 
 // submissions reads the page's data member: an array of submission objects.
@@ -191,19 +199,8 @@ func (s *pageScanner) submissions(w *wirePage) bool {
 		if !s.submission(&subs[len(subs)-1]) {
 			return false
 		}
-		s.space()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return false
+		if more, ok := s.after(']'); !more {
+			return ok
 		}
 	}
 }
@@ -340,19 +337,8 @@ func (s *pageScanner) array() bool {
 		if !s.value() {
 			return false
 		}
-		s.space()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return false
+		if more, ok := s.after(']'); !more {
+			return ok
 		}
 	}
 }
