@@ -9,7 +9,10 @@ package main
 //   - naive: page 1..N of each form in turn, decode each page with
 //     encoding/json and upsert every row into SQLite, a transaction a page:
 //     what a script would do;
-//   - formsync: `formsync sync` into a fresh SQLite file.
+//   - formsync: `formsync sync` into a fresh SQLite file;
+//   - backfill: for a workload of one form, `formsync backfill --form` of
+//     it into a fresh SQLite file, so that a backfill is timed beside the
+//     sync it should be no slower than.
 //
 // Each round runs the three one after the other; the figures are medians
 // over the rounds (-benchtime Nx sets N), so that a noisy machine slows all
@@ -68,14 +71,21 @@ func BenchmarkCompare(b *testing.B) {
 			defer srv.Close()
 			list := strings.Join(forms, ",")
 			runs := map[string][]procRun{}
+			clients := []string{"floor", "naive", "formsync"}
+			if w.forms == 1 {
+				clients = append(clients, "backfill")
+			}
 			for b.Loop() {
-				for _, client := range []string{"floor", "naive", "formsync"} {
+				for _, client := range clients {
 					db := filepath.Join(b.TempDir(), client+".db")
 					var r procRun
 					switch client {
 					case "formsync":
 						env := baseEnv(srv.URL, list, db, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
 						r = runProc(b, bin, env, "sync")
+					case "backfill":
+						env := baseEnv(srv.URL, list, db, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
+						r = runProc(b, bin, env, "backfill", "--form", forms[0])
 					default:
 						env := append(os.Environ(), "FORMSYNC_BENCH_CLIENT="+client, "FORMSYNC_BENCH_URL="+srv.URL,
 							"FORMSYNC_BENCH_FORMS="+list, "FORMSYNC_BENCH_DB="+db)
@@ -94,13 +104,17 @@ func BenchmarkCompare(b *testing.B) {
 				med[c] = median(rs)
 			}
 			f, n, s := med["floor"], med["naive"], med["formsync"]
-			for _, c := range []string{"floor", "naive", "formsync"} {
+			for _, c := range clients {
 				m := med[c]
 				kib, _ := m.peakKiB()
 				b.Logf("%-8s %-13s wall %6.2f s  cpu %6.2f s  peak RSS %6.1f MiB  (median of %d)", c, w.name, m.wall.Seconds(), m.cpu.Seconds(), float64(kib)/1024, len(runs[c]))
 			}
 			b.Logf("formsync/floor: wall %.1fx  cpu %.1fx;  formsync/naive: wall %.2fx  cpu %.2fx",
 				s.wall.Seconds()/f.wall.Seconds(), s.cpu.Seconds()/f.cpu.Seconds(), s.wall.Seconds()/n.wall.Seconds(), s.cpu.Seconds()/n.cpu.Seconds())
+			if bf, ok := med["backfill"]; ok {
+				b.Logf("backfill/sync: wall %.2fx  cpu %.2fx", bf.wall.Seconds()/s.wall.Seconds(), bf.cpu.Seconds()/s.cpu.Seconds())
+				b.ReportMetric(bf.wall.Seconds()/s.wall.Seconds(), "x-backfill/sync")
+			}
 			kib, _ := s.peakKiB()
 			b.ReportMetric(s.wall.Seconds(), "formsync-wall-s")
 			b.ReportMetric(f.wall.Seconds(), "floor-wall-s")
