@@ -36,6 +36,7 @@ type Metrics struct {
 	pages          *prometheus.CounterVec
 	formFailures   *prometheus.CounterVec
 	lastSuccess    *prometheus.GaugeVec
+	lastReconcile  *prometheus.GaugeVec
 	watermarkLag   *prometheus.GaugeVec
 	missingRows    *prometheus.GaugeVec
 	conflicts      prometheus.Counter
@@ -84,7 +85,7 @@ func New(opts ...Option) *Metrics {
 	}, []string{"result"})
 	m.rows = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "rows_total",
-		Help: "Submission rows committed, by form and kind (inserted: new; updated: changed or re-keyed).",
+		Help: "Submission rows committed, by form and kind (inserted: new; updated: changed or re-keyed; deleted_upstream: marked deleted by a reconcile; restored: marked rows served again).",
 	}, []string{"form", "kind"})
 	m.pages = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "pages_total",
@@ -97,6 +98,10 @@ func New(opts ...Option) *Metrics {
 	m.lastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "last_success_timestamp_seconds",
 		Help: "Unix time of the form's last successful sync.",
+	}, []string{"form"})
+	m.lastReconcile = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "last_reconcile_timestamp_seconds",
+		Help: "Unix time of the form's last reconcile (every page read, rows deleted upstream marked).",
 	}, []string{"form"})
 	m.watermarkLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "watermark_lag_seconds",
@@ -124,7 +129,7 @@ func New(opts ...Option) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.rateLimited, m.backoff, m.requestDuration,
-		m.runs, m.rows, m.pages, m.formFailures, m.lastSuccess, m.watermarkLag,
+		m.runs, m.rows, m.pages, m.formFailures, m.lastSuccess, m.lastReconcile, m.watermarkLag,
 		m.missingRows, m.conflicts, m.commitDuration, m.runDuration,
 	)
 	// Both results exist from the start so that rate() and alerts on
@@ -193,6 +198,13 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 		m.rows.WithLabelValues(f.FormID, "inserted").Add(float64(f.Inserted))
 		m.rows.WithLabelValues(f.FormID, "updated").Add(float64(f.Updated))
 		m.lastSuccess.WithLabelValues(f.FormID).Set(float64(now.UnixNano()) / 1e9)
+		if f.Reconciled {
+			m.rows.WithLabelValues(f.FormID, "deleted_upstream").Add(float64(f.Deleted))
+			m.lastReconcile.WithLabelValues(f.FormID).Set(float64(now.UnixNano()) / 1e9)
+		}
+		if f.Reconciled || f.Restored > 0 {
+			m.rows.WithLabelValues(f.FormID, "restored").Add(float64(f.Restored))
+		}
 		if !f.Watermark.IsZero() {
 			m.watermarkLag.WithLabelValues(f.FormID).Set(now.Sub(f.Watermark.CreatedAt).Seconds())
 		}

@@ -86,7 +86,7 @@ func TestObserveRun(t *testing.T) {
 	rep := &worker.Report{
 		Duration: 90 * time.Second,
 		Forms: []worker.FormReport{
-			{FormID: "a", Inserted: 3, Updated: 1, Pages: 2,
+			{FormID: "a", Inserted: 3, Updated: 1, Pages: 2, Reconciled: true, Deleted: 2, Restored: 1,
 				Watermark: state.Watermark{CreatedAt: now.Add(-10 * time.Minute)}},
 			{FormID: "b", Pages: 1, Err: fmt.Errorf("form b: %w", formsapi.ErrAccessDisabled)},
 			{FormID: "c"}, // an empty form: no watermark yet, so no lag
@@ -99,9 +99,11 @@ func TestObserveRun(t *testing.T) {
 # TYPE formsync_runs_total counter
 formsync_runs_total{result="failure"} 1
 formsync_runs_total{result="success"} 0
-# HELP formsync_rows_total Submission rows committed, by form and kind (inserted: new; updated: changed or re-keyed).
+# HELP formsync_rows_total Submission rows committed, by form and kind (inserted: new; updated: changed or re-keyed; deleted_upstream: marked deleted by a reconcile; restored: marked rows served again).
 # TYPE formsync_rows_total counter
+formsync_rows_total{form="a",kind="deleted_upstream"} 2
 formsync_rows_total{form="a",kind="inserted"} 3
+formsync_rows_total{form="a",kind="restored"} 1
 formsync_rows_total{form="a",kind="updated"} 1
 formsync_rows_total{form="c",kind="inserted"} 0
 formsync_rows_total{form="c",kind="updated"} 0
@@ -117,13 +119,16 @@ formsync_form_failures_total{form="b"} 1
 # TYPE formsync_last_success_timestamp_seconds gauge
 formsync_last_success_timestamp_seconds{form="a"} 1.7723664e+09
 formsync_last_success_timestamp_seconds{form="c"} 1.7723664e+09
+# HELP formsync_last_reconcile_timestamp_seconds Unix time of the form's last reconcile (every page read, rows deleted upstream marked).
+# TYPE formsync_last_reconcile_timestamp_seconds gauge
+formsync_last_reconcile_timestamp_seconds{form="a"} 1.7723664e+09
 # HELP formsync_watermark_lag_seconds Seconds between the end of the form's last sync and the created_at of the newest submission loaded.
 # TYPE formsync_watermark_lag_seconds gauge
 formsync_watermark_lag_seconds{form="a"} 600
 `
 	names := []string{
 		"formsync_runs_total", "formsync_rows_total", "formsync_pages_total", "formsync_form_failures_total",
-		"formsync_last_success_timestamp_seconds", "formsync_watermark_lag_seconds",
+		"formsync_last_success_timestamp_seconds", "formsync_last_reconcile_timestamp_seconds", "formsync_watermark_lag_seconds",
 	}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
