@@ -177,7 +177,7 @@ func TestDemoRunsWithoutConfiguration(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo exited %d:\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"First sync", "Second sync", "contact   137", "sqlite3"} {
+	for _, want := range []string{"First sync", "Second sync", "contact   137", "3 rows marked deleted upstream", "sqlite3"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -23,7 +23,7 @@ import (
 )
 
 // demoQuery is the query the demo runs and suggests.
-const demoQuery = `SELECT form_id, COUNT(*) AS submissions, SUM(is_spam) AS spam, MAX(created_at) AS newest
+const demoQuery = `SELECT form_id, COUNT(*) AS submissions, SUM(is_spam) AS spam, COUNT(deleted_at) AS deleted_upstream, MAX(created_at) AS newest
 FROM submissions GROUP BY form_id ORDER BY form_id`
 
 func runDemo(ctx context.Context, e *env, args []string) int {
@@ -89,7 +89,14 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 		printReport(out, rep)
 	}
 
-	fmt.Fprintf(out, "\n4. What is in %s now:\n\n", *db)
+	gone := sim.Delete("feedback", 3)
+	fmt.Fprintf(out, "\n4. %d feedback submissions are deleted upstream. The API says nothing of it: a reconcile\n", len(gone))
+	fmt.Fprintf(out, "   reads every page of the form and marks the rows it no longer serves (deleted_at; the views leave them out).\n")
+	if code := demoReconcile(ctx, e, "feedback"); code != exitOK {
+		return code
+	}
+
+	fmt.Fprintf(out, "\n5. What is in %s now:\n\n", *db)
 	if err := printQuery(ctx, out, *db, demoQuery); err != nil {
 		fmt.Fprintf(e.stderr, "formsync demo: %v\n", err)
 		return exitFailed
@@ -98,6 +105,24 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	fmt.Fprintf(out, "  sqlite3 %s \"%s\"\n", *db, strings.ReplaceAll(demoQuery, "\n", " "))
 	fmt.Fprintf(out, "  sqlite3 %s \"SELECT created_at, name, email FROM form_contact ORDER BY created_at DESC LIMIT 5\"\n", *db)
 	fmt.Fprintf(out, "  FORMSYNC_SQLITE_PATH=%s formsync status\n", *db)
+	return exitOK
+}
+
+// demoReconcile reconciles one form and prints what it marked.
+func demoReconcile(ctx context.Context, e *env, form string) int {
+	p, err := wire(ctx, e, []string{form}, metrics.New())
+	if err != nil {
+		return wireFailed(e, err)
+	}
+	defer p.Close()
+	rep, err := p.engine.Reconcile(ctx, form)
+	if err != nil || rep.Err() != nil {
+		e.log.Error("reconcile failed", "error", cmp.Or(err, rep.Err()).Error())
+		return exitFailed
+	}
+	for _, f := range rep.Forms {
+		fmt.Fprintf(e.stdout, "   %s: %d pages read, %d rows marked deleted upstream.\n", f.FormID, f.Pages, f.Deleted)
+	}
 	return exitOK
 }
 
