@@ -498,6 +498,7 @@ func TestFieldPolicyKeepsClearValuesOut(t *testing.T) {
 	for _, v := range []string{"newer", "live"} {
 		a, b := hashes["sqlite/"+v], hashes["bigquery/"+v]
 		if len(a) == 0 || len(a) != len(b) {
+			t.Errorf("%s: %d rows from SQLite and %d from BigQuery to compare", v, len(a), len(b))
 			continue
 		}
 		for k, h := range a {

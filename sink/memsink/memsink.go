@@ -27,6 +27,7 @@ package memsink
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -108,7 +109,7 @@ func (s *Sink) Find(ctx context.Context, formID string, m sink.Match) ([]sink.Ro
 	}
 	out := rows[:0]
 	for _, r := range rows {
-		if slices.Contains(m.Keys, r.SubmissionKey) || m.Field != "" && sink.FieldIs(r.Fields, m.Field, m.Value) {
+		if slices.Contains(m.Keys, r.SubmissionKey) || m.Field != "" && fieldIs(r.Fields, m.Field, m.Value) {
 			out = append(out, r)
 		}
 	}
@@ -316,4 +317,23 @@ func cloneState(f state.Form) state.Form {
 	}
 	f.Forgotten = f.Forgotten.Clone()
 	return f
+}
+
+// fieldIs reports whether the fields object (JSON) has a member named name
+// that is the JSON string value: the test a sink.Match applies to a row's
+// fields.
+func fieldIs(fields, name, value string) bool {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(fields), &m); err != nil {
+		return false
+	}
+	raw, ok := m[name]
+	if !ok {
+		return false
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return false
+	}
+	return s == value
 }

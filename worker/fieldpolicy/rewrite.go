@@ -1,11 +1,11 @@
 package fieldpolicy
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/formsync/formsync/sink"
 )
 
 // Fields applies the policy to obj, a submission's fields as canonical
@@ -239,7 +239,7 @@ func (r *rewriter[S]) hash(e *edit) error {
 	}
 	v := r.sc.src[e.from:e.to]
 	if r.canonicalize && (v[0] == '{' || v[0] == '[') {
-		c, err := canonical([]byte(v))
+		c, err := sink.AppendCanonical(r.h.buf[:0], []byte(v))
 		if err != nil {
 			return err
 		}
@@ -249,24 +249,6 @@ func (r *rewriter[S]) hash(e *edit) error {
 	}
 	r.h.hexSum(e.hex[:])
 	return nil
-}
-
-// canonical returns v as encoding/json's round trip gives it (numbers as
-// written, HTML not escaped): the form the project stores fields in.
-func canonical(v []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(v))
-	dec.UseNumber()
-	var x any
-	if err := dec.Decode(&x); err != nil {
-		return nil, err
-	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(x); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }
 
 // outputLen is the length of a text of n bytes after edits.
