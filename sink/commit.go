@@ -51,5 +51,13 @@ type Counts struct {
 	Deleted, Restored, Forgotten int64
 }
 
+// Add returns the sum of c and o: the counts of two commits of one form.
+func (c Counts) Add(o Counts) Counts {
+	return Counts{
+		Inserted: c.Inserted + o.Inserted, Updated: c.Updated + o.Updated,
+		Deleted: c.Deleted + o.Deleted, Restored: c.Restored + o.Restored, Forgotten: c.Forgotten + o.Forgotten,
+	}
+}
+
 // Result maps each committed form id to its counts.
 type Result map[string]Counts

@@ -165,7 +165,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: committing form %s: %w", id, err)
 		}
-		res[id] = addCounts(res[id], counts)
+		res[id] = res[id].Add(counts)
 	}
 	if len(conflicts) > 0 {
 		return nil, fmt.Errorf("sqlite: %w", &sink.ConflictError{Forms: conflicts})
@@ -184,14 +184,6 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		}
 	}
 	return res, nil
-}
-
-// addCounts adds the counts of a form listed again in one commit.
-func addCounts(a, b sink.Counts) sink.Counts {
-	return sink.Counts{
-		Inserted: a.Inserted + b.Inserted, Updated: a.Updated + b.Updated,
-		Deleted: a.Deleted + b.Deleted, Restored: a.Restored + b.Restored, Forgotten: a.Forgotten + b.Forgotten,
-	}
 }
 
 // rowTally is what a commit did to one form's rows: the counts it reports,
