@@ -97,8 +97,8 @@ func (r *BackfillReport) PagesToRead() int {
 // duplicated. It never moves the watermark backwards: a backfill of a
 // bounded window leaves it alone, and a complete backfill of the whole form
 // only moves it forward. Every CheckpointRows rows it commits what it has
-// with its progress; when a backfill of the same window was interrupted, it
-// resumes from there.
+// with its progress, reading on while the commit is written; when a
+// backfill of the same window was interrupted, it resumes from there.
 func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptions) (*BackfillReport, error) {
 	opts.CheckpointRows = cmp.Or(opts.CheckpointRows, DefaultCheckpointRows)
 	if !opts.Since.IsZero() && !opts.Until.IsZero() && opts.Until.Before(opts.Since) {
@@ -118,7 +118,13 @@ func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptio
 		rep.Duration = e.cfg.Now().Sub(b.start)
 		b.discard()
 	}()
-	if err := b.run(ctx, rep); err != nil {
+	err = b.run(ctx, rep)
+	// A checkpoint still being committed when the walk failed is waited
+	// for: if it got in, the backfill resumes after it.
+	if serr := b.settle(rep); err == nil {
+		err = serr
+	}
+	if err != nil {
 		return rep, b.explain(ctx, err)
 	}
 	return rep, nil
@@ -146,6 +152,8 @@ type backfill struct {
 	// then it may move the watermark forward.
 	whole bool
 	read  int
+	// pending is the checkpoint being committed while the walk reads on.
+	pending *pendingCheckpoint
 }
 
 func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
@@ -307,7 +315,7 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 }
 
 func (b *backfill) progress(total int) Progress {
-	p := Progress{FormID: b.old.FormID, Pages: b.read, PagesTotal: max(total, b.read), Rows: b.report.Staged + b.spool.Len(), Elapsed: b.e.cfg.Now().Sub(b.start)}
+	p := Progress{FormID: b.old.FormID, Pages: b.read, PagesTotal: max(total, b.read), Rows: b.report.Staged + b.pending.rows() + b.spool.Len(), Elapsed: b.e.cfg.Now().Sub(b.start)}
 	if b.read > 0 && p.PagesTotal > b.read {
 		p.ETA = time.Duration(float64(p.Elapsed) / float64(b.read) * float64(p.PagesTotal-b.read))
 	}
@@ -321,6 +329,11 @@ func (b *backfill) progress(total int) Progress {
 func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bool) error {
 	if err := b.spool.Finish(); err != nil {
 		return fmt.Errorf("form %s: %w", b.old.FormID, err)
+	}
+	// Checkpoints commit in order, each from the state the one before
+	// left: the one still being committed must be in first.
+	if err := b.settle(rep); err != nil {
+		return err
 	}
 	now := b.e.cfg.Now().UTC()
 	next := b.formRun.next(now)
@@ -353,28 +366,74 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 		}
 		return out
 	}
-	c := &sink.Commit{SyncedAt: now, Forms: []sink.FormCommit{{State: st, Rows: b.spool}}}
-	res, conflicts, err := b.e.commit(ctx, c, merge)
-	rep.Conflicts += conflicts
-	if err != nil {
-		return fmt.Errorf("backfill of form %s: committing %d rows: %w", b.old.FormID, b.spool.Len(), err)
+	p := &pendingCheckpoint{
+		commit: &sink.Commit{SyncedAt: now, Forms: []sink.FormCommit{{State: st, Rows: b.spool}}},
+		merge:  merge, cursor: b.cursor, final: final, done: make(chan struct{}),
 	}
-	b.old = c.Forms[0].State
+	b.pending, b.spool = p, nil
+	if final {
+		p.run(ctx, b.e)
+		return b.settle(rep)
+	}
+	// The walk reads on while the checkpoint is committed.
+	go p.run(ctx, b.e)
+	var err error
+	if b.spool, err = sink.NewSpool(b.e.cfg.TmpDir); err != nil {
+		return fmt.Errorf("form %s: %w", b.old.FormID, err)
+	}
+	return nil
+}
+
+// pendingCheckpoint is a backfill checkpoint being committed.
+type pendingCheckpoint struct {
+	commit *sink.Commit
+	merge  func(stored, ours state.Form) state.Form
+	cursor time.Time
+	final  bool
+
+	done      chan struct{}
+	res       sink.Result
+	conflicts int
+	err       error
+}
+
+func (p *pendingCheckpoint) run(ctx context.Context, e *Engine) {
+	defer close(p.done)
+	p.res, p.conflicts, p.err = e.commit(ctx, p.commit, p.merge)
+}
+
+// rows is how many rows the checkpoint commits.
+func (p *pendingCheckpoint) rows() int {
+	if p == nil {
+		return 0
+	}
+	return p.commit.Forms[0].Rows.Len()
+}
+
+// settle waits for the checkpoint being committed, if any, and takes in
+// what it did: the state it stored is the base of the next one.
+func (b *backfill) settle(rep *BackfillReport) error {
+	p := b.pending
+	if p == nil {
+		return nil
+	}
+	<-p.done
+	b.pending = nil
+	fc := p.commit.Forms[0]
+	defer fc.Rows.Remove()
+	rep.Conflicts += p.conflicts
+	if p.err != nil {
+		return fmt.Errorf("backfill of form %s: committing %d rows: %w", b.old.FormID, fc.Rows.Len(), p.err)
+	}
+	b.old = fc.State
 	b.old.Revision++
-	got := res[b.old.FormID]
+	got := p.res[b.old.FormID]
 	rep.Inserted += got.Inserted
 	rep.Updated += got.Updated
-	rep.Staged += b.spool.Len()
-	b.report.Staged += b.spool.Len()
+	rep.Staged += fc.Rows.Len()
+	b.report.Staged += fc.Rows.Len()
 	rep.Checkpoints++
-	b.e.cfg.Logger.Info("backfill checkpoint", "form", b.old.FormID, "rows", b.spool.Len(), "new", got.Inserted, "updated", got.Updated,
-		"cursor", b.cursor, "final", final)
-	b.spool.Remove()
-	b.spool = nil
-	if !final {
-		if b.spool, err = sink.NewSpool(b.e.cfg.TmpDir); err != nil {
-			return fmt.Errorf("form %s: %w", b.old.FormID, err)
-		}
-	}
+	b.e.cfg.Logger.Info("backfill checkpoint", "form", b.old.FormID, "rows", fc.Rows.Len(), "new", got.Inserted, "updated", got.Updated,
+		"cursor", p.cursor, "final", p.final)
 	return nil
 }

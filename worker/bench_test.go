@@ -208,3 +208,40 @@ func BenchmarkReconcileRequests(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFirstSyncInParts is a first sync of 1,000,000 submissions
+// (newer form, newest first, 100 a page, rendered beforehand, no HTTP) into
+// a fresh SQLite file, committed in one commit at the end and in parts
+// while the form is read (Config.PartRows). Run it with -benchtime 1x.
+func BenchmarkFirstSyncInParts(b *testing.B) {
+	const n, perPage = 1_000_000, 100
+	sim := apisim.New(apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"bench"}, SubmissionsPerForm: n})
+	src := &renderedSource{bodies: map[string][][]byte{"bench": renderPages(b, sim, "bench", perPage)}}
+	for _, parts := range []int{0, worker.DefaultPartRows, 50_000} {
+		b.Run(fmt.Sprintf("parts=%d", parts), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "p.db"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				e, err := worker.New(src.client(b), s, worker.Config{Forms: []string{"bench"}, PageSize: perPage, TmpDir: b.TempDir(), PartRows: parts})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				rep, err := e.Sync(b.Context())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := rep.Err(); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/submission")
+		})
+	}
+}

@@ -81,6 +81,15 @@ type Config struct {
 	// FieldPolicy rewrites personal fields before anything is staged; nil
 	// keeps every field as served.
 	FieldPolicy FieldPolicy
+	// PartRows makes a sync commit a form's rows in parts of this
+	// many while it goes on reading the form, so that the sink writes
+	// while the API is read rather than after; the form's last rows and
+	// its new watermark are committed at the end of the run, only once
+	// every part is. A run stopped half-way leaves the parts committed:
+	// rows the next run reads again and finds unchanged. 0, the default,
+	// commits every form's rows at the end of the run, in one commit. A
+	// reconcile never commits in parts.
+	PartRows int
 }
 
 func (c Config) withDefaults() Config {
@@ -132,6 +141,9 @@ func (c Config) Validate() error {
 	if c.ReconcileEvery < 0 {
 		bad("ReconcileEvery", "%s is negative", c.ReconcileEvery)
 	}
+	if c.PartRows < 0 {
+		bad("PartRows", "%d is negative", c.PartRows)
+	}
 	return errors.Join(errs...)
 }
 
@@ -164,11 +176,14 @@ type FormReport struct {
 	// forgotten on request.
 	Forgotten int64
 	Staged    int // rows read and handed to the sink
-	Pages     int // pages read
-	Requests  int // HTTP requests, retries included
-	Limited   int // requests answered 429
-	Rescans   int // pages or passes read again because the form moved while read
-	Order     state.Order
+	// Parts counts the commits of rows made while the form was still read
+	// (Config.PartRows); its last rows and watermark come after.
+	Parts    int
+	Pages    int // pages read
+	Requests int // HTTP requests, retries included
+	Limited  int // requests answered 429
+	Rescans  int // pages or passes read again because the form moved while read
+	Order    state.Order
 	// Total is the API's total for the form as this run saw it (the lowest
 	// of its final pass); -1 when the form was not read to the end.
 	Total int64
@@ -197,8 +212,9 @@ type Report struct {
 	// Conflicts counts commits refused because another process committed
 	// some of the same forms meanwhile, merged and tried again.
 	Conflicts int
-	// CommitErr is set when the commit itself failed: then no form's rows
-	// or state were written.
+	// CommitErr is set when the run's final commit failed: then no form's
+	// watermark moved, and of its rows only the parts committed while the
+	// forms were read (Config.PartRows) were written.
 	CommitErr error
 	// Fatal is a failure that ended the run for every form (the API
 	// rejected the token): no further request was made.
@@ -291,9 +307,10 @@ func (e *Engine) run(ctx context.Context, forms []string, modeOf func(state.Form
 	if err != nil {
 		return nil, fmt.Errorf("reading sync state: %w", err)
 	}
-	runs, fatal := e.readForms(ctx, forms, states, modeOf)
+	rep := &Report{}
+	runs, fatal := e.readForms(ctx, rep, forms, states, modeOf)
 	defer discardAll(runs)
-	rep := &Report{Fatal: fatal}
+	rep.Fatal = fatal
 	e.commitRuns(ctx, rep, runs)
 	if rep.CommitErr == nil && fatal == nil && ctx.Err() == nil {
 		e.checkCompleteness(ctx, rep, runs)
@@ -309,10 +326,22 @@ func (e *Engine) run(ctx context.Context, forms []string, modeOf func(state.Form
 // readForms reads forms, Config.Concurrency at once, each under its time
 // budget, in the mode modeOf gives for its state. A 401 cancels the forms
 // still reading and is returned: the token is wrong for all of them.
-func (e *Engine) readForms(ctx context.Context, forms []string, states map[string]state.Form, modeOf func(state.Form) readMode) ([]*formRun, error) {
+func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, states map[string]state.Form, modeOf func(state.Form) readMode) ([]*formRun, error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	runs := make([]*formRun, len(forms))
+	var parts *partCommitter
+	if e.cfg.PartRows > 0 {
+		parts = e.startParts(runCtx)
+		defer func() {
+			parts.wait()
+			rep.CommitDuration += time.Duration(parts.duration)
+			rep.Conflicts += parts.conflicts
+			for _, r := range runs {
+				r.settleParts()
+			}
+		}()
+	}
 	var g errgroup.Group
 	g.SetLimit(e.cfg.Concurrency)
 	for i, id := range forms {
@@ -328,7 +357,7 @@ func (e *Engine) readForms(ctx context.Context, forms []string, states map[strin
 			}
 			fctx, fcancel := context.WithTimeoutCause(runCtx, e.cfg.FormTimeout, ErrFormTimeout)
 			defer fcancel()
-			runs[i] = e.readForm(fctx, st, modeOf(st))
+			runs[i] = e.readForm(fctx, st, modeOf(st), parts)
 			if err := runs[i].err; errors.Is(err, formsapi.ErrUnauthorized) {
 				cancel(err)
 			}
@@ -359,6 +388,11 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 		switch {
 		case r.err == nil:
 			next := r.next(now)
+			if st := r.parts.state; st != nil {
+				// Committed in part already: the stored state is the one
+				// the last part left.
+				next = mergeSync(*st, next)
+			}
 			if n := len(next.FieldNames); n > sink.MaxViewFields && n > len(r.old.FieldNames) {
 				e.cfg.Logger.Warn("the form has more field names than a view has columns: its view shows the first ones, every value stays in the fields column",
 					"form", r.old.FormID, "field_names", n, "view_columns", sink.MaxViewFields)
@@ -371,6 +405,9 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 			// of this form: leave its state alone.
 		default:
 			st := r.old
+			if r.parts.state != nil {
+				st = *r.parts.state
+			}
 			st.LastError, st.LastErrorAt = r.err.Error(), now
 			c.Forms = append(c.Forms, sink.FormCommit{State: st})
 		}
@@ -501,9 +538,10 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs []*for
 		}
 		return
 	}
-	again, fatal := e.readForms(ctx, ids, states, func(state.Form) readMode { return readAll })
+	sub := &Report{}
+	again, fatal := e.readForms(ctx, sub, ids, states, func(state.Form) readMode { return readAll })
 	defer discardAll(again)
-	sub := &Report{Fatal: fatal}
+	sub.Fatal = fatal
 	e.commitRuns(ctx, sub, again)
 	rep.CommitDuration += sub.CommitDuration
 	rep.Conflicts += sub.Conflicts
@@ -622,7 +660,7 @@ func (e *Engine) logReport(rep *Report) {
 		for _, n := range []struct {
 			key string
 			v   int
-		}{{"future_created_at", f.Future}, {"nested_too_deep", f.TooDeep}, {"without_fields", f.NoFields}} {
+		}{{"future_created_at", f.Future}, {"nested_too_deep", f.TooDeep}, {"without_fields", f.NoFields}, {"parts", f.Parts}} {
 			if n.v > 0 {
 				attrs = append(attrs, slog.Int(n.key, n.v))
 			}

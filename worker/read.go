@@ -37,6 +37,11 @@ type formRun struct {
 	// forgotten counts the submissions served but skipped because they
 	// were forgotten on request.
 	forgotten int64
+	// partsTo, when set, takes the staged rows every Config.PartRows
+	// rows (handOff) and commits them while the form is still read; parts
+	// is what those commits did.
+	partsTo *partCommitter
+	parts   partResult
 
 	report FormReport
 	err    error
@@ -64,10 +69,17 @@ const (
 	readReconcile
 )
 
-// readForm reads one form and stages its rows; it never commits.
-func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode) *formRun {
+// readForm reads one form and stages its rows. It commits nothing itself:
+// when parts is not nil and the mode allows it, parts commits the rows
+// staged beyond Config.PartRows while the form is read on.
+func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, parts *partCommitter) *formRun {
 	r := e.newRun(st)
 	r.mode = mode
+	if mode != readReconcile {
+		// A reconcile marks what it did not stage in the same commit as
+		// everything it staged.
+		r.partsTo = parts
+	}
 	if err := r.checkPolicy(mode == readReconcile); err != nil {
 		r.err = err
 		return r
@@ -82,7 +94,7 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode) *fo
 		r.err = r.explain(ctx, err)
 		return r
 	}
-	if err := spool.Finish(); err != nil {
+	if err := r.spool.Finish(); err != nil {
 		r.err = fmt.Errorf("form %s: %w", st.FormID, err)
 		return r
 	}
@@ -128,7 +140,7 @@ func (r *formRun) finalReport() FormReport {
 		fr.Watermark = r.old.Watermark
 	}
 	if r.spool != nil {
-		fr.Staged = r.spool.Len()
+		fr.Staged += r.spool.Len()
 	}
 	return fr
 }
@@ -156,23 +168,30 @@ func (r *formRun) next(now time.Time) state.Form {
 	if r.order != state.OrderUnknown {
 		st.Order = r.order
 	}
-	names := make([]string, 0, len(r.fields))
-	for f := range r.fields {
-		names = append(names, f)
-	}
-	slices.Sort(names)
-	st.FieldNames = mergeFields(st.FieldNames, names)
-	if p := r.e.cfg.FieldPolicy; p != nil {
-		// A field the policy drops gets no view column, whatever was
-		// stored before it.
-		st.FieldNames = p.Names(st.FieldNames)
-	}
+	st.FieldNames = r.fieldNames()
 	st.LastSuccessAt, st.LastError = now, ""
 	st.FieldPolicy = r.e.policyID()
 	if r.mode == readReconcile {
 		st.LastReconcileAt = now
 	}
 	return st
+}
+
+// fieldNames are the form's field names: those stored before the run and
+// those of the rows staged so far.
+func (r *formRun) fieldNames() []string {
+	names := make([]string, 0, len(r.fields))
+	for f := range r.fields {
+		names = append(names, f)
+	}
+	slices.Sort(names)
+	names = mergeFields(r.old.FieldNames, names)
+	if p := r.e.cfg.FieldPolicy; p != nil {
+		// A field the policy drops gets no view column, whatever was
+		// stored before it.
+		names = p.Names(names)
+	}
+	return names
 }
 
 func (r *formRun) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
@@ -313,6 +332,9 @@ func (r *formRun) stage(row sink.Row, fieldNames []string) error {
 	}
 	if r.onStaged != nil {
 		r.onStaged(row)
+	}
+	if r.partsTo != nil && r.spool.Len() >= r.e.cfg.PartRows {
+		return r.handOff()
 	}
 	return nil
 }

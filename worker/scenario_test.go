@@ -45,6 +45,38 @@ func TestScenarios(t *testing.T) {
 	runScenarios(t, memSink)
 }
 
+// TestScenariosInParts runs every scenario again with the sync committing
+// each form's rows in parts of 7 while it reads on (Config.PartRows):
+// the tables must come out the same.
+func TestScenariosInParts(t *testing.T) {
+	runScenarios(t, func(t *testing.T) enginetest.Sink { return inParts{memSink(t), 7} })
+}
+
+// inParts is a sink whose scenarios sync in parts of rows rows.
+type inParts struct {
+	enginetest.Sink
+	rows int
+}
+
+// partsOf is the Config.PartRows a scenario's sink asks for.
+func partsOf(s enginetest.Sink) int {
+	switch s := s.(type) {
+	case inParts:
+		return s.rows
+	case *failingSink:
+		return partsOf(s.Sink)
+	}
+	return 0
+}
+
+// newHarness is enginetest.NewHarness with the sink's parts applied.
+func newHarness(t *testing.T, opts apisim.Options, s enginetest.Sink) *enginetest.Harness {
+	t.Helper()
+	h := enginetest.NewHarness(t, opts, s)
+	h.Config.PartRows = partsOf(s)
+	return h
+}
+
 func runScenarios(t *testing.T, open open) {
 	for _, v := range variants {
 		for _, o := range orders {
@@ -77,11 +109,21 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 func testIncremental(t *testing.T, s enginetest.Sink, v apisim.Variant, o apisim.Order) {
 	ctx := t.Context()
-	h := enginetest.NewHarness(t, apisim.Options{Seed: 1, Variant: v, Order: o, Forms: []string{"alpha", "beta"}, SubmissionsPerForm: 95}, s)
+	h := newHarness(t, apisim.Options{Seed: 1, Variant: v, Order: o, Forms: []string{"alpha", "beta"}, SubmissionsPerForm: 95}, s)
 	rep := h.MustSync(ctx)
 	for _, f := range []string{"alpha", "beta"} {
-		if got := enginetest.FormReport(t, rep, f).Inserted; got != 95 {
-			t.Errorf("first sync of %s inserted %d rows, want 95", f, got)
+		fr := enginetest.FormReport(t, rep, f)
+		if fr.Inserted != 95 {
+			t.Errorf("first sync of %s inserted %d rows, want 95", f, fr.Inserted)
+		}
+		wantParts := 0
+		if rows := partsOf(s); rows > 0 {
+			// A part every rows rows staged; the rest comes with the
+			// watermark.
+			wantParts = 95 / rows
+		}
+		if fr.Parts != wantParts {
+			t.Errorf("first sync of %s committed %d parts, want %d", f, fr.Parts, wantParts)
 		}
 		h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, v))
 	}
@@ -133,7 +175,7 @@ func testIncremental(t *testing.T, s enginetest.Sink, v apisim.Variant, o apisim
 
 func testTies(t *testing.T, s enginetest.Sink, v apisim.Variant) {
 	ctx := t.Context()
-	h := enginetest.NewHarness(t, apisim.Options{Seed: 2, Variant: v, Order: apisim.NewestFirst, Forms: []string{"ties"}, SubmissionsPerForm: 60, TieEvery: 2}, s)
+	h := newHarness(t, apisim.Options{Seed: 2, Variant: v, Order: apisim.NewestFirst, Forms: []string{"ties"}, SubmissionsPerForm: 60, TieEvery: 2}, s)
 	h.MustSync(ctx)
 	h.CheckTable(ctx, "ties", enginetest.Expected(t, h.Sim, "ties", v))
 
@@ -156,7 +198,7 @@ func testTies(t *testing.T, s enginetest.Sink, v apisim.Variant) {
 
 func testMovingPages(t *testing.T, s enginetest.Sink, v apisim.Variant, o apisim.Order) {
 	ctx := t.Context()
-	h := enginetest.NewHarness(t, apisim.Options{
+	h := newHarness(t, apisim.Options{
 		Seed: 3, Variant: v, Order: o, Forms: []string{"busy"}, SubmissionsPerForm: 120,
 		MutateEvery: 2, AddPerMutation: 2, DeletePerMutation: 1,
 	}, s)
@@ -176,7 +218,7 @@ func testMovingSeeds(t *testing.T, open open) {
 			for _, o := range orders {
 				t.Run(fmt.Sprintf("%d/%s/%s", seed, v.name, o.name), func(t *testing.T) {
 					ctx := t.Context()
-					h := enginetest.NewHarness(t, apisim.Options{
+					h := newHarness(t, apisim.Options{
 						Seed: seed, Variant: v.v, Order: o.o, Forms: []string{"busy"}, SubmissionsPerForm: 150,
 						MutateEvery: 1 + int(seed%3), AddPerMutation: int(seed % 4), DeletePerMutation: 1 + int(seed%2), TieEvery: int(seed % 5),
 					}, open(t))
@@ -196,7 +238,7 @@ func testMovingSeeds(t *testing.T, open open) {
 // testOnePage: a live form on a single page answers "links": [].
 func testOnePage(t *testing.T, s enginetest.Sink) {
 	ctx := t.Context()
-	h := enginetest.NewHarness(t, apisim.Options{Seed: 31, Variant: apisim.Live, Forms: []string{"tiny"}, SubmissionsPerForm: 7}, s)
+	h := newHarness(t, apisim.Options{Seed: 31, Variant: apisim.Live, Forms: []string{"tiny"}, SubmissionsPerForm: 7}, s)
 	rep := h.MustSync(ctx)
 	if fr := enginetest.FormReport(t, rep, "tiny"); fr.Inserted != 7 || fr.Requests != 1 {
 		t.Errorf("one-page live form: %d inserted in %d requests, want 7 in 1", fr.Inserted, fr.Requests)
@@ -215,7 +257,7 @@ func testOnePage(t *testing.T, s enginetest.Sink) {
 // submissions in between: every submission stays stored exactly once.
 func testSwitching(t *testing.T, s enginetest.Sink) {
 	ctx := t.Context()
-	h := enginetest.NewHarness(t, apisim.Options{Seed: 32, Variant: apisim.Live, Forms: []string{"f"}, SubmissionsPerForm: 45, TieEvery: 6}, s)
+	h := newHarness(t, apisim.Options{Seed: 32, Variant: apisim.Live, Forms: []string{"f"}, SubmissionsPerForm: 45, TieEvery: 6}, s)
 	for _, v := range []apisim.Variant{apisim.Live, apisim.Newer, apisim.Live, apisim.Older, apisim.Newer, apisim.Live} {
 		h.Sim.SetVariant(v)
 		h.Sim.Add("f", 6)
@@ -236,7 +278,7 @@ func testSwitching(t *testing.T, s enginetest.Sink) {
 
 func testOlderToNewer(t *testing.T, s enginetest.Sink, o apisim.Order) {
 	ctx := t.Context()
-	h := enginetest.NewHarness(t, apisim.Options{Seed: 4, Variant: apisim.Older, Order: o, Forms: []string{"moving"}, SubmissionsPerForm: 70, TieEvery: 5}, s)
+	h := newHarness(t, apisim.Options{Seed: 4, Variant: apisim.Older, Order: o, Forms: []string{"moving"}, SubmissionsPerForm: 70, TieEvery: 5}, s)
 	h.MustSync(ctx)
 	h.Sim.SetVariant(apisim.Newer)
 	h.MustSync(ctx)
@@ -252,7 +294,7 @@ func testOlderToNewer(t *testing.T, s enginetest.Sink, o apisim.Order) {
 
 func testBackdated(t *testing.T, s enginetest.Sink, o apisim.Order) {
 	ctx := t.Context()
-	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Order: o, Forms: []string{"late"}, SubmissionsPerForm: 80}, s)
+	h := newHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Order: o, Forms: []string{"late"}, SubmissionsPerForm: 80}, s)
 	h.MustSync(ctx)
 	subs := h.Sim.Submissions("late")
 	h.Sim.AddAt("late", subs[10].CreatedAt.Add(time.Millisecond), 1) // behind the watermark
@@ -265,7 +307,7 @@ func testBackdated(t *testing.T, s enginetest.Sink, o apisim.Order) {
 
 func testLookback(t *testing.T, s enginetest.Sink) {
 	ctx := t.Context()
-	h := enginetest.NewHarness(t, apisim.Options{Seed: 6, Variant: apisim.Newer, Forms: []string{"spam"}, SubmissionsPerForm: 40}, s)
+	h := newHarness(t, apisim.Options{Seed: 6, Variant: apisim.Newer, Forms: []string{"spam"}, SubmissionsPerForm: 40}, s)
 	h.MustSync(ctx)
 	subs := h.Sim.Submissions("spam")
 	target := subs[len(subs)-3]
@@ -291,7 +333,7 @@ func testLookback(t *testing.T, s enginetest.Sink) {
 
 func testFailingForm(t *testing.T, s enginetest.Sink) {
 	ctx := t.Context()
-	h := enginetest.NewHarness(t, apisim.Options{Seed: 7, Variant: apisim.Newer, Forms: []string{"ok1", "gone", "off", "ok2"}, SubmissionsPerForm: 30}, s)
+	h := newHarness(t, apisim.Options{Seed: 7, Variant: apisim.Newer, Forms: []string{"ok1", "gone", "off", "ok2"}, SubmissionsPerForm: 30}, s)
 	h.Sim.SetFormStatus("gone", 404)
 	h.Sim.SetFormStatus("off", 400)
 	rep := h.Sync(ctx)
@@ -343,13 +385,18 @@ func (f *failingSink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, 
 func testFailedCommit(t *testing.T, s enginetest.Sink) {
 	ctx := t.Context()
 	fs := &failingSink{Sink: s}
-	h := enginetest.NewHarness(t, apisim.Options{Seed: 8, Variant: apisim.Newer, Forms: []string{"a", "b"}, SubmissionsPerForm: 35}, fs)
+	h := newHarness(t, apisim.Options{Seed: 8, Variant: apisim.Newer, Forms: []string{"a", "b"}, SubmissionsPerForm: 35}, fs)
 	h.MustSync(ctx)
 	before, _ := s.ReadState(ctx, nil)
 	h.Sim.Add("a", 7)
 	fs.fail = true
 	rep := h.Sync(ctx)
-	if rep.CommitErr == nil || rep.Failed() != 2 {
+	if partsOf(s) > 0 {
+		// The failing commit is a's part: a fails, b commits.
+		if rep.Failed() != 1 || enginetest.FormReport(t, rep, "a").Err == nil {
+			t.Fatalf("part commit failure not reported: %v", rep.Err())
+		}
+	} else if rep.CommitErr == nil || rep.Failed() != 2 {
 		t.Fatalf("commit failure not reported: %v", rep.Err())
 	}
 	after, _ := s.ReadState(ctx, nil)
@@ -364,7 +411,7 @@ func testFailedCommit(t *testing.T, s enginetest.Sink) {
 
 func testFailureBetweenPages(t *testing.T, s enginetest.Sink) {
 	ctx := t.Context()
-	h := enginetest.NewHarness(t, apisim.Options{Seed: 9, Variant: apisim.Newer, Forms: []string{"flaky"}, SubmissionsPerForm: 90}, s)
+	h := newHarness(t, apisim.Options{Seed: 9, Variant: apisim.Newer, Forms: []string{"flaky"}, SubmissionsPerForm: 90}, s)
 	// Every request fails: the form fails in the middle of its pages and
 	// must keep its (empty) watermark.
 	h.Sim.SetFaults(apisim.Faults{ServerErrors: 1})

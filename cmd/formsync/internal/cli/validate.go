@@ -374,5 +374,12 @@ func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
 		// Only a policy: a nil *Policy in the interface would not be nil.
 		cfg.FieldPolicy = c.policy
 	}
+	if c.Sink == "sqlite" {
+		// SQLite writes a form's rows while the rest is read; a commit
+		// costs it nothing of note. Each BigQuery commit is load jobs and
+		// DML against the table's daily quota of table operations: there a
+		// sync commits once per run.
+		cfg.PartRows = worker.DefaultPartRows
+	}
 	return cfg
 }

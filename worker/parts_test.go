@@ -1,0 +1,228 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/enginetest"
+	"github.com/formsync/formsync/worker/formsapi/apisim"
+)
+
+// onCommit runs hook before the n-th commit (from 1) the sink receives,
+// then lets it through unless the hook returns an error.
+type onCommit struct {
+	enginetest.Sink
+	mu   sync.Mutex
+	seen int
+	n    int
+	hook func(ctx context.Context, c *sink.Commit) error
+}
+
+func (s *onCommit) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
+	s.mu.Lock()
+	s.seen++
+	run := s.seen == s.n
+	s.mu.Unlock()
+	if run {
+		if err := s.hook(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	return s.Sink.Commit(ctx, c)
+}
+
+// TestSyncInParts syncs forms in parts into every sink: the tables, the
+// states and the counts are those of a sync in one commit, the other
+// forms are read while the parts are written, and nothing is read twice.
+func TestSyncInParts(t *testing.T) {
+	for _, sk := range deletionSinks {
+		for _, o := range orders {
+			t.Run(sk.name+"/"+o.name, func(t *testing.T) {
+				ctx := t.Context()
+				s := sk.open(t)
+				h := enginetest.NewHarness(t, apisim.Options{Seed: 41, Variant: apisim.Newer, Order: o.o, Forms: []string{"big", "small"}, SubmissionsPerForm: 230}, s)
+				h.Config.PartRows = 50
+				rep := h.MustSync(ctx)
+				for _, f := range []string{"big", "small"} {
+					fr := enginetest.FormReport(t, rep, f)
+					if fr.Parts != 4 || fr.Inserted != 230 || fr.Staged != 230 {
+						t.Errorf("%s: %d parts, %d inserted, %d staged; want 4, 230, 230", f, fr.Parts, fr.Inserted, fr.Staged)
+					}
+					h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, apisim.Newer))
+				}
+				if want := 2 * ((230 + 9) / 10); h.Sim.Stats().Requests > want+2 {
+					t.Errorf("%d requests for two forms of 23 pages, want at most %d", h.Sim.Stats().Requests, want+2)
+				}
+				st, err := s.ReadState(ctx, []string{"big"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				subs := h.Sim.Submissions("big") // oldest first
+				// The newer response form prints milliseconds.
+				newest := subs[len(subs)-1].CreatedAt.Truncate(time.Millisecond)
+				if b := st["big"]; b.Rows != 230 || !b.Watermark.CreatedAt.Equal(newest) || b.LastSuccessAt.IsZero() {
+					t.Errorf("state after parts: rows %d, watermark %v, last success %v; want 230, %v, set", b.Rows, b.Watermark.CreatedAt, b.LastSuccessAt, newest)
+				}
+
+				// Then incrementally, below the threshold and above it.
+				h.Sim.Add("big", 20)
+				h.Sim.Add("small", 120)
+				rep = h.MustSync(ctx)
+				if fr := enginetest.FormReport(t, rep, "big"); fr.Parts != 0 || fr.Inserted != 20 {
+					t.Errorf("big: %d parts, %d inserted; want 0, 20", fr.Parts, fr.Inserted)
+				}
+				if fr := enginetest.FormReport(t, rep, "small"); fr.Parts != 2 || fr.Inserted != 120 {
+					t.Errorf("small: %d parts, %d inserted; want 2, 120", fr.Parts, fr.Inserted)
+				}
+				for _, f := range []string{"big", "small"} {
+					h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, apisim.Newer))
+				}
+			})
+		}
+	}
+}
+
+// TestInterruptedSyncInParts stops a sync after its first part was
+// committed: the watermark must stay where it was, the rows of the part
+// stay stored, and the next sync completes the table exactly.
+func TestInterruptedSyncInParts(t *testing.T) {
+	for _, sk := range deletionSinks {
+		t.Run(sk.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			base := sk.open(t)
+			s := &onCommit{Sink: base, n: 2, hook: func(context.Context, *sink.Commit) error { cancel(); return nil }}
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 42, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
+			h.Config.PartRows = 40
+			rep := h.Sync(ctx)
+			fr := enginetest.FormReport(t, rep, "f")
+			if !errors.Is(fr.Err, context.Canceled) {
+				t.Fatalf("interrupted form: err %v, want context.Canceled", fr.Err)
+			}
+			st, err := base.ReadState(t.Context(), []string{"f"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := st["f"]; !f.Watermark.IsZero() || f.Rows != 40 {
+				t.Errorf("after the interruption: watermark %v, rows %d; want none, the first part's 40", f.Watermark, f.Rows)
+			}
+			rep = h.MustSync(t.Context())
+			if fr := enginetest.FormReport(t, rep, "f"); fr.Inserted != 260 {
+				t.Errorf("the next sync inserted %d rows, want the 260 not committed", fr.Inserted)
+			}
+			h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
+		})
+	}
+}
+
+// TestForgetBetweenParts forgets, between two parts of a sync, one
+// submission already committed and one still to come: neither may be
+// stored when the sync ends, and the tombstones stay.
+func TestForgetBetweenParts(t *testing.T) {
+	for _, sk := range deletionSinks {
+		t.Run(sk.name, func(t *testing.T) {
+			ctx := t.Context()
+			base := sk.open(t)
+			s := &onCommit{Sink: base, n: 2}
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 43, Variant: apisim.Newer, Order: apisim.NewestFirst, Forms: []string{"f"}, SubmissionsPerForm: 200}, s)
+			h.Config.PartRows = 50
+			// Oldest first; read newest first, the last 50 are the first part.
+			subs := h.Sim.Submissions("f")
+			early, late := strconv.FormatInt(subs[190].ID, 10), strconv.FormatInt(subs[10].ID, 10)
+			forgetter := h.Engine()
+			s.hook = func(ctx context.Context, _ *sink.Commit) error {
+				for _, key := range []string{early, late} {
+					if _, err := forgetter.Forget(ctx, "f", sink.Match{Keys: []string{key}}, false); err != nil {
+						t.Errorf("forget %s: %v", key, err)
+					}
+				}
+				return nil
+			}
+			rep := h.MustSync(ctx)
+			if fr := enginetest.FormReport(t, rep, "f"); fr.Parts != 4 {
+				t.Errorf("%d parts, want 4", fr.Parts)
+			}
+			live, _ := split(t, base, "f")
+			for _, key := range []string{early, late} {
+				if _, ok := live[key]; ok {
+					t.Errorf("submission %s was forgotten during the sync but is stored", key)
+				}
+			}
+			if len(live) != 198 {
+				t.Errorf("%d rows stored, want 198", len(live))
+			}
+			st, err := base.ReadState(ctx, []string{"f"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := st["f"]; f.Forgotten == nil || f.Forgotten.Count != 2 || f.Rows != 198 {
+				t.Errorf("state: forgotten %+v, rows %d; want 2 tombstones, 198 rows", f.Forgotten, f.Rows)
+			}
+		})
+	}
+}
+
+// TestReconcileIsNeverInParts: a reconcile marks what it did not read in
+// the commit of everything it read, so it commits once, whatever
+// PartRows says.
+func TestReconcileIsNeverInParts(t *testing.T) {
+	ctx := t.Context()
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 44, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 120}, memSink(t))
+	h.Config.PartRows = 30
+	h.MustSync(ctx)
+	h.Sim.Delete("f", 3)
+	rep := h.MustReconcile(ctx)
+	if fr := enginetest.FormReport(t, rep, "f"); fr.Parts != 0 || fr.Deleted != 3 {
+		t.Errorf("reconcile: %d parts, %d marked deleted; want 0, 3", fr.Parts, fr.Deleted)
+	}
+}
+
+// TestPartRowsIsValidated: a negative part size is refused.
+func TestPartRowsIsValidated(t *testing.T) {
+	err := worker.Config{Forms: []string{"f"}, PartRows: -1}.Validate()
+	var fe *worker.FieldError
+	if !errors.As(err, &fe) || fe.Field != "PartRows" {
+		t.Errorf("Validate: %v, want a PartRows problem", err)
+	}
+}
+
+// TestBackfillCheckpointFailsWhileReadingOn: a backfill commits each
+// checkpoint while it reads the next; when one fails, the backfill fails
+// with that error, keeps the progress of the one before, and a second
+// backfill resumes there and completes the table.
+func TestBackfillCheckpointFailsWhileReadingOn(t *testing.T) {
+	ctx := t.Context()
+	base := openSQLite(t)
+	injected := errors.New("injected commit failure")
+	s := &onCommit{Sink: base, n: 3, hook: func(context.Context, *sink.Commit) error { return injected }}
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 45, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
+	e := h.Engine()
+	rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{CheckpointRows: 40})
+	if !errors.Is(err, injected) {
+		t.Fatalf("backfill: %v, want the injected failure", err)
+	}
+	if rep.Checkpoints != 2 || rep.Staged != 80 {
+		t.Errorf("%d checkpoints of %d rows in, want 2 of 80", rep.Checkpoints, rep.Staged)
+	}
+	st, err := base.ReadState(ctx, []string{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := st["f"]; f.Backfill == nil || f.Backfill.Cursor.IsZero() || f.Rows != 80 || !f.Watermark.IsZero() {
+		t.Fatalf("after the failure: progress %+v, rows %d, watermark %v; want a cursor, 80, none", f.Backfill, f.Rows, f.Watermark)
+	}
+	rep, err = e.Backfill(ctx, "f", worker.BackfillOptions{CheckpointRows: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ResumedFrom.IsZero() || rep.Inserted != 220 {
+		t.Errorf("resumed from %v, inserted %d; want a cursor and the 220 rows not committed", rep.ResumedFrom, rep.Inserted)
+	}
+	h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
+}
