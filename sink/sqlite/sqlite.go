@@ -74,14 +74,16 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 	// bytes zeroed in the pages the commit writes anyway, rather than left
 	// in free space; FAST costs no extra I/O.
 	q.Add("_pragma", "secure_delete(FAST)")
-	// A page cache of 16 MiB (KiB when negative); a fixed bound. A commit
+	// A page cache of 12 MiB (KiB when negative); a fixed bound. A commit
 	// of rows in key order (a newest-first spool, read backwards) touches
 	// few pages at a time and was no slower with 16 than with 32 MiB, and
 	// peak RSS fell from 83 to 60 MiB; rows keyed by content land at random
-	// and were some 5% slower (BENCHMARKS.md). 64 MiB was measured 12%
-	// faster on a million-row backfill before key-order inserts, but pushed
-	// peak RSS from 94 to 156 MiB.
-	q.Add("_pragma", "cache_size(-16384)")
+	// and were some 5% slower (BENCHMARKS.md). Since a sync commits parts
+	// while it reads, the cache is full while the readers hold their pages:
+	// 16 MiB put a 4 x 250,000 first sync at 66-69 MiB, 12 MiB at 62-63.
+	// 64 MiB was measured 12% faster on a million-row backfill before
+	// key-order inserts, but pushed peak RSS from 94 to 156 MiB.
+	q.Add("_pragma", "cache_size(-12288)")
 	// Writers take the write lock when they begin, so that two writers
 	// never deadlock upgrading read locks; readers never open transactions.
 	q.Set("_txlock", "immediate")
