@@ -13,13 +13,18 @@
 //     budget (Config.FormTimeout): everything a form waits on, requests,
 //     retries and the rate limiter, counts against it, so one form that
 //     never ends cannot hold back the others. Each form's new rows are
-//     staged to its own spool on disk.
-//  3. Commit every form's rows and new state at once. A form that failed
-//     records its error and keeps its watermark; the others commit. When
-//     the sink refuses the commit because another process committed some
-//     of its forms since their state was read (sink.ErrStateConflict), the
-//     engine re-reads those states, merges (a watermark never moves back,
-//     a backfill's resume point is kept) and commits again.
+//     staged to its own spool on disk. With Config.PartRows set, every
+//     PartRows rows of a form are handed to a goroutine that commits them
+//     (a part: rows and field names, no watermark) while the form is read
+//     on, one part at a time in the order handed over; a form whose part
+//     is not committed fails, watermark kept.
+//  3. Commit every form's rows (those not committed in parts) and new
+//     state at once. A form that failed records its error and keeps its
+//     watermark; the others commit. When the sink refuses the commit
+//     because another process committed some of its forms since their
+//     state was read (sink.ErrStateConflict), the engine re-reads those
+//     states, merges (a watermark never moves back, a backfill's resume
+//     point is kept) and commits again.
 //  4. Check completeness: the rows now stored for each form against the
 //     API's total. A form short of it is read again in full, once; still
 //     short, it is reported incomplete (FormReport.Missing, an error that

@@ -56,7 +56,8 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	fs.Var(&since, "since", "re-read submissions created at or after this time (RFC 3339 or YYYY-MM-DD)")
 	fs.Var(&until, "until", "re-read submissions created at or before this time; a date includes its whole day, a time in seconds its whole second")
 	dry := fs.Bool("dry-run", false, "locate the window and say what would be read, without reading or writing")
-	checkpoint := fs.Int("checkpoint-rows", worker.DefaultCheckpointRows, "commit (and record progress) every this many rows")
+	checkpoint := fs.Int("checkpoint-rows", 0, fmt.Sprintf("commit (and record progress) every this many rows (default %d into SQLite, %d into BigQuery)",
+		worker.DefaultPartRows, worker.DefaultCheckpointRows))
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -66,7 +67,7 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	} else if msg != "" {
 		problems = append(problems, "--form "+msg)
 	}
-	if *checkpoint < 1 {
+	if *checkpoint < 0 {
 		problems = append(problems, "--checkpoint-rows must be at least 1")
 	}
 	if !since.t.IsZero() && !until.t.IsZero() && until.t.Before(since.t) {
@@ -78,6 +79,15 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	}
 	if len(problems) > 0 {
 		return configError(e, &ConfigError{Problems: problems})
+	}
+	if *checkpoint == 0 {
+		// A SQLite commit is cheap: smaller checkpoints start writing
+		// sooner, as a sync's parts do. Each BigQuery commit is load jobs
+		// and DML against the table's daily quota.
+		*checkpoint = worker.DefaultCheckpointRows
+		if e.cfg.Sink == "sqlite" {
+			*checkpoint = worker.DefaultPartRows
+		}
 	}
 	defer prepareTmpDir(e)()
 	m := metrics.New()
