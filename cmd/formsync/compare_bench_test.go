@@ -10,13 +10,15 @@ package main
 //     encoding/json and upsert every row into SQLite, a transaction a page:
 //     what a script would do;
 //   - formsync: `formsync sync` into a fresh SQLite file;
+//   - idle: `formsync sync` again into the file formsync filled, with
+//     nothing new: what a CronJob run costs on most schedules;
 //   - backfill: for a workload of one form, `formsync backfill --form` of
 //     it into a fresh SQLite file, so that a backfill is timed beside the
 //     sync it should be no slower than.
 //
-// Each round runs the three one after the other; the figures are medians
+// Each round runs the clients one after the other; the figures are medians
 // over the rounds (-benchtime Nx sets N), so that a noisy machine slows all
-// three alike. Run, for example:
+// of them alike. Run, for example:
 //
 //	go test ./cmd/formsync -run '^$' -bench 'Compare/newer-4x250k' -benchtime 3x -timeout 60m
 //
@@ -71,18 +73,25 @@ func BenchmarkCompare(b *testing.B) {
 			defer srv.Close()
 			list := strings.Join(forms, ",")
 			runs := map[string][]procRun{}
-			clients := []string{"floor", "naive", "formsync"}
+			// idle syncs again the file formsync just filled: a run with
+			// nothing new.
+			clients := []string{"floor", "naive", "formsync", "idle"}
 			if w.forms == 1 {
 				clients = append(clients, "backfill")
 			}
 			for b.Loop() {
+				var synced string
 				for _, client := range clients {
 					db := filepath.Join(b.TempDir(), client+".db")
 					var r procRun
 					switch client {
-					case "formsync":
-						env := baseEnv(srv.URL, list, db, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
+					case "formsync", "idle":
+						if client == "formsync" {
+							synced = db
+						}
+						env := baseEnv(srv.URL, list, synced, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
 						r = runProc(b, bin, env, "sync")
+						db = synced
 					case "backfill":
 						env := baseEnv(srv.URL, list, db, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
 						r = runProc(b, bin, env, "backfill", "--form", forms[0])
