@@ -46,6 +46,9 @@ type Spool struct {
 	// ascending.
 	descIDs bool
 	prevID  int64
+	// byContent says that some row so far has no id: it is keyed by its
+	// content.
+	byContent bool
 }
 
 // SpoolPattern is the name of every spool file (os.CreateTemp's pattern),
@@ -76,6 +79,7 @@ func (s *Spool) Append(r Row) error {
 	switch {
 	case r.SubmissionID == nil:
 		s.descIDs = false
+		s.byContent = true
 	case s.n == 0:
 		s.descIDs = true
 	default:
@@ -179,6 +183,11 @@ func (s *Spool) Rows() iter.Seq2[Row, error] {
 // RowsReversed yields the rows in ascending id order. A first sync reads a
 // newest-first form this way.
 func (s *Spool) DescendingIDs() bool { return s.descIDs && s.n > 0 }
+
+// ByContent reports whether some staged row has no id and is keyed by its
+// content (the older response form): such keys are hashes, in no order
+// related to the order the rows were read in.
+func (s *Spool) ByContent() bool { return s.byContent }
 
 // reverseChunk is how much RowsReversed reads at a time.
 const reverseChunk = 64 << 10

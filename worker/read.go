@@ -333,7 +333,7 @@ func (r *formRun) stage(row sink.Row, fieldNames []string) error {
 	if r.onStaged != nil {
 		r.onStaged(row)
 	}
-	if r.partsTo != nil && r.spool.Len() >= r.e.cfg.PartRows {
+	if r.partsTo != nil && r.spool.Len() >= r.e.cfg.PartRows && !r.spool.ByContent() {
 		return r.handOff()
 	}
 	return nil
