@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -119,9 +120,9 @@ func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptio
 		b.discard()
 	}()
 	err = b.run(ctx, rep)
-	// A checkpoint still being committed when the walk failed is waited
-	// for: if it got in, the backfill resumes after it.
-	if serr := b.settle(rep); err == nil {
+	// Checkpoints still being committed when the walk failed are waited
+	// for: the backfill resumes after the last that got in.
+	if serr := b.settle(rep, 0); err == nil {
 		err = serr
 	}
 	if err != nil {
@@ -152,8 +153,9 @@ type backfill struct {
 	// then it may move the watermark forward.
 	whole bool
 	read  int
-	// pending is the checkpoint being committed while the walk reads on.
-	pending *pendingCheckpoint
+	// queue are the checkpoints waiting for their commit, or being
+	// committed, while the walk reads on; oldest first.
+	queue []*pendingCheckpoint
 }
 
 func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
@@ -315,7 +317,7 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 }
 
 func (b *backfill) progress(total int) Progress {
-	p := Progress{FormID: b.old.FormID, Pages: b.read, PagesTotal: max(total, b.read), Rows: b.report.Staged + b.pending.rows() + b.spool.Len(), Elapsed: b.e.cfg.Now().Sub(b.start)}
+	p := Progress{FormID: b.old.FormID, Pages: b.read, PagesTotal: max(total, b.read), Rows: b.report.Staged + b.queuedRows() + b.spool.Len(), Elapsed: b.e.cfg.Now().Sub(b.start)}
 	if b.read > 0 && p.PagesTotal > b.read {
 		p.ETA = time.Duration(float64(p.Elapsed) / float64(b.read) * float64(p.PagesTotal-b.read))
 	}
@@ -330,32 +332,40 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	if err := b.spool.Finish(); err != nil {
 		return fmt.Errorf("form %s: %w", b.old.FormID, err)
 	}
-	// Checkpoints commit in order, each from the state the one before
-	// left: the one still being committed must be in first.
-	if err := b.settle(rep); err != nil {
+	// Take in the checkpoints already committed; past maxQueued waiting,
+	// wait for the oldest, so that the staged rows on disk stay bounded.
+	if err := b.settle(rep, maxQueued); err != nil {
 		return err
 	}
 	now := b.e.cfg.Now().UTC()
+	// What this checkpoint writes is fixed now; the state it is written
+	// over is the one the checkpoint before left, known once that one is
+	// in (build).
 	next := b.formRun.next(now)
-	st := b.old
-	st.FieldNames = next.FieldNames
-	if st.Order == state.OrderUnknown {
-		st.Order = b.order
-	}
-	st.Backfill = &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.start.UTC()}
+	names, order, cursor, wm, minTotal := next.FieldNames, b.order, b.cursor, b.wm, b.minTotal
+	progress := &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.start.UTC()}
 	moveWatermark := final && b.whole && rep.ResumedFrom.IsZero()
-	if final {
-		st.Backfill = nil
-		if b.whole {
-			st.FieldPolicy = next.FieldPolicy
+	whole := b.whole
+	build := func(st state.Form) state.Form {
+		st.FieldNames = names
+		if st.Order == state.OrderUnknown {
+			st.Order = order
 		}
-		if moveWatermark {
-			st.Watermark = st.Watermark.Merge(b.wm)
-			if st.Watermark.CreatedAt.Equal(b.wm.CreatedAt) {
-				st.LastTotal = b.minTotal
+		st.Backfill = progress
+		if final {
+			st.Backfill = nil
+			if whole {
+				st.FieldPolicy = next.FieldPolicy
 			}
-			st.LastSuccessAt, st.LastError = now, ""
+			if moveWatermark {
+				st.Watermark = st.Watermark.Merge(wm)
+				if st.Watermark.CreatedAt.Equal(wm.CreatedAt) {
+					st.LastTotal = minTotal
+				}
+				st.LastSuccessAt, st.LastError = now, ""
+			}
 		}
+		return st
 	}
 	merge := func(stored, ours state.Form) state.Form {
 		out := merged(stored, ours)
@@ -367,16 +377,20 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 		return out
 	}
 	p := &pendingCheckpoint{
-		commit: &sink.Commit{SyncedAt: now, Forms: []sink.FormCommit{{State: st, Rows: b.spool}}},
-		merge:  merge, cursor: b.cursor, final: final, done: make(chan struct{}),
+		spool: b.spool, build: build, merge: merge, syncedAt: now, cursor: cursor, final: final,
+		base: b.old, done: make(chan struct{}),
 	}
-	b.pending, b.spool = p, nil
-	if final {
-		p.run(ctx, b.e)
-		return b.settle(rep)
+	if n := len(b.queue); n > 0 {
+		p.prev = b.queue[n-1]
 	}
-	// The walk reads on while the checkpoint is committed.
+	b.queue = append(b.queue, p)
+	b.spool = nil
+	// The walk reads on while the checkpoint is committed, after the ones
+	// before it.
 	go p.run(ctx, b.e)
+	if final {
+		return b.settle(rep, 0)
+	}
 	var err error
 	if b.spool, err = sink.NewSpool(b.e.cfg.TmpDir); err != nil {
 		return fmt.Errorf("form %s: %w", b.old.FormID, err)
@@ -384,14 +398,30 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	return nil
 }
 
-// pendingCheckpoint is a backfill checkpoint being committed.
+// maxQueued is how many checkpoints a backfill lets wait for their commit
+// while it reads on.
+const maxQueued = 4
+
+// errEarlierCheckpoint is the error of a checkpoint not committed because
+// one before it failed.
+var errEarlierCheckpoint = errors.New("an earlier checkpoint was not committed")
+
+// pendingCheckpoint is a backfill checkpoint waiting for its commit or
+// being committed.
 type pendingCheckpoint struct {
-	commit *sink.Commit
-	merge  func(stored, ours state.Form) state.Form
-	cursor time.Time
-	final  bool
+	spool    *sink.Spool
+	build    func(base state.Form) state.Form
+	merge    func(stored, ours state.Form) state.Form
+	syncedAt time.Time
+	cursor   time.Time
+	final    bool
+	// prev is the checkpoint before, committed first; base is the state
+	// the first checkpoint is written over.
+	prev *pendingCheckpoint
+	base state.Form
 
 	done      chan struct{}
+	stored    state.Form // the state committed, at its new revision
 	res       sink.Result
 	conflicts int
 	err       error
@@ -399,41 +429,63 @@ type pendingCheckpoint struct {
 
 func (p *pendingCheckpoint) run(ctx context.Context, e *Engine) {
 	defer close(p.done)
-	p.res, p.conflicts, p.err = e.commit(ctx, p.commit, p.merge)
+	base := p.base
+	if p.prev != nil {
+		<-p.prev.done
+		if p.prev.err != nil {
+			p.err = errEarlierCheckpoint
+			return
+		}
+		base = p.prev.stored
+	}
+	c := &sink.Commit{SyncedAt: p.syncedAt, Forms: []sink.FormCommit{{State: p.build(base), Rows: p.spool}}}
+	p.res, p.conflicts, p.err = e.commit(ctx, c, p.merge)
+	p.stored = c.Forms[0].State
+	p.stored.Revision++
 }
 
-// rows is how many rows the checkpoint commits.
-func (p *pendingCheckpoint) rows() int {
-	if p == nil {
-		return 0
+// queuedRows is how many rows the checkpoints not yet taken in commit.
+func (b *backfill) queuedRows() int {
+	n := 0
+	for _, p := range b.queue {
+		n += p.spool.Len()
 	}
-	return p.commit.Forms[0].Rows.Len()
+	return n
 }
 
-// settle waits for the checkpoint being committed, if any, and takes in
-// what it did: the state it stored is the base of the next one.
-func (b *backfill) settle(rep *BackfillReport) error {
-	p := b.pending
-	if p == nil {
-		return nil
+// settle takes in, oldest first, the checkpoints committed, waiting for
+// them while more than keep are queued: keep 0 waits for all. The first
+// failure is returned once every checkpoint after it is over too.
+func (b *backfill) settle(rep *BackfillReport, keep int) error {
+	var failed error
+	for len(b.queue) > 0 {
+		p := b.queue[0]
+		if failed == nil && len(b.queue) <= keep {
+			select {
+			case <-p.done:
+			default:
+				return nil
+			}
+		}
+		<-p.done
+		b.queue = b.queue[1:]
+		p.spool.Remove()
+		rep.Conflicts += p.conflicts
+		if p.err != nil {
+			if failed == nil {
+				failed = fmt.Errorf("backfill of form %s: committing %d rows: %w", b.old.FormID, p.spool.Len(), p.err)
+			}
+			continue
+		}
+		b.old = p.stored
+		got := p.res[b.old.FormID]
+		rep.Inserted += got.Inserted
+		rep.Updated += got.Updated
+		rep.Staged += p.spool.Len()
+		b.report.Staged += p.spool.Len()
+		rep.Checkpoints++
+		b.e.cfg.Logger.Info("backfill checkpoint", "form", b.old.FormID, "rows", p.spool.Len(), "new", got.Inserted, "updated", got.Updated,
+			"cursor", p.cursor, "final", p.final)
 	}
-	<-p.done
-	b.pending = nil
-	fc := p.commit.Forms[0]
-	defer fc.Rows.Remove()
-	rep.Conflicts += p.conflicts
-	if p.err != nil {
-		return fmt.Errorf("backfill of form %s: committing %d rows: %w", b.old.FormID, fc.Rows.Len(), p.err)
-	}
-	b.old = fc.State
-	b.old.Revision++
-	got := p.res[b.old.FormID]
-	rep.Inserted += got.Inserted
-	rep.Updated += got.Updated
-	rep.Staged += fc.Rows.Len()
-	b.report.Staged += fc.Rows.Len()
-	rep.Checkpoints++
-	b.e.cfg.Logger.Info("backfill checkpoint", "form", b.old.FormID, "rows", fc.Rows.Len(), "new", got.Inserted, "updated", got.Updated,
-		"cursor", p.cursor, "final", p.final)
-	return nil
+	return failed
 }
