@@ -64,7 +64,7 @@ func runProc(tb testing.TB, bin string, env []string, args ...string) procRun {
 	sampled := make(chan int64)
 	go func() { // VmHWM is monotonic: the last good read is the highest
 		var hwm int64
-		tick := time.NewTicker(20 * time.Millisecond)
+		tick := time.NewTicker(2 * time.Millisecond) // an idle run lasts some 20 ms
 		defer tick.Stop()
 		for {
 			if v := vmHWM(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)); v > 0 {
