@@ -347,7 +347,8 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	moveWatermark := final && b.whole && rep.ResumedFrom.IsZero()
 	whole := b.whole
 	build := func(st state.Form) state.Form {
-		st.FieldNames = names
+		// The base may hold names another process merged in since b.old.
+		st.FieldNames = mergeFields(st.FieldNames, names)
 		if st.Order == state.OrderUnknown {
 			st.Order = order
 		}
