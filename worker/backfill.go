@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +31,11 @@ func (w Window) span() span {
 	}
 }
 
-// DefaultCheckpointRows is BackfillOptions.CheckpointRows when zero.
+// DefaultCheckpointRows is BackfillOptions.CheckpointRows when zero, but
+// for rows keyed by id when Config.PartRows is set: then a backfill
+// checkpoints every PartRows rows, as a sync commits its parts. Rows keyed
+// by content keep DefaultCheckpointRows: their hash keys land all over the
+// table, and each checkpoint rewrites pages the one before wrote.
 const DefaultCheckpointRows = 50_000
 
 // BackfillOptions tunes one backfill.
@@ -43,7 +46,7 @@ type BackfillOptions struct {
 	DryRun bool
 	// CheckpointRows is how many staged rows trigger an intermediate commit,
 	// which also records how far the backfill got so that an interrupted
-	// backfill resumes there. Defaults to DefaultCheckpointRows.
+	// backfill resumes there. 0 is the default (DefaultCheckpointRows).
 	CheckpointRows int
 	// Progress, when set, is called after every page.
 	Progress func(Progress)
@@ -101,7 +104,6 @@ func (r *BackfillReport) PagesToRead() int {
 // with its progress, reading on while the commit is written; when a
 // backfill of the same window was interrupted, it resumes from there.
 func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptions) (*BackfillReport, error) {
-	opts.CheckpointRows = cmp.Or(opts.CheckpointRows, DefaultCheckpointRows)
 	if !opts.Since.IsZero() && !opts.Until.IsZero() && opts.Until.Before(opts.Since) {
 		return nil, fmt.Errorf("backfill of form %s: until %s is before since %s", formID, opts.Until.Format(time.RFC3339Nano), opts.Since.Format(time.RFC3339Nano))
 	}
@@ -213,7 +215,7 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 		if b.opts.Progress != nil {
 			b.opts.Progress(b.progress(rep.PagesToRead()))
 		}
-		if b.spool.Len() >= b.opts.CheckpointRows {
+		if b.spool.Len() >= b.checkpointRows() {
 			return b.checkpoint(ctx, rep, false)
 		}
 		return nil
@@ -229,6 +231,17 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 		return err
 	}
 	return b.checkpoint(ctx, rep, true)
+}
+
+// checkpointRows is how many staged rows make a checkpoint.
+func (b *backfill) checkpointRows() int {
+	switch {
+	case b.opts.CheckpointRows > 0:
+		return b.opts.CheckpointRows
+	case b.e.cfg.PartRows > 0 && !b.spool.ByContent():
+		return b.e.cfg.PartRows
+	}
+	return DefaultCheckpointRows
 }
 
 func (b *backfill) forwardWalk() bool { return b.order != state.OrderOldestFirst }

@@ -56,7 +56,7 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	fs.Var(&since, "since", "re-read submissions created at or after this time (RFC 3339 or YYYY-MM-DD)")
 	fs.Var(&until, "until", "re-read submissions created at or before this time; a date includes its whole day, a time in seconds its whole second")
 	dry := fs.Bool("dry-run", false, "locate the window and say what would be read, without reading or writing")
-	checkpoint := fs.Int("checkpoint-rows", 0, fmt.Sprintf("commit (and record progress) every this many rows (default %d into SQLite, %d into BigQuery)",
+	checkpoint := fs.Int("checkpoint-rows", 0, fmt.Sprintf("commit (and record progress) every this many rows (default %d into SQLite, %d into BigQuery or for submissions without ids)",
 		worker.DefaultPartRows, worker.DefaultCheckpointRows))
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
@@ -79,15 +79,6 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	}
 	if len(problems) > 0 {
 		return configError(e, &ConfigError{Problems: problems})
-	}
-	if *checkpoint == 0 {
-		// A SQLite commit is cheap: smaller checkpoints start writing
-		// sooner, as a sync's parts do. Each BigQuery commit is load jobs
-		// and DML against the table's daily quota.
-		*checkpoint = worker.DefaultCheckpointRows
-		if e.cfg.Sink == "sqlite" {
-			*checkpoint = worker.DefaultPartRows
-		}
 	}
 	defer prepareTmpDir(e)()
 	m := metrics.New()
