@@ -23,14 +23,15 @@ import (
 // Rows keyed by content (the older response form, without ids) are not
 // committed in parts: their keys are hashes, so each part's rows land all
 // over the table's key order and every part rewrites pages the parts before
-// it wrote. A first sync of a million such rows into SQLite took 63.7 s in
-// parts against 43.5 s in one commit (BENCHMARKS.md section 8.2).
+// it wrote. A first sync of a million such rows into SQLite in parts took
+// 0.91x the time of a naive client beside it, in one commit 0.70x
+// (BENCHMARKS.md section 8.2).
 
 // DefaultPartRows is the part size the command gives a sync into SQLite
-// (Config.PartRows). A million-row first sync measured 11.2-12.1 s with
-// parts of 10,000, 11.9-12.3 s with parts of 50,000 and 14.7-15.1 s in one
-// commit (BENCHMARKS.md): the sooner the first part, the sooner the sink
-// starts writing.
+// (Config.PartRows). A million-row first sync, in process, took 11.3-11.8 s
+// in parts of 10,000, 11.4-11.7 s in parts of 50,000 and 14.2-16.2 s in one
+// commit (BENCHMARKS.md section 8.2); the smaller part starts writing
+// sooner, and also overlaps the reading of forms of 10,000 to 50,000 rows.
 const DefaultPartRows = 10_000
 
 // part is rows of one form handed over for an early commit.
