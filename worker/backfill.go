@@ -441,8 +441,14 @@ type pendingCheckpoint struct {
 	err       error
 }
 
-func (p *pendingCheckpoint) run(ctx context.Context, e *Engine) {
+func (p *pendingCheckpoint) run(walkCtx context.Context, e *Engine) {
 	defer close(p.done)
+	// Its rows are read: when the backfill is stopped (a shutdown), the
+	// checkpoint still commits, within Config.ShutdownGrace, as a sync
+	// commits the forms it read; the backfill then resumes after it.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(walkCtx))
+	defer cancel()
+	defer context.AfterFunc(walkCtx, func() { time.AfterFunc(e.cfg.ShutdownGrace, cancel) })()
 	base := p.base
 	if p.prev != nil {
 		<-p.prev.done
