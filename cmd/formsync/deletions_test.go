@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -88,30 +87,11 @@ func TestReconcileSIGKILL(t *testing.T) {
 	kills, completed, changed := 0, 0, 0
 	for _, f := range fractions {
 		want := keysOf(sim.Deleted("a")) // what a completed reconcile marks
-		cmd := exec.Command(bin, "reconcile")
-		cmd.Env = env
-		started := time.Now()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		wait := 60 * time.Second
-		if f > 0 {
-			wait = time.Duration(f * float64(typical))
-		}
-		select {
-		case <-done:
-		case <-time.After(wait):
-			cmd.Process.Signal(syscall.SIGKILL)
-			<-done
-		}
-		killed := false
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		killed, took := runOrKill(t, command(t, env, "reconcile"), f, typical)
+		if killed {
 			kills++
-			killed = true
 		} else if f == 0 {
-			typical = time.Since(started)
+			typical = took
 		}
 		got := deletedKeys(t, db, "a")
 		switch {

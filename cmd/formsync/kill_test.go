@@ -71,9 +71,7 @@ func TestSIGKILLDuringPartsNeverLosesOrDuplicates(t *testing.T) {
 			for i := range 2 {
 				scratch := append(slices.Clone(env), "FORMSYNC_SQLITE_PATH="+filepath.Join(t.TempDir(), fmt.Sprintf("scratch%d.db", i)))
 				started := time.Now()
-				if out, err := command(t, scratch).CombinedOutput(); err != nil {
-					t.Fatalf("timing run: %v\n%s", err, out)
-				}
+				run(t, buildBinary(t), scratch, "sync")
 				full = min(full, time.Since(started))
 			}
 			fractions := []float64{0.15, 0.3, 0.45, 0.6, 0.75, 0.9}
@@ -97,10 +95,39 @@ func killEnv(t *testing.T, sim *apisim.Server, forms []string, extra ...string) 
 	return baseEnv(srv.URL, strings.Join(forms, ","), filepath.Join(t.TempDir(), "k.db"), t.TempDir(), extra...)
 }
 
-func command(t *testing.T, env []string) *exec.Cmd {
-	cmd := exec.Command(buildBinary(t), "sync")
+// command is `formsync sync` (or the args given) in env.
+func command(t *testing.T, env []string, args ...string) *exec.Cmd {
+	if len(args) == 0 {
+		args = []string{"sync"}
+	}
+	cmd := exec.Command(buildBinary(t), args...)
 	cmd.Env = env
 	return cmd
+}
+
+// runOrKill runs cmd and kills it (SIGKILL) once fraction of typical has
+// passed; a fraction of 0 lets it finish (bounded at a minute). It says
+// whether the process was killed and how long it ran.
+func runOrKill(t *testing.T, cmd *exec.Cmd, fraction float64, typical time.Duration) (killed bool, took time.Duration) {
+	t.Helper()
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	wait := 60 * time.Second
+	if fraction > 0 {
+		wait = time.Duration(fraction * float64(typical))
+	}
+	select {
+	case <-done:
+	case <-time.After(wait):
+		cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled(), time.Since(started)
 }
 
 // killRuns runs `formsync sync` once per fraction, killing it (SIGKILL)
@@ -115,27 +142,11 @@ func killRuns(t *testing.T, sim *apisim.Server, forms []string, env []string, fr
 	db := envValue(env, "FORMSYNC_SQLITE_PATH")
 	last := 0
 	for i, f := range fractions {
-		cmd := command(t, env)
-		started := time.Now()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		wait := 60 * time.Second // bounded even when allowed to finish
-		if f > 0 {
-			wait = time.Duration(f * float64(typical))
-		}
-		select {
-		case <-done:
-		case <-time.After(wait):
-			cmd.Process.Signal(syscall.SIGKILL)
-			<-done
-		}
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		killed, took := runOrKill(t, command(t, env), f, typical)
+		if killed {
 			kills++
 		} else if f == 0 {
-			typical = time.Since(started)
+			typical = took
 		}
 		if n := countRows(t, db); n > last {
 			progressed, last = progressed+1, n
@@ -144,9 +155,7 @@ func killRuns(t *testing.T, sim *apisim.Server, forms []string, env []string, fr
 			sim.Add(f, 5+i+j)
 		}
 	}
-	if out, err := command(t, env).CombinedOutput(); err != nil {
-		t.Fatalf("final clean run: %v\n%s", err, out)
-	}
+	run(t, buildBinary(t), env, "sync") // the clean run
 	s, err := sqlite.Open(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)
