@@ -335,7 +335,7 @@ func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, sta
 		parts = e.startParts(runCtx)
 		defer func() {
 			parts.wait()
-			rep.CommitDuration += time.Duration(parts.duration)
+			rep.CommitDuration += parts.duration
 			rep.Conflicts += parts.conflicts
 			for _, r := range runs {
 				r.settleParts()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
@@ -67,7 +68,7 @@ type partCommitter struct {
 	done   chan struct{}
 
 	// Written by the committing goroutine, read after wait.
-	duration  int64 // nanoseconds
+	duration  time.Duration
 	conflicts int
 }
 
@@ -143,7 +144,7 @@ func (p *partCommitter) commit(pt part) {
 	now := p.e.cfg.Now().UTC()
 	c := &sink.Commit{SyncedAt: now, Forms: []sink.FormCommit{{State: st, Rows: pt.spool}}}
 	got, conflicts, err := p.e.commit(p.ctx, c, mergePart)
-	p.duration += int64(p.e.cfg.Now().Sub(now))
+	p.duration += p.e.cfg.Now().Sub(now)
 	p.conflicts += conflicts
 	if err != nil {
 		res.err = fmt.Errorf("form %s: committing %d rows read so far: %w", r.old.FormID, pt.spool.Len(), err)

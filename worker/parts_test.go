@@ -240,3 +240,26 @@ func TestContentKeyedRowsAreNotCommittedInParts(t *testing.T) {
 	}
 	h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Older))
 }
+
+// TestBackfillCheckpointsFollowParts: without an explicit CheckpointRows a
+// backfill checkpoints every Config.PartRows rows keyed by id, but rows
+// keyed by content only every DefaultCheckpointRows.
+func TestBackfillCheckpointsFollowParts(t *testing.T) {
+	for _, c := range []struct {
+		v           apisim.Variant
+		checkpoints int
+	}{{apisim.Newer, 4}, {apisim.Older, 1}} {
+		t.Run(c.v.String(), func(t *testing.T) {
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 47, Variant: c.v, Forms: []string{"f"}, SubmissionsPerForm: 100}, memSink(t))
+			h.Config.PartRows = 30
+			rep, err := h.Engine().Backfill(t.Context(), "f", worker.BackfillOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Checkpoints != c.checkpoints || rep.Inserted != 100 {
+				t.Errorf("%d checkpoints, %d inserted; want %d, 100", rep.Checkpoints, rep.Inserted, c.checkpoints)
+			}
+			h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", c.v))
+		})
+	}
+}
