@@ -49,6 +49,15 @@ type Spool struct {
 	// byContent says that some row so far has no id: it is keyed by its
 	// content.
 	byContent bool
+	// withID says that some row so far has an id.
+	withID bool
+	// While every row is keyed by content, rows are gathered in run and
+	// written sorted by key, a run at a time (spoolsort.go); runs says
+	// where each went.
+	run  runBuffer
+	runs []fileRun
+	// written is how many bytes went to w.
+	written int64
 }
 
 // SpoolPattern is the name of every spool file (os.CreateTemp's pattern),
@@ -71,10 +80,19 @@ func (s *Spool) Append(r Row) error {
 		return errors.New("spool: append after finish")
 	}
 	s.line = appendWireRow(s.line[:0], r)
-	n, err := s.w.Write(s.line)
-	s.size += int64(n)
-	if err != nil {
-		return fmt.Errorf("spool: writing row: %w", err)
+	s.size += int64(len(s.line))
+	if r.SubmissionID == nil && !s.withID {
+		if err := s.addToRun(s.line); err != nil {
+			return err
+		}
+	} else {
+		// The rows gathered so far precede this one.
+		if err := s.flushRun(); err != nil {
+			return err
+		}
+		if err := s.write(s.line); err != nil {
+			return err
+		}
 	}
 	switch {
 	case r.SubmissionID == nil:
@@ -87,6 +105,7 @@ func (s *Spool) Append(r Row) error {
 	}
 	if r.SubmissionID != nil {
 		s.prevID = *r.SubmissionID
+		s.withID = true
 	}
 	if s.n == 0 || r.CreatedAt.Before(s.minAt) {
 		s.minAt = r.CreatedAt
@@ -95,6 +114,16 @@ func (s *Spool) Append(r Row) error {
 		s.maxAt = r.CreatedAt
 	}
 	s.n++
+	return nil
+}
+
+// write writes staged bytes to the file.
+func (s *Spool) write(b []byte) error {
+	n, err := s.w.Write(b)
+	s.written += int64(n)
+	if err != nil {
+		return fmt.Errorf("spool: writing row: %w", err)
+	}
 	return nil
 }
 
@@ -115,6 +144,10 @@ func (s *Spool) Finish() error {
 		return nil
 	}
 	s.done = true
+	if err := s.flushRun(); err != nil {
+		return err
+	}
+	s.run = runBuffer{}
 	if err := s.w.Flush(); err != nil {
 		return fmt.Errorf("spool: flushing %s: %w", s.f.Name(), err)
 	}
@@ -133,33 +166,17 @@ func (s *Spool) Open() (io.ReadCloser, error) {
 	return f, nil
 }
 
-// Rows reads the staged rows back in the order they were appended.
+// Rows reads the staged rows back in the order they were appended, but for
+// rows keyed by content staged before any row with an id: those are
+// written sorted by key a few MiB at a time (RowsByKey). Rows under one key
+// always keep the order they were staged in, and so does every row with an
+// id, before and after the others.
 func (s *Spool) Rows() iter.Seq2[Row, error] {
 	return func(yield func(Row, error) bool) {
-		rc, err := s.Open()
-		if err != nil {
-			yield(Row{}, err)
-			return
-		}
-		defer rc.Close()
-		br := bufio.NewReaderSize(rc, 64<<10)
-		var long []byte // a line longer than the buffer, assembled
 		var p wireParser
-		for {
-			line, err := br.ReadSlice('\n')
-			if errors.Is(err, bufio.ErrBufferFull) {
-				long = append(long[:0], line...)
-				for errors.Is(err, bufio.ErrBufferFull) {
-					line, err = br.ReadSlice('\n')
-					long = append(long, line...)
-				}
-				line = long
-			}
-			if errors.Is(err, io.EOF) && len(line) == 0 {
-				return
-			}
-			if err != nil && !errors.Is(err, io.EOF) {
-				yield(Row{}, fmt.Errorf("spool: reading: %w", err))
+		for line, err := range s.lines() {
+			if err != nil {
+				yield(Row{}, err)
 				return
 			}
 			r, perr := p.parse(line)
@@ -169,9 +186,6 @@ func (s *Spool) Rows() iter.Seq2[Row, error] {
 			}
 			p.rows++
 			if !yield(r, nil) {
-				return
-			}
-			if err != nil { // EOF after a last line without '\n'
 				return
 			}
 		}

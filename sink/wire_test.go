@@ -76,7 +76,10 @@ func TestSpoolReadsOtherLayoutsAndLongLines(t *testing.T) {
 	}
 	defer s.Remove()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	big := Row{FormID: "f", SubmissionKey: "big", ContentKey: "c", CreatedAt: at, Fields: `{"x":"` + strings.Repeat("y", 200<<10) + `"}`, Files: "[]"}
+	// With an id, so that the rows are written as they are staged, the
+	// line below between them.
+	one := int64(1)
+	big := Row{FormID: "f", SubmissionID: &one, SubmissionKey: "big", ContentKey: "c", CreatedAt: at, Fields: `{"x":"` + strings.Repeat("y", 200<<10) + `"}`, Files: "[]"}
 	if err := s.Append(big); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +49,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("CancelledCommitWritesNothing", func(t *testing.T) { testCancelled(t, open(t)) })
 	t.Run("StaleRevisionIsRefused", func(t *testing.T) { testConflict(t, open(t)) })
 	t.Run("ExactNumbersAndRaw", func(t *testing.T) { testExact(t, open(t)) })
+	t.Run("ManyRowsKeyedByContent", func(t *testing.T) { testManyContentKeyed(t, open(t)) })
 	t.Run("ReconcileMarksRowsNoLongerServed", func(t *testing.T) { testReconcile(t, open(t)) })
 	t.Run("ReconcileKeepsReKeyedRows", func(t *testing.T) { testReconcileRekey(t, open(t)) })
 	t.Run("FailedReconcileMarksNothing", func(t *testing.T) { testReconcileFailure(t, open(t)) })
@@ -541,4 +543,32 @@ func testExact(t *testing.T, s Sink) {
 	if got := f.rows("a"); len(got) == 1 && got[0].SubmissionKey != strconv.FormatInt(maxID, 10) {
 		t.Errorf("key %s, want %d", got[0].SubmissionKey, maxID)
 	}
+}
+
+// testManyContentKeyed commits a form of the older response form larger
+// than a sink holds in memory at once (SQLite sorts such rows by key in
+// runs of a few MiB), some submissions staged again at the end with
+// is_spam changed: every row is stored once, as staged last.
+func testManyContentKeyed(t *testing.T, s Sink) {
+	f := newFixture(t, s)
+	const n = 3000
+	pad := strings.Repeat("x", 1000)
+	var staged, again, want []sink.Row
+	for i := range n {
+		r := Row(t, "old", nil, t0.Add(-time.Duration(i)*time.Second), false, fmt.Sprintf(`{"n":%d,"pad":%q}`, i, pad))
+		staged = append(staged, r)
+		if i%100 == 7 {
+			r.IsSpam = true
+			again = append(again, r)
+		}
+		want = append(want, r)
+	}
+	res := f.commit(map[string][]sink.Row{"old": append(staged, again...)})
+	if got := res["old"].Inserted; got != n {
+		t.Errorf("inserted %d, want %d", got, n)
+	}
+	f.checkRows("old", want...)
+	res = f.commit(map[string][]sink.Row{"old": want})
+	wantCounts(t, "identical re-commit", res, sink.Result{"old": {}})
+	f.checkRows("old", want...)
 }
