@@ -145,6 +145,10 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if err != nil {
 		return nil, err
 	}
+	rebuild, err := dropCreatedIndex(ctx, tx, c)
+	if err != nil {
+		return nil, err
+	}
 	res := make(sink.Result, len(c.Forms))
 	// A form listed twice is checked once, against the revision stored
 	// before this commit, and stored at that revision + 1.
@@ -170,6 +174,11 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if len(conflicts) > 0 {
 		return nil, fmt.Errorf("sqlite: %w", &sink.ConflictError{Forms: conflicts})
 	}
+	if rebuild {
+		if err := createCreatedIndex(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlite: committing: %w", err)
 	}
@@ -184,6 +193,72 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		}
 	}
 	return res, nil
+}
+
+// createdIndexSQL is the index on created_at, as the first migration
+// creates it.
+const createdIndexSQL = `CREATE INDEX submissions_form_created ON submissions (form_id, created_at)`
+
+// indexBuildCacheKiB is the page cache while the index is built: SQLite's
+// sorter takes as much memory again, so both are lowered from the usual
+// 12 MiB to keep the commit's peak where the inserts put it.
+const indexBuildCacheKiB = 2048
+
+// dropCreatedIndex drops the created_at index, in the commit's transaction,
+// when the commit stages at least as many rows keyed by content (the older
+// response form) as the table holds: a first load, whose rebuild scans at
+// most twice the rows it stages. Not for a reconcile, which stages the rows
+// a form holds, nor for a backfill's checkpoint (a form with
+// state.Backfill), one of many commits: the later ones took their rows at
+// random into the rebuilt index, and a backfill of a million rows took
+// 40.4-40.7 s against 28.4-31.8 s without. Their keys are hashes:
+// inserted in key order (sink.Spool.RowsByKey) they grow the table at one
+// edge, but their created_at values come at random, and at a million rows
+// the index took them at random pages far beyond the page cache. Built
+// again after the rows (createCreatedIndex), from one sorted pass, the whole
+// first sync took 0.77x the time (BENCHMARKS.md section 8.3). The statements
+// of a commit never use the index, and readers see it dropped only if the
+// commit fails, which rolls the drop back too.
+func dropCreatedIndex(ctx context.Context, tx *sql.Tx, c *sink.Commit) (bool, error) {
+	var staged int64
+	for _, fc := range c.Forms {
+		if fc.Reconcile || fc.State.Backfill != nil {
+			return false, nil
+		}
+		if fc.Rows != nil && fc.Rows.OnlyContentKeys() {
+			staged += int64(fc.Rows.Len())
+		}
+	}
+	if staged == 0 {
+		return false, nil
+	}
+	var stored int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(row_count + deleted_count), 0) FROM sync_state`).Scan(&stored); err != nil {
+		return false, fmt.Errorf("sqlite: counting stored rows: %w", err)
+	}
+	if staged < stored {
+		return false, nil
+	}
+	if _, err := tx.ExecContext(ctx, `DROP INDEX submissions_form_created`); err != nil {
+		return false, fmt.Errorf("sqlite: dropping the created_at index for a first load: %w", err)
+	}
+	return true, nil
+}
+
+// createCreatedIndex builds the created_at index again, with the page
+// cache lowered while SQLite sorts the entries.
+func createCreatedIndex(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA cache_size = -%d", indexBuildCacheKiB)); err != nil {
+		return fmt.Errorf("sqlite: lowering the page cache to build the created_at index: %w", err)
+	}
+	_, err := tx.ExecContext(ctx, createdIndexSQL)
+	if _, rerr := tx.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA cache_size = -%d", cacheKiB)); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: building the created_at index: %w", err)
+	}
+	return nil
 }
 
 // rowTally is what a commit did to one form's rows: the counts it reports,

@@ -17,6 +17,9 @@
 // content hash) are re-keyed in place when the form later answers with ids,
 // so a form that moves from the older form to the newer one gets no
 // duplicates. The reverse move (ids first, then no ids) is not detected.
+// A spool of nothing but such rows is read in key order (sink.Spool's
+// RowsByKey), and a spool read newest first with ids descending is read
+// backwards, so that the table grows at one edge rather than everywhere.
 //
 // Rows are never deleted because the API stopped serving them. A commit
 // marked sink.FormCommit.Reconcile stages every submission the API serves;

@@ -1,11 +1,16 @@
 package sqlite
 
 import (
+	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/sinktest"
+	"github.com/formsync/formsync/state"
 )
 
 // A spool of descending ids (read backwards by the commit) inserts the new
@@ -49,5 +54,120 @@ func TestCommitDescendingIDsMatchesAscending(t *testing.T) {
 	}
 	if tables["descending"] != tables["ascending"] {
 		t.Errorf("tables differ:\n%s\n%s", tables["descending"], tables["ascending"])
+	}
+}
+
+// indexSQL is how sqlite_schema holds the created_at index, "" when the
+// file has none.
+func indexSQL(t *testing.T, s *Sink) string {
+	t.Helper()
+	var q sql.NullString
+	err := s.db.QueryRow(`SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = 'submissions_form_created'`).Scan(&q)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		t.Fatal(err)
+	}
+	return q.String
+}
+
+// contentRows are n rows of form f keyed by content.
+func contentRows(t *testing.T, f string, n int) []sink.Row {
+	var rows []sink.Row
+	for i := range n {
+		rows = append(rows, row(t, f, nil, t0.Add(-time.Duration(i)*time.Second), false, fmt.Sprintf(`{"n":%d}`, i)))
+	}
+	return rows
+}
+
+// A first load of rows keyed by content drops the created_at index and
+// builds it again in its transaction: the file ends with the index the
+// schema creates, whole, planned for time ranges, and the connection's
+// page cache as it was.
+func TestFirstLoadRebuildsTheCreatedIndex(t *testing.T) {
+	s, _ := open(t)
+	s.db.SetMaxOpenConns(1) // the commit's connection is the one queried
+	want := indexSQL(t, s)
+	if want == "" {
+		t.Fatal("a new file has no created_at index")
+	}
+	c := &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stateOf("old", "n"), Rows: sinktest.Spool(t, contentRows(t, "old", 500)...)}}}
+	tx, err := s.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebuild, err := dropCreatedIndex(t.Context(), tx, c)
+	tx.Rollback()
+	if err != nil || !rebuild {
+		t.Fatalf("a first load does not rebuild the index: %v, %v", rebuild, err)
+	}
+	res, err := s.Commit(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res["old"].Inserted != 500 {
+		t.Errorf("inserted %d, want 500", res["old"].Inserted)
+	}
+	if got := indexSQL(t, s); got != want {
+		t.Errorf("after the load the index is %q, want %q", got, want)
+	}
+	var check string
+	if err := s.db.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Errorf("integrity_check: %q, %v", check, err)
+	}
+	var plan string
+	rows, err := s.db.Query(`EXPLAIN QUERY PLAN SELECT count(*) FROM submissions WHERE form_id = 'old' AND created_at > '2026'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan += detail + "; "
+	}
+	rows.Close()
+	if !strings.Contains(plan, "submissions_form_created") {
+		t.Errorf("a time range is planned as %q", plan)
+	}
+	var cache int
+	if err := s.db.QueryRow(`PRAGMA cache_size`).Scan(&cache); err != nil || cache != -cacheKiB {
+		t.Errorf("cache_size %d after the load, want %d (%v)", cache, -cacheKiB, err)
+	}
+}
+
+// The index is kept by commits that stage fewer rows keyed by content than
+// the table holds, by reconciles, by a backfill's checkpoints and by rows
+// with ids; and a first load refused for a stale revision leaves it too.
+func TestCreatedIndexKept(t *testing.T) {
+	s, _ := open(t)
+	want := indexSQL(t, s)
+	commit(t, s, sink.FormCommit{State: stateOf("old", "n"), Rows: sinktest.Spool(t, contentRows(t, "old", 100)...)})
+	backfill := stateOf("new", "n")
+	backfill.Backfill = &state.Backfill{Since: t0.Add(-time.Hour), Until: t0, StartedAt: t0}
+	for name, fc := range map[string]sink.FormCommit{
+		"fewer rows": {State: stateOf("more", "n"), Rows: sinktest.Spool(t, contentRows(t, "more", 99)...)},
+		"reconcile":  {State: stateOf("old", "n"), Reconcile: true, Rows: sinktest.Spool(t, contentRows(t, "old", 200)...)},
+		"backfill":   {State: backfill, Rows: sinktest.Spool(t, contentRows(t, "new", 200)...)},
+		"ids":        {State: stateOf("ids", "n"), Rows: sinktest.Spool(t, row(t, "ids", ptr(1), t0, false, `{"n":1}`))},
+	} {
+		tx, err := s.db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rebuild, err := dropCreatedIndex(t.Context(), tx, &sink.Commit{Forms: []sink.FormCommit{fc}})
+		tx.Rollback()
+		if err != nil || rebuild {
+			t.Errorf("%s: rebuild %v, %v", name, rebuild, err)
+		}
+	}
+	stale := stateOf("old", "n")
+	stale.Revision = 7
+	_, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stale, Rows: sinktest.Spool(t, contentRows(t, "old", 300)...)}}})
+	if !errors.Is(err, sink.ErrStateConflict) {
+		t.Fatalf("stale commit: %v", err)
+	}
+	if got := indexSQL(t, s); got != want {
+		t.Errorf("after a refused first load the index is %q, want %q", got, want)
 	}
 }
