@@ -119,6 +119,53 @@ func BenchmarkCommitNewestFirst(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*forms*perForm), "ns/row")
 }
 
+// BenchmarkCommitContentKeyed commits one form of 300,000 new rows keyed by
+// content (the older response form: no ids, hash keys), each with its raw
+// JSON, staged newest first, into a fresh file per op (run it with
+// -benchtime=1x): the spool sorts them by key as they are staged, and the
+// commit, a first load, inserts them in key order and builds the created_at
+// index again at its end.
+func BenchmarkCommitContentKeyed(b *testing.B) {
+	const n = 300_000
+	sp, err := sink.NewSpool(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sp.Remove() })
+	for i := range n {
+		fields := fmt.Sprintf(`{"email":"user%d@example.com","message":"hello from a fairly ordinary form submission number %d","name":"User %d"}`, i, i, i)
+		r := row(b, "bench", nil, t0.Add(-time.Duration(i)*time.Second), false, fields)
+		r.Raw = fmt.Sprintf(`{"created_at":%q,"is_spam":false,"fields":%s,"files":[]}`, r.CreatedAt.Format(time.RFC3339Nano), fields)
+		if err := sp.Append(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := sp.Finish(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		s, err := Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		res, err := s.Commit(b.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stateOf("bench", "email", "message", "name"), Rows: sp}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res["bench"].Inserted != n {
+			b.Fatalf("inserted %d, want %d", res["bench"].Inserted, n)
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+}
+
 // BenchmarkCommitAgain commits again, per op, the 100,000 rows a form
 // holds, unchanged: plainly, as a lookback re-reads rows, and as a
 // reconcile, which also records every key and marks the rows not staged

@@ -199,26 +199,32 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 // creates it.
 const createdIndexSQL = `CREATE INDEX submissions_form_created ON submissions (form_id, created_at)`
 
-// indexBuildCacheKiB is the page cache while the index is built: SQLite's
-// sorter takes as much memory again, so both are lowered from the usual
-// 12 MiB to keep the commit's peak where the inserts put it.
+// indexBuildCacheKiB is the page cache while the index is built. SQLite's
+// sorter takes as much memory as the page cache again; at 2 MiB the build
+// keeps the commit's peak RSS near where the inserts put it (60.2-61.1
+// MiB for a million rows, against 62.3-62.7 at 4 MiB, BENCHMARKS.md
+// section 8.3).
 const indexBuildCacheKiB = 2048
 
 // dropCreatedIndex drops the created_at index, in the commit's transaction,
 // when the commit stages at least as many rows keyed by content (the older
-// response form) as the table holds: a first load, whose rebuild scans at
-// most twice the rows it stages. Not for a reconcile, which stages the rows
-// a form holds, nor for a backfill's checkpoint (a form with
-// state.Backfill), one of many commits: the later ones took their rows at
-// random into the rebuilt index, and a backfill of a million rows took
-// 40.4-40.7 s against 28.4-31.8 s without. Their keys are hashes:
-// inserted in key order (sink.Spool.RowsByKey) they grow the table at one
-// edge, but their created_at values come at random, and at a million rows
-// the index took them at random pages far beyond the page cache. Built
-// again after the rows (createCreatedIndex), from one sorted pass, the whole
-// first sync took 0.77x the time (BENCHMARKS.md section 8.3). The statements
-// of a commit never use the index, and readers see it dropped only if the
-// commit fails, which rolls the drop back too.
+// response form) as the table holds: a first load, whose rebuild
+// (createCreatedIndex) scans at most twice the rows it stages.
+//
+// Such rows are keyed by hashes. Read in key order (sink.Spool.RowsByKey)
+// they grow the table at one edge, but their created_at values come at
+// random, and at a million rows the index took them on random pages far
+// beyond the page cache: the inserts took about 18 s. Without the index
+// they took about 7.5 s, and building it again after them, from one sorted
+// pass, about 2.5 s (BENCHMARKS.md section 8.3).
+//
+// Not for a reconcile, which stages the rows a form holds, nor for a
+// backfill's checkpoint (a form with state.Backfill), one of many commits
+// that would take their created_at values at random into the rebuilt index
+// anyway: allowed there, two backfills of a million rows took 40.4 and
+// 40.7 s against 28.4 and 31.8 s without. The statements of a commit never
+// use the index, and readers never see it missing: the drop and the build
+// are in one transaction, and a failed commit rolls both back.
 func dropCreatedIndex(ctx context.Context, tx *sql.Tx, c *sink.Commit) (bool, error) {
 	var staged int64
 	for _, fc := range c.Forms {
@@ -593,8 +599,8 @@ func upsertRows(ctx context.Context, st *commitStmts, fc sink.FormCommit, synced
 	// Rows keyed by content carry hashes for keys, in no order related to
 	// the reading; read in key order (the spool sorts them as they are
 	// staged), they grow the table's B-tree at one edge too, and only the
-	// created_at index takes them at random (a million into an empty
-	// table in 0.58x the time, BENCHMARKS.md section 8.3). Without ids, no
+	// created_at index takes them at random (a first sync of a million
+	// took 32 s instead of 55, BENCHMARKS.md section 8.3). Without ids, no
 	// row is re-keyed, and rows under one key keep their order.
 	rows := fc.Rows.Rows()
 	switch {
