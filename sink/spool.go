@@ -155,7 +155,10 @@ func (s *Spool) Finish() error {
 }
 
 // Open returns the staged NDJSON from the start. The caller closes it.
-func (s *Spool) Open() (io.ReadCloser, error) {
+func (s *Spool) Open() (io.ReadCloser, error) { return s.reopen() }
+
+// reopen opens the staged file for reading, once the spool is finished.
+func (s *Spool) reopen() (*os.File, error) {
 	if !s.done {
 		return nil, errors.New("spool: open before finish")
 	}
@@ -211,13 +214,9 @@ const reverseChunk = 64 << 10
 // memory does not grow with the spool.
 func (s *Spool) RowsReversed() iter.Seq2[Row, error] {
 	return func(yield func(Row, error) bool) {
-		if !s.done {
-			yield(Row{}, errors.New("spool: open before finish"))
-			return
-		}
-		f, err := os.Open(s.f.Name())
+		f, err := s.reopen()
 		if err != nil {
-			yield(Row{}, fmt.Errorf("spool: reopening: %w", err))
+			yield(Row{}, err)
 			return
 		}
 		defer f.Close()

@@ -95,9 +95,6 @@ func (s *Spool) flushRun() error {
 func (s *Spool) RowsByKey() iter.Seq2[Row, error] {
 	return func(yield func(Row, error) bool) {
 		switch {
-		case !s.done:
-			yield(Row{}, errors.New("spool: open before finish"))
-			return
 		case !s.OnlyContentKeys():
 			if s.n > 0 {
 				yield(Row{}, errors.New("spool: rows with ids cannot be read in key order"))
@@ -111,9 +108,9 @@ func (s *Spool) RowsByKey() iter.Seq2[Row, error] {
 			}
 			return
 		}
-		f, err := os.Open(s.f.Name())
+		f, err := s.reopen()
 		if err != nil {
-			yield(Row{}, fmt.Errorf("spool: reopening: %w", err))
+			yield(Row{}, err)
 			return
 		}
 		defer f.Close()

@@ -62,6 +62,24 @@ func benchCommit(b *testing.B, rowsPerOp int) {
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
 }
 
+// commitFresh commits forms into a new file, timing the commit only.
+func commitFresh(b *testing.B, forms []sink.FormCommit) sink.Result {
+	b.StopTimer()
+	s, err := Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StartTimer()
+	res, err := s.Commit(b.Context(), &sink.Commit{SyncedAt: t0, Forms: forms})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	s.Close()
+	b.StartTimer()
+	return res
+}
+
 // BenchmarkCommit commits 10,000 new rows of one form per op into a growing
 // table.
 func BenchmarkCommit(b *testing.B) { benchCommit(b, 10_000) }
@@ -96,25 +114,14 @@ func BenchmarkCommitNewestFirst(b *testing.B) {
 		b.Cleanup(func() { sp.Remove() })
 		spools[f] = sp
 	}
+	var commits []sink.FormCommit
+	for f, sp := range spools {
+		commits = append(commits, sink.FormCommit{State: stateOf(fmt.Sprintf("form%d", f), "email", "message", "name"), Rows: sp})
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		b.StopTimer()
-		s, err := Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		c := &sink.Commit{SyncedAt: t0}
-		for f, sp := range spools {
-			c.Forms = append(c.Forms, sink.FormCommit{State: stateOf(fmt.Sprintf("form%d", f), "email", "message", "name"), Rows: sp})
-		}
-		b.StartTimer()
-		if _, err := s.Commit(b.Context(), c); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		s.Close()
-		b.StartTimer()
+		commitFresh(b, commits)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*forms*perForm), "ns/row")
 }
@@ -143,25 +150,13 @@ func BenchmarkCommitContentKeyed(b *testing.B) {
 	if err := sp.Finish(); err != nil {
 		b.Fatal(err)
 	}
+	forms := []sink.FormCommit{{State: stateOf("bench", "email", "message", "name"), Rows: sp}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		b.StopTimer()
-		s, err := Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		res, err := s.Commit(b.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stateOf("bench", "email", "message", "name"), Rows: sp}}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if res["bench"].Inserted != n {
+		if res := commitFresh(b, forms); res["bench"].Inserted != n {
 			b.Fatalf("inserted %d, want %d", res["bench"].Inserted, n)
 		}
-		b.StopTimer()
-		s.Close()
-		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
 }
