@@ -14,10 +14,10 @@
 // or none of it.
 //
 // A Spool gives its rows back in the order they were staged, with one
-// exception: while every row of a spool is keyed by content (the older
-// response form), it writes them sorted by key a MiB at a time, and
-// RowsByKey merges those runs into one key order, in which SQLite inserts
-// them at one edge of its table. Rows under one key always keep the order
+// exception: asked to (SortContentKeys), while every row of a spool is
+// keyed by content (the older response form), it writes them sorted by key
+// a MiB at a time, and RowsByKey merges those runs into one key order, in
+// which SQLite inserts them at one edge of its table. Rows under one key always keep the order
 // they were staged in, which is all that upserts depend on.
 //
 // A Row's fields and files are canonical JSON (AppendCanonical: keys sorted,

@@ -51,11 +51,12 @@ type Spool struct {
 	byContent bool
 	// withID says that some row so far has an id.
 	withID bool
-	// While every row is keyed by content, rows are gathered in run and
-	// written sorted by key, a run at a time (spoolsort.go); runs says
-	// where each went.
-	run  runBuffer
-	runs []fileRun
+	// With sortKeys set (SortContentKeys), while every row is keyed by
+	// content, rows are gathered in run and written sorted by key, a run
+	// at a time (spoolsort.go); runs says where each went.
+	sortKeys bool
+	run      runBuffer
+	runs     []fileRun
 	// written is how many bytes went to w.
 	written int64
 }
@@ -81,7 +82,7 @@ func (s *Spool) Append(r Row) error {
 	}
 	s.line = appendWireRow(s.line[:0], r)
 	s.size += int64(len(s.line))
-	if r.SubmissionID == nil && !s.withID {
+	if s.sortKeys && r.SubmissionID == nil && !s.withID {
 		if err := s.addToRun(s.line); err != nil {
 			return err
 		}
@@ -169,11 +170,12 @@ func (s *Spool) reopen() (*os.File, error) {
 	return f, nil
 }
 
-// Rows reads the staged rows back in the order they were appended, but for
-// rows keyed by content staged before any row with an id: those are
-// written sorted by key a few MiB at a time (RowsByKey). Rows under one key
-// always keep the order they were staged in, and so does every row with an
-// id, before and after the others.
+// Rows reads the staged rows back in the order they were appended, but, in
+// a spool that sorts them (SortContentKeys), for rows keyed by content
+// staged before any row with an id: those are written sorted by key a MiB
+// at a time (RowsByKey). Rows under one key always keep the order they were
+// staged in, and so does every row with an id, before and after the
+// others.
 func (s *Spool) Rows() iter.Seq2[Row, error] {
 	return func(yield func(Row, error) bool) {
 		var p wireParser

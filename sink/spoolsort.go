@@ -14,9 +14,10 @@ import (
 
 // Rows keyed by content carry hashes for keys, in no order related to the
 // order they are read in, and a table keyed by them is written all over
-// when they are inserted as read. So, while every row of a spool is keyed
-// by content, the spool gathers its rows in memory, sortRunBytes at a time,
-// and writes each such run sorted by key; RowsByKey merges the runs. The
+// when they are inserted as read. So, when asked (SortContentKeys), while
+// every row of a spool is keyed by content, the spool gathers its rows in
+// memory, sortRunBytes at a time, and writes each such run sorted by key;
+// RowsByKey merges the runs. The
 // sorting happens while the rows are read from the API, the merge reads the
 // spool file once, and no other file is written. A million rows of the
 // older response form are some 700 runs, read 4 KiB at a time each.
@@ -43,10 +44,20 @@ type runLine struct {
 	keyOff, keyLen int
 }
 
+// SortContentKeys makes the spool write rows keyed by content sorted by
+// key, in runs that RowsByKey merges, for as long as no row with an id is
+// staged: for a destination that inserts rows faster in key order. Call it
+// before the first Append.
+func (s *Spool) SortContentKeys() { s.sortKeys = true }
+
 // OnlyContentKeys reports whether the spool holds rows and none of them has
-// an id: every row is keyed by its content, rows under different keys do
-// not depend on each other's order, and RowsByKey can read them.
+// an id: every row is keyed by its content, and rows under different keys
+// do not depend on each other's order.
 func (s *Spool) OnlyContentKeys() bool { return s.n > 0 && !s.withID }
+
+// KeyOrdered reports whether RowsByKey can read the spool: it sorts rows
+// keyed by content, and holds nothing else.
+func (s *Spool) KeyOrdered() bool { return s.sortKeys && s.OnlyContentKeys() }
 
 // addToRun adds a line to the run, writing the run first when the line
 // would make it longer than sortRunBytes.
@@ -89,15 +100,15 @@ func (s *Spool) flushRun() error {
 
 // RowsByKey reads the staged rows back ordered by submission key; rows
 // staged under one key keep the order they were staged in. Only a spool
-// that holds nothing but rows keyed by content (OnlyContentKeys) can be
-// read so; a commit of such rows reads them this way so that the table's
+// that sorts rows keyed by content and holds nothing else (KeyOrdered) can
+// be read so; a commit of such rows reads them this way so that the table's
 // B-tree grows at one edge rather than being written all over.
 func (s *Spool) RowsByKey() iter.Seq2[Row, error] {
 	return func(yield func(Row, error) bool) {
 		switch {
-		case !s.OnlyContentKeys():
+		case !s.KeyOrdered():
 			if s.n > 0 {
-				yield(Row{}, errors.New("spool: rows with ids cannot be read in key order"))
+				yield(Row{}, errors.New("spool: rows not staged in key order cannot be read in it"))
 			}
 			return
 		case len(s.runs) == 1:

@@ -37,13 +37,15 @@ func contentRows(n int) []Row {
 	return rows
 }
 
-// stage stages rows in a new spool in dir.
+// stage stages rows in a new spool in dir that sorts rows keyed by
+// content.
 func stage(t *testing.T, dir string, rows []Row) *Spool {
 	t.Helper()
 	s, err := NewSpool(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.SortContentKeys()
 	t.Cleanup(func() { s.Remove() })
 	for _, r := range rows {
 		if err := s.Append(r); err != nil {
@@ -198,18 +200,57 @@ func TestOnlyContentKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Remove()
+	s.SortContentKeys()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if s.OnlyContentKeys() {
+	if s.OnlyContentKeys() || s.KeyOrdered() {
 		t.Error("an empty spool holds only content keys")
 	}
 	s.Append(Row{FormID: "f", SubmissionKey: "c", CreatedAt: at, Fields: "{}", Files: "[]"})
-	if !s.OnlyContentKeys() {
+	if !s.OnlyContentKeys() || !s.KeyOrdered() {
 		t.Error("a row without id: not only content keys")
 	}
 	id := int64(7)
 	s.Append(Row{FormID: "f", SubmissionID: &id, SubmissionKey: "7", CreatedAt: at, Fields: "{}", Files: "[]"})
-	if s.OnlyContentKeys() {
+	if s.OnlyContentKeys() || s.KeyOrdered() {
 		t.Error("a row with an id: still only content keys")
+	}
+}
+
+// A spool not asked to sort keeps rows keyed by content in the order they
+// were staged, and cannot be read in key order.
+func TestSpoolSortsOnlyWhenAsked(t *testing.T) {
+	withSortRun(t, 4<<10)
+	s, err := NewSpool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Remove()
+	rows := contentRows(100)
+	for _, r := range rows {
+		if err := s.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if !s.OnlyContentKeys() || s.KeyOrdered() {
+		t.Errorf("OnlyContentKeys %v, KeyOrdered %v", s.OnlyContentKeys(), s.KeyOrdered())
+	}
+	var got []Row
+	for r, err := range s.Rows() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	if !reflect.DeepEqual(got, rows) {
+		t.Error("rows keyed by content not read back in the order staged")
+	}
+	for _, err := range s.RowsByKey() {
+		if err == nil {
+			t.Fatal("RowsByKey read a spool that was not sorted")
+		}
 	}
 }
 

@@ -207,7 +207,7 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	if b.opts.DryRun || rep.FirstPage == 0 {
 		return nil
 	}
-	if b.spool, err = sink.NewSpool(b.e.cfg.TmpDir); err != nil {
+	if b.spool, err = b.e.newSpool(); err != nil {
 		return fmt.Errorf("form %s: %w", b.old.FormID, err)
 	}
 	w := &walker{r: b.formRun, span: win.span(), onPage: func(ctx context.Context, page int) error {
@@ -406,7 +406,7 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 		return b.settle(rep, 0)
 	}
 	var err error
-	if b.spool, err = sink.NewSpool(b.e.cfg.TmpDir); err != nil {
+	if b.spool, err = b.e.newSpool(); err != nil {
 		return fmt.Errorf("form %s: %w", b.old.FormID, err)
 	}
 	return nil

@@ -90,6 +90,10 @@ type Config struct {
 	// commits every form's rows at the end of the run, in one commit. A
 	// reconcile never commits in parts.
 	PartRows int
+	// SortContentKeys stages rows keyed by content (the older response
+	// form) sorted by key, a MiB at a time (sink.Spool.SortContentKeys),
+	// for a sink that inserts them faster in key order: SQLite.
+	SortContentKeys bool
 }
 
 func (c Config) withDefaults() Config {
@@ -697,4 +701,13 @@ func (e *Engine) logReport(rep *Report) {
 	default:
 		log.Info("sync finished", attrs...)
 	}
+}
+
+// newSpool creates an empty spool in the configured directory.
+func (e *Engine) newSpool() (*sink.Spool, error) {
+	sp, err := sink.NewSpool(e.cfg.TmpDir)
+	if err == nil && e.cfg.SortContentKeys {
+		sp.SortContentKeys()
+	}
+	return sp, err
 }

@@ -176,7 +176,7 @@ func (r *formRun) handOff() error {
 	if err := r.spool.Finish(); err != nil {
 		return fmt.Errorf("form %s: %w", r.old.FormID, err)
 	}
-	next, err := sink.NewSpool(r.e.cfg.TmpDir)
+	next, err := r.e.newSpool()
 	if err != nil {
 		return fmt.Errorf("form %s: %w", r.old.FormID, err)
 	}

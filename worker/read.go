@@ -84,7 +84,7 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, par
 		r.err = err
 		return r
 	}
-	spool, err := sink.NewSpool(e.cfg.TmpDir)
+	spool, err := e.newSpool()
 	if err != nil {
 		r.err = fmt.Errorf("form %s: %w", st.FormID, err)
 		return r

@@ -74,6 +74,8 @@ func newHarness(t *testing.T, opts apisim.Options, s enginetest.Sink) *enginetes
 	t.Helper()
 	h := enginetest.NewHarness(t, opts, s)
 	h.Config.PartRows = partsOf(s)
+	// As the command runs a sync into SQLite.
+	h.Config.SortContentKeys = h.Config.PartRows > 0
 	return h
 }
 

@@ -94,6 +94,7 @@ func spoolIn(t testing.TB, dir string, rows ...sink.Row) *sink.Spool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sp.SortContentKeys() // as the engine stages for SQLite; other sinks take either
 	t.Cleanup(func() { sp.Remove() })
 	for _, r := range rows {
 		if err := sp.Append(r); err != nil {

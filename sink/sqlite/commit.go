@@ -597,16 +597,17 @@ func upsertRows(ctx context.Context, st *commitStmts, fc sink.FormCommit, synced
 	// some are re-keyed from content keys, which only a form holding such
 	// rows does.
 	// Rows keyed by content carry hashes for keys, in no order related to
-	// the reading; read in key order (the spool sorts them as they are
-	// staged), they grow the table's B-tree at one edge too, and only the
-	// created_at index takes them at random (a first sync of a million
-	// took 32 s instead of 55, BENCHMARKS.md section 8.3). Without ids, no
-	// row is re-keyed, and rows under one key keep their order.
+	// the reading. Read in key order (the spools the command stages for
+	// SQLite sort them, worker.Config.SortContentKeys), they grow the
+	// table's B-tree at one edge too, and only the created_at index takes
+	// them at random (a first sync of a million took 32 s instead of 55,
+	// BENCHMARKS.md section 8.3). Without ids, no row is re-keyed, and rows
+	// under one key keep their order.
 	rows := fc.Rows.Rows()
 	switch {
 	case !hasLegacy && fc.Rows.DescendingIDs():
 		rows = fc.Rows.RowsReversed()
-	case fc.Rows.OnlyContentKeys():
+	case fc.Rows.KeyOrdered():
 		rows = fc.Rows.RowsByKey()
 	}
 	n := 0
