@@ -197,6 +197,49 @@ func (s *Spool) Rows() iter.Seq2[Row, error] {
 	}
 }
 
+// lines yields the staged lines in the order they are in the file, each
+// valid until the next.
+func (s *Spool) lines() iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		rc, err := s.Open()
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer rc.Close()
+		br := bufio.NewReaderSize(rc, 64<<10)
+		var long []byte
+		for {
+			line, err := readLine(br, &long)
+			if len(line) > 0 && !yield(line, nil) {
+				return
+			}
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(nil, fmt.Errorf("spool: reading: %w", err))
+				return
+			}
+		}
+	}
+}
+
+// readLine reads one line of br, '\n' included; a line longer than br's
+// buffer is assembled in *long.
+func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	*long = append((*long)[:0], line...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = br.ReadSlice('\n')
+		*long = append(*long, line...)
+	}
+	return *long, err
+}
+
 // DescendingIDs reports whether every staged row has an id and each id is
 // below the one staged before it: then no submission is staged twice, and
 // RowsReversed yields the rows in ascending id order. A first sync reads a

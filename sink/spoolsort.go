@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"bufio"
 	"bytes"
 	"container/heap"
 	"errors"
@@ -243,49 +242,6 @@ func (h *mergeHeap) Pop() any {
 	c := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return c
-}
-
-// lines yields the staged lines in the order they are in the file, each
-// valid until the next.
-func (s *Spool) lines() iter.Seq2[[]byte, error] {
-	return func(yield func([]byte, error) bool) {
-		rc, err := s.Open()
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		defer rc.Close()
-		br := bufio.NewReaderSize(rc, 64<<10)
-		var long []byte
-		for {
-			line, err := readLine(br, &long)
-			if len(line) > 0 && !yield(line, nil) {
-				return
-			}
-			if errors.Is(err, io.EOF) {
-				return
-			}
-			if err != nil {
-				yield(nil, fmt.Errorf("spool: reading: %w", err))
-				return
-			}
-		}
-	}
-}
-
-// readLine reads one line of br, '\n' included; a line longer than br's
-// buffer is assembled in *long.
-func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
-	if !errors.Is(err, bufio.ErrBufferFull) {
-		return line, err
-	}
-	*long = append((*long)[:0], line...)
-	for errors.Is(err, bufio.ErrBufferFull) {
-		line, err = br.ReadSlice('\n')
-		*long = append(*long, line...)
-	}
-	return *long, err
 }
 
 // wireKeyTag precedes the submission key in a line appendWireRow wrote.
