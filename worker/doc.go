@@ -17,7 +17,9 @@
 //     PartRows rows of a form are handed to a goroutine that commits them
 //     (a part: rows and field names, no watermark) while the form is read
 //     on, one part at a time in the order handed over; a form whose part
-//     is not committed fails, watermark kept.
+//     is not committed fails, watermark kept. With Config.SortContentKeys
+//     set, a spool of rows keyed by content keeps them sorted by key, a
+//     MiB at a time (sink.Spool.SortContentKeys).
 //  3. Commit every form's rows (those not committed in parts) and new
 //     state at once. A form that failed records its error and keeps its
 //     watermark; the others commit. When the sink refuses the commit
