@@ -5,7 +5,6 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"os"
 	"slices"
@@ -218,7 +217,8 @@ func (c *runCursor) next() (bool, error) {
 			c.buf = append(c.buf, make([]byte, len(c.buf))...)
 		}
 		n := int(min(int64(len(c.buf)-c.w), c.end-c.off))
-		if _, err := c.f.ReadAt(c.buf[c.w:c.w+n], c.off); err != nil && !errors.Is(err, io.EOF) {
+		// A short read (io.EOF) means the file lost bytes the run had.
+		if _, err := c.f.ReadAt(c.buf[c.w:c.w+n], c.off); err != nil {
 			return false, fmt.Errorf("spool: reading a sorted run: %w", err)
 		}
 		c.w += n

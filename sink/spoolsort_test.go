@@ -281,3 +281,19 @@ func onlySpool(t *testing.T, dir string, s *Spool) {
 		t.Errorf("files left in the spool's directory: %v", names)
 	}
 }
+
+// A spool file cut short under its runs is an error, not fewer rows.
+func TestRowsByKeyReportsATruncatedFile(t *testing.T) {
+	withSortRun(t, 4<<10)
+	s, _ := contentSpool(t, t.TempDir(), 100)
+	if err := os.Truncate(s.f.Name(), s.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	for _, err := range s.RowsByKey() {
+		last = err
+	}
+	if last == nil || !strings.Contains(last.Error(), "reading a sorted run") {
+		t.Errorf("error %v, want one about reading a sorted run", last)
+	}
+}
