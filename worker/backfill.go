@@ -33,10 +33,26 @@ func (w Window) span() span {
 
 // DefaultCheckpointRows is BackfillOptions.CheckpointRows when zero, but
 // for rows keyed by id when Config.PartRows is set: then a backfill
-// checkpoints every PartRows rows, as a sync commits its parts. Rows keyed
-// by content keep DefaultCheckpointRows: their hash keys land all over the
-// table, and each checkpoint rewrites pages the one before wrote.
+// checkpoints every PartRows rows, as a sync commits its parts.
+//
+// Rows keyed by content (the older response form) are keyed by hashes that
+// land all over the table, so a checkpoint rewrites pages the one before
+// wrote. Into a sink that takes them in key order (Config.SortContentKeys:
+// SQLite) a checkpoint of such rows waits, past DefaultCheckpointRows, until
+// CheckpointInterval has gone by since the checkpoint before, or it holds
+// MaxCheckpointRows: a form read within the interval loads in one commit, as
+// a sync loads it, and an interrupted backfill reads again at most that
+// interval's reading (or DefaultCheckpointRows rows, if they took longer).
 const DefaultCheckpointRows = 50_000
+
+// CheckpointInterval and MaxCheckpointRows bound a backfill's checkpoint of
+// rows keyed by content into a sink that sorts them (see
+// DefaultCheckpointRows). MaxCheckpointRows of the older response form
+// stage some 700 MB.
+const (
+	CheckpointInterval = time.Minute
+	MaxCheckpointRows  = 1_000_000
+)
 
 // BackfillOptions tunes one backfill.
 type BackfillOptions struct {
@@ -112,6 +128,7 @@ func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptio
 		return nil, err
 	}
 	b := &backfill{formRun: e.newRun(st), opts: opts}
+	b.lastCheckpoint = b.start
 	b.onStaged = b.staged
 	rep := &BackfillReport{FormID: formID}
 	defer func() {
@@ -158,6 +175,9 @@ type backfill struct {
 	// queue are the checkpoints waiting for their commit, or being
 	// committed, while the walk reads on; oldest first.
 	queue []*pendingCheckpoint
+	// lastCheckpoint is when the last checkpoint was queued, or the
+	// backfill started.
+	lastCheckpoint time.Time
 }
 
 func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
@@ -215,7 +235,7 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 		if b.opts.Progress != nil {
 			b.opts.Progress(b.progress(rep.PagesToRead()))
 		}
-		if b.spool.Len() >= b.checkpointRows() {
+		if b.checkpointDue() {
 			return b.checkpoint(ctx, rep, false)
 		}
 		return nil
@@ -233,16 +253,31 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	return b.checkpoint(ctx, rep, true)
 }
 
-// checkpointRows is how many staged rows make a checkpoint.
-func (b *backfill) checkpointRows() int {
+// checkpointDue reports whether the rows staged make a checkpoint (see
+// DefaultCheckpointRows).
+func (b *backfill) checkpointDue() bool {
+	n := b.spool.Len()
 	switch {
 	case b.opts.CheckpointRows > 0:
-		return b.opts.CheckpointRows
-	case b.e.cfg.PartRows > 0 && !b.spool.ByContent():
-		return b.e.cfg.PartRows
+		return n >= b.opts.CheckpointRows
+	case !b.spool.ByContent() && b.e.cfg.PartRows > 0:
+		return n >= b.e.cfg.PartRows
+	case !b.spool.ByContent():
+		return n >= DefaultCheckpointRows
+	case n < contentCheckpointRows:
+		return false
+	case !b.e.cfg.SortContentKeys:
+		return true
 	}
-	return DefaultCheckpointRows
+	return n >= maxContentCheckpointRows || b.e.cfg.Now().Sub(b.lastCheckpoint) >= CheckpointInterval
 }
+
+// contentCheckpointRows and maxContentCheckpointRows are
+// DefaultCheckpointRows and MaxCheckpointRows, smaller in tests.
+var (
+	contentCheckpointRows    = DefaultCheckpointRows
+	maxContentCheckpointRows = MaxCheckpointRows
+)
 
 func (b *backfill) forwardWalk() bool { return b.order != state.OrderOldestFirst }
 
@@ -398,6 +433,7 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 		p.prev = b.queue[n-1]
 	}
 	b.queue = append(b.queue, p)
+	b.lastCheckpoint = b.e.cfg.Now()
 	b.spool = nil
 	// The walk reads on while the checkpoint is committed, after the ones
 	// before it.

@@ -82,7 +82,9 @@
 // walks them the same way, newest to oldest in both orders, committing
 // every BackfillOptions.CheckpointRows rows with its progress (a cursor:
 // the oldest created_at reached), so that an interrupted backfill resumes
-// there. A whole-form backfill that read a form holding still moves the
+// there. By default, checkpoints of rows keyed by content into a sink that
+// takes them in key order hold CheckpointInterval of reading each
+// (DefaultCheckpointRows). A whole-form backfill that read a form holding still moves the
 // watermark forward, never back.
 //
 // # What is not trusted

@@ -263,3 +263,43 @@ func TestBackfillCheckpointsFollowParts(t *testing.T) {
 		})
 	}
 }
+
+// TestBackfillCheckpointsOfContentKeysWait: into a sink that takes rows
+// keyed by content in key order (Config.SortContentKeys), a backfill's
+// checkpoint of such rows waits until worker.CheckpointInterval has gone by
+// since the one before, or until it holds the most rows allowed.
+func TestBackfillCheckpointsOfContentKeysWait(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		sorted      bool
+		most        int
+		step        time.Duration // the clock's move on every reading of it
+		checkpoints int
+	}{
+		// 300 rows read at once: one commit, as a sync.
+		{"sorted", true, 1000, 0, 1},
+		// 12 pages of 25: 100 rows in each of three checkpoints, and none
+		// left for the final one.
+		{"sorted, at most 100", true, 100, 0, 4},
+		// Every page makes a checkpoint, and the final one holds nothing.
+		{"sorted, a minute a page", true, 1000, worker.CheckpointInterval, 13},
+		{"unsorted", false, 1000, 0, 13},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			worker.SetContentCheckpointRows(t, 10, c.most)
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 48, Variant: apisim.Older, Forms: []string{"f"}, SubmissionsPerForm: 300}, memSink(t))
+			h.Config.PartRows = 30
+			h.Config.SortContentKeys = c.sorted
+			now := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+			h.Config.Now = func() time.Time { now = now.Add(c.step); return now }
+			rep, err := h.Engine().Backfill(t.Context(), "f", worker.BackfillOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Checkpoints != c.checkpoints || rep.Inserted != 300 {
+				t.Errorf("%d checkpoints, %d inserted; want %d, 300", rep.Checkpoints, rep.Inserted, c.checkpoints)
+			}
+			h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", apisim.Older))
+		})
+	}
+}

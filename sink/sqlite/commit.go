@@ -218,17 +218,15 @@ const indexBuildCacheKiB = 2048
 // they took about 7.5 s, and building it again after them, from one sorted
 // pass, about 2.5 s (BENCHMARKS.md section 8.3).
 //
-// Not for a reconcile, which stages the rows a form holds, nor for a
-// backfill's checkpoint (a form with state.Backfill), one of many commits
-// that would take their created_at values at random into the rebuilt index
-// anyway: allowed there, two backfills of a million rows took 40.4 and
-// 40.7 s against 28.4 and 31.8 s without. The statements of a commit never
-// use the index, and readers never see it missing: the drop and the build
-// are in one transaction, and a failed commit rolls both back.
+// Not for a reconcile, which stages the rows a form holds. A backfill's
+// checkpoint qualifies by the same count (its first, or its only one when
+// the form is read within worker.CheckpointInterval). The statements of a commit never use the index, and readers never
+// see it missing: the drop and the build are in one transaction, and a
+// failed commit rolls both back.
 func dropCreatedIndex(ctx context.Context, tx *sql.Tx, c *sink.Commit) (bool, error) {
 	var staged int64
 	for _, fc := range c.Forms {
-		if fc.Reconcile || fc.State.Backfill != nil {
+		if fc.Reconcile {
 			return false, nil
 		}
 		if fc.Rows != nil && fc.Rows.OnlyContentKeys() {

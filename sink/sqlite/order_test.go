@@ -137,8 +137,10 @@ func TestFirstLoadRebuildsTheCreatedIndex(t *testing.T) {
 }
 
 // The index is kept by commits that stage fewer rows keyed by content than
-// the table holds, by reconciles, by a backfill's checkpoints and by rows
-// with ids; and a first load refused for a stale revision leaves it too.
+// the table holds (a backfill's checkpoint among them), by reconciles and
+// by rows with ids; and a first load refused for a stale revision leaves
+// it too. A backfill's checkpoint of as many rows as the table holds
+// rebuilds it.
 func TestCreatedIndexKept(t *testing.T) {
 	s, _ := open(t)
 	want := indexSQL(t, s)
@@ -148,7 +150,7 @@ func TestCreatedIndexKept(t *testing.T) {
 	for name, fc := range map[string]sink.FormCommit{
 		"fewer rows": {State: stateOf("more", "n"), Rows: sinktest.Spool(t, contentRows(t, "more", 99)...)},
 		"reconcile":  {State: stateOf("old", "n"), Reconcile: true, Rows: sinktest.Spool(t, contentRows(t, "old", 200)...)},
-		"backfill":   {State: backfill, Rows: sinktest.Spool(t, contentRows(t, "new", 200)...)},
+		"backfill":   {State: backfill, Rows: sinktest.Spool(t, contentRows(t, "new", 99)...)},
 		"ids":        {State: stateOf("ids", "n"), Rows: sinktest.Spool(t, row(t, "ids", ptr(1), t0, false, `{"n":1}`))},
 	} {
 		tx, err := s.db.Begin()
@@ -161,9 +163,18 @@ func TestCreatedIndexKept(t *testing.T) {
 			t.Errorf("%s: rebuild %v, %v", name, rebuild, err)
 		}
 	}
+	tx, err := s.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebuild, err := dropCreatedIndex(t.Context(), tx, &sink.Commit{Forms: []sink.FormCommit{{State: backfill, Rows: sinktest.Spool(t, contentRows(t, "new", 100)...)}}})
+	tx.Rollback()
+	if err != nil || !rebuild {
+		t.Errorf("a backfill checkpoint of as many rows as stored: rebuild %v, %v", rebuild, err)
+	}
 	stale := stateOf("old", "n")
 	stale.Revision = 7
-	_, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stale, Rows: sinktest.Spool(t, contentRows(t, "old", 300)...)}}})
+	_, err = s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: stale, Rows: sinktest.Spool(t, contentRows(t, "old", 300)...)}}})
 	if !errors.Is(err, sink.ErrStateConflict) {
 		t.Fatalf("stale commit: %v", err)
 	}

@@ -56,8 +56,8 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	fs.Var(&since, "since", "re-read submissions created at or after this time (RFC 3339 or YYYY-MM-DD)")
 	fs.Var(&until, "until", "re-read submissions created at or before this time; a date includes its whole day, a time in seconds its whole second")
 	dry := fs.Bool("dry-run", false, "locate the window and say what would be read, without reading or writing")
-	checkpoint := fs.Int("checkpoint-rows", 0, fmt.Sprintf("commit (and record progress) every this many rows (default %d into SQLite, %d into BigQuery or for submissions without ids)",
-		worker.DefaultPartRows, worker.DefaultCheckpointRows))
+	checkpoint := fs.Int("checkpoint-rows", 0, fmt.Sprintf("commit (and record progress) every this many rows (default %d into SQLite, %d into BigQuery or for submissions without ids; into SQLite those also wait for %.0f s of reading, or %d rows)",
+		worker.DefaultPartRows, worker.DefaultCheckpointRows, worker.CheckpointInterval.Seconds(), worker.MaxCheckpointRows))
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
