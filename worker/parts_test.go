@@ -241,53 +241,39 @@ func TestContentKeyedRowsAreNotCommittedInParts(t *testing.T) {
 	h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Older))
 }
 
-// TestBackfillCheckpointsFollowParts: without an explicit CheckpointRows a
-// backfill checkpoints every Config.PartRows rows keyed by id, but rows
-// keyed by content only every DefaultCheckpointRows.
-func TestBackfillCheckpointsFollowParts(t *testing.T) {
-	for _, c := range []struct {
-		v           apisim.Variant
-		checkpoints int
-	}{{apisim.Newer, 4}, {apisim.Older, 1}} {
-		t.Run(c.v.String(), func(t *testing.T) {
-			h := enginetest.NewHarness(t, apisim.Options{Seed: 47, Variant: c.v, Forms: []string{"f"}, SubmissionsPerForm: 100}, memSink(t))
-			h.Config.PartRows = 30
-			rep, err := h.Engine().Backfill(t.Context(), "f", worker.BackfillOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep.Checkpoints != c.checkpoints || rep.Inserted != 100 {
-				t.Errorf("%d checkpoints, %d inserted; want %d, 100", rep.Checkpoints, rep.Inserted, c.checkpoints)
-			}
-			h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", c.v))
-		})
-	}
-}
-
-// TestBackfillCheckpointsOfContentKeysWait: into a sink that takes rows
-// keyed by content in key order (Config.SortContentKeys), a backfill's
-// checkpoint of such rows waits until worker.CheckpointInterval has gone by
-// since the one before, or until it holds the most rows allowed.
-func TestBackfillCheckpointsOfContentKeysWait(t *testing.T) {
+// TestBackfillCheckpoints: without an explicit CheckpointRows a backfill
+// checkpoints every Config.PartRows rows keyed by id. Rows keyed by content
+// checkpoint past a least count of rows (DefaultCheckpointRows, 10 here),
+// and, into a sink that takes them in key order (Config.SortContentKeys),
+// only once worker.CheckpointInterval has gone by since the checkpoint
+// before, or once they are the most allowed (MaxCheckpointRows).
+func TestBackfillCheckpoints(t *testing.T) {
 	for _, c := range []struct {
 		name        string
+		newer       bool
 		sorted      bool
 		most        int
 		step        time.Duration // the clock's move on every reading of it
 		checkpoints int
 	}{
+		// Parts of 30 rows: 30, 60, 90 ... 300, and an empty final one.
+		{"ids", true, true, 1000, 0, 11},
 		// 300 rows read at once: one commit, as a sync.
-		{"sorted", true, 1000, 0, 1},
+		{"sorted", false, true, 1000, 0, 1},
 		// 12 pages of 25: 100 rows in each of three checkpoints, and none
 		// left for the final one.
-		{"sorted, at most 100", true, 100, 0, 4},
+		{"sorted, at most 100", false, true, 100, 0, 4},
 		// Every page makes a checkpoint, and the final one holds nothing.
-		{"sorted, a minute a page", true, 1000, worker.CheckpointInterval, 13},
-		{"unsorted", false, 1000, 0, 13},
+		{"sorted, a minute a page", false, true, 1000, worker.CheckpointInterval, 13},
+		{"unsorted", false, false, 1000, 0, 13},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			worker.SetContentCheckpointRows(t, 10, c.most)
-			h := enginetest.NewHarness(t, apisim.Options{Seed: 48, Variant: apisim.Older, Forms: []string{"f"}, SubmissionsPerForm: 300}, memSink(t))
+			v := apisim.Older
+			if c.newer {
+				v = apisim.Newer
+			}
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 48, Variant: v, Forms: []string{"f"}, SubmissionsPerForm: 300}, memSink(t))
 			h.Config.PartRows = 30
 			h.Config.SortContentKeys = c.sorted
 			now := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
@@ -299,7 +285,7 @@ func TestBackfillCheckpointsOfContentKeysWait(t *testing.T) {
 			if rep.Checkpoints != c.checkpoints || rep.Inserted != 300 {
 				t.Errorf("%d checkpoints, %d inserted; want %d, 300", rep.Checkpoints, rep.Inserted, c.checkpoints)
 			}
-			h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", apisim.Older))
+			h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", v))
 		})
 	}
 }
