@@ -84,8 +84,8 @@
 // the oldest created_at reached), so that an interrupted backfill resumes
 // there. By default, checkpoints of rows keyed by content into a sink that
 // takes them in key order hold CheckpointInterval of reading each
-// (DefaultCheckpointRows). A whole-form backfill that read a form holding still moves the
-// watermark forward, never back.
+// (DefaultCheckpointRows). A whole-form backfill that read a form holding
+// still moves the watermark forward, never back.
 //
 // # What is not trusted
 //

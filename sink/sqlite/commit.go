@@ -219,10 +219,11 @@ const indexBuildCacheKiB = 2048
 // pass, about 2.5 s (BENCHMARKS.md section 8.3).
 //
 // Not for a reconcile, which stages the rows a form holds. A backfill's
-// checkpoint qualifies by the same count (its first, or its only one when
-// the form is read within worker.CheckpointInterval). The statements of a commit never use the index, and readers never
-// see it missing: the drop and the build are in one transaction, and a
-// failed commit rolls both back.
+// checkpoint qualifies by the same count: one that holds the whole form
+// (read within worker.CheckpointInterval) is a first load too. The
+// statements of a commit never use the index, and readers never see it
+// missing: the drop and the build are in one transaction, and a failed
+// commit rolls both back.
 func dropCreatedIndex(ctx context.Context, tx *sql.Tx, c *sink.Commit) (bool, error) {
 	var staged int64
 	for _, fc := range c.Forms {
