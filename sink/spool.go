@@ -152,6 +152,9 @@ func (s *Spool) Finish() error {
 	if err := s.w.Flush(); err != nil {
 		return fmt.Errorf("spool: flushing %s: %w", s.f.Name(), err)
 	}
+	// A finished spool may wait a while for its commit, beside others:
+	// its write buffers are not needed any more.
+	s.w, s.line = nil, nil
 	return nil
 }
 
