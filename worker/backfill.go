@@ -430,15 +430,16 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 		spool: b.spool, build: build, merge: merge, syncedAt: now, cursor: cursor, final: final,
 		base: b.old, done: make(chan struct{}),
 	}
+	var prev *pendingCheckpoint
 	if n := len(b.queue); n > 0 {
-		p.prev = b.queue[n-1]
+		prev = b.queue[n-1]
 	}
 	b.queue = append(b.queue, p)
 	b.lastCheckpoint = b.e.cfg.Now()
 	b.spool = nil
 	// The walk reads on while the checkpoint is committed, after the ones
 	// before it.
-	go p.run(ctx, b.e)
+	go p.run(ctx, b.e, prev)
 	if final {
 		return b.settle(rep, 0)
 	}
@@ -466,9 +467,8 @@ type pendingCheckpoint struct {
 	syncedAt time.Time
 	cursor   time.Time
 	final    bool
-	// prev is the checkpoint before, committed first; base is the state
-	// the first checkpoint is written over.
-	prev *pendingCheckpoint
+	// base is the state the first checkpoint is written over; the others
+	// are written over the one the checkpoint before them stored.
 	base state.Form
 
 	done      chan struct{}
@@ -478,7 +478,10 @@ type pendingCheckpoint struct {
 	err       error
 }
 
-func (p *pendingCheckpoint) run(walkCtx context.Context, e *Engine) {
+// run commits p once prev, the checkpoint before it (nil for the first),
+// is committed. prev is not kept in p: a chain of them would keep every
+// checkpoint taken in, and its spool, alive to the end of the backfill.
+func (p *pendingCheckpoint) run(walkCtx context.Context, e *Engine, prev *pendingCheckpoint) {
 	defer close(p.done)
 	// Its rows are read: when the backfill is stopped (a shutdown), the
 	// checkpoint still commits, within Config.ShutdownGrace, as a sync
@@ -487,13 +490,13 @@ func (p *pendingCheckpoint) run(walkCtx context.Context, e *Engine) {
 	defer cancel()
 	defer context.AfterFunc(walkCtx, func() { time.AfterFunc(e.cfg.ShutdownGrace, cancel) })()
 	base := p.base
-	if p.prev != nil {
-		<-p.prev.done
-		if p.prev.err != nil {
+	if prev != nil {
+		<-prev.done
+		if prev.err != nil {
 			p.err = errEarlierCheckpoint
 			return
 		}
-		base = p.prev.stored
+		base = prev.stored
 	}
 	c := &sink.Commit{SyncedAt: p.syncedAt, Forms: []sink.FormCommit{{State: p.build(base), Rows: p.spool}}}
 	p.res, p.conflicts, p.err = e.commit(ctx, c, p.merge)
@@ -525,6 +528,7 @@ func (b *backfill) settle(rep *BackfillReport, keep int) error {
 			}
 		}
 		<-p.done
+		b.queue[0] = nil
 		b.queue = b.queue[1:]
 		p.spool.Remove()
 		rep.Conflicts += p.conflicts

@@ -3,10 +3,12 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/worker"
@@ -286,6 +288,74 @@ func TestBackfillCheckpoints(t *testing.T) {
 				t.Errorf("%d checkpoints, %d inserted; want %d, 300", rep.Checkpoints, rep.Inserted, c.checkpoints)
 			}
 			h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", v))
+		})
+	}
+}
+
+// spoolWatch keeps a weak pointer to the spool of every commit it lets
+// through and, before the commit numbered at, counts how many spools of
+// the commits before it are still reachable.
+type spoolWatch struct {
+	enginetest.Sink
+	at     int
+	mu     sync.Mutex
+	spools []weak.Pointer[sink.Spool]
+	alive  int
+}
+
+func (s *spoolWatch) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
+	s.mu.Lock()
+	if len(s.spools) == s.at-1 {
+		runtime.GC()
+		runtime.GC()
+		s.alive = 0
+		for _, w := range s.spools {
+			if w.Value() != nil {
+				s.alive++
+			}
+		}
+	}
+	for _, fc := range c.Forms {
+		if fc.Rows != nil {
+			s.spools = append(s.spools, weak.Make(fc.Rows))
+		}
+	}
+	s.mu.Unlock()
+	// A slow sink, as real ones are beside an in-process API: the worker
+	// reads on and queues more while a commit runs.
+	time.Sleep(3 * time.Millisecond)
+	return s.Sink.Commit(ctx, c)
+}
+
+// TestCommittedSpoolsAreReleased checks that the spools of parts and
+// checkpoints already committed are not kept for the rest of a long read:
+// each held a write buffer, and a chain of checkpoints kept every one of a
+// backfill's alive to its end.
+func TestCommittedSpoolsAreReleased(t *testing.T) {
+	const at = 25
+	for _, backfill := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sync in parts", true: "backfill"}[backfill], func(t *testing.T) {
+			w := &spoolWatch{Sink: memSink(t), at: at}
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 49, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, w)
+			h.Config.PartRows = 10
+			var err error
+			if backfill {
+				_, err = h.Engine().Backfill(t.Context(), "f", worker.BackfillOptions{})
+			} else {
+				_, err = h.Engine().Sync(t.Context())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(w.spools) < at {
+				t.Fatalf("%d commits, want at least %d", len(w.spools), at)
+			}
+			// Before commit 25 the worker may still hold the checkpoints
+			// queued behind the one committing, but none of the first 20.
+			if w.alive > at-1-20 {
+				t.Errorf("before commit %d, %d of the %d spools committed were still reachable", at, w.alive, at-1)
+			}
+			h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
 		})
 	}
 }
