@@ -350,8 +350,8 @@ func TestCommittedSpoolsAreReleased(t *testing.T) {
 			if len(w.spools) < at {
 				t.Fatalf("%d commits, want at least %d", len(w.spools), at)
 			}
-			// Before commit 25 the worker may still hold the checkpoints
-			// queued behind the one committing, but none of the first 20.
+			// Before commit 25 the worker may still hold the few parts or
+			// checkpoints just committed, not yet taken in: at most 4.
 			if w.alive > at-1-20 {
 				t.Errorf("before commit %d, %d of the %d spools committed were still reachable", at, w.alive, at-1)
 			}
