@@ -193,3 +193,116 @@ func BenchmarkCommitAgain(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCommitVsEngine sets a first load committed in parts, as a sync
+// commits a newest-first form while it reads (100 commits of 10,000 rows,
+// ids descending from part to part), beside SQLite's own cost of storing
+// the same rows: one prepared INSERT per row, one transaction per part, on
+// the same file layout and pragmas, the rows handed over from memory.
+// "engine-no-raw" stores them without their raw JSON. Each op is a fresh
+// file; run it with -benchtime 3x.
+func BenchmarkCommitVsEngine(b *testing.B) {
+	const parts, perPart = 100, 10_000
+	partRows := func(p int) []sink.Row {
+		rows := make([]sink.Row, 0, perPart)
+		for i := range int64(perPart) {
+			id := int64((parts-p)*perPart) - i
+			fields := fmt.Sprintf(`{"email":"user%d@example.com","message":"hello from a fairly ordinary form submission number %d","name":"User %d"}`, id, id, id)
+			r := row(b, "bench", &id, t0.Add(time.Duration(id)*time.Millisecond), false, fields)
+			r.Raw = fmt.Sprintf(`{"id":%d,"created_at":%q,"is_spam":false,"fields":%s,"files":[]}`, id, r.CreatedAt.Format(time.RFC3339Nano), fields)
+			rows = append(rows, r)
+		}
+		return rows
+	}
+	fresh := func(b *testing.B) *Sink {
+		b.Helper()
+		s, err := Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	report := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*parts*perPart), "ns/row")
+	}
+
+	b.Run("commit", func(b *testing.B) {
+		spools := make([]*sink.Spool, parts)
+		for p := range spools {
+			sp, err := sink.NewSpool(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range partRows(p) {
+				if err := sp.Append(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := sp.Finish(); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { sp.Remove() })
+			spools[p] = sp
+		}
+		b.ResetTimer()
+		for b.Loop() {
+			b.StopTimer()
+			s := fresh(b)
+			b.StartTimer()
+			st := stateOf("bench", "email", "message", "name")
+			for p, sp := range spools {
+				st.Revision = int64(p)
+				if _, err := s.Commit(b.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: st, Rows: sp}}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b)
+	})
+
+	for _, withRaw := range []bool{true, false} {
+		name := map[bool]string{true: "engine", false: "engine-no-raw"}[withRaw]
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				s := fresh(b)
+				for p := range parts {
+					rows := partRows(p)
+					b.StartTimer()
+					tx, err := s.db.BeginTx(b.Context(), nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ins, err := tx.Prepare(insertRowSQL)
+					if err != nil {
+						b.Fatal(err)
+					}
+					// Ascending keys, as the commit reads a newest-first
+					// spool backwards.
+					for i := len(rows) - 1; i >= 0; i-- {
+						r := &rows[i]
+						var raw any
+						if withRaw {
+							raw = r.Raw
+						}
+						if _, err := ins.Exec(r.FormID, *r.SubmissionID, r.SubmissionKey, r.CreatedAt.UTC().Format(sink.TimeLayout), 0, r.Fields, r.Files, raw, "2026-03-01T12:00:00.000000Z"); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if err := tx.Commit(); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+				}
+				b.StartTimer()
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			report(b)
+		})
+	}
+}
