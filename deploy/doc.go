@@ -18,6 +18,9 @@
 //   - overlays/scheduler: base with the CronJob replaced by one Deployment
 //     running `formsync run`, which schedules passes itself and serves
 //     /healthz, /readyz and /metrics behind a Service.
+//   - image: a kustomize Component naming the image; base, backfill and the
+//     scheduler's Deployment include it, so the image is changed in one place
+//     and no directory can run another.
 //
 // The tests render every directory with `kubectl kustomize` (skipped when
 // kubectl is missing), decode each document strictly into its k8s.io/api type

@@ -32,6 +32,10 @@ import (
 // keeps the list in step with the tree, so a new overlay is tested too.
 var kustomizations = []string{"backfill", "base", "overlays/scheduler", "overlays/sharded"}
 
+// imageComponent is the kustomize Component that sets the image, the one
+// place a user changes it.
+const imageComponent = "image"
+
 const (
 	appName        = "formsync"
 	nameLabel      = "app.kubernetes.io/name"
@@ -410,16 +414,52 @@ func yamlFiles(t *testing.T) []string {
 }
 
 func TestKustomizationsListed(t *testing.T) {
-	var dirs []string
+	var dirs, components []string
 	for _, f := range yamlFiles(t) {
-		if path.Base(f) == "kustomization.yaml" || path.Base(f) == "kustomization.yml" {
-			dirs = append(dirs, path.Dir(f))
+		if path.Base(f) != "kustomization.yaml" && path.Base(f) != "kustomization.yml" {
+			continue
+		}
+		k := readKustomization(t, f)
+		if k.Kind == "Component" {
+			components = append(components, path.Dir(f))
+			continue
+		}
+		dirs = append(dirs, path.Dir(f))
+		// The image is set in the component alone: an images entry here
+		// would be a second place to change, and one forgotten runs an
+		// image that was never pushed.
+		if len(k.Images) > 0 {
+			t.Errorf("%s sets images: set the image in %s/kustomization.yaml only", f, imageComponent)
 		}
 	}
 	slices.Sort(dirs)
 	if !slices.Equal(dirs, kustomizations) {
 		t.Errorf("kustomization directories are %q, the tests cover %q: update kustomizations", dirs, kustomizations)
 	}
+	if !slices.Equal(components, []string{imageComponent}) {
+		t.Errorf("kustomize components are %q, want only %q", components, imageComponent)
+	}
+}
+
+// kustomization is what the tests read of a kustomization.yaml.
+type kustomization struct {
+	Kind       string           `json:"kind"`
+	Resources  []string         `json:"resources"`
+	Components []string         `json:"components"`
+	Images     []map[string]any `json:"images"`
+}
+
+func readKustomization(t *testing.T, file string) kustomization {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return k
 }
 
 // TestManifestFilesDecodeStrictly needs no kubectl: every resource and patch
@@ -447,16 +487,7 @@ func TestManifestFilesDecodeStrictly(t *testing.T) {
 // patches), decoded.
 func resourceFiles(t *testing.T, dir string) []manifest {
 	t.Helper()
-	data, err := os.ReadFile(path.Join(dir, "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k struct {
-		Resources []string `json:"resources"`
-	}
-	if err := yaml.Unmarshal(data, &k); err != nil {
-		t.Fatalf("%s/kustomization.yaml: %v", dir, err)
-	}
+	k := readKustomization(t, path.Join(dir, "kustomization.yaml"))
 	var out []manifest
 	for _, r := range k.Resources {
 		p := path.Join(dir, r)

@@ -104,7 +104,8 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	fmt.Fprintf(out, "\nDone in %s. Try next:\n", time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(out, "  sqlite3 %s \"%s\"\n", *db, strings.ReplaceAll(demoQuery, "\n", " "))
 	fmt.Fprintf(out, "  sqlite3 %s \"SELECT created_at, name, email FROM form_contact ORDER BY created_at DESC LIMIT 5\"\n", *db)
-	fmt.Fprintf(out, "  FORMSYNC_SQLITE_PATH=%s formsync status\n", *db)
+	// From a clone, before any install, formsync is not on the PATH.
+	fmt.Fprintf(out, "  FORMSYNC_SQLITE_PATH=%s go run ./cmd/formsync status   # or formsync status, once installed\n", *db)
 	return exitOK
 }
 
