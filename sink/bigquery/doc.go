@@ -130,9 +130,14 @@
 // (stored from the older response form: submission_id NULL, submission_key =
 // its ContentKey) exists is re-keyed to the id (keeping the twin's
 // created_at), counted in Updated, never duplicated; if the id key is stored
-// too, the twin is deleted. Versions of one submission within a commit apply
-// in the commit's order: the last one is stored, and each change between
-// them counts as an update.
+// too, the twin is deleted. The twin may be staged in the same commit: a
+// row without an id staged before a row with an id and the same ContentKey
+// is taken over by it (the plan marks it superseded), so the submission is
+// stored once, under its id, with the twin's created_at, and counted as the
+// SQLite sink counts it (inserted, then re-keyed); staged after it, the row
+// without an id is a twin of its own. Versions of one submission within a
+// commit apply in the commit's order: the last one is stored, and each
+// change between them counts as an update.
 //
 // # Exact values
 //

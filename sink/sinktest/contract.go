@@ -42,6 +42,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("MillisecondsAreNotAChange", func(t *testing.T) { testMilliseconds(t, open(t)) })
 	t.Run("RekeyOlderToNewer", func(t *testing.T) { testRekey(t, open(t)) })
 	t.Run("ContentKeyedTwinRemoved", func(t *testing.T) { testTwin(t, open(t)) })
+	t.Run("RekeyWithinOneCommit", func(t *testing.T) { testRekeyWithinCommit(t, open(t)) })
 	t.Run("StateRoundTrip", func(t *testing.T) { testStateRoundTrip(t, open(t)) })
 	t.Run("StateOnlyCommit", func(t *testing.T) { testStateOnly(t, open(t)) })
 	t.Run("SameFormTwiceInOneCommit", func(t *testing.T) { testSameFormTwice(t, open(t)) })
@@ -328,6 +329,41 @@ func testRekey(t *testing.T, s Sink) {
 	k1.CreatedAt, k2.CreatedAt = old1.CreatedAt, old2.CreatedAt
 	k1.ContentKey, k2.ContentKey = old1.ContentKey, old2.ContentKey
 	f.checkRows("f", k1, k2, new3)
+}
+
+// testRekeyWithinCommit stages one submission both without its id and,
+// later in the same commit, with it (the form changed response form while it
+// was read): it ends up stored once, under its id, as if the two had come in
+// two commits. Staged the other way round, the content-keyed copy stays a
+// twin until the id is read again (testTwin).
+func testRekeyWithinCommit(t *testing.T, s Sink) {
+	f := newFixture(t, s)
+	at3 := t0.Truncate(time.Millisecond)
+	byContent := Row(t, "new", nil, t0, false, `{"a":"1"}`)
+	byID := Row(t, "new", ID(101), at3, false, `{"a":"1"}`)
+	res := f.commit(map[string][]sink.Row{"new": {byContent, byID}})
+	wantCounts(t, "inserted and re-keyed", res, sink.Result{"new": {Inserted: 1, Updated: 1}})
+	// Re-keyed, it keeps the six digits it was first staged with.
+	want := byID
+	want.CreatedAt, want.ContentKey = byContent.CreatedAt, byContent.ContentKey
+	f.checkRows("new", want)
+
+	// Stored by content before; staged again by content, then by id.
+	old := Row(t, "stored", nil, t0, false, `{"a":"2"}`)
+	f.commit(map[string][]sink.Row{"stored": {old}})
+	oldByID := Row(t, "stored", ID(102), at3, false, `{"a":"2"}`)
+	res = f.commit(map[string][]sink.Row{"stored": {old, oldByID}})
+	wantCounts(t, "stored, re-keyed", res, sink.Result{"stored": {Updated: 1}})
+	want = oldByID
+	want.CreatedAt, want.ContentKey = old.CreatedAt, old.ContentKey
+	f.checkRows("stored", want)
+
+	// By id first, then by content: two rows.
+	first := Row(t, "twin", ID(103), at3, false, `{"a":"3"}`)
+	then := Row(t, "twin", nil, at3, false, `{"a":"3"}`)
+	res = f.commit(map[string][]sink.Row{"twin": {first, then}})
+	wantCounts(t, "id, then content", res, sink.Result{"twin": {Inserted: 2}})
+	f.checkRows("twin", first, then)
 }
 
 func testTwin(t *testing.T, s Sink) {

@@ -106,9 +106,18 @@ batch AS (
   QUALIFY ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY seq DESC) = 1
   WINDOW k AS (PARTITION BY form_id, submission_key ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ),
-ranked AS (
-  SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, content_key ORDER BY submission_id IS NULL DESC, submission_id) AS content_rank
+flagged AS (
+  SELECT *,
+    COALESCE(submission_id IS NULL AND seq < MAX(IF(submission_id IS NULL, NULL, seq)) OVER c, FALSE) AS superseded
   FROM batch
+  WINDOW c AS (PARTITION BY form_id, content_key)
+),
+ranked AS (
+  SELECT *,
+    ROW_NUMBER() OVER (PARTITION BY form_id, content_key
+      ORDER BY submission_id IS NULL AND NOT superseded DESC, submission_id IS NULL, submission_id) AS content_rank,
+    MAX(IF(superseded, created_at, NULL)) OVER (PARTITION BY form_id, content_key) AS absorbed_created
+  FROM flagged
 ),
 stored AS (
   SELECT form_id, submission_id, submission_key, created_at, is_spam,
@@ -138,16 +147,21 @@ joined AS (
     AND s.content_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
     AND l.submission_key = s.content_key
 )
-SELECT form_id, submission_id, submission_key, created_at, is_spam, fields, files, raw, fields_inexact, files_inexact,
+SELECT form_id, submission_id, submission_key,
+  IF(submission_id IS NOT NULL AND content_rank = 1 AND stored_key IS NULL AND legacy_key IS NULL AND absorbed_created IS NOT NULL,
+    absorbed_created, created_at) AS created_at,
+  is_spam, fields, files, raw, fields_inexact, files_inexact,
   CASE
+    WHEN superseded THEN 'none'
     WHEN stored_key IS NULL AND legacy_key IS NOT NULL THEN 'rekey'
     WHEN stored_key IS NULL THEN 'insert'
     WHEN first_differs OR inner_changes > 0 THEN 'update'
     WHEN stored_deleted THEN 'restore'
     ELSE 'none'
   END AS action,
-  IF(stored_key IS NULL AND legacy_key IS NOT NULL OR first_differs, 1, 0) + inner_changes AS updates,
-  IF(stored_key IS NULL, legacy_key IS NOT NULL AND legacy_deleted, stored_deleted) AS restores,
+  IF(superseded, IF(stored_key IS NULL OR first_differs, 1, 0),
+    IF(stored_key IS NULL AND legacy_key IS NOT NULL OR first_differs, 1, 0)) + inner_changes AS updates,
+  NOT superseded AND IF(stored_key IS NULL, legacy_key IS NOT NULL AND legacy_deleted, stored_deleted) AS restores,
   stored_key IS NOT NULL AND legacy_key IS NOT NULL AS twin_removed,
   legacy_key, legacy_deleted
 FROM joined;
@@ -288,9 +302,18 @@ batch AS (
   QUALIFY ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY seq DESC) = 1
   WINDOW k AS (PARTITION BY form_id, submission_key ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ),
-ranked AS (
-  SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, content_key ORDER BY submission_id IS NULL DESC, submission_id) AS content_rank
+flagged AS (
+  SELECT *,
+    COALESCE(submission_id IS NULL AND seq < MAX(IF(submission_id IS NULL, NULL, seq)) OVER c, FALSE) AS superseded
   FROM batch
+  WINDOW c AS (PARTITION BY form_id, content_key)
+),
+ranked AS (
+  SELECT *,
+    ROW_NUMBER() OVER (PARTITION BY form_id, content_key
+      ORDER BY submission_id IS NULL AND NOT superseded DESC, submission_id IS NULL, submission_id) AS content_rank,
+    MAX(IF(superseded, created_at, NULL)) OVER (PARTITION BY form_id, content_key) AS absorbed_created
+  FROM flagged
 ),
 stored AS (
   SELECT form_id, submission_id, submission_key, created_at, is_spam,
@@ -320,16 +343,21 @@ joined AS (
     AND s.content_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
     AND l.submission_key = s.content_key
 )
-SELECT form_id, submission_id, submission_key, created_at, is_spam, fields, files, raw, fields_inexact, files_inexact,
+SELECT form_id, submission_id, submission_key,
+  IF(submission_id IS NOT NULL AND content_rank = 1 AND stored_key IS NULL AND legacy_key IS NULL AND absorbed_created IS NOT NULL,
+    absorbed_created, created_at) AS created_at,
+  is_spam, fields, files, raw, fields_inexact, files_inexact,
   CASE
+    WHEN superseded THEN 'none'
     WHEN stored_key IS NULL AND legacy_key IS NOT NULL THEN 'rekey'
     WHEN stored_key IS NULL THEN 'insert'
     WHEN first_differs OR inner_changes > 0 THEN 'update'
     WHEN stored_deleted THEN 'restore'
     ELSE 'none'
   END AS action,
-  IF(stored_key IS NULL AND legacy_key IS NOT NULL OR first_differs, 1, 0) + inner_changes AS updates,
-  IF(stored_key IS NULL, legacy_key IS NOT NULL AND legacy_deleted, stored_deleted) AS restores,
+  IF(superseded, IF(stored_key IS NULL OR first_differs, 1, 0),
+    IF(stored_key IS NULL AND legacy_key IS NOT NULL OR first_differs, 1, 0)) + inner_changes AS updates,
+  NOT superseded AND IF(stored_key IS NULL, legacy_key IS NOT NULL AND legacy_deleted, stored_deleted) AS restores,
   stored_key IS NOT NULL AND legacy_key IS NOT NULL AS twin_removed,
   legacy_key, legacy_deleted
 FROM joined;

@@ -478,9 +478,18 @@ batch AS (
     WINDOW k AS (PARTITION BY form_id, submission_key ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
   ) WHERE from_last = 1
 ),
-ranked AS (
-  SELECT *, ROW_NUMBER() OVER (PARTITION BY form_id, content_key ORDER BY submission_id IS NULL DESC, submission_id) AS content_rank
+flagged AS (
+  SELECT *,
+    COALESCE(submission_id IS NULL AND seq < MAX(CASE WHEN submission_id IS NULL THEN NULL ELSE seq END) OVER c, 0) AS superseded
   FROM batch
+  WINDOW c AS (PARTITION BY form_id, content_key)
+),
+ranked AS (
+  SELECT *,
+    ROW_NUMBER() OVER (PARTITION BY form_id, content_key
+      ORDER BY submission_id IS NULL AND NOT superseded DESC, submission_id IS NULL, submission_id) AS content_rank,
+    MAX(CASE WHEN superseded THEN created_at END) OVER (PARTITION BY form_id, content_key) AS absorbed_created
+  FROM flagged
 ),
 stored AS (
   SELECT form_id, submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields) AS fields,
@@ -508,16 +517,21 @@ joined AS (
     AND s.content_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
     AND l.submission_key = s.content_key
 )
-SELECT form_id, submission_id, submission_key, created_at, is_spam, fields, files, raw, fields_inexact, files_inexact,
+SELECT form_id, submission_id, submission_key,
+  CASE WHEN submission_id IS NOT NULL AND content_rank = 1 AND stored_key IS NULL AND legacy_key IS NULL AND absorbed_created IS NOT NULL
+    THEN absorbed_created ELSE created_at END AS created_at,
+  is_spam, fields, files, raw, fields_inexact, files_inexact,
   CASE
+    WHEN superseded THEN 'none'
     WHEN stored_key IS NULL AND legacy_key IS NOT NULL THEN 'rekey'
     WHEN stored_key IS NULL THEN 'insert'
     WHEN first_differs OR inner_changes > 0 THEN 'update'
     WHEN stored_deleted THEN 'restore'
     ELSE 'none'
   END AS action,
-  CASE WHEN stored_key IS NULL AND legacy_key IS NOT NULL OR first_differs THEN 1 ELSE 0 END + inner_changes AS updates,
-  CASE WHEN stored_key IS NULL THEN legacy_key IS NOT NULL AND legacy_deleted ELSE stored_deleted END AS restores,
+  CASE WHEN superseded THEN CASE WHEN stored_key IS NULL OR first_differs THEN 1 ELSE 0 END
+    WHEN stored_key IS NULL AND legacy_key IS NOT NULL OR first_differs THEN 1 ELSE 0 END + inner_changes AS updates,
+  NOT superseded AND CASE WHEN stored_key IS NULL THEN legacy_key IS NOT NULL AND legacy_deleted ELSE stored_deleted END AS restores,
   stored_key IS NOT NULL AND legacy_key IS NOT NULL AS twin_removed,
   legacy_key, legacy_deleted
 FROM joined`
