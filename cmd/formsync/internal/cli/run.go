@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/metrics"
 	"github.com/formsync/formsync/worker/schedule"
 )
@@ -43,6 +44,14 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	srv := &http.Server{Handler: healthMux(&ready, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 
+	// A rejected token stops the process: the client refuses every later
+	// request once the API answered 401, and the token is read at start, so
+	// only a new process (Kubernetes restarts the pod) reads a rotated
+	// Secret, or tries again after a passing refusal.
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	var rejected atomic.Bool
+
 	// One sync at a time: the scheduler skips a tick while its own run is
 	// going, busy also covers the sync at start.
 	var busy sync.Mutex
@@ -60,6 +69,11 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		}
 		m.ObserveRun(rep, rep.CommitDuration)
 		logInterrupted(ctx, e, rep)
+		if errors.Is(rep.Fatal, formsapi.ErrUnauthorized) {
+			e.log.Error("the API rejected the token: stopping, so that a restart reads it again (FORMSYNC_API_TOKEN_FILE)", "error", rep.Fatal.Error())
+			rejected.Store(true)
+			stopRun(rep.Fatal)
+		}
 	}
 	sched, err := schedule.New(schedule.Config{
 		Spec: e.cfg.Schedule,
@@ -104,6 +118,9 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		code = exitFailed
 	}
 	srv.Shutdown(stopCtx)
+	if rejected.Load() {
+		code = exitFailed
+	}
 	return code
 }
 

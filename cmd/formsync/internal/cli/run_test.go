@@ -83,6 +83,34 @@ func TestRunSyncsAtStart(t *testing.T) {
 	}
 }
 
+// TestRunStopsWhenTheTokenIsRejected: the client refuses every request
+// after a 401 and the token is read at start, so `run` stops with exit 1
+// (a restart reads the token again) instead of failing every later sync.
+func TestRunStopsWhenTheTokenIsRejected(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"a"}, SubmissionsPerForm: 10})
+	syncEnv(t, sim, "a")
+	t.Setenv("FORMSYNC_API_TOKEN", "not-the-token")
+	t.Setenv("FORMSYNC_SCHEDULE", "0 0 1 1 *")
+	t.Setenv("FORMSYNC_HTTP_ADDR", "127.0.0.1:0")
+	logs := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- Main(t.Context(), []string{"run"}, logs, logs) }()
+	select {
+	case code := <-done:
+		if code != exitFailed {
+			t.Errorf("exit %d, want %d:\n%s", code, exitFailed, logs)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("formsync run still running 30 s after the API rejected its token:\n%s", logs)
+	}
+	if !strings.Contains(logs.String(), "the API rejected the token: stopping") {
+		t.Errorf("the reason is not logged:\n%s", logs)
+	}
+	if n := sim.Stats().Requests; n != 1 {
+		t.Errorf("%d requests, want 1", n)
+	}
+}
+
 // TestInterruptedSyncSaysSo: a sync stopped by the signal says that the
 // forms it did not finish are retried, and exits 1.
 func TestInterruptedSyncSaysSo(t *testing.T) {
