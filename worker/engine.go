@@ -65,8 +65,10 @@ type Config struct {
 	Lookback time.Duration
 	// TmpDir is where rows are staged; "" is the system temporary directory.
 	TmpDir string
-	// ShutdownGrace bounds the commit of forms already read when ctx is
-	// cancelled (SIGTERM). Defaults to 20s.
+	// ShutdownGrace is how long, once ctx is cancelled (SIGTERM), the
+	// commits of what was read may still take: the parts queued and the
+	// final commit of the forms read to their end, whether the signal came
+	// before or during them. Defaults to 20s.
 	ShutdownGrace time.Duration
 	// Logger receives the per-form and per-run summaries. Defaults to a
 	// logger that discards.
@@ -336,7 +338,11 @@ func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, sta
 	runs := make([]*formRun, len(forms))
 	var parts *partCommitter
 	if e.cfg.PartRows > 0 {
-		parts = e.startParts(runCtx)
+		// Parts queued when the run stops still commit, within the grace:
+		// a form read to its end needs every part in for its final commit.
+		partsCtx, cancel := e.graceful(runCtx)
+		defer cancel()
+		parts = e.startParts(partsCtx)
 		defer func() {
 			parts.wait()
 			rep.CommitDuration += parts.duration
@@ -419,12 +425,10 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 	if len(c.Forms) == 0 {
 		return
 	}
-	commitCtx := ctx
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		commitCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownGrace)
-		defer cancel()
-	}
+	// What was read completely is committed even when a shutdown comes
+	// before or during the commit, within Config.ShutdownGrace of it.
+	commitCtx, cancel := e.graceful(ctx)
+	defer cancel()
 	t0 := e.cfg.Now()
 	res, conflicts, err := e.commit(commitCtx, c, mergeSync)
 	rep.CommitDuration += e.cfg.Now().Sub(t0)
@@ -444,6 +448,16 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 		// As committed: merged with another process's state, if it had to be.
 		r.report.Watermark = c.Forms[formIndex[i]].State.Watermark
 	}
+}
+
+// graceful returns a context that ends Config.ShutdownGrace after ctx does
+// (at once if ctx is done and the grace is 0): a commit under it finishes
+// when a shutdown signal comes while it runs, rather than throwing away
+// what the run read.
+func (e *Engine) graceful(ctx context.Context) (context.Context, context.CancelFunc) {
+	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(e.cfg.ShutdownGrace, cancel) })
+	return gctx, func() { stop(); cancel() }
 }
 
 // interrupted reports a form stopped by the run (a shutdown, or another

@@ -90,9 +90,10 @@ func TestSyncInParts(t *testing.T) {
 	}
 }
 
-// TestInterruptedSyncInParts stops a sync after its first part was
-// committed: the watermark must stay where it was, the rows of the part
-// stay stored, and the next sync completes the table exactly.
+// TestInterruptedSyncInParts stops a sync while its second part is being
+// committed: that part, and any queued behind it, still commit (within the
+// shutdown grace), the watermark stays where it was unless the form was read
+// to its end, and the next sync completes the table exactly.
 func TestInterruptedSyncInParts(t *testing.T) {
 	for _, sk := range deletionSinks {
 		t.Run(sk.name, func(t *testing.T) {
@@ -104,23 +105,59 @@ func TestInterruptedSyncInParts(t *testing.T) {
 			h.Config.PartRows = 40
 			rep := h.Sync(ctx)
 			fr := enginetest.FormReport(t, rep, "f")
-			if !errors.Is(fr.Err, context.Canceled) {
-				t.Fatalf("interrupted form: err %v, want context.Canceled", fr.Err)
-			}
 			st, err := base.ReadState(t.Context(), []string{"f"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if f := st["f"]; !f.Watermark.IsZero() || f.Rows != 40 {
-				t.Errorf("after the interruption: watermark %v, rows %d; want none, the first part's 40", f.Watermark, f.Rows)
+			f := st["f"]
+			switch {
+			case fr.Err == nil:
+				// Read to its end before the signal: committed whole.
+				if f.Rows != 300 || f.Watermark.IsZero() {
+					t.Errorf("form read whole: rows %d, watermark %v; want 300, moved", f.Rows, f.Watermark)
+				}
+			case errors.Is(fr.Err, context.Canceled):
+				// The part being committed when the signal came is in.
+				if !f.Watermark.IsZero() || f.Rows < 80 || f.Rows%40 != 0 || f.Rows >= 300 {
+					t.Errorf("after the interruption: watermark %v, rows %d; want none, whole parts from the second on", f.Watermark, f.Rows)
+				}
+			default:
+				t.Fatalf("interrupted form: err %v, want context.Canceled or none", fr.Err)
 			}
 			rep = h.MustSync(t.Context())
-			if fr := enginetest.FormReport(t, rep, "f"); fr.Inserted != 260 {
-				t.Errorf("the next sync inserted %d rows, want the 260 not committed", fr.Inserted)
+			if fr := enginetest.FormReport(t, rep, "f"); fr.Inserted != 300-int64(f.Rows) {
+				t.Errorf("the next sync inserted %d rows, want the %d not committed", fr.Inserted, 300-f.Rows)
 			}
 			h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
 		})
 	}
+}
+
+// TestShutdownDuringCommitCommits: a shutdown signal that comes while the
+// run's final commit is running does not cancel it: what was read is
+// committed within Config.ShutdownGrace.
+func TestShutdownDuringCommitCommits(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	s := &onCommit{Sink: openSQLite(t), n: 1, hook: func(ctx context.Context, _ *sink.Commit) error {
+		cancel() // the signal, once the commit has started
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(100 * time.Millisecond): // a commit that takes a while
+			return nil
+		}
+	}}
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 43, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 30}, s)
+	h.Config.ShutdownGrace = 10 * time.Second
+	rep := h.Sync(ctx)
+	if rep.CommitErr != nil {
+		t.Fatalf("commit: %v, want it to finish within the grace", rep.CommitErr)
+	}
+	if fr := enginetest.FormReport(t, rep, "f"); fr.Err != nil || fr.Inserted != 30 {
+		t.Errorf("form: err %v, %d inserted; want none, 30", fr.Err, fr.Inserted)
+	}
+	h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
 }
 
 // TestForgetBetweenParts forgets, between two parts of a sync, one
