@@ -19,7 +19,9 @@ import (
 // interrupted run leaves rows that the next run reads again and finds
 // unchanged. The form's last rows and its new watermark are committed with
 // the other forms at the end of the run, and only when every part of the
-// form was committed.
+// form was committed. When the run is stopped, the parts queued still
+// commit, within Config.ShutdownGrace: a form read to its end needs every
+// part in for its final commit.
 //
 // Rows keyed by content (the older response form, without ids) are not
 // committed in parts: their keys are hashes, so each part's rows land all
