@@ -15,10 +15,14 @@ type backfillJSON struct {
 	Until     *string `json:"until"`
 	Cursor    *string `json:"cursor"`
 	StartedAt *string `json:"started_at"`
+	// FieldPolicy is left out when empty, as progress written before it
+	// was kept reads.
+	FieldPolicy string `json:"field_policy,omitempty"`
 }
 
 // MarshalJSON stores a Backfill as every sink keeps it in sync_state: an
-// object of four times, null where zero.
+// object of four times, null where zero, and the field policy's identity
+// when there is one.
 func (b Backfill) MarshalJSON() ([]byte, error) {
 	text := func(t time.Time) *string {
 		if t.IsZero() {
@@ -27,7 +31,7 @@ func (b Backfill) MarshalJSON() ([]byte, error) {
 		s := t.UTC().Format(backfillLayout)
 		return &s
 	}
-	return json.Marshal(backfillJSON{Since: text(b.Since), Until: text(b.Until), Cursor: text(b.Cursor), StartedAt: text(b.StartedAt)})
+	return json.Marshal(backfillJSON{Since: text(b.Since), Until: text(b.Until), Cursor: text(b.Cursor), StartedAt: text(b.StartedAt), FieldPolicy: b.FieldPolicy})
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote.
@@ -36,7 +40,7 @@ func (b *Backfill) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return err
 	}
-	var out Backfill
+	out := Backfill{FieldPolicy: j.FieldPolicy}
 	for _, p := range []struct {
 		name string
 		src  *string

@@ -183,6 +183,10 @@ type Backfill struct {
 	Cursor time.Time
 	// StartedAt is when the backfill began.
 	StartedAt time.Time
+	// FieldPolicy is the identity of the field policy the rows were written
+	// under (Form.FieldPolicy), "" for none: a whole-form backfill resumes
+	// only under the same one, since it records it for every row at its end.
+	FieldPolicy string
 }
 
 // Validate reports a state that cannot have been written by formsync.

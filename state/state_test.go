@@ -96,7 +96,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestBackfillJSONRoundTrip(t *testing.T) {
-	for _, b := range []Backfill{{}, {Since: at(1, 2), Cursor: at(3, 4), StartedAt: at(5, 6)}, {Until: at(7, 0)}} {
+	for _, b := range []Backfill{{}, {Since: at(1, 2), Cursor: at(3, 4), StartedAt: at(5, 6), FieldPolicy: "0123456789abcdef0123456789abcdef"}, {Until: at(7, 0)}} {
 		j, err := b.MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
@@ -105,7 +105,7 @@ func TestBackfillJSONRoundTrip(t *testing.T) {
 		if err := got.UnmarshalJSON(j); err != nil {
 			t.Fatal(err)
 		}
-		if !got.Since.Equal(b.Since) || !got.Until.Equal(b.Until) || !got.Cursor.Equal(b.Cursor) || !got.StartedAt.Equal(b.StartedAt) {
+		if !got.Since.Equal(b.Since) || !got.Until.Equal(b.Until) || !got.Cursor.Equal(b.Cursor) || !got.StartedAt.Equal(b.StartedAt) || got.FieldPolicy != b.FieldPolicy {
 			t.Errorf("%s: got %+v, want %+v", j, got, b)
 		}
 	}

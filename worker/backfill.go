@@ -196,13 +196,18 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	}
 	rep.Order = b.order
 	win := b.opts.Window
+	// The whole form, read to its end, even over several runs: its rows
+	// are then all under the configured field policy.
+	b.whole = win.Since.IsZero() && win.Until.IsZero()
 	// Resume an interrupted backfill of the same window: it got down to
-	// its cursor.
-	if bf := b.old.Backfill; bf != nil && bf.Since.Equal(win.Since) && bf.Until.Equal(win.Until) && !bf.Cursor.IsZero() {
+	// its cursor. A whole-form one only under the field policy it wrote
+	// its rows with: under another, the rows above the cursor would keep
+	// the old one, so it starts over.
+	if bf := b.old.Backfill; bf != nil && bf.Since.Equal(win.Since) && bf.Until.Equal(win.Until) && !bf.Cursor.IsZero() &&
+		(!b.whole || bf.FieldPolicy == b.e.policyID()) {
 		rep.ResumedFrom = bf.Cursor
 		win.Until = bf.Cursor
 	}
-	b.whole = win.Since.IsZero() && win.Until.IsZero()
 
 	start, startPage, err := b.locate(ctx, first, win.Until, false)
 	if err != nil {
@@ -225,11 +230,18 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	if first.Total == 0 || b.empty(startPage, win) && rep.FirstPage == rep.LastPage {
 		rep.FirstPage, rep.LastPage, rep.RowsEstimate = 0, 0, 0
 	}
-	if b.opts.DryRun || rep.FirstPage == 0 {
+	if b.opts.DryRun || rep.FirstPage == 0 && rep.ResumedFrom.IsZero() {
 		return nil
 	}
 	if b.spool, err = b.e.newSpool(); err != nil {
 		return fmt.Errorf("form %s: %w", b.old.FormID, err)
+	}
+	if rep.FirstPage == 0 {
+		// Resumed, and nothing is left below the cursor (the rows there
+		// were deleted since): the backfill is complete, and its progress
+		// must go, or every later backfill of the window would resume
+		// into nothing.
+		return b.checkpoint(ctx, rep, true)
 	}
 	w := &walker{r: b.formRun, span: win.span(), onPage: func(ctx context.Context, page int) error {
 		b.read++
@@ -392,7 +404,7 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	// in (build).
 	next := b.formRun.next(now)
 	names, order, cursor, wm, minTotal := next.FieldNames, b.order, b.cursor, b.wm, b.minTotal
-	progress := &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.start.UTC()}
+	progress := &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.start.UTC(), FieldPolicy: b.e.policyID()}
 	moveWatermark := final && b.whole && rep.ResumedFrom.IsZero()
 	whole := b.whole
 	build := func(st state.Form) state.Form {

@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/enginetest"
+	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
@@ -148,6 +151,109 @@ func TestBackfillResumesAfterInterruption(t *testing.T) {
 			}
 			h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
 		})
+	}
+}
+
+// TestResumedBackfillAdoptsTheFieldPolicy: a whole-form backfill that
+// adopts a new field policy, interrupted and run again, records the policy
+// at its end, so that syncs go on; run again under yet another policy, it
+// starts over instead of resuming, since the rows it wrote before carry the
+// policy of then.
+func TestResumedBackfillAdoptsTheFieldPolicy(t *testing.T) {
+	ctx := t.Context()
+	s := openSQLite(t)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 12, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
+	h.MustSync(ctx)
+	interrupted := func(e *worker.Engine) {
+		t.Helper()
+		stop, cancel := context.WithCancel(ctx)
+		defer cancel()
+		_, err := e.Backfill(stop, "f", worker.BackfillOptions{CheckpointRows: 40, Progress: func(p worker.Progress) {
+			if p.Pages == 15 {
+				cancel()
+			}
+		}})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("interrupted backfill: %v", err)
+		}
+	}
+	drop, err := fieldpolicy.Parse("email=drop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Config.FieldPolicy = drop
+	interrupted(newEngine(t, h, client(t, h, nil)))
+
+	// Under another policy it starts over.
+	hash, err := fieldpolicy.Parse("email=drop,name=drop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Config.FieldPolicy = hash
+	rep, err := newEngine(t, h, client(t, h, nil)).Backfill(ctx, "f", worker.BackfillOptions{CheckpointRows: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.ResumedFrom.IsZero() || rep.Staged != 300 {
+		t.Errorf("under another policy: resumed from %v, read %d; want from the top, 300", rep.ResumedFrom, rep.Staged)
+	}
+
+	// Interrupted and resumed under one policy, it records it.
+	interrupted(newEngine(t, h, client(t, h, nil)))
+	rep, err = newEngine(t, h, client(t, h, nil)).Backfill(ctx, "f", worker.BackfillOptions{CheckpointRows: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ResumedFrom.IsZero() {
+		t.Errorf("same policy: the backfill did not resume")
+	}
+	st, err := s.ReadState(ctx, []string{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st["f"].FieldPolicy; got != hash.Identity() {
+		t.Errorf("stored field policy %q, want %q", got, hash.Identity())
+	}
+	if fr := enginetest.FormReport(t, h.MustSync(ctx), "f"); fr.Err != nil {
+		t.Errorf("sync after the backfill: %v", fr.Err)
+	}
+}
+
+// TestResumedBackfillWithNothingLeftEnds: progress whose cursor lies below
+// every row still served (the rows there were deleted since) is cleared by
+// the next backfill of the window, which has nothing left to read.
+func TestResumedBackfillWithNothingLeftEnds(t *testing.T) {
+	ctx := t.Context()
+	s := openSQLite(t)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 12, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
+	h.MustSync(ctx)
+	st, err := s.ReadState(ctx, []string{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := st["f"]
+	f.Backfill = &state.Backfill{Cursor: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), StartedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := s.Commit(ctx, &sink.Commit{SyncedAt: time.Now().UTC(), Forms: []sink.FormCommit{{State: f}}}); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, h, client(t, h, nil))
+	rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ResumedFrom.IsZero() || rep.Staged != 0 {
+		t.Errorf("resumed from %v, read %d rows; want resumed, none", rep.ResumedFrom, rep.Staged)
+	}
+	st, err = s.ReadState(ctx, []string{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["f"].Backfill != nil {
+		t.Errorf("progress left: %+v", st["f"].Backfill)
+	}
+	// The next one is a whole backfill again.
+	if rep, err = e.Backfill(ctx, "f", worker.BackfillOptions{}); err != nil || !rep.ResumedFrom.IsZero() || rep.Staged != 300 {
+		t.Errorf("next backfill: err %v, resumed from %v, read %d; want a whole one", err, rep.ResumedFrom, rep.Staged)
 	}
 }
 

@@ -395,7 +395,7 @@ func testStateRoundTrip(t *testing.T, s Sink) {
 		LastSuccessAt:   at.Add(time.Minute),
 		LastErrorAt:     at.Add(-time.Minute),
 		LastError:       `form deleted (404) "quoted" ünïcode`,
-		Backfill:        &state.Backfill{Since: at.Add(-time.Hour), Until: at, Cursor: at.Add(-time.Minute), StartedAt: at},
+		Backfill:        &state.Backfill{Since: at.Add(-time.Hour), Until: at, Cursor: at.Add(-time.Minute), StartedAt: at, FieldPolicy: "0123456789abcdef0123456789abcdef"},
 		LastReconcileAt: at.Add(-2 * time.Hour),
 		FieldPolicy:     "0123456789abcdef0123456789abcdef",
 		Forgotten:       &state.Forgotten{Salt: "00112233445566778899aabbccddeeff", Keys: []string{"0a", "1b"}, Count: 1},
