@@ -90,8 +90,12 @@ func (w *walker) walk(ctx context.Context, start int, first *formsapi.Page) erro
 		}
 		// A page repeating the one before it, submission for submission,
 		// staged nothing (every key was the previous page's): the server
-		// or a proxy ignores the page parameter.
-		if prev != nil && len(seen.order) > 0 && slices.Equal(prev.order, seen.order) {
+		// or a proxy ignores the page parameter. Unless the total moved
+		// between the two: a page of submissions added ahead of a
+		// newest-first reader (or removed ahead of an oldest-first one)
+		// shifts the next page onto the one read, which the walk reads on
+		// past.
+		if prev != nil && len(seen.order) > 0 && p.Total == prev.total && slices.Equal(prev.order, seen.order) {
 			return fmt.Errorf("form %s: page %d holds exactly the submissions of page %d, so the server (or a proxy) ignores the page parameter: %w",
 				r.old.FormID, page, prev.page, formsapi.ErrPaging)
 		}

@@ -335,3 +335,21 @@ func TestShutdownMidRunLeavesConsistentState(t *testing.T) {
 		h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, apisim.Newer))
 	}
 }
+
+// TestAPageOfInsertionsIsNotIgnoredPaging: exactly one page of new
+// submissions arriving between two fetches of a newest-first form makes the
+// next page repeat the one before, which is not a server ignoring the page
+// parameter: the total says the form changed. The sync reads on and the
+// table ends exact.
+func TestAPageOfInsertionsIsNotIgnoredPaging(t *testing.T) {
+	ctx := t.Context()
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 14, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 50,
+		MutateEvery: 2, AddPerMutation: 10}, openSQLite(t))
+	rep := h.Sync(ctx)
+	if err := enginetest.FormReport(t, rep, "f").Err; err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	h.Sim.SetMutation(0, 0, 0)
+	h.MustSync(ctx)
+	h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
+}
