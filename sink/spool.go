@@ -41,6 +41,9 @@ type Spool struct {
 	maxAt   time.Time
 	done    bool
 	removed bool
+	// finishErr is why Finish failed: the file does not hold every row
+	// appended, so the spool must not be read.
+	finishErr error
 	// descIDs says that every row so far has an id, each below the one
 	// before it (prevID): no key repeats, and the reverse order is
 	// ascending.
@@ -139,18 +142,22 @@ func (s *Spool) Size() int64 { return s.size }
 // touches.
 func (s *Spool) CreatedRange() (earliest, latest time.Time) { return s.minAt, s.maxAt }
 
-// Finish flushes the spool; after it the spool can only be read.
+// Finish flushes the spool; after it the spool can only be read. If it
+// fails, every later Finish and every read fails the same way: the file
+// does not hold every row appended.
 func (s *Spool) Finish() error {
 	if s.done {
-		return nil
+		return s.finishErr
 	}
 	s.done = true
 	if err := s.flushRun(); err != nil {
+		s.finishErr = err
 		return err
 	}
 	s.run = runBuffer{}
 	if err := s.w.Flush(); err != nil {
-		return fmt.Errorf("spool: flushing %s: %w", s.f.Name(), err)
+		s.finishErr = fmt.Errorf("spool: flushing %s: %w", s.f.Name(), err)
+		return s.finishErr
 	}
 	// A finished spool may wait a while for its commit, beside others:
 	// its write buffers are not needed any more.
@@ -165,6 +172,9 @@ func (s *Spool) Open() (io.ReadCloser, error) { return s.reopen() }
 func (s *Spool) reopen() (*os.File, error) {
 	if !s.done {
 		return nil, errors.New("spool: open before finish")
+	}
+	if s.finishErr != nil {
+		return nil, s.finishErr
 	}
 	f, err := os.Open(s.f.Name())
 	if err != nil {

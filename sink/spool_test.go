@@ -57,3 +57,39 @@ func TestFinishedSpoolsHoldNoBuffers(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedFinishStaysFailed: a spool whose last rows could not be
+// written fails every later Finish and every read, so that no caller
+// commits it short of rows.
+func TestFailedFinishStaysFailed(t *testing.T) {
+	id := int64(1)
+	r, err := NewRow("f", &id, time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), false, json.RawMessage(`{"a":"1"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := NewSpool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Remove() })
+	if err := sp.Append(r); err != nil {
+		t.Fatal(err)
+	}
+	sp.f.Close() // the row is still buffered: writing it fails
+	if err := sp.Finish(); err == nil {
+		t.Fatal("Finish succeeded writing to a closed file")
+	}
+	if err := sp.Finish(); err == nil {
+		t.Error("a second Finish succeeded after the first failed")
+	}
+	if rc, err := sp.Open(); err == nil {
+		rc.Close()
+		t.Error("Open succeeded on a spool whose Finish failed")
+	}
+	for _, err := range sp.Rows() {
+		if err == nil {
+			t.Error("Rows yielded a row of a spool whose Finish failed")
+		}
+		break
+	}
+}
