@@ -104,9 +104,20 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if forms := conflicts(prev, order, states); len(forms) > 0 {
 		return nil, &sink.ConflictError{Forms: forms}
 	}
+	// Views are DDL, outside the transaction: one created for a commit
+	// that then fails (a conflict with another process's commit) may hold
+	// other field names than the state that ends up stored.
+	var viewsMade []string
+	committed := false
+	defer func() {
+		if len(viewsMade) > 0 {
+			s.markViews(viewsMade, !committed)
+		}
+	}()
 	for _, id := range order {
 		p, ok := prev[id]
-		if next := states[id]; !ok || !sameFields(p.FieldNames, next.FieldNames) {
+		if next := states[id]; !ok || !sameFields(p.FieldNames, next.FieldNames) || s.viewStale(id) {
+			viewsMade = append(viewsMade, id)
 			if err := s.createView(ctx, id, next.FieldNames); err != nil {
 				return nil, err
 			}
@@ -131,6 +142,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		if _, err := s.transact(ctx, base+"_state", "writing sync state", render("writeState", s.t), params, order, states); err != nil {
 			return nil, err
 		}
+		committed = true
 		return res, nil
 	}
 
@@ -167,6 +179,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if err != nil {
 		return nil, err
 	}
+	committed = true
 	err = s.readAll(ctx, "reading commit counts", s.jobResource(job.ID()), job.Read, func() {
 		for _, id := range order {
 			res[id] = sink.Counts{}
@@ -187,6 +200,31 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		return nil, fmt.Errorf("bigquery: commit applied but its counts could not be read: %w", err)
 	}
 	return res, nil
+}
+
+// viewStale reports whether form's view was created by a commit that then
+// failed.
+func (s *Sink) viewStale(form string) bool {
+	s.staleMu.Lock()
+	defer s.staleMu.Unlock()
+	return s.staleViews[form]
+}
+
+// markViews records, for forms whose view a commit created, whether that
+// commit failed (stale) or committed the field names the view shows.
+func (s *Sink) markViews(forms []string, stale bool) {
+	s.staleMu.Lock()
+	defer s.staleMu.Unlock()
+	for _, f := range forms {
+		if stale {
+			if s.staleViews == nil {
+				s.staleViews = map[string]bool{}
+			}
+			s.staleViews[f] = true
+		} else {
+			delete(s.staleViews, f)
+		}
+	}
 }
 
 // forgetParam is one element of the @forget parameter: a stored row to

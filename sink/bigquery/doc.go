@@ -49,8 +49,11 @@
 //     its reconcile all count.
 //  2. CREATE OR REPLACE VIEW `form_<id>` for each form that is new or whose
 //     field names changed (views are DDL, rate-limited, and cannot be part
-//     of a transaction; they run before it, so a failed commit only means
-//     the view is refreshed again next time).
+//     of a transaction; they run before it). A commit that made a view and
+//     then failed marks the view stale, and this Sink's next commit of the
+//     form makes it again even if the field names look unchanged: another
+//     process may have committed other names meanwhile, its view replaced
+//     by the failed commit's.
 //  3. All forms' spools, concatenated and numbered line by line (a `seq`
 //     column, so the commit's row order survives the load), go into ONE
 //     load job into a staging table of this commit's own,

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -159,6 +160,13 @@ type Sink struct {
 	// update, rerun counts the transactions run again after one; tests
 	// and logs read them.
 	aborted, rerun atomic.Int64
+	// staleViews are the forms whose view a commit that then failed
+	// created: another process may have committed other field names
+	// meanwhile, and its view then replaced by this one. The next commit
+	// of such a form creates its view again, even when the field names
+	// look unchanged.
+	staleMu    sync.Mutex
+	staleViews map[string]bool
 }
 
 // Open connects to BigQuery and creates what is missing: the dataset (in

@@ -2,9 +2,14 @@ package bigquery
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/bigquery/bqfake"
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/sink/sinktest"
 
 	bq "cloud.google.com/go/bigquery"
 	"google.golang.org/api/googleapi"
@@ -46,4 +51,56 @@ func googleErr(code int, reason string) error {
 		e.Errors = []googleapi.ErrorItem{{Reason: reason, Message: "boom"}}
 	}
 	return e
+}
+
+// TestViewOfAFailedCommitIsMadeAgain: two processes commit a new form at
+// once, each making the form's view (DDL, outside the transaction) before
+// its transaction. The one whose view comes last loses the transaction; its
+// retry, merged with what the other stored, has the stored field names,
+// and the view must be made again all the same: it shows the names of the
+// commit that failed.
+func TestViewOfAFailedCommitIsMadeAgain(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	other, err := Open(t.Context(), b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
+	var views atomic.Int32
+	otherView, ourView, otherDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	remove := b.fake.OnStatement(func(kind string) {
+		if kind != "CREATE_VIEW" {
+			return
+		}
+		switch views.Add(1) {
+		case 1: // the other process's view: hold its commit until ours made its view
+			close(otherView)
+			<-ourView
+		case 2: // ours: let the other commit first
+			close(ourView)
+			<-otherDone
+		}
+	})
+	go func() {
+		defer close(otherDone)
+		if _, err := other.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0, Forms: []sink.FormCommit{{State: formState("f", nil, "email", "n")}}}); err != nil {
+			t.Errorf("other commit: %v", err)
+		}
+	}()
+	<-otherView
+	_, err = b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(time.Hour), Forms: []sink.FormCommit{{State: formState("f", rows, "email"), Rows: sinktest.Spool(t, rows...)}}})
+	remove()
+	if !errors.Is(err, sink.ErrStateConflict) {
+		t.Fatalf("err = %v, want a state conflict", err)
+	}
+	// Merged with the stored state, as the engine merges: the names stored.
+	b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{state: formState("f", rows, "email", "n"), rows: rows})
+	view := readView(t, b, "f")
+	if len(view) != 1 {
+		t.Fatalf("view rows: %v", view)
+	}
+	if _, ok := view[0]["n"]; !ok {
+		t.Errorf("the view has no column n, a field name stored: %v", view[0])
+	}
 }
