@@ -7,6 +7,17 @@ import (
 	"time"
 )
 
+// oneRow is a row of form f with an id.
+func oneRow(t *testing.T) Row {
+	t.Helper()
+	id := int64(1)
+	r, err := NewRow("f", &id, time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), false, json.RawMessage(`{"a":"1"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestFinishedSpoolsHoldNoBuffers checks that a finished spool gives up
 // its write buffers: a backfill keeps several finished spools waiting for
 // their commits, and each held 64 KiB.
@@ -18,11 +29,7 @@ func TestFinishedSpoolsHoldNoBuffers(t *testing.T) {
 		runtime.ReadMemStats(&ms)
 		return ms.HeapAlloc
 	}
-	id := int64(1)
-	r, err := NewRow("f", &id, time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), false, json.RawMessage(`{"a":"1"}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := oneRow(t)
 	before := heap()
 	spools := make([]*Spool, n)
 	for i := range spools {
@@ -62,11 +69,7 @@ func TestFinishedSpoolsHoldNoBuffers(t *testing.T) {
 // written fails every later Finish and every read, so that no caller
 // commits it short of rows.
 func TestFailedFinishStaysFailed(t *testing.T) {
-	id := int64(1)
-	r, err := NewRow("f", &id, time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), false, json.RawMessage(`{"a":"1"}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := oneRow(t)
 	sp, err := NewSpool(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

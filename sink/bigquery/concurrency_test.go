@@ -43,11 +43,7 @@ func TestCancelledTransactionIsRunAgain(t *testing.T) {
 // gives up with a ConflictError rather than run its stale state.
 func TestCancelledTransactionThenConflict(t *testing.T) {
 	b := setup(t, bqfake.Options{})
-	other, err := Open(t.Context(), b.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := b.second(t)
 	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
 	b.fake.FailNext(bqfake.OpConcurrent, 0, "")
 	var once atomic.Bool
@@ -58,7 +54,7 @@ func TestCancelledTransactionThenConflict(t *testing.T) {
 			}
 		}
 	})
-	_, err = b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(time.Hour), Forms: []sink.FormCommit{{State: formState("f", rows), Rows: sinktest.Spool(t, rows...)}}})
+	_, err := b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(time.Hour), Forms: []sink.FormCommit{{State: formState("f", rows), Rows: sinktest.Spool(t, rows...)}}})
 	remove()
 	if !errors.Is(err, sink.ErrStateConflict) {
 		t.Fatalf("err = %v, want a state conflict", err)

@@ -50,6 +50,17 @@ func setup(t *testing.T, opts bqfake.Options, adjust ...func(*Config)) *bundle {
 	return &bundle{fake: fake, sink: s, cfg: cfg, t0: time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)}
 }
 
+// second opens another Sink on b's fake, as a second process would.
+func (b *bundle) second(t *testing.T) *Sink {
+	t.Helper()
+	s, err := Open(t.Context(), b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // row builds a submission of form; id < 0 means the older response form
 // (no id, microseconds).
 func (b *bundle) row(t testing.TB, form string, id int64, n int, spam bool) sink.Row {

@@ -182,11 +182,7 @@ func TestNoDDLInSteadyState(t *testing.T) {
 		}
 	}
 	b.fake.ResetStats()
-	s2, err := Open(t.Context(), b.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	b.second(t)
 	if st := b.fake.Stats(); len(st.DDL) != 0 || st.QueryJobs != 0 || st.LoadJobs != 0 {
 		t.Errorf("second Open did more than read metadata: %+v", st)
 	}
@@ -330,11 +326,7 @@ func TestStaleRevisionWritesNothing(t *testing.T) {
 // nothing.
 func TestStaleRevisionInsideTransaction(t *testing.T) {
 	b := setup(t, bqfake.Options{})
-	other, err := Open(t.Context(), b.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := b.second(t)
 	a := []sink.Row{b.row(t, "a", 1, 1, false)}
 	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("a", a), a})
 
@@ -352,7 +344,7 @@ func TestStaleRevisionInsideTransaction(t *testing.T) {
 			}
 		}
 	})
-	_, err = b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(3 * time.Hour), Forms: []sink.FormCommit{{State: st, Rows: sinktest.Spool(t, late...)}}})
+	_, err := b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(3 * time.Hour), Forms: []sink.FormCommit{{State: st, Rows: sinktest.Spool(t, late...)}}})
 	hook()
 	var ce *sink.ConflictError
 	if !errors.As(err, &ce) || !slices.Equal(ce.Forms, []string{"a"}) {

@@ -61,11 +61,7 @@ func googleErr(code int, reason string) error {
 // commit that failed.
 func TestViewOfAFailedCommitIsMadeAgain(t *testing.T) {
 	b := setup(t, bqfake.Options{})
-	other, err := Open(t.Context(), b.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := b.second(t)
 	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
 	var views atomic.Int32
 	otherView, ourView, otherDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -89,7 +85,7 @@ func TestViewOfAFailedCommitIsMadeAgain(t *testing.T) {
 		}
 	}()
 	<-otherView
-	_, err = b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(time.Hour), Forms: []sink.FormCommit{{State: formState("f", rows, "email"), Rows: sinktest.Spool(t, rows...)}}})
+	_, err := b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(time.Hour), Forms: []sink.FormCommit{{State: formState("f", rows, "email"), Rows: sinktest.Spool(t, rows...)}}})
 	remove()
 	if !errors.Is(err, sink.ErrStateConflict) {
 		t.Fatalf("err = %v, want a state conflict", err)
