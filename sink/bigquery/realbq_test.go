@@ -2,6 +2,7 @@ package bigquery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/sinktest"
+
+	bq "cloud.google.com/go/bigquery"
 )
 
 // realConfig returns a configuration for real BigQuery (Application
@@ -88,4 +91,62 @@ func TestRealBigQueryContract(t *testing.T) {
 	// Every contract test needs an empty sink: a dataset of its own.
 	cfg.Dataset = ""
 	sinktest.Run(t, func(t *testing.T) sinktest.Sink { return openReal(t, cfg) })
+}
+
+// TestRealBigQueryConcurrentFirstCommits commits the first rows of a new
+// form from two processes at once. Both see no state and pass the
+// transaction's ASSERT; the design relies on BigQuery cancelling one of two
+// transactions that MERGE into the same tables, whereupon the cancelled one
+// re-reads the state and is refused. The fake cannot say whether BigQuery
+// does so when the MERGE of a new form only inserts: this checks it.
+func TestRealBigQueryConcurrentFirstCommits(t *testing.T) {
+	cfg := realConfig(t)
+	s := openReal(t, cfg)
+	other, err := Open(t.Context(), s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	b := &bundle{sink: s, cfg: s.cfg, t0: time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)}
+	for round := range 3 {
+		form := fmt.Sprintf("race%d", round)
+		var rows []sink.Row
+		for i := range 5 {
+			rows = append(rows, b.row(t, form, int64(i+1), i, false))
+		}
+		errs := make(chan error, 2)
+		for _, sk := range []*Sink{s, other} {
+			go func() {
+				_, err := sk.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(time.Hour), Forms: []sink.FormCommit{{State: formState(form, rows, "email"), Rows: sinktest.Spool(t, rows...)}}})
+				errs <- err
+			}()
+		}
+		committed := 0
+		for range 2 {
+			if err := <-errs; err == nil {
+				committed++
+			} else if !errors.Is(err, sink.ErrStateConflict) && !errors.Is(err, ErrConcurrentUpdate) {
+				t.Errorf("%s: %v", form, err)
+			}
+		}
+		if committed != 1 {
+			t.Errorf("%s: %d of two concurrent first commits committed, want 1", form, committed)
+		}
+		var states, keys, distinct int64
+		q := s.query(fmt.Sprintf("SELECT (SELECT COUNT(*) FROM %s WHERE form_id = @form), COUNT(*), COUNT(DISTINCT submission_key) FROM %s WHERE form_id = @form",
+			ref(s.cfg.Project, s.cfg.Dataset, stateTable), ref(s.cfg.Project, s.cfg.Dataset, submissionsTable)),
+			bq.QueryParameter{Name: "form", Value: form})
+		it, err := q.Read(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var row []bq.Value
+		if err := it.Next(&row); err != nil {
+			t.Fatal(err)
+		}
+		states, keys, distinct = row[0].(int64), row[1].(int64), row[2].(int64)
+		if states != 1 || keys != 5 || distinct != 5 {
+			t.Errorf("%s: %d state rows, %d rows, %d keys; want 1, 5, 5", form, states, keys, distinct)
+		}
+	}
 }
