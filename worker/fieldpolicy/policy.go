@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 	"sync"
 )
 
@@ -123,7 +124,19 @@ func parseRule(item string) (Rule, error) {
 	}
 	// Lower-cased so that String, and with it Identity, does not change
 	// with the case a pattern was written in.
-	return Rule{Pattern: strings.ToLower(pattern), Action: a}, nil
+	return Rule{Pattern: lower(pattern), Action: a}, nil
+}
+
+// lower lower-cases s where that keeps each rune's case-folding class,
+// which is what names are matched by: "İ" (dotted capital I) lower-cases
+// to a plain "i", which folds with "I" and no longer with "İ", so it stays.
+func lower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if l := unicode.ToLower(r); fold(l) == fold(r) {
+			return l
+		}
+		return r
+	}, s)
 }
 
 func parseAction(s string) (Action, error) {

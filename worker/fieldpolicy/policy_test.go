@@ -160,6 +160,11 @@ func TestMatching(t *testing.T) {
 		{"école=drop", "ÉCOLE", Drop},
 		{"k=drop", "\u212a", Drop},   // Kelvin sign
 		{"s*=drop", "\u017fx", Drop}, // long s
+		// Lower-casing İ (dotted capital I) would give a plain i, which
+		// folds with I: the pattern keeps it.
+		{"İsim=drop", "İsim", Drop},
+		{"İsim=drop", "isim", Keep},
+		{"İsim=drop", "Isim", Keep},
 		// The first rule that matches decides.
 		{"email_ok=keep,*email*=hash", "email_ok", Keep},
 		{"email_ok=keep,*email*=hash", "Email_OK", Keep},
