@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
 	"sync"
+	"unicode"
 )
 
 // Action is what a policy does to a matching field.
