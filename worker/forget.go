@@ -46,6 +46,13 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		if err != nil {
 			return rep, err
 		}
+		if now := e.policyID(); m.Field != "" && st.FieldPolicy != now && st.Rows+st.Deleted > 0 {
+			// A field the policy hashes is matched by its hash under the
+			// configured policy (and key): under another one nothing
+			// matches, and the erasure would look done.
+			return rep, fmt.Errorf("forget in form %s: %w: its rows were stored under field policy %s and %s is configured; set FORMSYNC_FIELD_POLICY (and its key) as the syncs of the form have them, or forget by --key",
+				formID, ErrForgetPolicy, policyName(st.FieldPolicy), policyName(now))
+		}
 		rows, err := e.dst.Find(ctx, formID, m)
 		if err != nil {
 			return rep, fmt.Errorf("forget in form %s: finding the rows: %w", formID, err)
@@ -76,6 +83,18 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 			"tombstones_for_unstored_keys", len(rep.Unstored))
 		return rep, nil
 	}
+}
+
+// ErrForgetPolicy is returned by Forget for a match by field under another
+// field policy than the form's rows were stored under.
+var ErrForgetPolicy = errors.New("not the field policy of the stored rows")
+
+// policyName names a policy identity in a message.
+func policyName(id string) string {
+	if id == "" {
+		return "none"
+	}
+	return id
 }
 
 // forgetCommit is the commit that removes rows from a form and tombstones

@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -59,6 +60,23 @@ func run(t *testing.T, bin string, env []string, args ...string) string {
 		t.Fatalf("formsync %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// runCode runs the binary with env and returns its output and exit code.
+func runCode(t *testing.T, bin string, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	}
+	t.Fatalf("formsync %s: %v", strings.Join(args, " "), err)
+	return "", -1
 }
 
 // TestReconcileSIGKILL kills `formsync reconcile` at many moments: after
@@ -219,6 +237,20 @@ func TestDeletionsAndPrivacyAsAUserWould(t *testing.T) {
 			}
 		}
 	}
+	// Forgetting by a hashed field needs the policy the rows were stored
+	// under: without it nothing would match, and the erasure look done.
+	env3 := baseEnv(srv.URL, "contact", db2, t.TempDir())
+	if out, code := runCode(t, bin, env3, "forget", "--form", "contact", "--field", "email="+email); code != 1 || !strings.Contains(out, "field policy") {
+		t.Errorf("forget --field without the form's field policy: exit %d, want 1 naming the policy:\n%s", code, out)
+	}
+	if dry := run(t, bin, env2, "forget", "--form", "contact", "--field", "email="+email, "--dry-run"); !strings.Contains(dry, strconv.FormatInt(live[10].ID, 10)) {
+		t.Errorf("forget --field under the form's policy does not find submission %d:\n%s", live[10].ID, dry)
+	}
+	// A mistyped form is refused, not tombstoned.
+	if out, code := runCode(t, bin, env2, "forget", "--form", "contcat", "--key", "1001"); code != 2 || !strings.Contains(out, "no such form") {
+		t.Errorf("forget in a form never synced: exit %d, want 2:\n%s", code, out)
+	}
+
 	// The README's openssl line gives the hash stored for an address.
 	if _, err := exec.LookPath("openssl"); err == nil {
 		sh := exec.Command("sh", "-c", `printf '%s' "$1" | openssl dgst -sha256 -hmac "$(cat "$2")" | awk '{print $NF}'`, "sh", email, key)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/formsync/formsync/sink"
@@ -70,6 +71,14 @@ func runForget(ctx context.Context, e *env, args []string) int {
 		return exitFailed
 	}
 	defer dst.Close()
+	// A mistyped form id would find nothing, tombstone the keys under a
+	// form that does not exist and report success.
+	if states, err := dst.ReadState(ctx, []string{*form}); err != nil {
+		e.log.Error("cannot read the sync state", "form", *form, "error", err.Error())
+		return exitFailed
+	} else if _, ok := states[*form]; !ok && !slices.Contains(e.cfg.Forms, *form) {
+		return configError(e, &ConfigError{Problems: []string{fmt.Sprintf("--form %s: no such form here (never synced, and not in FORMSYNC_FORMS): check the id", *form)}})
+	}
 	cfg := e.cfg.engineConfig([]string{*form}, e.log)
 	eng, err := worker.New(nil, dst, cfg)
 	if err != nil {
