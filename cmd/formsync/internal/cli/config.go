@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"reflect"
 	"slices"
@@ -446,6 +447,13 @@ func (c *Config) valueText(f field) string {
 		return shortDuration(x)
 	case float64:
 		return strconv.FormatFloat(x, 'g', -1, 64)
+	case string:
+		// A URL's password (a Pushgateway behind basic auth, say) is a
+		// secret too.
+		if u, err := url.Parse(x); err == nil && u.User != nil {
+			return u.Redacted()
+		}
+		return x
 	default:
 		return fmt.Sprint(x)
 	}

@@ -200,6 +200,30 @@ func TestHelpAndEnvShowDefaults(t *testing.T) {
 	}
 }
 
+// TestURLPasswordsAreSecrets: a password in a URL setting (a Pushgateway
+// behind basic auth, credentials pasted into the API base URL) is printed
+// neither by `env` nor in a configuration problem.
+func TestURLPasswordsAreSecrets(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("FORMSYNC_API_BASE_URL", "https://bob:hunter2@api.example.com")
+	t.Setenv("FORMSYNC_API_TOKEN", "t")
+	t.Setenv("FORMSYNC_FORMS", "a")
+	t.Setenv("FORMSYNC_PUSHGATEWAY_URL", "https://u:pgsecret@pg.example:9091")
+	_, out, errOut := run(t, "env")
+	code, checkOut, checkErr := run(t, "env", "-check", "sync")
+	if code != exitUsage {
+		t.Errorf("env -check sync with credentials in the base URL: exit %d, want %d", code, exitUsage)
+	}
+	for _, text := range []string{out, errOut, checkOut, checkErr} {
+		if strings.Contains(text, "hunter2") || strings.Contains(text, "pgsecret") {
+			t.Errorf("a URL's password is printed:\n%s", text)
+		}
+	}
+	if !strings.Contains(out, "FORMSYNC_PUSHGATEWAY_URL=https://u:xxxxx@pg.example:9091\n") {
+		t.Errorf("env does not show the Pushgateway URL, password redacted:\n%s", out)
+	}
+}
+
 func TestFormIDs(t *testing.T) {
 	for _, ok := range []string{"contact", "abc123", "a.b", "..a", "form-1_x"} {
 		if msg := formIDProblem(ok); msg != "" {
