@@ -29,7 +29,14 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	}
 	defer prepareTmpDir(e)()
 	m := metrics.New()
-	p, err := wire(ctx, e, shardForms(e.cfg), m)
+	forms := shardForms(e.cfg)
+	if len(forms) == 0 {
+		// As a one-shot sync of an empty shard succeeds, a pod of one
+		// stays up, healthy, rather than exiting into a restart loop.
+		e.log.Warn("no form falls in this shard: serving health and metrics, syncing nothing", "shard_index", e.cfg.ShardIndex, "shard_count", e.cfg.ShardCount)
+		return idle(ctx, e, m)
+	}
+	p, err := wire(ctx, e, forms, m)
 	if err != nil {
 		return wireFailed(e, err)
 	}
@@ -122,6 +129,27 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		code = exitFailed
 	}
 	return code
+}
+
+// idle serves health and metrics, ready, until ctx ends: `run` with no
+// form to sync.
+func idle(ctx context.Context, e *env, m *metrics.Metrics) int {
+	ln, err := net.Listen("tcp", e.cfg.HTTPAddr)
+	if err != nil {
+		e.log.Error("cannot serve health and metrics", "addr", e.cfg.HTTPAddr, "error", err.Error())
+		return exitFailed
+	}
+	var ready atomic.Bool
+	ready.Store(true)
+	srv := &http.Server{Handler: healthMux(&ready, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	e.log.Info("formsync is running", "forms", 0, "http_addr", ln.Addr().String())
+	<-ctx.Done()
+	ready.Store(false)
+	stopCtx, cancel := context.WithTimeout(context.Background(), stopMargin)
+	defer cancel()
+	srv.Shutdown(stopCtx)
+	return exitOK
 }
 
 // stopMargin is how long `formsync run` waits for the running sync beyond

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -126,5 +127,25 @@ func TestInterruptedSyncSaysSo(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "sync interrupted by a shutdown signal, will be retried") {
 		t.Errorf("no interruption line:\n%s", logs)
+	}
+}
+
+// TestRunOnAnEmptyShardIdles: a shard that no form falls in syncs nothing,
+// as a one-shot sync of it does, and stays up until the signal, exit 0.
+func TestRunOnAnEmptyShardIdles(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"a"}, SubmissionsPerForm: 10})
+	syncEnv(t, sim, "a")
+	t.Setenv("FORMSYNC_SHARD_COUNT", "4")
+	for i := range 4 {
+		if len(shardForms(Config{Forms: []string{"a"}, ShardIndex: i, ShardCount: 4})) == 0 {
+			t.Setenv("FORMSYNC_SHARD_INDEX", strconv.Itoa(i))
+			break
+		}
+	}
+	t.Setenv("FORMSYNC_HTTP_ADDR", "127.0.0.1:0")
+	logs, stop := start(t, "run")
+	waitFor(t, "not running", func() bool { return strings.Contains(logs.String(), "formsync is running") })
+	if code := stop(); code != 0 || sim.Stats().Requests != 0 || !strings.Contains(logs.String(), "no form falls in this shard") {
+		t.Errorf("run on an empty shard: exit %d, %d requests:\n%s", code, sim.Stats().Requests, logs)
 	}
 }
