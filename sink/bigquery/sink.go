@@ -110,9 +110,24 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// validate returns every problem at once. Identifiers are checked strictly
-// because they are spliced into SQL text.
+// Problems lists what is wrong with c, its defaults filled in, every
+// problem at once: what Open refuses, for a caller to check settings before
+// it connects.
+func (c Config) Problems() []error {
+	return c.withDefaults().problems()
+}
+
+// validate returns every problem at once.
 func (c Config) validate() error {
+	if err := errors.Join(c.problems()...); err != nil {
+		return fmt.Errorf("bigquery: invalid configuration: %w", err)
+	}
+	return nil
+}
+
+// problems checks identifiers strictly, because they are spliced into SQL
+// text.
+func (c Config) problems() []error {
 	var errs []error
 	if c.Project == "" {
 		errs = append(errs, errors.New("FORMSYNC_BQ_PROJECT is required"))
@@ -140,10 +155,7 @@ func (c Config) validate() error {
 	if c.MaxRetries < 0 {
 		errs = append(errs, errors.New("MaxRetries must not be negative"))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("bigquery: invalid configuration: %w", err)
-	}
-	return nil
+	return errs
 }
 
 var _ sink.Sink = (*Sink)(nil)

@@ -12,14 +12,14 @@ import (
 // or shard, loads into a staging table of its own in <dataset>_staging (the
 // sink's defaults), so concurrent pods never merge each other's rows.
 func openBigQuery(ctx context.Context, cfg Config) (sink.Sink, error) {
-	s, err := bigquery.Open(ctx, bigquery.Config{
-		Project:  cfg.BQProject,
-		Dataset:  cfg.BQDataset,
-		Location: cfg.BQLocation,
-		Endpoint: cfg.BQEndpoint,
-	})
+	s, err := bigquery.Open(ctx, cfg.bigQuery())
 	if err != nil {
 		return nil, fmt.Errorf("opening BigQuery sink %s.%s: %w", cfg.BQProject, cfg.BQDataset, err)
 	}
 	return s, nil
+}
+
+// bigQuery is the BigQuery sink's share of the configuration.
+func (c Config) bigQuery() bigquery.Config {
+	return bigquery.Config{Project: c.BQProject, Dataset: c.BQDataset, Location: c.BQLocation, Endpoint: c.BQEndpoint}
 }

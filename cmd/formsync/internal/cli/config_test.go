@@ -224,6 +224,23 @@ func TestURLPasswordsAreSecrets(t *testing.T) {
 	}
 }
 
+// TestBigQuerySettingsCheckedUpFront: a BigQuery setting the sink would
+// refuse when it opens is a configuration problem (exit 2, under its
+// variable), found by env -check before any connection.
+func TestBigQuerySettingsCheckedUpFront(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("FORMSYNC_API_BASE_URL", "https://api.example.com")
+	t.Setenv("FORMSYNC_API_TOKEN", "t")
+	t.Setenv("FORMSYNC_FORMS", "a")
+	t.Setenv("FORMSYNC_SINK", "bigquery")
+	t.Setenv("FORMSYNC_BQ_PROJECT", "my-project")
+	t.Setenv("FORMSYNC_BQ_DATASET", "form-sync")
+	code, _, errOut := run(t, "env", "-check", "sync")
+	if code != exitUsage || !strings.Contains(errOut, `FORMSYNC_BQ_DATASET "form-sync" is not a dataset name`) || strings.Contains(errOut, "staging dataset") {
+		t.Errorf("env -check sync with a dataset BigQuery refuses: exit %d:\n%s", code, errOut)
+	}
+}
+
 func TestFormIDs(t *testing.T) {
 	for _, ok := range []string{"contact", "abc123", "a.b", "..a", "form-1_x"} {
 		if msg := formIDProblem(ok); msg != "" {

@@ -101,6 +101,25 @@ func (c *Config) Validate(n Need) error {
 			if c.BQProject == "" {
 				p.add("BQ_PROJECT", "FORMSYNC_SINK=bigquery needs FORMSYNC_BQ_PROJECT (the Google Cloud project id)")
 			}
+			// What the sink would refuse when it opens, checked now: exit
+			// 2, every problem at once, before any connection.
+			for _, err := range c.bigQuery().Problems() {
+				msg := err.Error()
+				name := ""
+				for _, v := range []string{"BQ_PROJECT", "BQ_DATASET", "BQ_LOCATION", "BQ_ENDPOINT"} {
+					if strings.HasPrefix(msg, envPrefix+"_"+v+" ") {
+						name = v
+					}
+				}
+				switch {
+				case name == "" && strings.HasPrefix(msg, "staging dataset") && p.has("BQ_DATASET"):
+					// Named after the dataset: the same problem again.
+				case name == "":
+					p.other = append(p.other, msg)
+				case !p.has(name):
+					p.add(name, "%s", msg)
+				}
+			}
 		default:
 			p.add("SINK", "FORMSYNC_SINK=%q is not a sink: use sqlite or bigquery", c.Sink)
 		}
