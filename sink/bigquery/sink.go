@@ -187,6 +187,43 @@ type Sink struct {
 // recreated to leave out rows deleted upstream). When all exist it only
 // reads their metadata: no DDL in the steady state.
 func Open(ctx context.Context, cfg Config) (*Sink, error) {
+	s, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ensureSchema(ctx); err != nil {
+		s.client.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenReadOnly connects to a dataset formsync has written, to read its
+// state: it creates and migrates nothing, so a mistyped dataset or project
+// is an error (ErrNotFound) rather than a new, empty dataset that looks
+// like nothing was synced yet.
+func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
+	s, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	tbl := s.dataset().Table(stateTable)
+	res := "table " + s.cfg.Project + "." + s.cfg.Dataset + "." + stateTable
+	if err := s.retry(ctx, func() error {
+		_, err := tbl.Metadata(ctx)
+		return s.scope.classify("reading table metadata", res, err)
+	}); err != nil {
+		s.client.Close()
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("bigquery: %s does not exist: formsync has not synced into dataset %s of project %s (check FORMSYNC_BQ_PROJECT and FORMSYNC_BQ_DATASET): %w", res, s.cfg.Dataset, s.cfg.Project, err)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// connect validates cfg and creates the client.
+func connect(ctx context.Context, cfg Config) (*Sink, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -209,10 +246,6 @@ func Open(ctx context.Context, cfg Config) (*Sink, error) {
 			Submissions: ref(cfg.Project, cfg.Dataset, submissionsTable),
 			State:       ref(cfg.Project, cfg.Dataset, stateTable),
 		},
-	}
-	if err := s.ensureSchema(ctx); err != nil {
-		client.Close()
-		return nil, err
 	}
 	return s, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/state"
 )
@@ -94,14 +95,22 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	return exitOK
 }
 
-// openStatusSink opens the sink for reading: a SQLite file read-only (no
-// file is created for a mistyped path, no lock is taken, a read-only copy
-// can be read); BigQuery as sync opens it.
+// openStatusSink opens the sink for reading, creating nothing, so that a
+// mistyped path or dataset cannot look like a healthy empty one: a SQLite
+// file read-only (no lock is taken, a read-only copy can be read), a
+// BigQuery dataset only if formsync has written it.
 func openStatusSink(ctx context.Context, cfg Config) (sink.Sink, error) {
-	if cfg.Sink == "sqlite" {
+	switch cfg.Sink {
+	case "sqlite":
 		s, err := sqlite.OpenReadOnly(ctx, cfg.SQLitePath)
 		if err != nil {
 			return nil, fmt.Errorf("opening SQLite database %s: %w", cfg.SQLitePath, err)
+		}
+		return s, nil
+	case "bigquery":
+		s, err := bigquery.OpenReadOnly(ctx, cfg.bigQuery())
+		if err != nil {
+			return nil, fmt.Errorf("opening BigQuery dataset %s.%s: %w", cfg.BQProject, cfg.BQDataset, err)
 		}
 		return s, nil
 	}

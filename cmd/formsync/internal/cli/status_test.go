@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/formsync/formsync/sink/bigquery/bqfake"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
@@ -23,6 +24,37 @@ func TestStatusOfAMissingDatabase(t *testing.T) {
 	}
 	if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("status created %s", db)
+	}
+}
+
+// TestStatusOfAMissingBigQueryDataset: on BigQuery too, a mistyped dataset
+// is an error and nothing is created; the dataset a sync wrote is read.
+func TestStatusOfAMissingBigQueryDataset(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"a"}, SubmissionsPerForm: 10})
+	syncEnv(t, sim, "a")
+	fake := bqfake.New(bqfake.Options{})
+	t.Cleanup(fake.Close)
+	t.Setenv("FORMSYNC_SINK", "bigquery")
+	t.Setenv("FORMSYNC_BQ_PROJECT", "p")
+	t.Setenv("FORMSYNC_BQ_ENDPOINT", fake.URL())
+	t.Setenv("FORMSYNC_BQ_DATASET", "formsnyc")
+	code, out, errOut := run(t, "status")
+	if code != exitFailed || !strings.Contains(errOut, "has not synced into dataset formsnyc") || strings.Contains(out, "No form") {
+		t.Errorf("status of a dataset never written: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if ddl := fake.Stats().DDL; len(ddl) != 0 {
+		t.Errorf("status created %v", ddl)
+	}
+	t.Setenv("FORMSYNC_BQ_DATASET", "formsync")
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync: exit %d: %s", code, errOut)
+	}
+	fake.ResetStats()
+	if code, out, errOut := run(t, "status"); code != exitOK || !strings.Contains(out, "a ") {
+		t.Errorf("status after a sync: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if ddl := fake.Stats().DDL; len(ddl) != 0 {
+		t.Errorf("status did DDL: %v", ddl)
 	}
 }
 
