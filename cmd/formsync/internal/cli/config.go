@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"os"
 	"reflect"
 	"slices"
@@ -448,12 +447,7 @@ func (c *Config) valueText(f field) string {
 	case float64:
 		return strconv.FormatFloat(x, 'g', -1, 64)
 	case string:
-		// A URL's password (a Pushgateway behind basic auth, say) is a
-		// secret too.
-		if u, err := url.Parse(x); err == nil && u.User != nil {
-			return u.Redacted()
-		}
-		return x
+		return redactedURL(x)
 	default:
 		return fmt.Sprint(x)
 	}

@@ -137,6 +137,35 @@ func TestCommandsReadOnlyTheirVariables(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "FORMSYNC_LOG_LEVEL") || strings.Contains(errOut, "FORMSYNC_PAGE_SIZE") {
 		t.Errorf("status: exit %d:\n%s", code, errOut)
 	}
+	// Nor is the engine's concurrency forget's.
+	t.Setenv("FORMSYNC_LOG_LEVEL", "info")
+	t.Setenv("FORMSYNC_PAGE_SIZE", "500")
+	t.Setenv("FORMSYNC_CONCURRENCY", "-1")
+	t.Setenv("FORMSYNC_FORMS", "a")
+	if code, _, errOut := run(t, "forget", "--form", "a", "--key", "1", "--dry-run"); code != 0 {
+		t.Errorf("forget with reading settings it does not read out of range: exit %d:\n%s", code, errOut)
+	}
+}
+
+// TestStagingAndPushgatewayCheckedUpFront: a staging directory that does
+// not exist, or a Pushgateway URL no push can reach, is a configuration
+// problem of the commands that read the API, not a failure of every run.
+func TestStagingAndPushgatewayCheckedUpFront(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("FORMSYNC_API_BASE_URL", "https://api.example.com")
+	t.Setenv("FORMSYNC_API_TOKEN", "t")
+	t.Setenv("FORMSYNC_FORMS", "a")
+	t.Setenv("FORMSYNC_TMP_DIR", filepath.Join(t.TempDir(), "missing"))
+	t.Setenv("FORMSYNC_PUSHGATEWAY_URL", "pg:9091")
+	code, _, errOut := run(t, "env", "-check", "sync")
+	if code != exitUsage || !strings.Contains(errOut, "FORMSYNC_TMP_DIR=") || !strings.Contains(errOut, `FORMSYNC_PUSHGATEWAY_URL="pg:9091" is not an http(s) URL`) {
+		t.Errorf("env -check sync: exit %d:\n%s", code, errOut)
+	}
+	t.Setenv("FORMSYNC_TMP_DIR", t.TempDir())
+	t.Setenv("FORMSYNC_PUSHGATEWAY_URL", "http://pushgateway:9091")
+	if code, _, errOut := run(t, "env", "-check", "sync"); code != 0 {
+		t.Errorf("env -check sync with both right: exit %d:\n%s", code, errOut)
+	}
 }
 
 // TestOnlyPrefixedNames: envconfig also reads the unprefixed name; formsync

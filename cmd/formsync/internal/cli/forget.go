@@ -79,7 +79,12 @@ func runForget(ctx context.Context, e *env, args []string) int {
 	} else if _, ok := states[*form]; !ok && !slices.Contains(e.cfg.Forms, *form) {
 		return configError(e, &ConfigError{Problems: []string{fmt.Sprintf("--form %s: no such form here (never synced, and not in FORMSYNC_FORMS): check the id", *form)}})
 	}
-	cfg := e.cfg.engineConfig([]string{*form}, e.log)
+	// Only what forget reads: the engine's reading settings (page size,
+	// concurrency, ...) are not its business, nor checked for it.
+	cfg := worker.Config{Forms: []string{*form}, Logger: e.log}
+	if e.cfg.policy != nil {
+		cfg.FieldPolicy = e.cfg.policy
+	}
 	eng, err := worker.New(nil, dst, cfg)
 	if err != nil {
 		return configError(e, err)

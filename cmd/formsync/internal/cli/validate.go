@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -169,6 +171,20 @@ func (c *Config) validatePolicy(p *problems) {
 }
 
 func (c *Config) validateAPI(p *problems, forms bool) {
+	// Rows are staged there: a missing directory failed every form of
+	// every run, exit 1, after the configuration was called complete.
+	if c.TmpDir != "" && !p.has("TMP_DIR") {
+		if fi, err := os.Stat(c.TmpDir); err != nil || !fi.IsDir() {
+			p.add("TMP_DIR", "FORMSYNC_TMP_DIR=%q is not a directory: rows are staged there; create it or point at one (the system temp dir when unset)", c.TmpDir)
+		}
+	}
+	// A push that cannot happen was a warning after each run, its metrics
+	// lost.
+	if u := c.PushgatewayURL; u != "" && !p.has("PUSHGATEWAY_URL") {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			p.add("PUSHGATEWAY_URL", "FORMSYNC_PUSHGATEWAY_URL=%q is not an http(s) URL with a host, e.g. http://pushgateway:9091", redactedURL(u))
+		}
+	}
 	if c.APIBaseURL == "" {
 		p.add("API_BASE_URL", "FORMSYNC_API_BASE_URL is not set: give the API's base URL, e.g. https://forms.example.com")
 	}
@@ -403,4 +419,13 @@ func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
 		cfg.SortContentKeys = true
 	}
 	return cfg
+}
+
+// redactedURL is s with the password of a URL in it replaced: a
+// Pushgateway behind basic auth, say, has a secret in its URL.
+func redactedURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
 }
