@@ -850,6 +850,17 @@ func checkConfigLoads(t *testing.T, pt podTemplate, env map[string]string) {
 		}
 		podEnv["FORMSYNC_API_TOKEN_FILE"] = tok
 	}
+	// The staging directory is the pod's emptyDir mount: a directory
+	// stands in for it here.
+	if _, ok := podEnv["FORMSYNC_TMP_DIR"]; ok {
+		podEnv["FORMSYNC_TMP_DIR"] = t.TempDir()
+	}
+	// Placeholders the README has the user replace (PROJECT_ID) stand for
+	// a valid value; formsync checks a project id's form before it
+	// connects.
+	for k, v := range podEnv {
+		podEnv[k] = strings.ReplaceAll(v, "PROJECT_ID", "my-project")
+	}
 	if pt.indexes > 0 {
 		// The last pod of an Indexed Job has the highest index.
 		podEnv["JOB_COMPLETION_INDEX"] = strconv.Itoa(pt.indexes - 1)
