@@ -41,9 +41,9 @@
 // give equal hashes in every run, so the warehouse can still count, group
 // and join on a hashed field, and a system holding the key can compute the
 // same HMAC of a known address and find its rows. Without the key the
-// clear value cannot be recovered, nor confirmed by hashing guesses, which
-// a plain SHA-256 of an e-mail address or a phone number would allow in
-// seconds.
+// clear value cannot be recovered from its hash, nor confirmed by hashing
+// guesses, which a plain SHA-256 of an e-mail address or a phone number
+// would allow in seconds (but see the content key below).
 //
 // Identity names a policy and its key without revealing the key, so that
 // rows stored under one policy can be told from rows stored under another.
@@ -55,7 +55,10 @@
 // a whole: the names inside it are not matched. Of the raw API object,
 // only the members of its fields and data objects are rewritten; every
 // other member (ids, timestamps, files) is left exactly as sent. Rows
-// stored before a policy changed are not rewritten.
+// stored before a policy changed are not rewritten. The content key of a
+// submission (sink.Row.ContentKey, the key of a form without ids) is
+// computed from its values before the policy, unkeyed: it lets a reader
+// confirm a guess of every hashed or dropped value of a row.
 //
 // A nil *Policy, or the zero Policy, is no policy: every method returns
 // its input unchanged without looking at it. A Policy is immutable and
