@@ -66,13 +66,20 @@ func TestEveryProblemAtOnce(t *testing.T) {
 	}
 }
 
+// apiEnv clears the environment and sets what every command reading the
+// API needs: a base URL, a token and a form.
+func apiEnv(t *testing.T) {
+	t.Helper()
+	clearEnv(t)
+	t.Setenv("FORMSYNC_API_BASE_URL", "https://api.example.com")
+	t.Setenv("FORMSYNC_API_TOKEN", "t")
+	t.Setenv("FORMSYNC_FORMS", "a")
+}
+
 // TestLibraryProblemsNameTheVariable: the client and the engine check their
 // own settings; their problems reach the user under the variable.
 func TestLibraryProblemsNameTheVariable(t *testing.T) {
-	clearEnv(t)
-	t.Setenv("FORMSYNC_API_BASE_URL", "https://forms.example.com")
-	t.Setenv("FORMSYNC_API_TOKEN", "tok")
-	t.Setenv("FORMSYNC_FORMS", "a")
+	apiEnv(t)
 	t.Setenv("FORMSYNC_PAGE_SIZE", "101")
 	t.Setenv("FORMSYNC_LOOKBACK", "-1h")
 	t.Setenv("FORMSYNC_RATE_LIMIT", "-2")
@@ -151,10 +158,7 @@ func TestCommandsReadOnlyTheirVariables(t *testing.T) {
 // not exist, or a Pushgateway URL no push can reach, is a configuration
 // problem of the commands that read the API, not a failure of every run.
 func TestStagingAndPushgatewayCheckedUpFront(t *testing.T) {
-	clearEnv(t)
-	t.Setenv("FORMSYNC_API_BASE_URL", "https://api.example.com")
-	t.Setenv("FORMSYNC_API_TOKEN", "t")
-	t.Setenv("FORMSYNC_FORMS", "a")
+	apiEnv(t)
 	t.Setenv("FORMSYNC_TMP_DIR", filepath.Join(t.TempDir(), "missing"))
 	t.Setenv("FORMSYNC_PUSHGATEWAY_URL", "pg:9091")
 	code, _, errOut := run(t, "env", "-check", "sync")
@@ -233,10 +237,8 @@ func TestHelpAndEnvShowDefaults(t *testing.T) {
 // behind basic auth, credentials pasted into the API base URL) is printed
 // neither by `env` nor in a configuration problem.
 func TestURLPasswordsAreSecrets(t *testing.T) {
-	clearEnv(t)
+	apiEnv(t)
 	t.Setenv("FORMSYNC_API_BASE_URL", "https://bob:hunter2@api.example.com")
-	t.Setenv("FORMSYNC_API_TOKEN", "t")
-	t.Setenv("FORMSYNC_FORMS", "a")
 	t.Setenv("FORMSYNC_PUSHGATEWAY_URL", "https://u:pgsecret@pg.example:9091")
 	_, out, errOut := run(t, "env")
 	code, checkOut, checkErr := run(t, "env", "-check", "sync")
@@ -257,10 +259,7 @@ func TestURLPasswordsAreSecrets(t *testing.T) {
 // refuse when it opens is a configuration problem (exit 2, under its
 // variable), found by env -check before any connection.
 func TestBigQuerySettingsCheckedUpFront(t *testing.T) {
-	clearEnv(t)
-	t.Setenv("FORMSYNC_API_BASE_URL", "https://api.example.com")
-	t.Setenv("FORMSYNC_API_TOKEN", "t")
-	t.Setenv("FORMSYNC_FORMS", "a")
+	apiEnv(t)
 	t.Setenv("FORMSYNC_SINK", "bigquery")
 	t.Setenv("FORMSYNC_BQ_PROJECT", "my-project")
 	t.Setenv("FORMSYNC_BQ_DATASET", "form-sync")
@@ -367,10 +366,7 @@ func TestFieldPolicyProblems(t *testing.T) {
 	if _, _, errOut := run(t, "status"); strings.Contains(errOut, "FIELD_POLICY") {
 		t.Errorf("status reads the field policy:\n%s", errOut)
 	}
-	clearEnv(t)
-	t.Setenv("FORMSYNC_API_BASE_URL", "https://forms.example.com")
-	t.Setenv("FORMSYNC_API_TOKEN", "tok")
-	t.Setenv("FORMSYNC_FORMS", "a")
+	apiEnv(t)
 	t.Setenv("FORMSYNC_RECONCILE_EVERY", "-24h")
 	if code, _, errOut := run(t, "env", "-check", "sync"); code != exitUsage || !strings.Contains(errOut, `FORMSYNC_RECONCILE_EVERY="-24h": -24h0m0s is negative`) {
 		t.Errorf("negative reconcile period: exit %d:\n%s", code, errOut)
