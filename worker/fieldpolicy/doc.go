@@ -37,7 +37,9 @@
 // A hashed value is stored as the hex HMAC-SHA256 of the value under a
 // secret key (LoadKey, FORMSYNC_FIELD_HASH_KEY_FILE). A string is hashed as
 // its decoded UTF-8 text, so "x@example.com" hashes the bytes
-// x@example.com; any other value as its canonical JSON text. Equal values
+// x@example.com; any other value as its JSON text, which is canonical
+// (sink.AppendCanonical) in the fields a row holds and is made so in a raw
+// object, so that a value hashes alike in both. Equal values
 // give equal hashes in every run, so the warehouse can still count, group
 // and join on a hashed field, and a system holding the key can compute the
 // same HMAC of a known address and find its rows. Without the key the
