@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"time"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
@@ -88,6 +90,11 @@ func (w *walker) walk(ctx context.Context, start int, first *formsapi.Page) erro
 		if err != nil {
 			return err
 		}
+		if prev != nil && p.Total == prev.total {
+			if err := w.completeTies(ctx, page, prev, seen); err != nil {
+				return err
+			}
+		}
 		// A page repeating the one before it, submission for submission,
 		// staged nothing (every key was the previous page's): the server
 		// or a proxy ignores the page parameter. Unless the total moved
@@ -127,6 +134,69 @@ type seenPage struct {
 	total int
 	keys  map[string]struct{}
 	order []string
+	// headAt and tailAt are the created_at millisecond of the page's first
+	// and last submission; headN and tailN how many submissions in a row,
+	// from either end, share it.
+	headAt, tailAt time.Time
+	headN, tailN   int
+}
+
+// maxTieRefetches bounds how many times a page is read again to find the
+// members of a created_at tie split between it and the page before.
+const maxTieRefetches = 6
+
+// completeTies reads page again while the submissions sharing the
+// created_at millisecond at its border with the page read before (prev)
+// are fewer, counted by key, than the places they fill on the two pages.
+// A server that orders such ties differently on every request (an ORDER
+// BY created_at with OFFSET may) can put a member on both pages and
+// another on neither; the places do not move while the total holds. A
+// server with a stable order never needs it: no request is added.
+func (w *walker) completeTies(ctx context.Context, page int, prev, seen *seenPage) error {
+	run := func(s *seenPage, head bool) (time.Time, []string) {
+		if head {
+			return s.headAt, s.order[:s.headN]
+		}
+		return s.tailAt, s.order[len(s.order)-s.tailN:]
+	}
+	// Walking forwards, the border is prev's tail and this page's head;
+	// backwards, this page's tail and prev's head.
+	atPrev, before := run(prev, !w.forward())
+	at, here := run(seen, w.forward())
+	if len(before) == 0 || len(here) == 0 || !at.Equal(atPrev) || len(here) == len(seen.order) || len(before) == len(prev.order) {
+		return nil
+	}
+	places := len(before) + len(here)
+	found := map[string]struct{}{}
+	for _, k := range slices.Concat(before, here) {
+		found[k] = struct{}{}
+	}
+	for range maxTieRefetches {
+		if len(found) >= places {
+			return nil
+		}
+		w.r.report.Rescans++
+		again, err := w.r.fetch(ctx, page)
+		if err != nil {
+			return err
+		}
+		if again.Total != prev.total {
+			return nil // the form changed: the rescans of the walk see to it
+		}
+		skip := maps.Clone(prev.keys)
+		maps.Copy(skip, seen.keys)
+		more, _, err := w.consume(again, skip)
+		if err != nil {
+			return err
+		}
+		if a, ks := run(more, w.forward()); a.Equal(at) {
+			for _, k := range ks {
+				found[k] = struct{}{}
+			}
+		}
+		maps.Copy(seen.keys, more.keys)
+	}
+	return nil
 }
 
 // consume stages a page's submissions within the span, skipping those taken
@@ -143,6 +213,17 @@ func (w *walker) consume(p *formsapi.Page, prev map[string]struct{}) (seen *seen
 			return nil, false, fmt.Errorf("form %s page %d submission %d: %w", r.old.FormID, p.CurrentPage, i+1, err)
 		}
 		seen.order = append(seen.order, row.SubmissionKey)
+		switch at := row.CreatedAt.Truncate(time.Millisecond); {
+		case i == 0:
+			seen.headAt, seen.headN, seen.tailAt, seen.tailN = at, 1, at, 1
+		case at.Equal(seen.tailAt):
+			seen.tailN++
+			if seen.tailN == i+1 {
+				seen.headN = seen.tailN
+			}
+		default:
+			seen.tailAt, seen.tailN = at, 1
+		}
 		past := w.span.past(row)
 		if past && (w.forward() || i == 0) {
 			reached = true

@@ -353,3 +353,26 @@ func TestAPageOfInsertionsIsNotIgnoredPaging(t *testing.T) {
 	h.MustSync(ctx)
 	h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
 }
+
+// TestTiesInAnotherOrderOnEveryRequest: a server that orders submissions
+// sharing a created_at differently on every request puts some members of a
+// tie split between two pages on both and others on neither. The walk
+// reads the later page again until it has found as many members as the
+// two pages have places for them; every form completes in one sync.
+func TestTiesInAnotherOrderOnEveryRequest(t *testing.T) {
+	for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
+		for seed := int64(1); seed <= 5; seed++ {
+			t.Run(fmt.Sprintf("%v/%d", o, seed), func(t *testing.T) {
+				ctx := t.Context()
+				s := openSQLite(t)
+				h := enginetest.NewHarness(t, apisim.Options{Seed: seed, Variant: apisim.Newer, Order: o, Forms: []string{"f"},
+					SubmissionsPerForm: 400, TieEvery: 3, ShuffleTies: true}, s)
+				rep := h.Sync(ctx)
+				if err := enginetest.FormReport(t, rep, "f").Err; err != nil {
+					t.Fatalf("sync: %v", err)
+				}
+				h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
+			})
+		}
+	}
+}

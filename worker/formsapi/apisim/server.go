@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -303,7 +304,11 @@ func (s *Server) serveSubmissions(w http.ResponseWriter, r *http.Request) {
 		perPage = 25
 	}
 	total := len(f.live)
-	recs := pageRecs(f.live, order, page, perPage)
+	live := f.live
+	if s.opts.ShuffleTies {
+		live = shuffleTies(live)
+	}
+	recs := pageRecs(live, order, page, perPage)
 	f.served++
 	if m := s.mutate; m.every > 0 && f.served%m.every == 0 {
 		s.addLocked(f, max(m.add, 0))
@@ -463,6 +468,22 @@ func pageParams(r *http.Request) (page, limit int) {
 		limit = 10
 	}
 	return page, min(limit, 100)
+}
+
+// shuffleTies returns a copy of live (sorted ascending) with every run of
+// records sharing a created_at millisecond in a random order.
+func shuffleTies(live []rec) []rec {
+	out := slices.Clone(live)
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && out[j].at/1000 == out[i].at/1000 {
+			j++
+		}
+		g := out[i:j]
+		rand.Shuffle(len(g), func(a, b int) { g[a], g[b] = g[b], g[a] })
+		i = j
+	}
+	return out
 }
 
 // pageRecs copies one page out of live (sorted ascending), in O(page size).
