@@ -110,52 +110,55 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Problems lists what is wrong with c, its defaults filled in, every
-// problem at once: what Open refuses, for a caller to check settings before
-// it connects.
-func (c Config) Problems() []error {
-	return c.withDefaults().problems()
+// FieldError is a problem with one field of Config.
+type FieldError struct {
+	Field   string // the Config field, e.g. "Dataset"
+	Problem string // in words, after the field's name and value
 }
 
-// validate returns every problem at once.
-func (c Config) validate() error {
-	if err := errors.Join(c.problems()...); err != nil {
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+// Validate reports every problem of c at once (errors.Join of *FieldError,
+// wrapped), its zero fields standing for their defaults: what Open
+// refuses, for a caller to check settings before it connects. Identifiers
+// are checked strictly because they are spliced into SQL text.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	}
+	if c.Project == "" {
+		bad("Project", "is required")
+	} else if !projectRE.MatchString(c.Project) {
+		bad("Project", "%q is not a project id (lower-case letters, digits, '-', ':' and '.')", c.Project)
+	}
+	if !datasetRE.MatchString(c.Dataset) {
+		bad("Dataset", "%q is not a dataset name (letters, digits and '_')", c.Dataset)
+	}
+	if !tableRE.MatchString(c.StagingTable) || c.StagingTable == submissionsTable || c.StagingTable == stateTable {
+		bad("StagingTable", "%q must be letters, digits and '_', and not %s or %s", c.StagingTable, submissionsTable, stateTable)
+	}
+	// A staging dataset named after a bad dataset is the same problem.
+	if datasetRE.MatchString(c.Dataset) && (!datasetRE.MatchString(c.StagingDataset) || c.StagingDataset == c.Dataset) {
+		bad("StagingDataset", "%q must be letters, digits and '_', and not the dataset itself", c.StagingDataset)
+	}
+	if c.StagingExpiration < time.Hour {
+		bad("StagingExpiration", "%v must be at least an hour (a commit's table must outlive its retries)", c.StagingExpiration)
+	}
+	if strings.TrimSpace(c.Location) == "" || strings.ContainsAny(c.Location, "`'\"\\\n") {
+		bad("Location", "%q is not a location", c.Location)
+	}
+	if c.Endpoint != "" && !strings.HasPrefix(c.Endpoint, "http://") && !strings.HasPrefix(c.Endpoint, "https://") {
+		bad("Endpoint", "%q must be an http(s) URL", c.Endpoint)
+	}
+	if c.MaxRetries < 0 {
+		bad("MaxRetries", "must not be negative")
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bigquery: invalid configuration: %w", err)
 	}
 	return nil
-}
-
-// problems checks identifiers strictly, because they are spliced into SQL
-// text.
-func (c Config) problems() []error {
-	var errs []error
-	if c.Project == "" {
-		errs = append(errs, errors.New("FORMSYNC_BQ_PROJECT is required"))
-	} else if !projectRE.MatchString(c.Project) {
-		errs = append(errs, fmt.Errorf("FORMSYNC_BQ_PROJECT %q is not a project id (lower-case letters, digits, '-', ':' and '.')", c.Project))
-	}
-	if !datasetRE.MatchString(c.Dataset) {
-		errs = append(errs, fmt.Errorf("FORMSYNC_BQ_DATASET %q is not a dataset name (letters, digits and '_')", c.Dataset))
-	}
-	if !tableRE.MatchString(c.StagingTable) || c.StagingTable == submissionsTable || c.StagingTable == stateTable {
-		errs = append(errs, fmt.Errorf("staging table %q must be letters, digits and '_', and not %s or %s", c.StagingTable, submissionsTable, stateTable))
-	}
-	if !datasetRE.MatchString(c.StagingDataset) || c.StagingDataset == c.Dataset {
-		errs = append(errs, fmt.Errorf("staging dataset %q must be letters, digits and '_', and not the dataset itself", c.StagingDataset))
-	}
-	if c.StagingExpiration < time.Hour {
-		errs = append(errs, fmt.Errorf("staging expiration %v must be at least an hour (a commit's table must outlive its retries)", c.StagingExpiration))
-	}
-	if strings.TrimSpace(c.Location) == "" || strings.ContainsAny(c.Location, "`'\"\\\n") {
-		errs = append(errs, fmt.Errorf("FORMSYNC_BQ_LOCATION %q is not a location", c.Location))
-	}
-	if c.Endpoint != "" && !strings.HasPrefix(c.Endpoint, "http://") && !strings.HasPrefix(c.Endpoint, "https://") {
-		errs = append(errs, fmt.Errorf("FORMSYNC_BQ_ENDPOINT %q must be an http(s) URL", c.Endpoint))
-	}
-	if c.MaxRetries < 0 {
-		errs = append(errs, errors.New("MaxRetries must not be negative"))
-	}
-	return errs
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -224,10 +227,10 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 
 // connect validates cfg and creates the client.
 func connect(ctx context.Context, cfg Config) (*Sink, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	var opts []option.ClientOption
 	if cfg.Endpoint != "" {
 		opts = append(opts, option.WithEndpoint(strings.TrimSuffix(cfg.Endpoint, "/")+"/bigquery/v2/"), option.WithoutAuthentication())

@@ -428,11 +428,22 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("Open(%+v) accepted", c)
 		}
 	}
-	err := Config{Project: "Bad", Dataset: "bad-ds"}.withDefaults().validate()
-	if err == nil || !strings.Contains(err.Error(), "FORMSYNC_BQ_PROJECT") || !strings.Contains(err.Error(), "FORMSYNC_BQ_DATASET") {
-		t.Errorf("validate must report every problem: %v", err)
+	// Every problem, each under its field; the staging dataset named after
+	// the bad dataset is not a second one.
+	err := Config{Project: "Bad", Dataset: "bad-ds"}.Validate()
+	var fields []string
+	if joined, ok := errors.Unwrap(err).(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			var fe *FieldError
+			if errors.As(e, &fe) {
+				fields = append(fields, fe.Field)
+			}
+		}
 	}
-	if err := (Config{Project: "example.com:my-proj"}).withDefaults().validate(); err != nil {
+	if !slices.Equal(fields, []string{"Project", "Dataset"}) {
+		t.Errorf("Validate: problems of %v (%v), want Project and Dataset", fields, err)
+	}
+	if err := (Config{Project: "example.com:my-proj"}).Validate(); err != nil {
 		t.Errorf("domain-scoped project refused: %v", err)
 	}
 }

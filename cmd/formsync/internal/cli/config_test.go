@@ -264,7 +264,7 @@ func TestBigQuerySettingsCheckedUpFront(t *testing.T) {
 	t.Setenv("FORMSYNC_BQ_PROJECT", "my-project")
 	t.Setenv("FORMSYNC_BQ_DATASET", "form-sync")
 	code, _, errOut := run(t, "env", "-check", "sync")
-	if code != exitUsage || !strings.Contains(errOut, `FORMSYNC_BQ_DATASET "form-sync" is not a dataset name`) || strings.Contains(errOut, "staging dataset") {
+	if code != exitUsage || !strings.Contains(errOut, `FORMSYNC_BQ_DATASET="form-sync": "form-sync" is not a dataset name`) || strings.Contains(errOut, "staging dataset") {
 		t.Errorf("env -check sync with a dataset BigQuery refuses: exit %d:\n%s", code, errOut)
 	}
 }

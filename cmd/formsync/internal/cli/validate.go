@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -105,22 +106,8 @@ func (c *Config) Validate(n Need) error {
 			}
 			// What the sink would refuse when it opens, checked now: exit
 			// 2, every problem at once, before any connection.
-			for _, err := range c.bigQuery().Problems() {
-				msg := err.Error()
-				name := ""
-				for _, v := range []string{"BQ_PROJECT", "BQ_DATASET", "BQ_LOCATION", "BQ_ENDPOINT"} {
-					if strings.HasPrefix(msg, envPrefix+"_"+v+" ") {
-						name = v
-					}
-				}
-				switch {
-				case name == "" && strings.HasPrefix(msg, "staging dataset") && p.has("BQ_DATASET"):
-					// Named after the dataset: the same problem again.
-				case name == "":
-					p.other = append(p.other, msg)
-				case !p.has(name):
-					p.add(name, "%s", msg)
-				}
+			if err := c.bigQuery().Validate(); err != nil {
+				c.libraryProblems(&p, err)
 			}
 		default:
 			p.add("SINK", "FORMSYNC_SINK=%q is not a sink: use sqlite or bigquery", c.Sink)
@@ -258,8 +245,8 @@ func (c *Config) libraryProblems(p *problems, err error) {
 }
 
 // libraryFields maps the fields of the libraries' configurations (named by
-// their *worker.FieldError and *formsapi.FieldError) to the variables that
-// set them, once.
+// their *worker.FieldError, *formsapi.FieldError and *bigquery.FieldError)
+// to the variables that set them, once.
 var libraryFields = map[string]string{
 	// worker.Config
 	"PageSize":       "PAGE_SIZE",
@@ -278,6 +265,11 @@ var libraryFields = map[string]string{
 	"MaxRetryAfter":  "MAX_RETRY_AFTER",
 	"InitialBackoff": "BACKOFF_INITIAL",
 	"MaxBackoff":     "BACKOFF_MAX",
+	// bigquery.Config
+	"Project":  "BQ_PROJECT",
+	"Dataset":  "BQ_DATASET",
+	"Location": "BQ_LOCATION",
+	"Endpoint": "BQ_ENDPOINT",
 }
 
 // libraryField is the variable (without prefix) behind a library problem
@@ -286,11 +278,14 @@ var libraryFields = map[string]string{
 func libraryField(err error) (name, msg string) {
 	var we *worker.FieldError
 	var ae *formsapi.FieldError
+	var be *bigquery.FieldError
 	switch {
 	case errors.As(err, &we):
 		return libraryFields[we.Field], we.Problem
 	case errors.As(err, &ae):
 		return libraryFields[ae.Field], err.Error()
+	case errors.As(err, &be):
+		return libraryFields[be.Field], be.Problem
 	}
 	return "", err.Error()
 }
