@@ -498,9 +498,8 @@ func (p *pendingCheckpoint) run(walkCtx context.Context, e *Engine, prev *pendin
 	// Its rows are read: when the backfill is stopped (a shutdown), the
 	// checkpoint still commits, within Config.ShutdownGrace, as a sync
 	// commits the forms it read; the backfill then resumes after it.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(walkCtx))
+	ctx, cancel := e.graceful(walkCtx)
 	defer cancel()
-	defer context.AfterFunc(walkCtx, func() { time.AfterFunc(e.cfg.ShutdownGrace, cancel) })()
 	base := p.base
 	if prev != nil {
 		<-prev.done

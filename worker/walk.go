@@ -171,6 +171,8 @@ func (w *walker) completeTies(ctx context.Context, page int, prev, seen *seenPag
 	for _, k := range slices.Concat(before, here) {
 		found[k] = struct{}{}
 	}
+	skip := maps.Clone(prev.keys)
+	maps.Copy(skip, seen.keys)
 	for range maxTieRefetches {
 		if len(found) >= places {
 			return nil
@@ -183,8 +185,6 @@ func (w *walker) completeTies(ctx context.Context, page int, prev, seen *seenPag
 		if again.Total != prev.total {
 			return nil // the form changed: the rescans of the walk see to it
 		}
-		skip := maps.Clone(prev.keys)
-		maps.Copy(skip, seen.keys)
 		more, _, err := w.consume(again, skip)
 		if err != nil {
 			return err
@@ -194,6 +194,7 @@ func (w *walker) completeTies(ctx context.Context, page int, prev, seen *seenPag
 				found[k] = struct{}{}
 			}
 		}
+		maps.Copy(skip, more.keys)
 		maps.Copy(seen.keys, more.keys)
 	}
 	return nil

@@ -185,11 +185,11 @@ func TestResumedBackfillAdoptsTheFieldPolicy(t *testing.T) {
 	interrupted(newEngine(t, h, client(t, h, nil)))
 
 	// Under another policy it starts over.
-	hash, err := fieldpolicy.Parse("email=drop,name=drop")
+	dropMore, err := fieldpolicy.Parse("email=drop,name=drop")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Config.FieldPolicy = hash
+	h.Config.FieldPolicy = dropMore
 	rep, err := newEngine(t, h, client(t, h, nil)).Backfill(ctx, "f", worker.BackfillOptions{CheckpointRows: 40})
 	if err != nil {
 		t.Fatal(err)
@@ -211,8 +211,8 @@ func TestResumedBackfillAdoptsTheFieldPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := st["f"].FieldPolicy; got != hash.Identity() {
-		t.Errorf("stored field policy %q, want %q", got, hash.Identity())
+	if got := st["f"].FieldPolicy; got != dropMore.Identity() {
+		t.Errorf("stored field policy %q, want %q", got, dropMore.Identity())
 	}
 	if fr := enginetest.FormReport(t, h.MustSync(ctx), "f"); fr.Err != nil {
 		t.Errorf("sync after the backfill: %v", fr.Err)
