@@ -102,12 +102,8 @@ func TestRealBigQueryContract(t *testing.T) {
 func TestRealBigQueryConcurrentFirstCommits(t *testing.T) {
 	cfg := realConfig(t)
 	s := openReal(t, cfg)
-	other, err := Open(t.Context(), s.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
 	b := &bundle{sink: s, cfg: s.cfg, t0: time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)}
+	other := b.second(t)
 	for round := range 3 {
 		form := fmt.Sprintf("race%d", round)
 		var rows []sink.Row
@@ -132,7 +128,6 @@ func TestRealBigQueryConcurrentFirstCommits(t *testing.T) {
 		if committed != 1 {
 			t.Errorf("%s: %d of two concurrent first commits committed, want 1", form, committed)
 		}
-		var states, keys, distinct int64
 		q := s.query(fmt.Sprintf("SELECT (SELECT COUNT(*) FROM %s WHERE form_id = @form), COUNT(*), COUNT(DISTINCT submission_key) FROM %s WHERE form_id = @form",
 			ref(s.cfg.Project, s.cfg.Dataset, stateTable), ref(s.cfg.Project, s.cfg.Dataset, submissionsTable)),
 			bq.QueryParameter{Name: "form", Value: form})
@@ -144,7 +139,7 @@ func TestRealBigQueryConcurrentFirstCommits(t *testing.T) {
 		if err := it.Next(&row); err != nil {
 			t.Fatal(err)
 		}
-		states, keys, distinct = row[0].(int64), row[1].(int64), row[2].(int64)
+		states, keys, distinct := row[0].(int64), row[1].(int64), row[2].(int64)
 		if states != 1 || keys != 5 || distinct != 5 {
 			t.Errorf("%s: %d state rows, %d rows, %d keys; want 1, 5, 5", form, states, keys, distinct)
 		}

@@ -88,6 +88,15 @@ func BenchmarkCommit(b *testing.B) { benchCommit(b, 10_000) }
 // (run it with -benchtime=1x).
 func BenchmarkCommitMillion(b *testing.B) { benchCommit(b, 1_000_000) }
 
+// benchRow is submission id of form in the newer response form, with its
+// raw JSON, as the commit benchmarks stage it.
+func benchRow(b *testing.B, form string, id int64) sink.Row {
+	fields := fmt.Sprintf(`{"email":"user%d@example.com","message":"hello from a fairly ordinary form submission number %d","name":"User %d"}`, id, id, id)
+	r := row(b, form, &id, t0.Add(time.Duration(id)*time.Millisecond), false, fields)
+	r.Raw = fmt.Sprintf(`{"id":%d,"created_at":%q,"is_spam":false,"fields":%s,"files":[]}`, id, r.CreatedAt.Format(time.RFC3339Nano), fields)
+	return r
+}
+
 // BenchmarkCommitNewestFirst commits 4 forms of 250,000 new rows each, their
 // ids descending as a first sync reads them newest first, every row with its
 // raw JSON, into a fresh file per op (run it with -benchtime=1x).
@@ -100,10 +109,7 @@ func BenchmarkCommitNewestFirst(b *testing.B) {
 			b.Fatal(err)
 		}
 		for i := range int64(perForm) {
-			id := int64(forms*perForm) - (i*forms + int64(f))
-			fields := fmt.Sprintf(`{"email":"user%d@example.com","message":"hello from a fairly ordinary form submission number %d","name":"User %d"}`, id, id, id)
-			r := row(b, fmt.Sprintf("form%d", f), &id, t0.Add(time.Duration(id)*time.Millisecond), false, fields)
-			r.Raw = fmt.Sprintf(`{"id":%d,"created_at":%q,"is_spam":false,"fields":%s,"files":[]}`, id, r.CreatedAt.Format(time.RFC3339Nano), fields)
+			r := benchRow(b, fmt.Sprintf("form%d", f), int64(forms*perForm)-(i*forms+int64(f)))
 			if err := sp.Append(r); err != nil {
 				b.Fatal(err)
 			}
@@ -206,11 +212,7 @@ func BenchmarkCommitVsEngine(b *testing.B) {
 	partRows := func(p int) []sink.Row {
 		rows := make([]sink.Row, 0, perPart)
 		for i := range int64(perPart) {
-			id := int64((parts-p)*perPart) - i
-			fields := fmt.Sprintf(`{"email":"user%d@example.com","message":"hello from a fairly ordinary form submission number %d","name":"User %d"}`, id, id, id)
-			r := row(b, "bench", &id, t0.Add(time.Duration(id)*time.Millisecond), false, fields)
-			r.Raw = fmt.Sprintf(`{"id":%d,"created_at":%q,"is_spam":false,"fields":%s,"files":[]}`, id, r.CreatedAt.Format(time.RFC3339Nano), fields)
-			rows = append(rows, r)
+			rows = append(rows, benchRow(b, "bench", int64((parts-p)*perPart)-i))
 		}
 		return rows
 	}

@@ -43,13 +43,10 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	defer p.Close()
 
 	var ready atomic.Bool
-	ln, err := net.Listen("tcp", e.cfg.HTTPAddr)
-	if err != nil {
-		e.log.Error("cannot serve health and metrics", "addr", e.cfg.HTTPAddr, "error", err.Error())
+	srv, addr, ok := serveHealth(e, &ready, m)
+	if !ok {
 		return exitFailed
 	}
-	srv := &http.Server{Handler: healthMux(&ready, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
 
 	// A rejected token stops the process: the client refuses every later
 	// request once the API answered 401, and the token is read at start, so
@@ -98,7 +95,7 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	}
 	ready.Store(true)
 	e.log.Info("formsync is running", "schedule", e.cfg.Schedule, "next", sched.Next(), "sync_at_start", e.cfg.SyncAtStart,
-		"forms", len(p.forms), "http_addr", ln.Addr().String())
+		"forms", len(p.forms), "http_addr", addr)
 	var atStart sync.WaitGroup
 	if e.cfg.SyncAtStart {
 		// A new or restarted pod would otherwise wait up to a whole
@@ -134,22 +131,33 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 // idle serves health and metrics, ready, until ctx ends: `run` with no
 // form to sync.
 func idle(ctx context.Context, e *env, m *metrics.Metrics) int {
-	ln, err := net.Listen("tcp", e.cfg.HTTPAddr)
-	if err != nil {
-		e.log.Error("cannot serve health and metrics", "addr", e.cfg.HTTPAddr, "error", err.Error())
-		return exitFailed
-	}
 	var ready atomic.Bool
 	ready.Store(true)
-	srv := &http.Server{Handler: healthMux(&ready, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	e.log.Info("formsync is running", "forms", 0, "http_addr", ln.Addr().String())
+	srv, addr, ok := serveHealth(e, &ready, m)
+	if !ok {
+		return exitFailed
+	}
+	e.log.Info("formsync is running", "forms", 0, "http_addr", addr)
 	<-ctx.Done()
 	ready.Store(false)
 	stopCtx, cancel := context.WithTimeout(context.Background(), stopMargin)
 	defer cancel()
 	srv.Shutdown(stopCtx)
 	return exitOK
+}
+
+// serveHealth serves /healthz, /readyz (ready) and /metrics on
+// FORMSYNC_HTTP_ADDR in the background and returns the server and the
+// address it listens on; ok is false, the reason logged, when it cannot.
+func serveHealth(e *env, ready *atomic.Bool, m *metrics.Metrics) (srv *http.Server, addr string, ok bool) {
+	ln, err := net.Listen("tcp", e.cfg.HTTPAddr)
+	if err != nil {
+		e.log.Error("cannot serve health and metrics", "addr", e.cfg.HTTPAddr, "error", err.Error())
+		return nil, "", false
+	}
+	srv = &http.Server{Handler: healthMux(ready, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return srv, ln.Addr().String(), true
 }
 
 // stopMargin is how long `formsync run` waits for the running sync beyond
