@@ -33,14 +33,7 @@ func TestFinishedSpoolsHoldNoBuffers(t *testing.T) {
 	before := heap()
 	spools := make([]*Spool, n)
 	for i := range spools {
-		sp, err := NewSpool(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sp.Remove() })
-		if err := sp.Append(r); err != nil {
-			t.Fatal(err)
-		}
+		sp := spoolOf(t, r)
 		if err := sp.Finish(); err != nil {
 			t.Fatal(err)
 		}
@@ -70,14 +63,7 @@ func TestFinishedSpoolsHoldNoBuffers(t *testing.T) {
 // commits it short of rows.
 func TestFailedFinishStaysFailed(t *testing.T) {
 	r := oneRow(t)
-	sp, err := NewSpool(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Remove() })
-	if err := sp.Append(r); err != nil {
-		t.Fatal(err)
-	}
+	sp := spoolOf(t, r)
 	sp.f.Close() // the row is still buffered: writing it fails
 	if err := sp.Finish(); err == nil {
 		t.Fatal("Finish succeeded writing to a closed file")
@@ -95,4 +81,19 @@ func TestFailedFinishStaysFailed(t *testing.T) {
 		}
 		break
 	}
+}
+
+// spoolOf returns a new spool, removed when the test ends, holding r
+// appended and not yet finished.
+func spoolOf(t *testing.T, r Row) *Spool {
+	t.Helper()
+	sp, err := NewSpool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Remove() })
+	if err := sp.Append(r); err != nil {
+		t.Fatal(err)
+	}
+	return sp
 }
