@@ -90,6 +90,7 @@ func (c *Config) Validate(n Need) error {
 	}
 	if n.API {
 		c.validateAPI(&p, n.Forms)
+		c.validateRunOutputs(&p)
 	}
 	if n.API || n.Policy {
 		c.validatePolicy(&p)
@@ -157,7 +158,9 @@ func (c *Config) validatePolicy(p *problems) {
 	c.policy = pol.WithKey(key)
 }
 
-func (c *Config) validateAPI(p *problems, forms bool) {
+// validateRunOutputs checks where a command that reads the API writes
+// besides the sink: the staging directory and the Pushgateway.
+func (c *Config) validateRunOutputs(p *problems) {
 	// Rows are staged there: a missing directory failed every form of
 	// every run, exit 1, after the configuration was called complete.
 	if c.TmpDir != "" && !p.has("TMP_DIR") {
@@ -172,6 +175,9 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 			p.add("PUSHGATEWAY_URL", "FORMSYNC_PUSHGATEWAY_URL=%q is not an http(s) URL with a host, e.g. http://pushgateway:9091", redactedURL(u))
 		}
 	}
+}
+
+func (c *Config) validateAPI(p *problems, forms bool) {
 	if c.APIBaseURL == "" {
 		p.add("API_BASE_URL", "FORMSYNC_API_BASE_URL is not set: give the API's base URL, e.g. https://forms.example.com")
 	}
