@@ -151,7 +151,9 @@ const maxTieRefetches = 6
 // A server that orders such ties differently on every request (an ORDER
 // BY created_at with OFFSET may) can put a member on both pages and
 // another on neither; the places do not move while the total holds. A
-// server with a stable order never needs it: no request is added.
+// server with a stable order never needs it: no request is added. A tie
+// that fills either page whole is not counted so (its members may lie on
+// pages further on): the form's completeness check is left to find it.
 func (w *walker) completeTies(ctx context.Context, page int, prev, seen *seenPage) error {
 	run := func(s *seenPage, head bool) (time.Time, []string) {
 		if head {
