@@ -81,10 +81,7 @@ func runForget(ctx context.Context, e *env, args []string) int {
 	}
 	// Only what forget reads: the engine's reading settings (page size,
 	// concurrency, ...) are not its business, nor checked for it.
-	cfg := worker.Config{Forms: []string{*form}, Logger: e.log}
-	if e.cfg.policy != nil {
-		cfg.FieldPolicy = e.cfg.policy
-	}
+	cfg := worker.Config{Forms: []string{*form}, Logger: e.log, FieldPolicy: e.cfg.fieldPolicy()}
 	eng, err := worker.New(nil, dst, cfg)
 	if err != nil {
 		return configError(e, err)

@@ -405,10 +405,7 @@ func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
 		ShutdownGrace:  c.ShutdownTimeout,
 		ReconcileEvery: c.ReconcileEvery,
 		Logger:         log,
-	}
-	if c.policy != nil {
-		// Only a policy: a nil *Policy in the interface would not be nil.
-		cfg.FieldPolicy = c.policy
+		FieldPolicy:    c.fieldPolicy(),
 	}
 	if c.Sink == "sqlite" {
 		// SQLite writes a form's rows while the rest is read; a commit
@@ -429,4 +426,13 @@ func redactedURL(s string) string {
 		return u.Redacted()
 	}
 	return s
+}
+
+// fieldPolicy is the parsed field policy as the engine takes it: nil, not
+// a nil *Policy in the interface, when there is none.
+func (c *Config) fieldPolicy() worker.FieldPolicy {
+	if c.policy == nil {
+		return nil
+	}
+	return c.policy
 }
