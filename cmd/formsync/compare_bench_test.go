@@ -24,6 +24,11 @@ package main
 //
 // The reference clients are this test binary, run again with
 // FORMSYNC_BENCH_CLIENT set (see TestBenchClient).
+//
+// To see what a change buys, build formsync from the commit before it and
+// name that binary in FORMSYNC_BENCH_BASELINE: every round then also runs
+// its sync ("base-sync", and "base-backfill" beside backfill), alternated
+// with this tree's, and the log gives formsync/baseline.
 
 import (
 	"cmp"
@@ -63,6 +68,12 @@ var workloads = []workload{
 
 func BenchmarkCompare(b *testing.B) {
 	bin := buildBinary(b)
+	baseline := os.Getenv("FORMSYNC_BENCH_BASELINE")
+	if baseline != "" {
+		if _, err := os.Stat(baseline); err != nil {
+			b.Fatalf("FORMSYNC_BENCH_BASELINE: %v", err)
+		}
+	}
 	for _, w := range workloads {
 		b.Run(w.name, func(b *testing.B) {
 			forms := make([]string, w.forms)
@@ -85,6 +96,12 @@ func BenchmarkCompare(b *testing.B) {
 			if w.forms == 1 {
 				clients = append(clients, "backfill")
 			}
+			if baseline != "" {
+				clients = append(clients, "base-sync")
+				if w.forms == 1 {
+					clients = append(clients, "base-backfill")
+				}
+			}
 			for b.Loop() {
 				var synced string
 				for _, client := range clients {
@@ -98,9 +115,16 @@ func BenchmarkCompare(b *testing.B) {
 						env := baseEnv(srv.URL, list, synced, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
 						r = runProc(b, bin, env, "sync")
 						db = synced
-					case "backfill":
+					case "backfill", "base-backfill":
+						exe := bin
+						if client == "base-backfill" {
+							exe = baseline
+						}
 						env := baseEnv(srv.URL, list, db, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
-						r = runProc(b, bin, env, "backfill", "--form", forms[0])
+						r = runProc(b, exe, env, "backfill", "--form", forms[0])
+					case "base-sync":
+						env := baseEnv(srv.URL, list, db, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
+						r = runProc(b, baseline, env, "sync")
 					default:
 						env := append(os.Environ(), "FORMSYNC_BENCH_CLIENT="+client, "FORMSYNC_BENCH_URL="+srv.URL,
 							"FORMSYNC_BENCH_FORMS="+list, "FORMSYNC_BENCH_DB="+db)
@@ -129,6 +153,13 @@ func BenchmarkCompare(b *testing.B) {
 			if bf, ok := med["backfill"]; ok {
 				b.Logf("backfill/sync: wall %.2fx  cpu %.2fx", bf.wall.Seconds()/s.wall.Seconds(), bf.cpu.Seconds()/s.cpu.Seconds())
 				b.ReportMetric(bf.wall.Seconds()/s.wall.Seconds(), "x-backfill/sync")
+			}
+			if base, ok := med["base-sync"]; ok {
+				b.Logf("formsync/baseline: sync wall %.2fx  cpu %.2fx", s.wall.Seconds()/base.wall.Seconds(), s.cpu.Seconds()/base.cpu.Seconds())
+				b.ReportMetric(s.wall.Seconds()/base.wall.Seconds(), "x-baseline")
+			}
+			if bf, ok := med["base-backfill"]; ok {
+				b.Logf("formsync/baseline: backfill wall %.2fx  cpu %.2fx", med["backfill"].wall.Seconds()/bf.wall.Seconds(), med["backfill"].cpu.Seconds()/bf.cpu.Seconds())
 			}
 			kib, _ := s.peakKiB()
 			b.ReportMetric(s.wall.Seconds(), "formsync-wall-s")
