@@ -146,7 +146,7 @@ func BenchmarkCompare(b *testing.B) {
 			for _, c := range clients {
 				m := med[c]
 				kib, _ := m.peakKiB()
-				b.Logf("%-8s %-13s wall %6.2f s  cpu %6.2f s  peak RSS %6.1f MiB  (median of %d)", c, w.name, m.wall.Seconds(), m.cpu.Seconds(), float64(kib)/1024, len(runs[c]))
+				b.Logf("%-13s %-13s wall %6.2f s  cpu %6.2f s  peak RSS %6.1f MiB  (median of %d)", c, w.name, m.wall.Seconds(), m.cpu.Seconds(), float64(kib)/1024, len(runs[c]))
 			}
 			b.Logf("formsync/floor: wall %.1fx  cpu %.1fx;  formsync/naive: wall %.2fx  cpu %.2fx",
 				s.wall.Seconds()/f.wall.Seconds(), s.cpu.Seconds()/f.cpu.Seconds(), s.wall.Seconds()/n.wall.Seconds(), s.cpu.Seconds()/n.cpu.Seconds())
