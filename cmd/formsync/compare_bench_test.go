@@ -106,6 +106,10 @@ func BenchmarkCompare(b *testing.B) {
 				var synced string
 				for _, client := range clients {
 					db := filepath.Join(b.TempDir(), client+".db")
+					exe := bin
+					if strings.HasPrefix(client, "base-") {
+						exe = baseline
+					}
 					var r procRun
 					switch client {
 					case "formsync", "idle":
@@ -115,16 +119,13 @@ func BenchmarkCompare(b *testing.B) {
 						env := baseEnv(srv.URL, list, synced, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
 						r = runProc(b, bin, env, "sync")
 						db = synced
-					case "backfill", "base-backfill":
-						exe := bin
-						if client == "base-backfill" {
-							exe = baseline
+					case "base-sync", "backfill", "base-backfill":
+						args := []string{"sync"}
+						if client != "base-sync" {
+							args = []string{"backfill", "--form", forms[0]}
 						}
 						env := baseEnv(srv.URL, list, db, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
-						r = runProc(b, exe, env, "backfill", "--form", forms[0])
-					case "base-sync":
-						env := baseEnv(srv.URL, list, db, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
-						r = runProc(b, baseline, env, "sync")
+						r = runProc(b, exe, env, args...)
 					default:
 						env := append(os.Environ(), "FORMSYNC_BENCH_CLIENT="+client, "FORMSYNC_BENCH_URL="+srv.URL,
 							"FORMSYNC_BENCH_FORMS="+list, "FORMSYNC_BENCH_DB="+db)
