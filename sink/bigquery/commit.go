@@ -106,21 +106,34 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	}
 	// Views are DDL, outside the transaction: one created for a commit
 	// that then fails (a conflict with another process's commit) may hold
-	// other field names than the state that ends up stored.
-	var viewsMade []string
+	// other field names than the state that ends up stored, so it is
+	// known to be in place only once the commit succeeds.
+	viewsMade := map[string]string{}
 	committed := false
 	defer func() {
-		if len(viewsMade) > 0 {
-			s.markViews(viewsMade, !committed)
+		for id, desc := range viewsMade {
+			if committed {
+				s.knowView(id, desc)
+			} else {
+				s.forgetView(id)
+			}
 		}
 	}()
 	for _, id := range order {
-		p, ok := prev[id]
-		if next := states[id]; !ok || !sameFields(p.FieldNames, next.FieldNames) || s.viewStale(id) {
-			viewsMade = append(viewsMade, id)
-			if err := s.createView(ctx, id, next.FieldNames); err != nil {
+		next := states[id]
+		if p, ok := prev[id]; ok && sameFields(p.FieldNames, next.FieldNames) {
+			in, err := s.viewInPlace(ctx, id, next.FieldNames)
+			if err != nil {
 				return nil, err
 			}
+			if in {
+				continue
+			}
+		}
+		desc, err := s.createView(ctx, id, next.FieldNames)
+		viewsMade[id] = desc
+		if err != nil {
+			return nil, err
 		}
 	}
 	base, err := commitID(s.cfg, syncedAt, c.Forms)
@@ -200,31 +213,6 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		return nil, fmt.Errorf("bigquery: commit applied but its counts could not be read: %w", err)
 	}
 	return res, nil
-}
-
-// viewStale reports whether form's view was created by a commit that then
-// failed.
-func (s *Sink) viewStale(form string) bool {
-	s.staleMu.Lock()
-	defer s.staleMu.Unlock()
-	return s.staleViews[form]
-}
-
-// markViews records, for forms whose view a commit created, whether that
-// commit failed (stale) or committed the field names the view shows.
-func (s *Sink) markViews(forms []string, stale bool) {
-	s.staleMu.Lock()
-	defer s.staleMu.Unlock()
-	for _, f := range forms {
-		if stale {
-			if s.staleViews == nil {
-				s.staleViews = map[string]bool{}
-			}
-			s.staleViews[f] = true
-		} else {
-			delete(s.staleViews, f)
-		}
-	}
 }
 
 // forgetParam is one element of the @forget parameter: a stored row to

@@ -49,11 +49,15 @@
 //     its reconcile all count.
 //  2. CREATE OR REPLACE VIEW `form_<id>` for each form that is new or whose
 //     field names changed (views are DDL, rate-limited, and cannot be part
-//     of a transaction; they run before it). A commit that made a view and
-//     then failed marks the view stale, and this Sink's next commit of the
-//     form makes it again even if the field names look unchanged: another
-//     process may have committed other names meanwhile, its view replaced
-//     by the failed commit's.
+//     of a transaction; they run before it). Each view's description ends
+//     with a digest of its query. A Sink trusts a form's view once it made
+//     it for a commit that succeeded, or read its metadata (one tables.get,
+//     the first time the Sink commits the form) and found the description
+//     the stored field names call for; otherwise it makes the view again.
+//     So a view replaced by a process whose commit then failed (another
+//     process may have committed other names meanwhile) is repaired by that
+//     process's retry, or by the next process to commit the form, as is a
+//     view made before views carried a description.
 //  3. All forms' spools, concatenated and numbered line by line (a `seq`
 //     column, so the commit's row order survives the load), go into ONE
 //     load job into a staging table of this commit's own,

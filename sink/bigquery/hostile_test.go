@@ -47,7 +47,8 @@ func TestHostileNamesCannotChangeStatements(t *testing.T) {
 			}
 		}
 	}
-	line := regexp.MustCompile("^(CREATE OR REPLACE VIEW `[a-z0-9_.\\-]+\\.form_[a-z0-9_]+` AS" +
+	line := regexp.MustCompile("^(CREATE OR REPLACE VIEW `[a-z0-9_.\\-]+\\.form_[a-z0-9_]+`" +
+		"|OPTIONS\\(description = 'formsync: [a-z ,;]+\\. Definition [0-9a-f]{24}'\\) AS" +
 		"|SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at," +
 		"|  JSON_VALUE\\(fields\\['([ -&(-\\[\\]-~]|\\\\[\\\\']|\\\\u[0-9a-f]{4}|\\\\U[0-9a-f]{8})*'\\]\\) AS `[a-z][a-z0-9_]*`,?" +
 		"|FROM `[a-z0-9_.\\-]+\\.submissions`" +

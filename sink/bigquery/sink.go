@@ -175,13 +175,12 @@ type Sink struct {
 	// update, rerun counts the transactions run again after one; tests
 	// and logs read them.
 	aborted, rerun atomic.Int64
-	// staleViews are the forms whose view a commit that then failed
-	// created: another process may have committed other field names
-	// meanwhile, and its view then replaced by this one. The next commit
-	// of such a form creates its view again, even when the field names
-	// look unchanged.
-	staleMu    sync.Mutex
-	staleViews map[string]bool
+	// views holds, per form, the description of the view this Sink knows
+	// to be in place: one it made for a commit that then succeeded, or
+	// one it read back. A form missing here has its view's metadata read
+	// once before a commit trusts it (Sink.viewInPlace).
+	viewsMu sync.Mutex
+	views   map[string]string
 }
 
 // Open connects to BigQuery and creates what is missing: the dataset (in
@@ -438,17 +437,76 @@ func (s *Sink) recreateViews(ctx context.Context) error {
 		return err
 	}
 	for _, f := range forms {
-		if err := s.createView(ctx, f.id, f.fields); err != nil {
+		desc, err := s.createView(ctx, f.id, f.fields)
+		if err != nil {
 			return err
 		}
+		s.knowView(f.id, desc) // made from the stored field names
 	}
 	return nil
 }
 
-// createView creates or replaces one form's view.
-func (s *Sink) createView(ctx context.Context, formID string, fieldNames []string) error {
+// createView creates or replaces one form's view and returns the
+// description it gave it.
+func (s *Sink) createView(ctx context.Context, formID string, fieldNames []string) (string, error) {
 	view := s.cfg.Project + "." + s.cfg.Dataset + "." + sqlname.ViewName(formID)
-	return s.runDDL(ctx, "creating the view of form "+formID, "view "+view, viewSQL(s.cfg.Project, s.cfg.Dataset, formID, fieldNames))
+	ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, formID, fieldNames)
+	return desc, s.runDDL(ctx, "creating the view of form "+formID, "view "+view, ddl)
+}
+
+// viewInPlace reports whether form's view is the one fieldNames call for.
+// What this Sink made or read before answers at no cost; otherwise the
+// view's metadata is read (one tables.get) and its description compared.
+// That read is what repairs a view left behind by another process: views
+// are DDL and run before a commit's transaction, so a process whose commit
+// then failed (and that exited without retrying) may have replaced the
+// view of names another process committed. A view formsync made before it
+// described its views, or one changed by hand, is made again.
+func (s *Sink) viewInPlace(ctx context.Context, formID string, fieldNames []string) (bool, error) {
+	_, want := viewDDL(s.cfg.Project, s.cfg.Dataset, formID, fieldNames)
+	s.viewsMu.Lock()
+	known := s.views[formID]
+	s.viewsMu.Unlock()
+	if known == want {
+		return true, nil
+	}
+	name := sqlname.ViewName(formID)
+	res := "view " + s.cfg.Project + "." + s.cfg.Dataset + "." + name
+	var meta *bq.TableMetadata
+	err := s.retry(ctx, func() error {
+		var err error
+		meta, err = s.dataset().Table(name).Metadata(ctx)
+		if isNotFound(err) {
+			meta = nil
+			return nil
+		}
+		return s.scope.classify("reading the view's metadata", res, err)
+	})
+	if err != nil {
+		return false, err
+	}
+	if meta == nil || meta.Type != bq.ViewTable || meta.Description != want {
+		return false, nil
+	}
+	s.knowView(formID, want)
+	return true, nil
+}
+
+// knowView records that form's view has description desc.
+func (s *Sink) knowView(formID, desc string) {
+	s.viewsMu.Lock()
+	defer s.viewsMu.Unlock()
+	if s.views == nil {
+		s.views = map[string]string{}
+	}
+	s.views[formID] = desc
+}
+
+// forgetView records that form's view may not be what this Sink last knew.
+func (s *Sink) forgetView(formID string) {
+	s.viewsMu.Lock()
+	defer s.viewsMu.Unlock()
+	delete(s.views, formID)
 }
 
 // migrate appends to a table created by an earlier formsync the nullable

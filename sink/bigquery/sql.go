@@ -1,6 +1,8 @@
 package bigquery
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"text/template"
@@ -340,10 +342,17 @@ func render(name string, data any) string {
 // the JSON subscript operator so that no character of a field name is ever
 // parsed as JSON path syntax.
 func viewSQL(project, dataset, formID string, fieldNames []string) string {
+	ddl, _ := viewDDL(project, dataset, formID, fieldNames)
+	return ddl
+}
+
+// viewDDL is viewSQL and the description it gives the view. The description
+// ends with a digest of the view's query, so that a commit can tell from the
+// view's metadata alone whether the view in place is the one the stored
+// field names call for (see Sink.viewInPlace).
+func viewDDL(project, dataset, formID string, fieldNames []string) (ddl, description string) {
 	var b strings.Builder
-	b.WriteString("CREATE OR REPLACE VIEW ")
-	b.WriteString(ref(project, dataset, sqlname.ViewName(formID)))
-	b.WriteString(" AS\nSELECT ")
+	b.WriteString("SELECT ")
 	b.WriteString(strings.Join(sqlname.ViewFixedColumns(), ", "))
 	for _, c := range sqlname.ViewColumns(fieldNames) {
 		b.WriteString(",\n  JSON_VALUE(fields[")
@@ -357,7 +366,11 @@ func viewSQL(project, dataset, formID string, fieldNames []string) string {
 	b.WriteString("\nWHERE form_id = ")
 	b.WriteString(stringLiteral(formID))
 	b.WriteString(" AND deleted_at IS NULL\n")
-	return b.String()
+	query := b.String()
+	sum := sha256.Sum256([]byte(query))
+	description = "formsync: the submissions of one form, a column per field; formsync replaces this view when the fields of the form change. Definition " + hex.EncodeToString(sum[:12])
+	return "CREATE OR REPLACE VIEW " + ref(project, dataset, sqlname.ViewName(formID)) +
+		"\nOPTIONS(description = " + stringLiteral(description) + ") AS\n" + query, description
 }
 
 // stringLiteral makes a GoogleSQL string literal of s that holds only

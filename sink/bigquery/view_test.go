@@ -2,6 +2,7 @@ package bigquery
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,4 +100,67 @@ func TestViewOfAFailedCommitIsMadeAgain(t *testing.T) {
 	if _, ok := view[0]["n"]; !ok {
 		t.Errorf("the view has no column n, a field name stored: %v", view[0])
 	}
+}
+
+// TestViewLeftByAnotherProcessIsRepaired: a process made a form's view for
+// field names its commit then failed to store, and exited (a CronJob pod
+// does not retry). The next process's first commit of the form finds the
+// view's description does not match the stored names and makes the view
+// again; after that, and in a process that finds the view right, commits
+// read no view metadata and make no view.
+func TestViewLeftByAnotherProcessIsRepaired(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	view := "formsync_test." + sqlname.ViewName("v")
+	rows := []sink.Row{b.row(t, "v", 1, 1, false)}
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("v", rows, "email"), rows})
+
+	failed := b.second(t)
+	if _, err := failed.createView(t.Context(), "v", []string{"email", "secret"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := readView(t, b, "v")[0]["secret"]; !ok {
+		t.Fatal("setup: the failed process's view has no column secret")
+	}
+
+	next := b.second(t)
+	commit := func(s *Sink, at time.Duration) bqfake.Stats {
+		t.Helper()
+		b.fake.ResetStats()
+		st := formState("v", rows, "email")
+		if _, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(at), Forms: []sink.FormCommit{{State: withRevision(st, revisionOf(t, b, "v"))}}}); err != nil {
+			t.Fatal(err)
+		}
+		return b.fake.Stats()
+	}
+	if st := commit(next, 2*time.Hour); st.TableGets[view] != 1 || st.DDL[view] != 1 {
+		t.Errorf("first commit after the failed process: %d view reads, %d view DDL; want 1 and 1", st.TableGets[view], st.DDL[view])
+	}
+	got := readView(t, b, "v")
+	if _, ok := got[0]["secret"]; ok || got[0]["email"] != "user1@example.com" {
+		t.Errorf("view after the repair: %v", got[0])
+	}
+	if st := commit(next, 3*time.Hour); st.TableGets[view] != 0 || st.DDL[view] != 0 {
+		t.Errorf("second commit of the process: %d view reads, %d view DDL; want none", st.TableGets[view], st.DDL[view])
+	}
+	if st := commit(b.second(t), 4*time.Hour); st.TableGets[view] != 1 || st.DDL[view] != 0 {
+		t.Errorf("a new process, view in place: %d view reads, %d view DDL; want 1 and 0", st.TableGets[view], st.DDL[view])
+	}
+
+	// A view made before views carried a description (or edited by hand)
+	// is made again once.
+	ddl := viewSQL(b.cfg.Project, b.cfg.Dataset, "v", []string{"email"})
+	head, rest, _ := strings.Cut(ddl, "\n")
+	_, rest, _ = strings.Cut(rest, "\n")
+	if err := b.sink.runDDL(t.Context(), "old view", "view", head+" AS\n"+rest); err != nil {
+		t.Fatal(err)
+	}
+	if st := commit(b.second(t), 5*time.Hour); st.DDL[view] != 1 {
+		t.Errorf("a view without description: %d view DDL, want 1", st.DDL[view])
+	}
+}
+
+// revisionOf reads form's stored revision.
+func revisionOf(t *testing.T, b *bundle, form string) int64 {
+	t.Helper()
+	return readState(t, b.sink, form)[form].Revision
 }

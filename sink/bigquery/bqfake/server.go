@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -82,6 +83,9 @@ type Stats struct {
 	// (datasets.insert, tables.insert, CREATE OR REPLACE VIEW) per
 	// dataset or table.
 	DML, DDL map[string]int
+	// TableGets counts tables.get requests answered, per table
+	// ("dataset.table").
+	TableGets map[string]int
 	// Aborted counts transactions cancelled because another running
 	// transaction mutated one of their tables.
 	Aborted int
@@ -132,7 +136,7 @@ func New(opts Options) *Server {
 		running:  map[string]*running{},
 		uploads:  map[string]*resumable{},
 		faults:   map[Op][]fault{},
-		stats:    Stats{DML: map[string]int{}, DDL: map[string]int{}},
+		stats:    Stats{DML: map[string]int{}, DDL: map[string]int{}, TableGets: map[string]int{}},
 	}
 	s.srv = httptest.NewServer(s.Handler())
 	return s
@@ -169,14 +173,9 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.stats
-	out.DML = make(map[string]int, len(s.stats.DML))
-	for k, v := range s.stats.DML {
-		out.DML[k] = v
-	}
-	out.DDL = make(map[string]int, len(s.stats.DDL))
-	for k, v := range s.stats.DDL {
-		out.DDL[k] = v
-	}
+	out.DML = maps.Clone(s.stats.DML)
+	out.DDL = maps.Clone(s.stats.DDL)
+	out.TableGets = maps.Clone(s.stats.TableGets)
 	return out
 }
 
@@ -184,7 +183,7 @@ func (s *Server) Stats() Stats {
 func (s *Server) ResetStats() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stats = Stats{DML: map[string]int{}, DDL: map[string]int{}}
+	s.stats = Stats{DML: map[string]int{}, DDL: map[string]int{}, TableGets: map[string]int{}}
 }
 
 // Handler serves the BigQuery REST API v2 paths the Go client uses.

@@ -141,7 +141,7 @@ func roleTables(roles, refs []string) (map[string]string, error) {
 }
 
 var (
-	viewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?` AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
+	viewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?`(?: OPTIONS\\(description = ('(?:[^'\\\\]|\\\\.)*')\\))? AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
 		"((?:, JSON_VALUE\\(fields\\['(?:[^'\\\\]|\\\\.)*'\\]\\) AS `[a-z][a-z0-9_]*`)*)" +
 		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*') AND deleted_at IS NULL$")
 	viewColRE   = regexp.MustCompile("^, JSON_VALUE\\(fields\\[('(?:[^'\\\\]|\\\\.)*')\\]\\) AS `([a-z][a-z0-9_]*)`")
@@ -197,7 +197,7 @@ func (s *Server) recognise(q string) (*statement, error) {
 		}}, nil
 	}
 	if m := viewRE.FindStringSubmatch(n); m != nil && len(refs) == 2 {
-		return s.recogniseView(refs, m[1], m[2])
+		return s.recogniseView(refs, m[1], m[2], m[3])
 	}
 	if selectAllRE.MatchString(n) && len(refs) == 1 {
 		return &statement{kind: "SELECT", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
@@ -771,10 +771,16 @@ func explain(tx *sql.Tx, q string, args ...any) (string, error) {
 // field names and the form id arrive as string literals; they are decoded
 // here exactly as GoogleSQL decodes them, and reach SQLite as literals of
 // its own syntax.
-func (s *Server) recogniseView(refs []string, colsText, formLit string) (*statement, error) {
+func (s *Server) recogniseView(refs []string, descLit, colsText, formLit string) (*statement, error) {
 	formID, err := unquote(formLit)
 	if err != nil {
 		return nil, err
+	}
+	var desc string
+	if descLit != "" {
+		if desc, err = unquote(descLit); err != nil {
+			return nil, err
+		}
 	}
 	type viewCol struct{ key, name string }
 	var cols []viewCol
@@ -827,6 +833,7 @@ func (s *Server) recogniseView(refs []string, colsText, formLit string) (*statem
 				TableReference: &bqv2.TableReference{ProjectId: p, DatasetId: d, TableId: t},
 				Schema:         &bqv2.TableSchema{Fields: fields},
 				View:           &bqv2.ViewDefinition{Query: b.String()},
+				Description:    desc,
 				CreationTime:   s.opts.Now().UnixMilli(),
 			}
 			s.tables[refs[0]] = tbl

@@ -158,6 +158,7 @@ func (s *Server) getTable(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.stats.TableGets[r.PathValue("dataset")+"."+r.PathValue("table")]++
 	if t.Type != "VIEW" {
 		var n int64
 		if err := s.db.QueryRow("SELECT count(*) FROM " + quoteIdent(tableKey(t.TableReference.ProjectId, t.TableReference.DatasetId, t.TableReference.TableId))).Scan(&n); err == nil {
