@@ -40,7 +40,8 @@ import (
 // states. A commit with no rows runs no load job and no submissions MERGE;
 // unless it forgets or reconciles, only the state transaction. Per-form
 // views are (re)created, before the transaction, only for forms whose field
-// names changed.
+// names changed or whose view is not the one the stored names call for
+// (Sink.viewInPlace).
 func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
 	if c == nil || len(c.Forms) == 0 {
 		return sink.Result{}, nil

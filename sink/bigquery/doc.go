@@ -50,10 +50,11 @@
 //  2. CREATE OR REPLACE VIEW `form_<id>` for each form that is new or whose
 //     field names changed (views are DDL, rate-limited, and cannot be part
 //     of a transaction; they run before it). Each view's description ends
-//     with a digest of its query. A Sink trusts a form's view once it made
-//     it for a commit that succeeded, or read its metadata (one tables.get,
-//     the first time the Sink commits the form) and found the description
-//     the stored field names call for; otherwise it makes the view again.
+//     with a digest of its query. A Sink trusts a form's view for an hour
+//     after it made it for a commit that succeeded, or read its metadata
+//     (one tables.get, when it commits the form and the hour is over or
+//     the form new to it) and found the description the stored field
+//     names call for; otherwise it makes the view again.
 //     So a view replaced by a process whose commit then failed (another
 //     process may have committed other names meanwhile) is repaired by that
 //     process's retry, or by the next process to commit the form, as is a

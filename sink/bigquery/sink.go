@@ -175,12 +175,12 @@ type Sink struct {
 	// update, rerun counts the transactions run again after one; tests
 	// and logs read them.
 	aborted, rerun atomic.Int64
-	// views holds, per form, the description of the view this Sink knows
-	// to be in place: one it made for a commit that then succeeded, or
-	// one it read back. A form missing here has its view's metadata read
-	// once before a commit trusts it (Sink.viewInPlace).
+	// views holds, per form, the view this Sink knows to be in place: one
+	// it made for a commit that then succeeded, or one it read back. A
+	// form missing here, or known for longer than viewRecheck, has its
+	// view's metadata read before a commit trusts it (Sink.viewInPlace).
 	viewsMu sync.Mutex
-	views   map[string]string
+	views   map[string]knownView
 }
 
 // Open connects to BigQuery and creates what is missing: the dataset (in
@@ -454,20 +454,33 @@ func (s *Sink) createView(ctx context.Context, formID string, fieldNames []strin
 	return desc, s.runDDL(ctx, "creating the view of form "+formID, "view "+view, ddl)
 }
 
+// knownView is a view's description and when this Sink last made or read
+// it.
+type knownView struct {
+	description string
+	at          time.Time
+}
+
+// viewRecheck is how long a Sink trusts what it knows of a view: a
+// long-running scheduler reads each form's view metadata about once an
+// hour, a CronJob once a run.
+const viewRecheck = time.Hour
+
 // viewInPlace reports whether form's view is the one fieldNames call for.
-// What this Sink made or read before answers at no cost; otherwise the
-// view's metadata is read (one tables.get) and its description compared.
-// That read is what repairs a view left behind by another process: views
-// are DDL and run before a commit's transaction, so a process whose commit
-// then failed (and that exited without retrying) may have replaced the
-// view of names another process committed. A view formsync made before it
-// described its views, or one changed by hand, is made again.
+// What this Sink made or read within viewRecheck answers at no cost;
+// otherwise the view's metadata is read (one tables.get) and its
+// description compared. That read is what repairs a view left behind by
+// another process: views are DDL and run before a commit's transaction, so
+// a process whose commit then failed (and that exited without retrying)
+// may have replaced the view of names another process committed. A view
+// formsync made before it described its views, or one changed by hand, is
+// made again.
 func (s *Sink) viewInPlace(ctx context.Context, formID string, fieldNames []string) (bool, error) {
 	_, want := viewDDL(s.cfg.Project, s.cfg.Dataset, formID, fieldNames)
 	s.viewsMu.Lock()
-	known := s.views[formID]
+	known, ok := s.views[formID]
 	s.viewsMu.Unlock()
-	if known == want {
+	if ok && known.description == want && s.cfg.Now().Sub(known.at) < viewRecheck {
 		return true, nil
 	}
 	name := sqlname.ViewName(formID)
@@ -497,9 +510,9 @@ func (s *Sink) knowView(formID, desc string) {
 	s.viewsMu.Lock()
 	defer s.viewsMu.Unlock()
 	if s.views == nil {
-		s.views = map[string]string{}
+		s.views = map[string]knownView{}
 	}
-	s.views[formID] = desc
+	s.views[formID] = knownView{desc, s.cfg.Now()}
 }
 
 // forgetView records that form's view may not be what this Sink last knew.

@@ -146,6 +146,34 @@ func TestViewLeftByAnotherProcessIsRepaired(t *testing.T) {
 		t.Errorf("a new process, view in place: %d view reads, %d view DDL; want 1 and 0", st.TableGets[view], st.DDL[view])
 	}
 
+	// A long-running process trusts what it knows for viewRecheck, then
+	// reads the view again and repairs it.
+	var now atomic.Pointer[time.Time]
+	start := time.Now()
+	now.Store(&start)
+	cfg := b.cfg
+	cfg.Now = func() time.Time { return *now.Load() }
+	long, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Close()
+	commit(long, 4*time.Hour+time.Minute)
+	if _, err := failed.createView(t.Context(), "v", []string{"email", "secret"}); err != nil {
+		t.Fatal(err)
+	}
+	if st := commit(long, 4*time.Hour+2*time.Minute); st.TableGets[view] != 0 || st.DDL[view] != 0 {
+		t.Errorf("within viewRecheck: %d view reads, %d view DDL; want none", st.TableGets[view], st.DDL[view])
+	}
+	later := start.Add(viewRecheck)
+	now.Store(&later)
+	if st := commit(long, 4*time.Hour+3*time.Minute); st.TableGets[view] != 1 || st.DDL[view] != 1 {
+		t.Errorf("after viewRecheck: %d view reads, %d view DDL; want 1 and 1", st.TableGets[view], st.DDL[view])
+	}
+	if _, ok := readView(t, b, "v")[0]["secret"]; ok {
+		t.Error("the long-running process left the other view in place")
+	}
+
 	// A view made before views carried a description (or edited by hand)
 	// is made again once.
 	ddl := viewSQL(b.cfg.Project, b.cfg.Dataset, "v", []string{"email"})
