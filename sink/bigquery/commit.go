@@ -122,8 +122,9 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	}()
 	for _, id := range order {
 		next := states[id]
+		ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, id, next.FieldNames)
 		if p, ok := prev[id]; ok && sameFields(p.FieldNames, next.FieldNames) {
-			in, err := s.viewInPlace(ctx, id, next.FieldNames)
+			in, err := s.viewInPlace(ctx, id, desc)
 			if err != nil {
 				return nil, err
 			}
@@ -131,9 +132,8 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 				continue
 			}
 		}
-		desc, err := s.createView(ctx, id, next.FieldNames)
 		viewsMade[id] = desc
-		if err != nil {
+		if err := s.createView(ctx, id, ddl); err != nil {
 			return nil, err
 		}
 	}

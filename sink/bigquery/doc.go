@@ -58,7 +58,8 @@
 //     So a view replaced by a process whose commit then failed (another
 //     process may have committed other names meanwhile) is repaired by that
 //     process's retry, or by the next process to commit the form, as is a
-//     view made before views carried a description.
+//     view without that description (made before views carried one, or
+//     replaced by hand). Only the description is compared.
 //  3. All forms' spools, concatenated and numbered line by line (a `seq`
 //     column, so the commit's row order survives the load), go into ONE
 //     load job into a staging table of this commit's own,

@@ -437,8 +437,8 @@ func (s *Sink) recreateViews(ctx context.Context) error {
 		return err
 	}
 	for _, f := range forms {
-		desc, err := s.createView(ctx, f.id, f.fields)
-		if err != nil {
+		ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, f.id, f.fields)
+		if err := s.createView(ctx, f.id, ddl); err != nil {
 			return err
 		}
 		s.knowView(f.id, desc) // made from the stored field names
@@ -446,12 +446,10 @@ func (s *Sink) recreateViews(ctx context.Context) error {
 	return nil
 }
 
-// createView creates or replaces one form's view and returns the
-// description it gave it.
-func (s *Sink) createView(ctx context.Context, formID string, fieldNames []string) (string, error) {
+// createView runs ddl, the view of form formID as viewDDL makes it.
+func (s *Sink) createView(ctx context.Context, formID, ddl string) error {
 	view := s.cfg.Project + "." + s.cfg.Dataset + "." + sqlname.ViewName(formID)
-	ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, formID, fieldNames)
-	return desc, s.runDDL(ctx, "creating the view of form "+formID, "view "+view, ddl)
+	return s.runDDL(ctx, "creating the view of form "+formID, "view "+view, ddl)
 }
 
 // knownView is a view's description and when this Sink last made or read
@@ -466,17 +464,17 @@ type knownView struct {
 // hour, a CronJob once a run.
 const viewRecheck = time.Hour
 
-// viewInPlace reports whether form's view is the one fieldNames call for.
+// viewInPlace reports whether form's view has description want (viewDDL's).
 // What this Sink made or read within viewRecheck answers at no cost;
 // otherwise the view's metadata is read (one tables.get) and its
 // description compared. That read is what repairs a view left behind by
 // another process: views are DDL and run before a commit's transaction, so
 // a process whose commit then failed (and that exited without retrying)
 // may have replaced the view of names another process committed. A view
-// formsync made before it described its views, or one changed by hand, is
-// made again.
-func (s *Sink) viewInPlace(ctx context.Context, formID string, fieldNames []string) (bool, error) {
-	_, want := viewDDL(s.cfg.Project, s.cfg.Dataset, formID, fieldNames)
+// without that description (made before formsync described its views, or
+// replaced by hand) is made again; only the description is compared, so a
+// hand-made change that keeps it is not seen.
+func (s *Sink) viewInPlace(ctx context.Context, formID, want string) (bool, error) {
 	s.viewsMu.Lock()
 	known, ok := s.views[formID]
 	s.viewsMu.Unlock()

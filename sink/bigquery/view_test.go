@@ -115,7 +115,8 @@ func TestViewLeftByAnotherProcessIsRepaired(t *testing.T) {
 	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("v", rows, "email"), rows})
 
 	failed := b.second(t)
-	if _, err := failed.createView(t.Context(), "v", []string{"email", "secret"}); err != nil {
+	wrong := viewSQL(b.cfg.Project, b.cfg.Dataset, "v", []string{"email", "secret"})
+	if err := failed.createView(t.Context(), "v", wrong); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := readView(t, b, "v")[0]["secret"]; !ok {
@@ -159,7 +160,7 @@ func TestViewLeftByAnotherProcessIsRepaired(t *testing.T) {
 	}
 	defer long.Close()
 	commit(long, 4*time.Hour+time.Minute)
-	if _, err := failed.createView(t.Context(), "v", []string{"email", "secret"}); err != nil {
+	if err := failed.createView(t.Context(), "v", wrong); err != nil {
 		t.Fatal(err)
 	}
 	if st := commit(long, 4*time.Hour+2*time.Minute); st.TableGets[view] != 0 || st.DDL[view] != 0 {

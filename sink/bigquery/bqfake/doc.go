@@ -25,8 +25,8 @@
 //     (shapes.go, generated from the sink's golden files), plus CREATE OR
 //     REPLACE VIEW of the sink's view shape (its OPTIONS(description) kept
 //     as the view's description, which tables.get returns) and `SELECT *
-//     FROM <table or view>` for tests. A statement is recognised after collapsing
-//     whitespace outside quotes and replacing each backquoted
+//     FROM <table or view>` for tests. A statement is recognised after
+//     collapsing whitespace outside quotes and replacing each backquoted
 //     project.dataset.table by `?`; string literals are decoded as GoogleSQL
 //     decodes them. Each shape is executed with the same semantics on an
 //     in-memory SQLite database (modernc.org/sqlite): the scripts' ASSERT on
@@ -68,7 +68,7 @@
 //   - Counters (Stats): load and query jobs, multipart/resumable uploads,
 //     DML statements (each MERGE, DELETE and UPDATE of a script, even one
 //     that changes no row) and DDL (dataset/table creation, views) per
-//     table, and tables.get requests per table.
+//     table, and tables.get requests (404s included) per table.
 //
 // # What it does not cover
 //

@@ -83,8 +83,8 @@ type Stats struct {
 	// (datasets.insert, tables.insert, CREATE OR REPLACE VIEW) per
 	// dataset or table.
 	DML, DDL map[string]int
-	// TableGets counts tables.get requests answered, per table
-	// ("dataset.table").
+	// TableGets counts tables.get requests, per table ("dataset.table"),
+	// those answered 404 included.
 	TableGets map[string]int
 	// Aborted counts transactions cancelled because another running
 	// transaction mutated one of their tables.

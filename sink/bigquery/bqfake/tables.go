@@ -154,11 +154,11 @@ func (s *Server) dropTable(key string) error {
 }
 
 func (s *Server) getTable(w http.ResponseWriter, r *http.Request) error {
+	s.stats.TableGets[r.PathValue("dataset")+"."+r.PathValue("table")]++
 	t, err := s.table(r.PathValue("project"), r.PathValue("dataset"), r.PathValue("table"))
 	if err != nil {
 		return err
 	}
-	s.stats.TableGets[r.PathValue("dataset")+"."+r.PathValue("table")]++
 	if t.Type != "VIEW" {
 		var n int64
 		if err := s.db.QueryRow("SELECT count(*) FROM " + quoteIdent(tableKey(t.TableReference.ProjectId, t.TableReference.DatasetId, t.TableReference.TableId))).Scan(&n); err == nil {
