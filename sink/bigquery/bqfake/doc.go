@@ -61,9 +61,11 @@
 //   - Faults (FailNext): a failing upload, a lost upload response (the job
 //     exists: the retry gets 409), a failed load job, a failing query
 //     request, a transaction failing after its first DML (rolled back), a
-//     failing jobs.get, a lost jobs.insert response (the job exists: the
-//     client's retry gets 409), a transaction cancelled for a concurrent
-//     update. Options.PendingPolls makes jobs look running for a few polls.
+//     transaction's job failing after it committed (the work stays in), a
+//     failing jobs.get, a failing jobs.getQueryResults, a lost jobs.insert
+//     response (the job exists: the client's retry gets 409), a
+//     transaction cancelled for a concurrent update.
+//     Options.PendingPolls makes jobs look running for a few polls.
 //     OnStatement lets a test act between a client's steps.
 //   - Counters (Stats): load and query jobs, multipart/resumable uploads,
 //     DML statements (each MERGE, DELETE and UPDATE of a script, even one

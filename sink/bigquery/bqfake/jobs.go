@@ -214,6 +214,12 @@ func (s *Server) runStatement(j *job, stmt *statement, params map[string]param) 
 		j.fail(ae)
 		return
 	}
+	if stmt.kind == "SCRIPT" {
+		if f, ok := s.takeFault(OpScriptCommitted); ok {
+			j.fail(&apiError{f.status, f.reason, "bqfake: injected failure after the transaction committed"})
+			return
+		}
+	}
 	j.res = res
 	if res != nil {
 		qs.NumDmlAffectedRows = res.dml
@@ -291,6 +297,9 @@ func (s *Server) runQuery(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getQueryResults(w http.ResponseWriter, r *http.Request) error {
+	if f, ok := s.takeFault(OpQueryResults); ok {
+		return &apiError{f.status, f.reason, "bqfake: injected jobs.getQueryResults fault"}
+	}
 	j, ok := s.jobs[r.PathValue("project")+"."+r.PathValue("job")]
 	if !ok {
 		return errorf(http.StatusNotFound, "notFound", "Not found: Job %s:%s", r.PathValue("project"), r.PathValue("job"))

@@ -51,8 +51,16 @@ const (
 	// DML statement: everything is rolled back and the job ends DONE with
 	// an errorResult of the given reason.
 	OpScript Op = "script"
+	// OpScriptCommitted lets the next multi-statement transaction commit,
+	// then ends its job DONE with an errorResult of the given reason, as
+	// BigQuery does when a statement after COMMIT TRANSACTION fails: the
+	// work is in, the job says it failed.
+	OpScriptCommitted Op = "script-committed"
 	// OpJobsGet answers the next jobs.get with the given status and reason.
 	OpJobsGet Op = "jobs-get"
+	// OpQueryResults answers the next jobs.getQueryResults with the given
+	// status and reason: a job's results that cannot be read.
+	OpQueryResults Op = "query-results"
 	// OpQueryLost creates and starts the next query job inserted with
 	// jobs.insert, then answers the request with the given status, as if
 	// the response had been lost: a retried insert with the same job id
@@ -157,6 +165,13 @@ func (s *Server) FailNext(op Op, status int, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults[op] = append(s.faults[op], fault{status: status, reason: reason})
+}
+
+// Pending is how many faults queued at op have not fired yet.
+func (s *Server) Pending(op Op) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.faults[op])
 }
 
 func (s *Server) takeFault(op Op) (fault, bool) {
