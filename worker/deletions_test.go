@@ -55,6 +55,13 @@ func (r *recorder) bytes() []byte {
 // bqSink opens the BigQuery sink on a fake behind a recorder.
 func bqSink(t *testing.T) (enginetest.Sink, *recorder) {
 	t.Helper()
+	s, rec, _ := bqSinkOnFake(t)
+	return s, rec
+}
+
+// bqSinkOnFake is bqSink with the fake, for tests that inject faults.
+func bqSinkOnFake(t *testing.T) (enginetest.Sink, *recorder, *bqfake.Server) {
+	t.Helper()
 	fake := bqfake.New(bqfake.Options{})
 	t.Cleanup(fake.Close)
 	rec := &recorder{}
@@ -68,7 +75,7 @@ func bqSink(t *testing.T) (enginetest.Sink, *recorder) {
 		t.Fatalf("opening the BigQuery sink on the fake: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, rec
+	return s, rec, fake
 }
 
 // deletionSinks are the sinks the deletion and privacy scenarios run on:

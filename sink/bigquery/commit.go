@@ -141,7 +141,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	params := []bq.QueryParameter{{Name: "synced_at", Value: syncedAt}}
+	params := []bq.QueryParameter{{Name: "synced_at", Value: syncedAt}, {Name: "commit_id", Value: base}}
 	sp := make([]stateParam, 0, len(order))
 	for _, id := range order {
 		p, err := newStateParam(states[id])
@@ -154,7 +154,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 
 	if nRows == 0 && !deletions {
 		if _, err := s.transact(ctx, base+"_state", "writing sync state", render("writeState", s.t), params, order, states); err != nil {
-			return nil, err
+			return s.appliedAnyway(ctx, base, order, err, &committed)
 		}
 		committed = true
 		return res, nil
@@ -191,7 +191,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	}
 	job, err := s.transact(ctx, base+"_txn", "merging staged rows and sync state", render("commit", scr), params, order, states)
 	if err != nil {
-		return nil, err
+		return s.appliedAnyway(ctx, base, order, err, &committed)
 	}
 	committed = true
 	err = s.readAll(ctx, "reading commit counts", s.jobResource(job.ID()), job.Read, func() {
@@ -210,10 +210,90 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		return nil
 	})
 	if err != nil {
-		// The transaction is committed: the rows and states are in.
-		return nil, fmt.Errorf("bigquery: commit applied but its counts could not be read: %w", err)
+		// The transaction is committed: the rows and states are in, and
+		// the states carry the counts.
+		got, _, lerr := s.lastCommits(ctx, base, order)
+		if lerr != nil {
+			return nil, fmt.Errorf("bigquery: commit applied but its counts could not be read: %w", errors.Join(err, lerr))
+		}
+		return allCounts(base, order, got, err)
 	}
 	return res, nil
+}
+
+// appliedAnyway is what Commit returns when the transaction of the commit
+// named base ended in err: the commit's counts if its transaction is in
+// after all, err otherwise.
+//
+// BigQuery can end a script's job in error after its COMMIT TRANSACTION
+// (the counts SELECT that follows it failed), and runJob then reruns the
+// script, whose ASSERT fails on the revisions the first run moved: a
+// conflict with itself. Every state a commit writes carries the commit's
+// id and counts in last_commit, so the stored states say whether this
+// commit is in, and what it did.
+func (s *Sink) appliedAnyway(ctx context.Context, base string, order []string, err error, committed *bool) (sink.Result, error) {
+	if ctx.Err() != nil {
+		return nil, err
+	}
+	res, in, lerr := s.lastCommits(ctx, base, order)
+	switch {
+	case lerr != nil:
+		return nil, errors.Join(err, fmt.Errorf("bigquery: whether the commit went in after all could not be read: %w", lerr))
+	case !in:
+		return nil, err
+	}
+	*committed = true
+	return allCounts(base, order, res, err)
+}
+
+// allCounts returns res, the counts of the commit named base read from the
+// states' last_commit after reading them from its job failed with err, when
+// it has every form's.
+func allCounts(base string, order []string, res sink.Result, err error) (sink.Result, error) {
+	if len(res) < len(order) {
+		missing := slices.DeleteFunc(slices.Clone(order), func(id string) bool { _, ok := res[id]; return ok })
+		return nil, fmt.Errorf("bigquery: commit %s applied, but its counts of forms %v were replaced by later commits before they could be read: %w", base, missing, err)
+	}
+	return res, nil
+}
+
+// lastCommits reads the last_commit of the forms' stored states, and
+// returns the counts of those written by the commit named base. in says
+// whether there is one: a transaction is all or nothing, so one form
+// written by the commit means the commit is in (the others, if any, were
+// written again since).
+func (s *Sink) lastCommits(ctx context.Context, base string, order []string) (res sink.Result, in bool, err error) {
+	type lastCommit struct {
+		ID        string `json:"id"`
+		Inserted  int64  `json:"inserted"`
+		Updated   int64  `json:"updated"`
+		Restored  int64  `json:"restored"`
+		Deleted   int64  `json:"deleted"`
+		Forgotten int64  `json:"forgotten"`
+	}
+	q := s.query(render("readCommits", s.t), bq.QueryParameter{Name: "form_ids", Value: order})
+	err = s.readAll(ctx, "reading the last commit of each form", "table "+s.t.State, q.Read, func() {
+		res = sink.Result{}
+	}, func(v []bq.Value) error {
+		if len(v) != 2 {
+			return fmt.Errorf("bigquery: reading last commits: got %d columns, want 2", len(v))
+		}
+		id := vString(v[0])
+		var lc lastCommit
+		if text := vString(v[1]); text != "" && text != "null" {
+			if err := json.Unmarshal([]byte(text), &lc); err != nil {
+				return fmt.Errorf("bigquery: last commit of form %s: %w", id, err)
+			}
+		}
+		if lc.ID == base {
+			res[id] = sink.Counts{Inserted: lc.Inserted, Updated: lc.Updated, Restored: lc.Restored, Deleted: lc.Deleted, Forgotten: lc.Forgotten}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return res, len(res) > 0, nil
 }
 
 // forgetParam is one element of the @forget parameter: a stored row to

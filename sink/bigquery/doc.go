@@ -99,10 +99,17 @@
 //     previous + inserted + restored - live rows forgotten, marked or
 //     removed as twins, deleted_count = previous + marked - restored -
 //     marked rows forgotten or removed as twins, revision = the revision
-//     read + 1;
+//     read + 1, last_commit = the commit id and the form's counts;
 //     - COMMIT, then a SELECT of the per-form counts (inserted, updated,
 //     restored, deleted, forgotten) from the plan, or from
 //     `_formsync_counts`.
+//
+// BigQuery may end the job in error after the COMMIT (the SELECT failed),
+// and runJob then reruns the script, whose ASSERT fails on the revisions
+// the first run moved; or the job's results may be unreadable. Either way
+// the states carry the answer: a failed commit reads the forms'
+// last_commit, and when it names this commit (its id is unique, see
+// commitID), the commit is done and its counts are there.
 //
 // A commit with no rows runs no load job and no submissions MERGE: only a
 // transaction with the ASSERT and the sync_state MERGE, and, when a form

@@ -304,10 +304,11 @@ func stateSchema() bq.Schema {
 		{Name: "last_reconcile_at", Type: bq.TimestampFieldType, Description: "when a reconcile of the form last committed"},
 		{Name: "field_policy", Type: bq.StringFieldType, Description: "identity of the field policy the form's rows were stored under"},
 		{Name: "forgotten", Type: bq.JSONFieldType, Description: "tombstones of submissions forgotten on request (salt, keyed hashes, count)"},
+		{Name: "last_commit", Type: bq.JSONFieldType, Description: "the last commit that wrote this state: its id (the prefix of its job ids) and what it did to the form's rows"},
 	}
 }
 
-var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten"}
+var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten", "last_commit"}
 
 // deletionStateColumns are the sync_state columns added with deleted_at. A
 // sync_state table without them belongs to a dataset whose views were

@@ -50,6 +50,12 @@ FROM {{.State}}
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 {{end}}
 
+{{define "readCommits"}}
+SELECT form_id, TO_JSON_STRING(last_commit) AS last_commit
+FROM {{.State}}
+WHERE form_id IN UNNEST(@form_ids)
+{{end}}
+
 {{define "viewForms"}}
 SELECT form_id, TO_JSON_STRING(field_names) AS field_names
 FROM {{.State}}
@@ -76,7 +82,7 @@ WHERE form_id = @form_id
 ORDER BY created_at, submission_key
 {{end}}
 
-{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten{{end}}
+{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, last_commit{{end}}
 
 {{define "stateUpdate"}}
   wm_created_at = NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), wm_id = s.wm_id,
@@ -87,7 +93,7 @@ ORDER BY created_at, submission_key
   last_error_at = NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), last_error = s.last_error,
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
-  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, ''))
+  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')), last_commit = s.last_commit
 {{- end}}
 
 {{define "stateValues"}}
@@ -97,7 +103,7 @@ ORDER BY created_at, submission_key
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, ''))
+  PARSE_JSON(NULLIF(s.forgotten, '')), s.last_commit
 {{- end}}
 
 {{define "mergeState"}}
@@ -128,7 +134,11 @@ BEGIN TRANSACTION;
 {{template "assertRevisions" .}}
 
 MERGE {{.State}} AS t
-USING (SELECT *, 0 AS added_rows, 0 AS added_deleted FROM UNNEST(@states)) AS s{{template "mergeState"}}
+USING (
+  SELECT *, 0 AS added_rows, 0 AS added_deleted,
+    TO_JSON(STRUCT(@commit_id AS id, 0 AS inserted, 0 AS updated, 0 AS restored, 0 AS deleted, 0 AS forgotten)) AS last_commit
+  FROM UNNEST(@states)
+) AS s{{template "mergeState"}}
 
 COMMIT TRANSACTION;
 {{end}}
@@ -318,7 +328,9 @@ GROUP BY form_id;
 
 MERGE {{.State}} AS t
 USING (
-  SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted
+  SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted,
+    TO_JSON(STRUCT(@commit_id AS id, COALESCE(c.inserted, 0) AS inserted, COALESCE(c.updated, 0) AS updated,
+      COALESCE(c.restored, 0) AS restored, COALESCE(c.deleted, 0) AS deleted, COALESCE(c.forgotten, 0) AS forgotten)) AS last_commit
   FROM UNNEST(@states) AS st
   LEFT JOIN {{template "counts" .}} AS c ON c.form_id = st.form_id
 ) AS s{{template "mergeState"}}

@@ -87,6 +87,12 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 			{"name": strings.Trim(tbl.Submissions, "`"), "columns": zetaColumns(submissionsSchema())},
 			{"name": strings.Trim(tbl.State, "`"), "columns": zetaColumns(stateSchema())},
 			{"name": strings.Trim(tbl.Staging, "`"), "columns": zetaColumns(stagingSchema())},
+			// The columns of BigQuery's job history the README's queries
+			// use, as BigQuery documents them.
+			{"name": "my-project.region-us.INFORMATION_SCHEMA.JOBS", "columns": zetaColumns(bq.Schema{
+				{Name: "job_id", Type: bq.StringFieldType}, {Name: "creation_time", Type: bq.TimestampFieldType},
+				{Name: "total_bytes_processed", Type: bq.IntegerFieldType},
+			})},
 		},
 		"params":  zetaParams(),
 		"scripts": scripts,
@@ -236,6 +242,7 @@ func zetaParams() []map[string]any {
 	return []map[string]any{
 		{"name": "states", "type": map[string]any{"array": map[string]any{"struct": fields}}},
 		{"name": "synced_at", "type": "TIMESTAMP"},
+		{"name": "commit_id", "type": "STRING"},
 		{"name": "created_from", "type": "TIMESTAMP"},
 		{"name": "created_to", "type": "TIMESTAMP"},
 		{"name": "form_ids", "type": map[string]any{"array": "STRING"}},

@@ -161,7 +161,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 			rev = fc.State.Revision
 			expected[id] = rev
 		}
-		counts, err := s.commitForm(ctx, tx, st, fc, rev, !seen, syncedAt)
+		counts, err := s.commitForm(ctx, tx, st, fc, rev, !seen, syncedAt, res[id])
 		if errors.Is(err, sink.ErrStateConflict) {
 			conflicts = append(conflicts, id)
 			continue
@@ -286,8 +286,10 @@ func (t *rowTally) removed(wasDeleted bool) {
 
 // commitForm writes one form's rows and state at revision+1. When check is
 // set it first compares the stored revision with revision and returns
-// sink.ErrStateConflict, writing nothing, when they differ.
-func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc sink.FormCommit, revision int64, check bool, syncedAt time.Time) (sink.Counts, error) {
+// sink.ErrStateConflict, writing nothing, when they differ. before is what
+// the commit did to the form already (it lists the form twice): the state's
+// last_commit holds the sum.
+func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc sink.FormCommit, revision int64, check bool, syncedAt time.Time, before sink.Counts) (sink.Counts, error) {
 	formID := fc.State.FormID
 	var (
 		tally      rowTally
@@ -331,7 +333,7 @@ func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc s
 			return tally.Counts, err
 		}
 	}
-	args, err := stateArgs(fc.State, tally.live, tally.deleted, revision+1, syncedAt)
+	args, err := stateArgs(fc.State, tally.live, tally.deleted, revision+1, syncedAt, before.Add(tally.Counts))
 	if err != nil {
 		return tally.Counts, fmt.Errorf("encoding state: %w", err)
 	}

@@ -48,8 +48,9 @@
 // by counting the table, so that a commit with nothing new reads a few
 // pages however large the form. last_reconcile_at, field_policy and
 // forgotten (state.Forgotten as JSON, NULL when nil) are stored as the
-// commit's state gives them; the columns have BigQuery's names, so that one
-// query reads either sink's state.
+// commit's state gives them, and last_commit is what the commit did to the
+// form's rows (its counts as a JSON object); the columns have BigQuery's
+// names, so that one query reads either sink's state.
 //
 // Writers are serialised inside a Sink (a mutex and BEGIN IMMEDIATE), so
 // callers never see SQLITE_BUSY from each other; readers run concurrently

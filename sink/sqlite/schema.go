@@ -74,8 +74,14 @@ ALTER TABLE sync_state ADD COLUMN last_reconcile_at TEXT NULL;
 ALTER TABLE sync_state ADD COLUMN field_policy TEXT NOT NULL DEFAULT '';
 ALTER TABLE sync_state ADD COLUMN forgotten TEXT NULL CHECK (forgotten IS NULL OR json_valid(forgotten));
 `,
+	// 5: what the last commit of each form did (rows inserted, updated,
+	// restored, marked deleted, forgotten), as a JSON object, NULL until
+	// a commit writes it.
+	`
+ALTER TABLE sync_state ADD COLUMN last_commit TEXT NULL CHECK (last_commit IS NULL OR json_valid(last_commit));
+`,
 }
 
 // SchemaVersion is the schema version this package writes (PRAGMA
 // user_version): len(migrations).
-const SchemaVersion = 4
+const SchemaVersion = 5

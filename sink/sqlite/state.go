@@ -118,8 +118,8 @@ func parseTime(s sql.NullString) (time.Time, error) {
 
 // stateArgs are the arguments of writeStateSQL for one form, stored at
 // revision with the row counts the sink keeps (rows not marked deleted,
-// rows marked).
-func stateArgs(f state.Form, rows, deleted, revision int64, updatedAt time.Time) ([]any, error) {
+// rows marked) and what the commit did (last_commit).
+func stateArgs(f state.Form, rows, deleted, revision int64, updatedAt time.Time, did sink.Counts) ([]any, error) {
 	// nil and empty slices are stored as null and [] so that they read
 	// back exactly as written.
 	boundary, err := json.Marshal(f.Watermark.Boundary)
@@ -150,14 +150,30 @@ func stateArgs(f state.Form, rows, deleted, revision int64, updatedAt time.Time)
 		}
 		forgotten = sql.NullString{String: string(j), Valid: true}
 	}
+	lastCommit, err := json.Marshal(lastCommit{Inserted: did.Inserted, Updated: did.Updated,
+		Restored: did.Restored, Deleted: did.Deleted, Forgotten: did.Forgotten})
+	if err != nil {
+		return nil, err
+	}
 	return []any{
 		f.FormID, formatTime(f.Watermark.CreatedAt), f.Watermark.ID, string(boundary), string(f.Order),
 		f.LastTotal, rows, string(fieldNames), formatTime(f.LastSuccessAt), formatTime(f.LastErrorAt),
 		f.LastError, backfill, revision,
 		deleted, formatTime(f.LastReconcileAt), f.FieldPolicy, forgotten,
-		formatTime(updatedAt),
+		formatTime(updatedAt), string(lastCommit),
 	}, nil
 }
 
-const writeStateSQL = `INSERT OR REPLACE INTO sync_state (` + stateColumns + `, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+// lastCommit is sync_state.last_commit: what the commit that wrote the
+// state did to the form's rows, with BigQuery's keys (where it also names
+// the commit).
+type lastCommit struct {
+	Inserted  int64 `json:"inserted"`
+	Updated   int64 `json:"updated"`
+	Restored  int64 `json:"restored"`
+	Deleted   int64 `json:"deleted"`
+	Forgotten int64 `json:"forgotten"`
+}
+
+const writeStateSQL = `INSERT OR REPLACE INTO sync_state (` + stateColumns + `, updated_at, last_commit)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`

@@ -13,6 +13,10 @@ const (
 FROM ` + "`?`" + `
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 `
+	shapeReadCommits = `SELECT form_id, TO_JSON_STRING(last_commit) AS last_commit
+FROM ` + "`?`" + `
+WHERE form_id IN UNNEST(@form_ids)
+`
 	shapeViewForms = `SELECT form_id, TO_JSON_STRING(field_names) AS field_names
 FROM ` + "`?`" + `
 `
@@ -42,7 +46,11 @@ ASSERT NOT EXISTS (
 ) AS 'formsync_state_conflict: the sync state of a form changed since it was read';
 
 MERGE ` + "`?`" + ` AS t
-USING (SELECT *, 0 AS added_rows, 0 AS added_deleted FROM UNNEST(@states)) AS s
+USING (
+  SELECT *, 0 AS added_rows, 0 AS added_deleted,
+    TO_JSON(STRUCT(@commit_id AS id, 0 AS inserted, 0 AS updated, 0 AS restored, 0 AS deleted, 0 AS forgotten)) AS last_commit
+  FROM UNNEST(@states)
+) AS s
 ON t.form_id = s.form_id
 WHEN MATCHED THEN UPDATE SET
   wm_created_at = NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), wm_id = s.wm_id,
@@ -53,8 +61,8 @@ WHEN MATCHED THEN UPDATE SET
   last_error_at = NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), last_error = s.last_error,
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
-  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, ''))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten)
+  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')), last_commit = s.last_commit
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, last_commit)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -62,7 +70,7 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, ''))
+  PARSE_JSON(NULLIF(s.forgotten, '')), s.last_commit
 );
 
 COMMIT TRANSACTION;
@@ -209,7 +217,9 @@ WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
 
 MERGE ` + "`?`" + ` AS t
 USING (
-  SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted
+  SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted,
+    TO_JSON(STRUCT(@commit_id AS id, COALESCE(c.inserted, 0) AS inserted, COALESCE(c.updated, 0) AS updated,
+      COALESCE(c.restored, 0) AS restored, COALESCE(c.deleted, 0) AS deleted, COALESCE(c.forgotten, 0) AS forgotten)) AS last_commit
   FROM UNNEST(@states) AS st
   LEFT JOIN (
   SELECT form_id, COUNTIF(action = 'insert') AS inserted, SUM(updates) AS updated, COUNTIF(restores) AS restored,
@@ -230,8 +240,8 @@ WHEN MATCHED THEN UPDATE SET
   last_error_at = NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), last_error = s.last_error,
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
-  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, ''))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten)
+  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')), last_commit = s.last_commit
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, last_commit)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -239,7 +249,7 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, ''))
+  PARSE_JSON(NULLIF(s.forgotten, '')), s.last_commit
 );
 
 COMMIT TRANSACTION;
@@ -438,7 +448,9 @@ GROUP BY form_id;
 
 MERGE ` + "`?`" + ` AS t
 USING (
-  SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted
+  SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted,
+    TO_JSON(STRUCT(@commit_id AS id, COALESCE(c.inserted, 0) AS inserted, COALESCE(c.updated, 0) AS updated,
+      COALESCE(c.restored, 0) AS restored, COALESCE(c.deleted, 0) AS deleted, COALESCE(c.forgotten, 0) AS forgotten)) AS last_commit
   FROM UNNEST(@states) AS st
   LEFT JOIN _formsync_counts AS c ON c.form_id = st.form_id
 ) AS s
@@ -452,8 +464,8 @@ WHEN MATCHED THEN UPDATE SET
   last_error_at = NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), last_error = s.last_error,
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
-  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, ''))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten)
+  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')), last_commit = s.last_commit
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, last_commit)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -461,7 +473,7 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, ''))
+  PARSE_JSON(NULLIF(s.forgotten, '')), s.last_commit
 );
 
 COMMIT TRANSACTION;
@@ -511,7 +523,9 @@ GROUP BY form_id;
 
 MERGE ` + "`?`" + ` AS t
 USING (
-  SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted
+  SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted,
+    TO_JSON(STRUCT(@commit_id AS id, COALESCE(c.inserted, 0) AS inserted, COALESCE(c.updated, 0) AS updated,
+      COALESCE(c.restored, 0) AS restored, COALESCE(c.deleted, 0) AS deleted, COALESCE(c.forgotten, 0) AS forgotten)) AS last_commit
   FROM UNNEST(@states) AS st
   LEFT JOIN _formsync_counts AS c ON c.form_id = st.form_id
 ) AS s
@@ -525,8 +539,8 @@ WHEN MATCHED THEN UPDATE SET
   last_error_at = NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), last_error = s.last_error,
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
-  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, ''))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten)
+  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')), last_commit = s.last_commit
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, last_commit)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -534,7 +548,7 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, ''))
+  PARSE_JSON(NULLIF(s.forgotten, '')), s.last_commit
 );
 
 COMMIT TRANSACTION;

@@ -91,8 +91,8 @@ var forgetType = "ARRAY<STRUCT<form_id STRING, submission_key STRING>>"
 var shapes = map[string]*shapeDef{}
 
 func init() {
-	commitParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP", "form_ids": "ARRAY<STRING>"}
-	deletionsParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "form_ids": "ARRAY<STRING>", "forget": forgetType, "reconcile_forms": "ARRAY<STRING>"}
+	commitParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP", "form_ids": "ARRAY<STRING>"}
+	deletionsParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "form_ids": "ARRAY<STRING>", "forget": forgetType, "reconcile_forms": "ARRAY<STRING>"}
 	commitDeletionsParams := map[string]string{"created_from": "TIMESTAMP", "created_to": "TIMESTAMP"}
 	for k, v := range deletionsParams {
 		commitDeletionsParams[k] = v
@@ -104,10 +104,11 @@ func init() {
 	}
 	for _, d := range []*shapeDef{
 		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readState},
+		{shapeReadCommits, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readCommits},
 		{shapeViewForms, "SELECT", nil, []string{"state"}, nil, (*Server).viewForms},
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).readRows},
 		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>", "field": "STRING", "value": "STRING"}, []string{"subs"}, nil, (*Server).find},
-		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP"}, []string{"state", "state"}, []string{"state"}, (*Server).writeState},
+		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING"}, []string{"state", "state"}, []string{"state"}, (*Server).writeState},
 		{shapeCommit, "SCRIPT", commitParams, []string{"state", "staging", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(true, false)},
 		{shapeCommitDeletions, "SCRIPT", commitDeletionsParams,
 			[]string{"state", "subs", "subs", "staging", "subs", "subs", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(true, true)},
@@ -295,6 +296,18 @@ func (s *Server) readState(t map[string]string, params map[string]param) (*resul
 	})
 }
 
+// readCommits reads the last commit of the given forms.
+func (s *Server) readCommits(t map[string]string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
+			return nil, err
+		}
+		return s.query(tx, []*bqv2.TableFieldSchema{col("form_id", "STRING"), col("last_commit", "STRING")},
+			`SELECT form_id, last_commit FROM `+quoteIdent(t["state"])+`
+			WHERE form_id IN (SELECT value FROM temp.param_form_ids) ORDER BY form_id`)
+	})
+}
+
 // viewForms reads the columns sync_state has had from the start, to
 // recreate the forms' views.
 func (s *Server) viewForms(t map[string]string, _ map[string]param) (*result, error) {
@@ -374,8 +387,9 @@ func (s *Server) assertRevisions(tx *sql.Tx, ref string, params map[string]param
 
 // mergeState is the sync_state MERGE on SQLite: source rows are the
 // @states parameter with added_rows and added_deleted (0, or from the
-// commit's counts).
-func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, addedRows, addedDeleted string) (int64, error) {
+// commit's counts) and last_commit, the JSON object of @commit_id and the
+// counts (an expression of the form's counts table row c, or "" for none).
+func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, counts string) (int64, error) {
 	if err := materialise(tx, "states", params["states"]); err != nil {
 		return 0, err
 	}
@@ -384,22 +398,35 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, add
 		return 0, err
 	}
 	ts := func(c string) string { return fmt.Sprintf("NULLIF(st.%s, %d) AS %s", c, minTimestamp, c) }
-	if _, err := exec(tx, `CREATE TEMP TABLE _fake_state_src AS SELECT st.form_id, `+ts("wm_created_at")+`, st.wm_id,
-		st.boundary, st.sort_order, st.last_total, st.field_names, `+ts("last_success_at")+`, `+ts("last_error_at")+`,
-		st.last_error, NULLIF(st.backfill, '') AS backfill, st.revision, `+ts("last_reconcile_at")+`, st.field_policy,
-		NULLIF(st.forgotten, '') AS forgotten, `+addedRows+` AS added_rows, `+addedDeleted+` AS added_deleted
-		FROM temp.param_states AS st`); err != nil {
+	count := func(c string) string { return "0" }
+	if counts != "" {
+		count = func(c string) string {
+			return `COALESCE((SELECT ` + c + ` FROM ` + counts + ` AS c WHERE c.form_id = st.form_id), 0)`
+		}
+	}
+	src := `CREATE TEMP TABLE _fake_state_src AS SELECT st.form_id, ` + ts("wm_created_at") + `, st.wm_id,
+		st.boundary, st.sort_order, st.last_total, st.field_names, ` + ts("last_success_at") + `, ` + ts("last_error_at") + `,
+		st.last_error, NULLIF(st.backfill, '') AS backfill, st.revision, ` + ts("last_reconcile_at") + `, st.field_policy,
+		NULLIF(st.forgotten, '') AS forgotten, ` + count("live_delta") + ` AS added_rows, ` + count("deleted_delta") + ` AS added_deleted,
+		json_object('id', @commit_id, 'inserted', ` + count("inserted") + `, 'updated', ` + count("updated") + `,
+			'restored', ` + count("restored") + `, 'deleted', ` + count("deleted") + `, 'forgotten', ` + count("forgotten") + `) AS last_commit
+		FROM temp.param_states AS st`
+	args, err := named(src, params)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := exec(tx, src, args...); err != nil {
 		return 0, err
 	}
 	var dup string
-	err := tx.QueryRow(`SELECT t.form_id FROM ` + st + ` AS t JOIN temp._fake_state_src AS s ON t.form_id = s.form_id
+	err = tx.QueryRow(`SELECT t.form_id FROM ` + st + ` AS t JOIN temp._fake_state_src AS s ON t.form_id = s.form_id
 		GROUP BY t.rowid HAVING count(*) > 1 LIMIT 1`).Scan(&dup)
 	if err == nil {
 		return 0, invalidQuery("UPDATE/MERGE must match at most one source row for each target row (form_id %s)", dup)
 	} else if err != sql.ErrNoRows {
 		return 0, err
 	}
-	args, err := named("@synced_at", params)
+	args, err = named("@synced_at", params)
 	if err != nil {
 		return 0, err
 	}
@@ -408,17 +435,18 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, add
 		deleted_count = COALESCE(`+st+`.deleted_count, 0) + s.added_deleted,
 		field_names = s.field_names, last_success_at = s.last_success_at, last_error_at = s.last_error_at,
 		last_error = s.last_error, backfill = s.backfill, updated_at = @synced_at, revision = s.revision + 1,
-		last_reconcile_at = s.last_reconcile_at, field_policy = s.field_policy, forgotten = s.forgotten
+		last_reconcile_at = s.last_reconcile_at, field_policy = s.field_policy, forgotten = s.forgotten,
+		last_commit = s.last_commit
 		FROM temp._fake_state_src AS s WHERE `+st+`.form_id = s.form_id`, args...)
 	if err != nil {
 		return 0, err
 	}
 	m, err := exec(tx, `INSERT INTO `+st+` (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count,
 		field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count,
-		last_reconcile_at, field_policy, forgotten)
+		last_reconcile_at, field_policy, forgotten, last_commit)
 		SELECT s.form_id, s.wm_created_at, s.wm_id, s.boundary, s.sort_order, s.last_total, s.added_rows,
 		s.field_names, s.last_success_at, s.last_error_at, s.last_error, s.backfill, @synced_at, s.revision + 1,
-		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten
+		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten, s.last_commit
 		FROM temp._fake_state_src AS s WHERE s.form_id NOT IN (SELECT form_id FROM `+st+`)`, args...)
 	if err != nil {
 		return 0, err
@@ -436,7 +464,7 @@ func (s *Server) writeState(t map[string]string, params map[string]param) (*resu
 		if err := s.assertRevisions(tx, t["state"], params); err != nil {
 			return nil, err
 		}
-		n, err := s.mergeState(tx, t["state"], params, "0", "0")
+		n, err := s.mergeState(tx, t["state"], params, "")
 		if err != nil {
 			return nil, err
 		}
@@ -637,9 +665,7 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			return nil, &apiError{f.status, f.reason, "bqfake: injected failure in the middle of the transaction"}
 		}
 
-		n, err := s.mergeState(tx, state, params,
-			`COALESCE((SELECT live_delta FROM `+counts+` AS c WHERE c.form_id = st.form_id), 0)`,
-			`COALESCE((SELECT deleted_delta FROM `+counts+` AS c WHERE c.form_id = st.form_id), 0)`)
+		n, err := s.mergeState(tx, state, params, counts)
 		if err != nil {
 			return nil, err
 		}
