@@ -38,17 +38,22 @@ type FormCommit struct {
 	Forget []string
 }
 
-// Counts says what a commit did to one form's rows.
+// Counts says what a commit did to one form's rows. As JSON it is what
+// the sinks store in sync_state.last_commit (BigQuery's adds the commit's
+// id).
 type Counts struct {
 	// Inserted counts rows that were not stored before.
-	Inserted int64
+	Inserted int64 `json:"inserted"`
 	// Updated counts stored rows whose is_spam, fields or files changed, or
 	// that were re-keyed from a content key to an id.
-	Updated int64
-	// Deleted counts rows a reconcile marked deleted upstream; Restored
-	// rows marked so that were served again (deleted_at cleared), whether
-	// or not their content changed too; Forgotten rows removed by Forget.
-	Deleted, Restored, Forgotten int64
+	Updated int64 `json:"updated"`
+	// Restored counts rows marked deleted upstream that were served again
+	// (deleted_at cleared), whether or not their content changed too.
+	Restored int64 `json:"restored"`
+	// Deleted counts rows a reconcile marked deleted upstream.
+	Deleted int64 `json:"deleted"`
+	// Forgotten counts rows removed by Forget.
+	Forgotten int64 `json:"forgotten"`
 }
 
 // Add returns the sum of c and o: the counts of two commits of one form.

@@ -264,12 +264,8 @@ func allCounts(base string, order []string, res sink.Result, err error) (sink.Re
 // written again since).
 func (s *Sink) lastCommits(ctx context.Context, base string, order []string) (res sink.Result, in bool, err error) {
 	type lastCommit struct {
-		ID        string `json:"id"`
-		Inserted  int64  `json:"inserted"`
-		Updated   int64  `json:"updated"`
-		Restored  int64  `json:"restored"`
-		Deleted   int64  `json:"deleted"`
-		Forgotten int64  `json:"forgotten"`
+		ID string `json:"id"`
+		sink.Counts
 	}
 	q := s.query(render("readCommits", s.t), bq.QueryParameter{Name: "form_ids", Value: order})
 	err = s.readAll(ctx, "reading the last commit of each form", "table "+s.t.State, q.Read, func() {
@@ -286,7 +282,7 @@ func (s *Sink) lastCommits(ctx context.Context, base string, order []string) (re
 			}
 		}
 		if lc.ID == base {
-			res[id] = sink.Counts{Inserted: lc.Inserted, Updated: lc.Updated, Restored: lc.Restored, Deleted: lc.Deleted, Forgotten: lc.Forgotten}
+			res[id] = lc.Counts
 		}
 		return nil
 	})

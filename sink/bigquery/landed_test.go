@@ -58,21 +58,21 @@ func TestCommitInDespiteItsJobFailing(t *testing.T) {
 		// A failure after COMMIT can only hit the commit's script; the
 		// results' read is failed once the script has run (OnStatement
 		// fires then), so that it is the script's results that fail.
-		status, reason := http.StatusInternalServerError, "backendError"
-		remove := func() {}
+		queued, remove := false, func() {}
 		if step.fault == bqfake.OpQueryResults {
-			status, reason = http.StatusBadRequest, "invalid" // not retried: read once
 			remove = b.fake.OnStatement(func(kind string) {
-				if kind == "SCRIPT" && b.fake.Pending(step.fault) == 0 {
-					b.fake.FailNext(step.fault, status, reason)
+				if kind == "SCRIPT" && !queued {
+					queued = true
+					b.fake.FailNext(step.fault, http.StatusBadRequest, "invalid") // not retried: read once
 				}
 			})
 		} else {
-			b.fake.FailNext(step.fault, status, reason)
+			queued = true
+			b.fake.FailNext(step.fault, http.StatusInternalServerError, "backendError")
 		}
 		res, err := b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: at.Add(time.Duration(i) * time.Minute), Forms: []sink.FormCommit{fc}})
 		remove()
-		if n := b.fake.Pending(step.fault); n != 0 {
+		if !queued || b.fake.Pending(step.fault) != 0 {
 			t.Fatalf("%s: the fault did not fire", step.name)
 		}
 		if err != nil {

@@ -150,8 +150,7 @@ func stateArgs(f state.Form, rows, deleted, revision int64, updatedAt time.Time,
 		}
 		forgotten = sql.NullString{String: string(j), Valid: true}
 	}
-	lastCommit, err := json.Marshal(lastCommit{Inserted: did.Inserted, Updated: did.Updated,
-		Restored: did.Restored, Deleted: did.Deleted, Forgotten: did.Forgotten})
+	lastCommit, err := json.Marshal(did)
 	if err != nil {
 		return nil, err
 	}
@@ -162,17 +161,6 @@ func stateArgs(f state.Form, rows, deleted, revision int64, updatedAt time.Time,
 		deleted, formatTime(f.LastReconcileAt), f.FieldPolicy, forgotten,
 		formatTime(updatedAt), string(lastCommit),
 	}, nil
-}
-
-// lastCommit is sync_state.last_commit: what the commit that wrote the
-// state did to the form's rows, with BigQuery's keys (where it also names
-// the commit).
-type lastCommit struct {
-	Inserted  int64 `json:"inserted"`
-	Updated   int64 `json:"updated"`
-	Restored  int64 `json:"restored"`
-	Deleted   int64 `json:"deleted"`
-	Forgotten int64 `json:"forgotten"`
 }
 
 const writeStateSQL = `INSERT OR REPLACE INTO sync_state (` + stateColumns + `, updated_at, last_commit)

@@ -388,7 +388,8 @@ func (s *Server) assertRevisions(tx *sql.Tx, ref string, params map[string]param
 // mergeState is the sync_state MERGE on SQLite: source rows are the
 // @states parameter with added_rows and added_deleted (0, or from the
 // commit's counts) and last_commit, the JSON object of @commit_id and the
-// counts (an expression of the form's counts table row c, or "" for none).
+// counts. counts is the commit's counts table (a table name or a
+// parenthesised subquery, one row per form), or "" when it counts nothing.
 func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, counts string) (int64, error) {
 	if err := materialise(tx, "states", params["states"]); err != nil {
 		return 0, err
