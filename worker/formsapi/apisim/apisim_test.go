@@ -681,6 +681,28 @@ func TestAddAddAtDeleteSetSpam(t *testing.T) {
 	}
 }
 
+func TestAddCopy(t *testing.T) {
+	b := setup(t, Options{SubmissionsPerForm: 10, Variant: Older, Order: OldestFirst})
+	orig := b.sim.Submissions("contact")[3]
+	c, ok := b.sim.AddCopy("contact", orig.ID)
+	if !ok || c.ID == orig.ID || !c.CreatedAt.Equal(orig.CreatedAt) || c.IsSpam != orig.IsSpam ||
+		string(c.Fields) != string(orig.Fields) || string(c.Files) != string(orig.Files) {
+		t.Fatalf("AddCopy(%d) = %+v, %v; want a copy of %+v under a new id", orig.ID, c, ok, orig)
+	}
+	if subs := b.sim.Submissions("contact"); len(subs) != 11 || subs[4].ID != c.ID {
+		t.Fatalf("the copy is not served right after the submission it copies")
+	}
+	// Served as the same object in the older response form.
+	p := b.page(t, "contact", 1, 0)
+	if x, y := p.Data[3], p.Data[4]; x.ID != nil || y.ID != nil || x.CreatedAt != y.CreatedAt || x.IsSpam != y.IsSpam ||
+		string(x.Fields) != string(y.Fields) || string(x.Files) != string(y.Files) {
+		t.Errorf("copy served as %+v, the submission as %+v", y, x)
+	}
+	if _, ok := b.sim.AddCopy("contact", -1); ok {
+		t.Error("AddCopy of no submission succeeded")
+	}
+}
+
 func TestContent(t *testing.T) {
 	sim := New(Options{Seed: 9, SubmissionsPerForm: 3000, TieEvery: 2})
 	for _, form := range sim.FormIDs() {

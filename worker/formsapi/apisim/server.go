@@ -521,7 +521,7 @@ func (s *Server) envelope(r *http.Request, f *form, v Variant, recs []rec, total
 		if i > 0 {
 			b = append(b, ',')
 		}
-		fields, files := content(s.contentSeed(f, rc.id), f.id, f.schema, rc.id)
+		fields, files := content(s.contentSeed(f, rc.contentID()), f.id, f.schema, rc.contentID())
 		b = append(b, '{')
 		if v != Older {
 			b = append(b, `"id":`...)

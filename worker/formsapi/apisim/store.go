@@ -3,6 +3,7 @@ package apisim
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 )
@@ -13,6 +14,17 @@ type rec struct {
 	at   int64 // created_at, unix microseconds UTC
 	id   int64
 	spam bool
+	// copyOf, when not 0, is the id of the submission whose content this
+	// one repeats (AddCopy).
+	copyOf int64
+}
+
+// contentID is the id a submission's fields and files are rendered from.
+func (r rec) contentID() int64 {
+	if r.copyOf != 0 {
+		return r.copyOf
+	}
+	return r.id
 }
 
 type form struct {
@@ -89,7 +101,7 @@ func (s *Server) formLocked(id string) *form {
 }
 
 func (s *Server) submission(f *form, r rec) Submission {
-	fields, files := content(s.contentSeed(f, r.id), f.id, f.schema, r.id)
+	fields, files := content(s.contentSeed(f, r.contentID()), f.id, f.schema, r.contentID())
 	return Submission{ID: r.id, CreatedAt: time.UnixMicro(r.at).UTC(), IsSpam: r.spam, Fields: fields, Files: files}
 }
 
@@ -182,6 +194,32 @@ func (s *Server) AddAt(formID string, createdAt time.Time, n int) []Submission {
 	defer s.mu.Unlock()
 	f := s.formLocked(formID)
 	return s.render(f, s.addAtLocked(f, createdAt, max(n, 0)))
+}
+
+// AddCopy serves submission id of formID a second time under a new id:
+// same created_at, is_spam, fields and files, as when a form is posted
+// twice at once. In the older response form, which has no ids, the two
+// cannot be told apart. It returns the copy; false if id is no live
+// submission of formID.
+func (s *Server) AddCopy(formID string, id int64) (Submission, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.forms[formID]
+	if f == nil {
+		return Submission{}, false
+	}
+	i := slices.IndexFunc(f.live, func(r rec) bool { return r.id == id })
+	if i < 0 {
+		return Submission{}, false
+	}
+	orig := f.live[i]
+	s.nextID++
+	c := rec{at: orig.at, id: s.nextID, spam: orig.spam, copyOf: orig.contentID()}
+	// Its id is the largest: its place is after every rec sharing its created_at.
+	pos := sort.Search(len(f.live), func(j int) bool { return f.live[j].at > c.at })
+	f.live = slices.Insert(f.live, pos, c)
+	s.stats.Added++
+	return s.submission(f, c), true
 }
 
 // Delete deletes n pseudo-random live submissions of formID and returns them.
