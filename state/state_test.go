@@ -1,6 +1,7 @@
 package state
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -92,6 +93,32 @@ func TestValidate(t *testing.T) {
 	}
 	if (Form{}).Validate() == nil {
 		t.Error("empty form id accepted")
+	}
+	for _, c := range []map[string]int64{{"": 1}, {"k": 0}, {"k": -1}} {
+		bad = New("f")
+		bad.Copies = c
+		if bad.Validate() == nil {
+			t.Errorf("copies %v accepted", c)
+		}
+	}
+}
+
+func TestMergeCopies(t *testing.T) {
+	a := map[string]int64{"x": 1, "y": 2}
+	b := map[string]int64{"y": 1, "z": 3}
+	got := MergeCopies(a, b)
+	if want := map[string]int64{"x": 1, "y": 2, "z": 3}; !maps.Equal(got, want) {
+		t.Errorf("MergeCopies = %v, want %v (the larger count of each key, not the sum)", got, want)
+	}
+	got["x"] = 9
+	if a["x"] != 1 {
+		t.Error("MergeCopies returned its argument")
+	}
+	if MergeCopies(nil, map[string]int64{}) != nil {
+		t.Error("MergeCopies of nothing is not nil")
+	}
+	if n := (Form{Copies: got}).CopyCount(); n != 14 {
+		t.Errorf("CopyCount = %d, want 14", n)
 	}
 }
 

@@ -9,15 +9,15 @@
 // table expiration of Config.StagingExpiration (6 h). Tables created by an
 // earlier formsync gain the nullable columns added since (submissions: raw,
 // fields_text, files_text, deleted_at; sync_state: revision,
-// deleted_count, last_reconcile_at, field_policy, forgotten) by one schema
-// update each, made only while a column is missing: old rows read them as
-// NULL (raw as "", revision and deleted_count as 0). When sync_state lacks
-// the columns added with deleted_at, Open first recreates the view of
-// every form in it (SELECT form_id, field_names, then one CREATE OR
-// REPLACE VIEW each), because views created before then show rows deleted
-// upstream; sync_state's schema update comes after, so an Open interrupted
-// in between recreates them again. When everything exists Open only reads
-// metadata: no DDL in the steady state.
+// deleted_count, last_reconcile_at, field_policy, forgotten, last_commit,
+// copies) by one schema update each, made only while a column is missing:
+// old rows read them as NULL (raw as "", revision and deleted_count as 0).
+// When sync_state lacks the columns added with deleted_at, Open first
+// recreates the view of every form in it (SELECT form_id, field_names, then
+// one CREATE OR REPLACE VIEW each), because views created before then show
+// rows deleted upstream; sync_state's schema update comes after, so an Open
+// interrupted in between recreates them again. When everything exists Open
+// only reads metadata: no DDL in the steady state.
 //
 // # Deletions upstream and erasure
 //

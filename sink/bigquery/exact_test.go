@@ -202,6 +202,9 @@ func TestMigrateAddsColumnsInPlace(t *testing.T) {
 	loadNDJSON(t, ds.Table("submissions"), oldSubs, `{"form_id":"old","submission_id":"5","submission_key":"5","created_at":"2026-03-04T05:06:07.123000Z","is_spam":false,"fields":{"a":1},"files":[],"synced_at":"2026-03-04T06:00:00Z"}`)
 	loadNDJSON(t, ds.Table("sync_state"), oldState, `{"form_id":"old","wm_created_at":"2026-03-04T05:06:07.123000Z","wm_id":"5","boundary":["5"],"sort_order":"newest_first","last_total":"1","row_count":"1","field_names":["a"],"updated_at":"2026-03-04T06:00:00Z"}`)
 
+	if _, err := OpenReadOnly(t.Context(), cfg); !errors.Is(err, ErrOlderSchema) {
+		t.Fatalf("read-only open of tables before the migration: %v, want ErrOlderSchema", err)
+	}
 	fake.ResetStats()
 	s, err := Open(t.Context(), cfg)
 	if err != nil {
@@ -245,6 +248,11 @@ func TestMigrateAddsColumnsInPlace(t *testing.T) {
 	if st := fake.Stats(); len(st.DDL) != 0 {
 		t.Errorf("second Open after migration did DDL: %v", st.DDL)
 	}
+	ro, err := OpenReadOnly(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("read-only open after the migration: %v", err)
+	}
+	ro.Close()
 }
 
 func loadNDJSON(t *testing.T, tbl *bq.Table, schema bq.Schema, lines ...string) {

@@ -203,7 +203,9 @@ func Open(ctx context.Context, cfg Config) (*Sink, error) {
 // OpenReadOnly connects to a dataset formsync has written, to read its
 // state: it creates and migrates nothing, so a mistyped dataset or project
 // is an error (ErrNotFound) rather than a new, empty dataset that looks
-// like nothing was synced yet.
+// like nothing was synced yet. Tables a sync of this formsync has not
+// migrated yet are refused with ErrOlderSchema: its reads name the columns
+// the migration adds.
 func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 	s, err := connect(ctx, cfg)
 	if err != nil {
@@ -212,7 +214,10 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 	tbl := s.dataset().Table(stateTable)
 	res := "table " + s.cfg.Project + "." + s.cfg.Dataset + "." + stateTable
 	if err := s.retry(ctx, func() error {
-		_, err := tbl.Metadata(ctx)
+		meta, err := tbl.Metadata(ctx)
+		if err == nil && lacksAny(meta.Schema, addedStateColumns) {
+			return backoff.Permanent(fmt.Errorf("bigquery: %s lacks columns this formsync reads: %w; a sync (which adds them) must run first", res, ErrOlderSchema))
+		}
 		return s.scope.classify("reading table metadata", res, err)
 	}); err != nil {
 		s.client.Close()
@@ -305,10 +310,11 @@ func stateSchema() bq.Schema {
 		{Name: "field_policy", Type: bq.StringFieldType, Description: "identity of the field policy the form's rows were stored under"},
 		{Name: "forgotten", Type: bq.JSONFieldType, Description: "tombstones of submissions forgotten on request (salt, keyed hashes, count)"},
 		{Name: "last_commit", Type: bq.JSONFieldType, Description: "the last commit that wrote this state: its id (the prefix of its job ids) and what it did to the form's rows"},
+		{Name: "copies", Type: bq.JSONFieldType, Description: "submissions served more than once with nothing to tell them apart (no id, same created_at and content): content key to how many more times a page held it"},
 	}
 }
 
-var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten", "last_commit"}
+var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten", "last_commit", "copies"}
 
 // deletionStateColumns are the sync_state columns added with deleted_at. A
 // sync_state table without them belongs to a dataset whose views were

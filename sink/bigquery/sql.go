@@ -45,7 +45,7 @@ SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort
   row_count, TO_JSON_STRING(field_names) AS field_names, last_success_at, last_error_at, last_error,
   TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision,
   COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
-  TO_JSON_STRING(forgotten) AS forgotten
+  TO_JSON_STRING(forgotten) AS forgotten, TO_JSON_STRING(copies) AS copies
 FROM {{.State}}
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 {{end}}
@@ -82,7 +82,7 @@ WHERE form_id = @form_id
 ORDER BY created_at, submission_key
 {{end}}
 
-{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, last_commit{{end}}
+{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit{{end}}
 
 {{define "stateUpdate"}}
   wm_created_at = NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), wm_id = s.wm_id,
@@ -93,7 +93,8 @@ ORDER BY created_at, submission_key
   last_error_at = NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), last_error = s.last_error,
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
-  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')), last_commit = s.last_commit
+  field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
+  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit
 {{- end}}
 
 {{define "stateValues"}}
@@ -103,7 +104,7 @@ ORDER BY created_at, submission_key
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), s.last_commit
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit
 {{- end}}
 
 {{define "mergeState"}}

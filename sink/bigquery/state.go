@@ -36,8 +36,8 @@ func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]stat
 }
 
 func scanState(v []bq.Value) (state.Form, error) {
-	if len(v) != 17 {
-		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 17", len(v))
+	if len(v) != 18 {
+		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 18", len(v))
 	}
 	f := state.Form{
 		FormID:          vString(v[0]),
@@ -77,6 +77,11 @@ func scanState(v []bq.Value) (state.Form, error) {
 			f.Forgotten.Keys = []string{}
 		}
 	}
+	if b := vString(v[17]); b != "" && b != "null" {
+		if err := json.Unmarshal([]byte(b), &f.Copies); err != nil {
+			return f, wrap("copies", err)
+		}
+	}
 	return f, nil
 }
 
@@ -96,8 +101,8 @@ func unmarshalNullable(v bq.Value, dst any) error {
 // the real service, so absence travels as a typed sentinel the statements
 // turn back into NULL: the zero time.Time is 0001-01-01 00:00:00 UTC,
 // BigQuery's smallest TIMESTAMP (NULLIF(x, TIMESTAMP '0001-01-01
-// 00:00:00+00')), and "" is "no backfill" or "no tombstones"
-// (NULLIF(backfill, ”), NULLIF(forgotten, ”)).
+// 00:00:00+00')), and "" is "no backfill", "no tombstones" or "no copies"
+// (NULLIF(backfill, ”), NULLIF(forgotten, ”), NULLIF(copies, ”)).
 type stateParam struct {
 	FormID        string    `bigquery:"form_id"`
 	WmCreatedAt   time.Time `bigquery:"wm_created_at"`
@@ -116,6 +121,7 @@ type stateParam struct {
 	LastReconcileAt time.Time `bigquery:"last_reconcile_at"`
 	FieldPolicy     string    `bigquery:"field_policy"`
 	Forgotten       string    `bigquery:"forgotten"`
+	Copies          string    `bigquery:"copies"`
 }
 
 // sentinelTime is the zero time as BigQuery's smallest TIMESTAMP, for
@@ -151,6 +157,13 @@ func newStateParam(f state.Form) (stateParam, error) {
 			return stateParam{}, err
 		}
 		p.Forgotten = string(j)
+	}
+	if len(f.Copies) > 0 {
+		j, err := json.Marshal(f.Copies)
+		if err != nil {
+			return stateParam{}, err
+		}
+		p.Copies = string(j)
 	}
 	if b := f.Backfill; b != nil {
 		j, err := json.Marshal(b)

@@ -316,6 +316,7 @@ func cloneState(f state.Form) state.Form {
 		f.Backfill = &b
 	}
 	f.Forgotten = f.Forgotten.Clone()
+	f.Copies = maps.Clone(f.Copies)
 	return f
 }
 

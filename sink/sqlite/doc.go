@@ -46,8 +46,9 @@
 // and what each commit did (rows inserted, restored, marked, forgotten,
 // content-keyed twins removed), never from the committed state, and never
 // by counting the table, so that a commit with nothing new reads a few
-// pages however large the form. last_reconcile_at, field_policy and
-// forgotten (state.Forgotten as JSON, NULL when nil) are stored as the
+// pages however large the form. last_reconcile_at, field_policy,
+// forgotten (state.Forgotten as JSON, NULL when nil) and copies
+// (state.Form.Copies as a JSON object, NULL when empty) are stored as the
 // commit's state gives them, and last_commit is what the commit did to the
 // form's rows (its counts as a JSON object); the columns have BigQuery's
 // names, so that one query reads either sink's state.

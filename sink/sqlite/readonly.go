@@ -15,16 +15,40 @@ import (
 )
 
 // ErrOlderSchema is returned by OpenReadOnly for a database written by an
-// older formsync: it needs the migration Open applies, which a read-only
-// open cannot make.
+// older formsync than it can read: it needs the migration Open applies,
+// which a read-only open cannot make.
 var ErrOlderSchema = errors.New("database schema is older than this formsync")
+
+// readOnlyFrom is the oldest schema version OpenReadOnly reads. The
+// migrations since it only add sync_state columns (stateAddedIn), which a
+// read-only Sink reads as NULL: so that `formsync status` works on a file
+// the new formsync has not synced yet.
+const readOnlyFrom = 5
+
+// stateAddedIn maps the sync_state columns ReadState reads that migrations
+// after readOnlyFrom added to the version that added them.
+var stateAddedIn = map[string]int{"copies": 6}
+
+// olderStateSelect is the select list of stateColumns for a file of schema
+// version: the columns added after it read as NULL.
+func olderStateSelect(version int) string {
+	cols := strings.Split(stateColumns, ",")
+	for i, c := range cols {
+		name := strings.TrimSpace(c)
+		if v, ok := stateAddedIn[name]; ok && version < v {
+			cols[i] = " NULL AS " + name
+		}
+	}
+	return strings.Join(cols, ",")
+}
 
 // OpenReadOnly opens an existing formsync database for reading only, for
 // tools such as `formsync status`: it never creates the file (a missing file
 // is an error wrapping fs.ErrNotExist), never migrates it, takes no write
 // lock, and works on a file the process may not write (a read-only copy or
 // mount). A file from a newer formsync is refused as Open refuses it, one
-// from an older formsync with ErrOlderSchema. Commit fails on such a Sink.
+// from a formsync older than schema version readOnlyFrom with
+// ErrOlderSchema. Commit fails on such a Sink.
 func OpenReadOnly(ctx context.Context, path string) (*Sink, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
@@ -82,7 +106,8 @@ func isCantOpen(err error) bool {
 }
 
 // checkSchema refuses what a read-only open cannot read: a file that is not
-// formsync's, an empty one, and a schema other than this formsync's.
+// formsync's, an empty one, a schema older than readOnlyFrom and one newer
+// than this formsync's.
 func (s *Sink) checkSchema(ctx context.Context) error {
 	var appID, version int
 	if err := s.db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil {
@@ -98,8 +123,10 @@ func (s *Sink) checkSchema(ctx context.Context) error {
 		return fmt.Errorf("sqlite: %s: %w (it holds other tables)", s.path, ErrNotFormsync)
 	case version > SchemaVersion:
 		return fmt.Errorf("sqlite: %s: %w: schema version %d, this formsync knows up to %d; upgrade formsync", s.path, ErrNewerSchema, version, SchemaVersion)
-	case version < SchemaVersion:
+	case version < readOnlyFrom:
 		return fmt.Errorf("sqlite: %s: %w: schema version %d; a sync (which migrates it) must run first", s.path, ErrOlderSchema, version)
+	case version < SchemaVersion:
+		s.stateSelect = olderStateSelect(version)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -61,6 +62,51 @@ func TestOpenReadOnlyReadsAndNeverWrites(t *testing.T) {
 	}
 }
 
+// TestOpenReadOnlyReadsTheSchemaBefore: a file of the schema before this
+// one (version 5, without sync_state.copies) is read as it is, the
+// missing column as NULL, so that `formsync status` works before the
+// first sync of a newer formsync migrates the file.
+func TestOpenReadOnlyReadsTheSchemaBefore(t *testing.T) {
+	s, path := open(t)
+	st := stateOf("f1", "a")
+	st.Copies = map[string]int64{"k": 1}
+	commit(t, s, sink.FormCommit{State: st, Rows: sinktest.Spool(t, row(t, "f1", ptr(1), t0, false, `{"a":1}`))})
+	s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`ALTER TABLE sync_state DROP COLUMN copies`, `PRAGMA user_version = 5`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	ro, err := OpenReadOnly(t.Context(), path)
+	if err != nil {
+		t.Fatalf("read-only open of a version 5 file: %v", err)
+	}
+	got, err := ro.ReadState(t.Context(), nil)
+	ro.Close()
+	if err != nil || got["f1"].Rows != 1 || got["f1"].Copies != nil {
+		t.Fatalf("state of a version 5 file: %+v, %v; want one row and no copies", got["f1"], err)
+	}
+
+	// A sync's Open migrates it; the column is there from then on.
+	s, err = Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st = got["f1"]
+	st.Copies = map[string]int64{"k": 2}
+	commit(t, s, sink.FormCommit{State: st})
+	if got, err := s.ReadState(t.Context(), nil); err != nil || got["f1"].Copies["k"] != 2 {
+		t.Fatalf("state after the migration: %+v, %v", got["f1"], err)
+	}
+}
+
 func TestOpenReadOnlyRefuses(t *testing.T) {
 	dir := t.TempDir()
 	for name, make := range map[string]func(p string) error{
@@ -90,7 +136,7 @@ func TestOpenReadOnlyRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		version int
 		want    error
-	}{{SchemaVersion + 1, ErrNewerSchema}, {SchemaVersion - 1, ErrOlderSchema}} {
+	}{{SchemaVersion + 1, ErrNewerSchema}, {readOnlyFrom - 1, ErrOlderSchema}} {
 		p := filepath.Join(dir, fmt.Sprintf("v%d.db", tc.version))
 		s, err := Open(t.Context(), p)
 		if err != nil {

@@ -80,8 +80,14 @@ ALTER TABLE sync_state ADD COLUMN forgotten TEXT NULL CHECK (forgotten IS NULL O
 	`
 ALTER TABLE sync_state ADD COLUMN last_commit TEXT NULL CHECK (last_commit IS NULL OR json_valid(last_commit));
 `,
+	// 6: submissions the API serves more than once indistinguishably
+	// (state.Form.Copies), as a JSON object of content key to count, NULL
+	// when there are none.
+	`
+ALTER TABLE sync_state ADD COLUMN copies TEXT NULL CHECK (copies IS NULL OR json_valid(copies));
+`,
 }
 
 // SchemaVersion is the schema version this package writes (PRAGMA
 // user_version): len(migrations).
-const SchemaVersion = 5
+const SchemaVersion = 6

@@ -44,6 +44,10 @@ type Sink struct {
 	// waiting here is cheaper and clearer than SQLITE_BUSY.
 	writeMu sync.Mutex
 	now     func() time.Time
+	// stateSelect is the select list ReadState reads sync_state with:
+	// stateColumns, or, on a read-only file of an older schema, with the
+	// columns added since read as NULL.
+	stateSelect string
 }
 
 // Open opens the formsync database at path, creating the file if it is

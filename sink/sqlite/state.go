@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -13,12 +14,12 @@ import (
 
 const stateColumns = `form_id, wm_created_at, wm_id, boundary, sort_order,
 	last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, revision,
-	deleted_count, last_reconcile_at, field_policy, forgotten`
+	deleted_count, last_reconcile_at, field_policy, forgotten, copies`
 
 // ReadState returns the stored state of the given forms (every form when
 // formIDs is empty). Forms never synced are absent from the map.
 func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]state.Form, error) {
-	query := `SELECT ` + stateColumns + ` FROM sync_state`
+	query := `SELECT ` + cmp.Or(s.stateSelect, stateColumns) + ` FROM sync_state`
 	var args []any
 	if len(formIDs) > 0 {
 		ids, err := json.Marshal(formIDs)
@@ -52,12 +53,12 @@ func scanState(rows *sql.Rows) (state.Form, error) {
 	var (
 		f                                 state.Form
 		wmAt, successAt, errorAt, backfil sql.NullString
-		reconcileAt, forgotten            sql.NullString
+		reconcileAt, forgotten, copies    sql.NullString
 		boundary, fieldNames, order       string
 	)
 	err := rows.Scan(&f.FormID, &wmAt, &f.Watermark.ID, &boundary, &order,
 		&f.LastTotal, &f.Rows, &fieldNames, &successAt, &errorAt, &f.LastError, &backfil, &f.Revision,
-		&f.Deleted, &reconcileAt, &f.FieldPolicy, &forgotten)
+		&f.Deleted, &reconcileAt, &f.FieldPolicy, &forgotten, &copies)
 	if err != nil {
 		return f, fmt.Errorf("sqlite: reading sync state: %w", err)
 	}
@@ -96,6 +97,11 @@ func scanState(rows *sql.Rows) (state.Form, error) {
 		}
 		if f.Forgotten.Keys == nil {
 			f.Forgotten.Keys = []string{}
+		}
+	}
+	if copies.Valid {
+		if err := json.Unmarshal([]byte(copies.String), &f.Copies); err != nil {
+			return f, wrap("copies", err)
 		}
 	}
 	return f, nil
@@ -150,6 +156,14 @@ func stateArgs(f state.Form, rows, deleted, revision int64, updatedAt time.Time,
 		}
 		forgotten = sql.NullString{String: string(j), Valid: true}
 	}
+	var copies sql.NullString
+	if len(f.Copies) > 0 {
+		j, err := json.Marshal(f.Copies)
+		if err != nil {
+			return nil, err
+		}
+		copies = sql.NullString{String: string(j), Valid: true}
+	}
 	lastCommit, err := json.Marshal(did)
 	if err != nil {
 		return nil, err
@@ -158,10 +172,10 @@ func stateArgs(f state.Form, rows, deleted, revision int64, updatedAt time.Time,
 		f.FormID, formatTime(f.Watermark.CreatedAt), f.Watermark.ID, string(boundary), string(f.Order),
 		f.LastTotal, rows, string(fieldNames), formatTime(f.LastSuccessAt), formatTime(f.LastErrorAt),
 		f.LastError, backfill, revision,
-		deleted, formatTime(f.LastReconcileAt), f.FieldPolicy, forgotten,
+		deleted, formatTime(f.LastReconcileAt), f.FieldPolicy, forgotten, copies,
 		formatTime(updatedAt), string(lastCommit),
 	}, nil
 }
 
 const writeStateSQL = `INSERT OR REPLACE INTO sync_state (` + stateColumns + `, updated_at, last_commit)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
