@@ -30,7 +30,9 @@
 //  4. Check completeness: the rows now stored for each form against the
 //     API's total. A form short of it is read again in full, once; still
 //     short, it is reported incomplete (FormReport.Missing, an error that
-//     fails the run), never a silent success.
+//     fails the run), never a silent success. Forgotten submissions and
+//     copies (submissions served twice with nothing to tell them apart,
+//     state.Form.Copies; copies.go) count as held.
 //
 // A 401 from the API ends the run at once: the token is wrong for every
 // form, so no further request is made.
@@ -102,13 +104,14 @@
 // commits with sink.FormCommit.Reconcile: in that one transaction the sink
 // upserts what was read and marks every other stored row of the form
 // deleted (deleted_at), clearing the mark of rows served again. A read that
-// saw fewer submissions than the API counts marks nothing: the rows it
-// missed would be marked by mistake. The completeness check counts rows not
-// marked.
+// saw fewer submissions than the API counts (copies and forgotten
+// submissions counted as seen) marks nothing: the rows it missed would be
+// marked by mistake. The completeness check counts rows not marked.
 //
 // Forget finds the rows a sink.Match selects, adds tombstones for their
 // submission and content keys to the form's state (state.Forgotten, keyed
-// hashes) and removes them, in one commit retried on a conflict. Every later
+// hashes) and removes them, in one commit retried on a conflict; their
+// copies are counted with the tombstones and leave state.Form.Copies. Every later
 // read skips a tombstoned submission before staging it (it still moves the
 // watermark: it is handled), and every sink skips one staged before the
 // forget, so a commit merged after a concurrent forget stores nothing of it.

@@ -181,7 +181,11 @@ type FormReport struct {
 	// Forgotten counts submissions served but not stored because they were
 	// forgotten on request.
 	Forgotten int64
-	Staged    int // rows read and handed to the sink
+	// Copies counts submissions served on the same page as another with
+	// the same created_at millisecond and content and no id (the older
+	// response form): stored once, under one content key.
+	Copies int64
+	Staged int // rows read and handed to the sink
 	// Parts counts the commits of rows made while the form was still read
 	// (Config.PartRows); its last rows and watermark come after.
 	Parts    int
@@ -519,6 +523,7 @@ func merged(stored, ours state.Form) state.Form {
 	// Tombstones are only ever added, by forget, which commits nothing
 	// else: the stored ones are the latest.
 	out.Forgotten = stored.Forgotten
+	out.Copies = copiesAfter(state.Form{Copies: stored.Copies, Forgotten: stored.Forgotten}, ours.Copies)
 	if stored.LastReconcileAt.After(out.LastReconcileAt) {
 		out.LastReconcileAt = stored.LastReconcileAt
 	}
@@ -636,8 +641,9 @@ func (e *Engine) shortForms(ctx context.Context, runs []*formRun) []*formRun {
 		if !ok || !r.committed || r.err != nil || !r.complete() {
 			continue
 		}
-		// Submissions forgotten on request are served but never stored.
-		held := st.Rows
+		// Submissions forgotten on request are served but never stored;
+		// copies are served twice and stored once.
+		held := st.Rows + st.CopyCount()
 		if st.Forgotten != nil {
 			held += st.Forgotten.Count
 		}
@@ -670,7 +676,7 @@ func (e *Engine) logReport(rep *Report) {
 		for _, n := range []struct {
 			key string
 			v   int64
-		}{{"restored", f.Restored}, {"forgotten_skipped", f.Forgotten}} {
+		}{{"restored", f.Restored}, {"forgotten_skipped", f.Forgotten}, {"copies", f.Copies}} {
 			if n.v > 0 {
 				attrs = append(attrs, slog.Int64(n.key, n.v))
 			}

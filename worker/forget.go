@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
@@ -108,14 +109,25 @@ func forgetCommit(st state.Form, rows []sink.Row, unstored []string) (sink.FormC
 		}
 	}
 	var keys, remove []string
+	// A forgotten submission's copies (copies.go) are forgotten with it:
+	// counted with the tombstones, no longer named in the state.
+	var copies int64
+	st.Copies = maps.Clone(st.Copies)
 	for _, r := range rows {
+		for _, k := range []string{r.SubmissionKey, r.ContentKey} {
+			copies += st.Copies[k]
+			delete(st.Copies, k)
+		}
 		// The content key too: a row keyed by content comes back with an
 		// id when the form moves to the newer response form, and one with
 		// an id without it when it moves back.
 		keys = append(keys, r.SubmissionKey, r.ContentKey)
 		remove = append(remove, r.SubmissionKey)
 	}
-	n := int64(len(rows))
+	if len(st.Copies) == 0 {
+		st.Copies = nil
+	}
+	n := int64(len(rows)) + copies
 	for _, k := range unstored {
 		if !fg.Has(k) {
 			keys = append(keys, k)

@@ -37,6 +37,8 @@ type formRun struct {
 	// forgotten counts the submissions served but skipped because they
 	// were forgotten on request.
 	forgotten int64
+	// copies are the copies the read saw (see copies.go).
+	copies map[string]int64
 	// partsTo, when set, takes the staged rows every Config.PartRows
 	// rows (handOff) and commits them while the form is still read; parts
 	// is what those commits did.
@@ -109,7 +111,7 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, par
 // submissions than the API counts: the rows it missed would be marked
 // deleted.
 func (r *formRun) checkReconcileRead() error {
-	seen := int64(r.spool.Len()) + r.forgotten
+	seen := int64(r.spool.Len()) + r.forgotten + r.copyCount()
 	if r.order == state.OrderUnknown || seen < r.minTotal {
 		return fmt.Errorf("form %s: not reconciled: the read saw %d submissions where the API counts %d, and a row it missed would be marked deleted; the next reconcile tries again",
 			r.old.FormID, seen, r.minTotal)
@@ -136,6 +138,7 @@ func (r *formRun) finalReport() FormReport {
 	fr.Order = r.order
 	fr.Duration = r.e.cfg.Now().Sub(r.start)
 	fr.Forgotten = r.forgotten
+	fr.Copies = r.copyCount()
 	if !r.committed {
 		fr.Watermark = r.old.Watermark
 	}
@@ -173,6 +176,11 @@ func (r *formRun) next(now time.Time) state.Form {
 	st.FieldPolicy = r.e.policyID()
 	if r.mode == readReconcile {
 		st.LastReconcileAt = now
+		// A reconcile reads every page: what it saw replaces what was
+		// known (a copy deleted upstream since is no longer counted).
+		st.Copies = copiesAfter(state.Form{Forgotten: st.Forgotten}, r.copies)
+	} else {
+		st.Copies = copiesAfter(st, r.copies)
 	}
 	return st
 }

@@ -92,6 +92,7 @@ func runScenarios(t *testing.T, open open) {
 	for _, o := range orders {
 		t.Run("OlderToNewer/"+o.name, func(t *testing.T) { testOlderToNewer(t, open(t), o.o) })
 		t.Run("BackdatedInsert/"+o.name, func(t *testing.T) { testBackdated(t, open(t), o.o) })
+		t.Run("Copies/"+o.name, func(t *testing.T) { testCopies(t, open(t), o.o) })
 	}
 	t.Run("MovingPagesManySeeds", func(t *testing.T) { testMovingSeeds(t, open) })
 	t.Run("Lookback", func(t *testing.T) { testLookback(t, open(t)) })

@@ -168,7 +168,8 @@ func (w *walker) completeTies(ctx context.Context, page int, prev, seen *seenPag
 	if len(before) == 0 || len(here) == 0 || !at.Equal(atPrev) || len(here) == len(seen.order) || len(before) == len(prev.order) {
 		return nil
 	}
-	places := len(before) + len(here)
+	// A copy (copies.go) fills two places on one page with one key.
+	places := distinctCount(before) + distinctCount(here)
 	found := map[string]struct{}{}
 	for _, k := range slices.Concat(before, here) {
 		found[k] = struct{}{}
@@ -210,6 +211,7 @@ func (w *walker) completeTies(ctx context.Context, page int, prev, seen *seenPag
 func (w *walker) consume(p *formsapi.Page, prev map[string]struct{}) (seen *seenPage, reached bool, err error) {
 	r := w.r
 	seen = &seenPage{keys: make(map[string]struct{}, len(p.Submissions)), order: make([]string, 0, len(p.Submissions))}
+	var onPage map[string]int64
 	for i, s := range p.Submissions {
 		row, names, err := r.rowOf(s)
 		if err != nil {
@@ -232,6 +234,17 @@ func (w *walker) consume(p *formsapi.Page, prev map[string]struct{}) (seen *seen
 			reached = true
 		}
 		if _, dup := seen.keys[row.SubmissionKey]; dup {
+			if row.SubmissionID == nil {
+				// A second submission with this content on one page: a
+				// copy (copies.go).
+				if onPage == nil {
+					onPage = map[string]int64{}
+				}
+				onPage[row.SubmissionKey]++
+				if w.span.stage(row) && r.old.Watermark.IsNew(row.CreatedAt, row.SubmissionKey) {
+					r.passNew++
+				}
+			}
 			continue
 		}
 		seen.keys[row.SubmissionKey] = struct{}{}
@@ -245,6 +258,7 @@ func (w *walker) consume(p *formsapi.Page, prev map[string]struct{}) (seen *seen
 			return nil, false, err
 		}
 	}
+	r.noteCopies(onPage)
 	return seen, reached, nil
 }
 
@@ -280,4 +294,13 @@ func orderOf(subs []formsapi.Submission) state.Order {
 		return state.OrderOldestFirst
 	}
 	return state.OrderUnknown
+}
+
+// distinctCount is how many different keys keys holds.
+func distinctCount(keys []string) int {
+	set := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		set[k] = struct{}{}
+	}
+	return len(set)
 }

@@ -28,8 +28,11 @@ type formStatus struct {
 	// Deleted counts the rows a reconcile found no longer served upstream
 	// (kept in the table with deleted_at set); Forgotten the submissions
 	// removed on request.
-	Deleted         int64      `json:"deleted_upstream"`
-	Forgotten       int64      `json:"forgotten,omitempty"`
+	Deleted   int64 `json:"deleted_upstream"`
+	Forgotten int64 `json:"forgotten,omitempty"`
+	// Copies counts submissions served a second time with nothing to tell
+	// them apart (no id, same created_at and content), stored once.
+	Copies          int64      `json:"copies,omitempty"`
 	LastReconcileAt *time.Time `json:"last_reconcile_at,omitempty"`
 	FieldPolicy     string     `json:"field_policy,omitempty"`
 	LastSuccessAt   *time.Time `json:"last_success_at,omitempty"`
@@ -141,6 +144,7 @@ func statusOf(st state.Form, now time.Time) formStatus {
 	if st.Forgotten != nil {
 		s.Forgotten = st.Forgotten.Count
 	}
+	s.Copies = st.CopyCount()
 	return s
 }
 

@@ -1,0 +1,48 @@
+package worker
+
+import "github.com/formsync/formsync/state"
+
+// Copies: the older response form has no ids, so two submissions posted
+// at once with the same content (a double click) are one content key. The
+// table holds one row for them while the API counts two. A page is one
+// snapshot of the form, so a key twice on one page is two submissions,
+// never one submission seen twice (pages moving under the reader repeat a
+// submission on two pages). The walk counts such copies (formRun.copies)
+// and the state keeps them (state.Form.Copies), so that the completeness
+// check and a reconcile count them as served and stored. Copies split
+// across a page border look like a submission moved between requests and
+// are not counted.
+
+// noteCopies records the copies one page held: for each content key, how
+// many more times than once it was on the page.
+func (r *formRun) noteCopies(onPage map[string]int64) {
+	if len(onPage) == 0 {
+		return
+	}
+	if r.copies == nil {
+		r.copies = map[string]int64{}
+	}
+	for k, n := range onPage {
+		r.copies[k] = max(r.copies[k], n)
+	}
+}
+
+// copyCount is how many copies the run has seen.
+func (r *formRun) copyCount() int64 { return state.Form{Copies: r.copies}.CopyCount() }
+
+// copiesAfter is what a state based on base records after a read that saw
+// seen: the copies of both, but none of a forgotten submission (forget
+// counts them with its tombstones, and the state names no forgotten
+// submission).
+func copiesAfter(base state.Form, seen map[string]int64) map[string]int64 {
+	out := state.MergeCopies(base.Copies, seen)
+	for k := range out {
+		if base.Forgotten.Has(k) {
+			delete(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
