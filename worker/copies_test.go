@@ -156,8 +156,8 @@ func TestCopiesUnknownToTheStateAreLearnt(t *testing.T) {
 	}
 
 	rep := h.MustSync(ctx)
-	if fr := enginetest.FormReport(t, rep, "dup"); fr.Rescans != 1 || fr.Missing != 0 || fr.Inserted != 0 {
-		t.Errorf("sync with the copies unknown: %d rescans, %d missing, %d inserted; want 1, 0, 0", fr.Rescans, fr.Missing, fr.Inserted)
+	if fr := enginetest.FormReport(t, rep, "dup"); fr.Rescans != 1 || fr.Missing != 0 || fr.Inserted != 0 || fr.Copies != 1 {
+		t.Errorf("sync with the copies unknown: %d rescans, %d missing, %d inserted, %d copies; want 1, 0, 0, 1", fr.Rescans, fr.Missing, fr.Inserted, fr.Copies)
 	}
 	rep = h.MustSync(ctx)
 	if fr := enginetest.FormReport(t, rep, "dup"); fr.Rescans != 0 || fr.Requests != 1 {

@@ -577,6 +577,7 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs []*for
 		r.report.Inserted += a.report.Inserted
 		r.report.Updated += a.report.Updated
 		r.report.Restored += a.report.Restored
+		r.copies = state.MergeCopies(r.copies, a.copies)
 		switch {
 		case sub.CommitErr != nil:
 			r.err = fmt.Errorf("form %s: committing the full re-read: %w", r.old.FormID, sub.CommitErr)
