@@ -164,14 +164,9 @@ type Form struct {
 	// Forgotten holds the tombstones of submissions forgotten on request;
 	// nil when none was.
 	Forgotten *Forgotten
-	// Copies counts the submissions the API serves more than once
-	// indistinguishably: in the older response form (no id), the same
-	// created_at millisecond and content twice on one page, as when a
-	// form is posted twice at once. It maps their content key to how many
-	// more times than once a page held it. The table holds one row for
-	// them, and the completeness check expects that many fewer rows than
-	// the API counts. nil when there are none.
-	Copies map[string]int64
+	// Copies are the submissions the API serves more than once
+	// indistinguishably; nil when there are none.
+	Copies Copies
 	// Revision counts the commits that wrote this state; 0 before the
 	// first. A commit carries the revision it read and the sink refuses it
 	// when the stored one moved on (another process committed the form
@@ -220,29 +215,37 @@ func (f Form) Validate() error {
 	return nil
 }
 
-// CopyCount is how many more submissions the API serves than the rows
-// Copies stands for: the sum of its counts.
-func (f Form) CopyCount() int64 {
+// Copies counts the submissions the API serves more than once
+// indistinguishably: in the older response form (no id), the same
+// created_at millisecond and content twice on one page, as when a form is
+// posted twice at once. It maps their content key to how many more times
+// than once a page held it. The table holds one row for them, and the
+// completeness check expects that many fewer rows than the API counts.
+type Copies map[string]int64
+
+// Count is how many more submissions the API serves than the rows c
+// stands for: the sum of its counts.
+func (c Copies) Count() int64 {
 	var n int64
-	for _, c := range f.Copies {
-		n += c
+	for _, k := range c {
+		n += k
 	}
 	return n
 }
 
-// MergeCopies returns the copies known to either a or b: for each content
-// key, the larger count (each is a count seen on one page, so counts of
-// two reads are not added). It returns nil when there are none, and never
-// one of its arguments, so that the result can be changed.
-func MergeCopies(a, b map[string]int64) map[string]int64 {
-	if len(a)+len(b) == 0 {
+// Merge returns the copies known to either c or o: for each content key,
+// the larger count (each is a count seen on one page, so the counts of two
+// reads are not added). It returns nil when there are none, and never c or
+// o, so that the result can be changed.
+func (c Copies) Merge(o Copies) Copies {
+	if len(c)+len(o) == 0 {
 		return nil
 	}
-	out := maps.Clone(a)
+	out := maps.Clone(c)
 	if out == nil {
-		out = make(map[string]int64, len(b))
+		out = make(Copies, len(o))
 	}
-	for k, n := range b {
+	for k, n := range o {
 		out[k] = max(out[k], n)
 	}
 	return out

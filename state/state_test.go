@@ -94,7 +94,7 @@ func TestValidate(t *testing.T) {
 	if (Form{}).Validate() == nil {
 		t.Error("empty form id accepted")
 	}
-	for _, c := range []map[string]int64{{"": 1}, {"k": 0}, {"k": -1}} {
+	for _, c := range []Copies{{"": 1}, {"k": 0}, {"k": -1}} {
 		bad = New("f")
 		bad.Copies = c
 		if bad.Validate() == nil {
@@ -103,22 +103,22 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestMergeCopies(t *testing.T) {
-	a := map[string]int64{"x": 1, "y": 2}
-	b := map[string]int64{"y": 1, "z": 3}
-	got := MergeCopies(a, b)
-	if want := map[string]int64{"x": 1, "y": 2, "z": 3}; !maps.Equal(got, want) {
-		t.Errorf("MergeCopies = %v, want %v (the larger count of each key, not the sum)", got, want)
+func TestCopies(t *testing.T) {
+	a := Copies{"x": 1, "y": 2}
+	b := Copies{"y": 1, "z": 3}
+	got := a.Merge(b)
+	if want := (Copies{"x": 1, "y": 2, "z": 3}); !maps.Equal(got, want) {
+		t.Errorf("Merge = %v, want %v (the larger count of each key, not the sum)", got, want)
 	}
 	got["x"] = 9
 	if a["x"] != 1 {
-		t.Error("MergeCopies returned its argument")
+		t.Error("Merge returned its receiver")
 	}
-	if MergeCopies(nil, map[string]int64{}) != nil {
-		t.Error("MergeCopies of nothing is not nil")
+	if Copies(nil).Merge(Copies{}) != nil {
+		t.Error("Merge of nothing is not nil")
 	}
-	if n := (Form{Copies: got}).CopyCount(); n != 14 {
-		t.Errorf("CopyCount = %d, want 14", n)
+	if n := got.Count(); n != 14 {
+		t.Errorf("Count = %d, want 14", n)
 	}
 }
 

@@ -13,29 +13,12 @@ import "github.com/formsync/formsync/state"
 // across a page border look like a submission moved between requests and
 // are not counted.
 
-// noteCopies records the copies one page held: for each content key, how
-// many more times than once it was on the page.
-func (r *formRun) noteCopies(onPage map[string]int64) {
-	if len(onPage) == 0 {
-		return
-	}
-	if r.copies == nil {
-		r.copies = map[string]int64{}
-	}
-	for k, n := range onPage {
-		r.copies[k] = max(r.copies[k], n)
-	}
-}
-
-// copyCount is how many copies the run has seen.
-func (r *formRun) copyCount() int64 { return state.Form{Copies: r.copies}.CopyCount() }
-
 // copiesAfter is what a state based on base records after a read that saw
 // seen: the copies of both, but none of a forgotten submission (forget
 // counts them with its tombstones, and the state names no forgotten
 // submission).
-func copiesAfter(base state.Form, seen map[string]int64) map[string]int64 {
-	out := state.MergeCopies(base.Copies, seen)
+func copiesAfter(base state.Form, seen state.Copies) state.Copies {
+	out := base.Copies.Merge(seen)
 	for k := range out {
 		if base.Forgotten.Has(k) {
 			delete(out, k)

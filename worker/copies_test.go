@@ -147,7 +147,7 @@ func TestCopiesUnknownToTheStateAreLearnt(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := st["dup"]
-	if old.CopyCount() != 1 {
+	if old.Copies.Count() != 1 {
 		t.Fatalf("copies after the first sync: %v, want one", old.Copies)
 	}
 	old.Copies = nil

@@ -577,7 +577,7 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs []*for
 		r.report.Inserted += a.report.Inserted
 		r.report.Updated += a.report.Updated
 		r.report.Restored += a.report.Restored
-		r.copies = state.MergeCopies(r.copies, a.copies)
+		r.copies = r.copies.Merge(a.copies)
 		switch {
 		case sub.CommitErr != nil:
 			r.err = fmt.Errorf("form %s: committing the full re-read: %w", r.old.FormID, sub.CommitErr)
@@ -644,7 +644,7 @@ func (e *Engine) shortForms(ctx context.Context, runs []*formRun) []*formRun {
 		}
 		// Submissions forgotten on request are served but never stored;
 		// copies are served twice and stored once.
-		held := st.Rows + st.CopyCount()
+		held := st.Rows + st.Copies.Count()
 		if st.Forgotten != nil {
 			held += st.Forgotten.Count
 		}

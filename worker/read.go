@@ -38,7 +38,7 @@ type formRun struct {
 	// were forgotten on request.
 	forgotten int64
 	// copies are the copies the read saw (see copies.go).
-	copies map[string]int64
+	copies state.Copies
 	// partsTo, when set, takes the staged rows every Config.PartRows
 	// rows (handOff) and commits them while the form is still read; parts
 	// is what those commits did.
@@ -111,7 +111,7 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, par
 // submissions than the API counts: the rows it missed would be marked
 // deleted.
 func (r *formRun) checkReconcileRead() error {
-	seen := int64(r.spool.Len()) + r.forgotten + r.copyCount()
+	seen := int64(r.spool.Len()) + r.forgotten + r.copies.Count()
 	if r.order == state.OrderUnknown || seen < r.minTotal {
 		return fmt.Errorf("form %s: not reconciled: the read saw %d submissions where the API counts %d, and a row it missed would be marked deleted; the next reconcile tries again",
 			r.old.FormID, seen, r.minTotal)
@@ -138,7 +138,7 @@ func (r *formRun) finalReport() FormReport {
 	fr.Order = r.order
 	fr.Duration = r.e.cfg.Now().Sub(r.start)
 	fr.Forgotten = r.forgotten
-	fr.Copies = r.copyCount()
+	fr.Copies = r.copies.Count()
 	if !r.committed {
 		fr.Watermark = r.old.Watermark
 	}

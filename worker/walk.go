@@ -211,7 +211,7 @@ func (w *walker) completeTies(ctx context.Context, page int, prev, seen *seenPag
 func (w *walker) consume(p *formsapi.Page, prev map[string]struct{}) (seen *seenPage, reached bool, err error) {
 	r := w.r
 	seen = &seenPage{keys: make(map[string]struct{}, len(p.Submissions)), order: make([]string, 0, len(p.Submissions))}
-	var onPage map[string]int64
+	var onPage state.Copies
 	for i, s := range p.Submissions {
 		row, names, err := r.rowOf(s)
 		if err != nil {
@@ -238,7 +238,7 @@ func (w *walker) consume(p *formsapi.Page, prev map[string]struct{}) (seen *seen
 				// A second submission with this content on one page: a
 				// copy (copies.go).
 				if onPage == nil {
-					onPage = map[string]int64{}
+					onPage = state.Copies{}
 				}
 				onPage[row.SubmissionKey]++
 				if w.span.stage(row) && r.old.Watermark.IsNew(row.CreatedAt, row.SubmissionKey) {
@@ -258,7 +258,9 @@ func (w *walker) consume(p *formsapi.Page, prev map[string]struct{}) (seen *seen
 			return nil, false, err
 		}
 	}
-	r.noteCopies(onPage)
+	if onPage != nil {
+		r.copies = r.copies.Merge(onPage)
+	}
 	return seen, reached, nil
 }
 

@@ -77,10 +77,8 @@ func scanState(v []bq.Value) (state.Form, error) {
 			f.Forgotten.Keys = []string{}
 		}
 	}
-	if b := vString(v[17]); b != "" && b != "null" {
-		if err := json.Unmarshal([]byte(b), &f.Copies); err != nil {
-			return f, wrap("copies", err)
-		}
+	if err := unmarshalNullable(v[17], &f.Copies); err != nil {
+		return f, wrap("copies", err)
 	}
 	return f, nil
 }

@@ -144,7 +144,7 @@ func statusOf(st state.Form, now time.Time) formStatus {
 	if st.Forgotten != nil {
 		s.Forgotten = st.Forgotten.Count
 	}
-	s.Copies = st.CopyCount()
+	s.Copies = st.Copies.Count()
 	return s
 }
 
