@@ -75,3 +75,22 @@ func TestStatusReadsAReadOnlyCopy(t *testing.T) {
 		t.Error("status changed the database file")
 	}
 }
+
+// TestCopiesInTheLogAndStatus: a form of the older response form served a
+// submission twice, indistinguishably, syncs with exit 0, its log line
+// says so, and so does `status --json`.
+func TestCopiesInTheLogAndStatus(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 6, Variant: apisim.Older, Forms: []string{"a"}, SubmissionsPerForm: 20})
+	if _, ok := sim.AddCopy("a", sim.Submissions("a")[10].ID); !ok {
+		t.Fatal("no submission to copy")
+	}
+	syncEnv(t, sim, "a")
+	code, _, errOut := run(t, "sync")
+	if code != exitOK || !strings.Contains(errOut, `"copies":1`) {
+		t.Fatalf("sync: exit %d, log:\n%s", code, errOut)
+	}
+	code, out, errOut := run(t, "status", "--json")
+	if code != exitOK || !strings.Contains(out, `"copies": 1`) || !strings.Contains(out, `"rows": 20`) {
+		t.Errorf("status --json: exit %d, stdout %s, stderr %s", code, out, errOut)
+	}
+}
