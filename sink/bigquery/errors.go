@@ -41,8 +41,8 @@ var (
 	// it itself (Config.MaxConcurrentRetries); it reaches a caller only
 	// when those retries are spent.
 	ErrConcurrentUpdate = errors.New("bigquery: transaction cancelled by a concurrent update")
-	// ErrOlderSchema: OpenReadOnly found tables of an older formsync,
-	// without the columns a sync of this one adds (Open adds them).
+	// ErrOlderSchema: OpenReadOnly found tables of a formsync older than
+	// the one before this, without columns it reads (Open adds them).
 	ErrOlderSchema = errors.New("bigquery: tables written by an older formsync")
 )
 

@@ -272,3 +272,53 @@ func loadNDJSON(t *testing.T, tbl *bq.Table, schema bq.Schema, lines ...string) 
 		t.Fatal(err)
 	}
 }
+
+// TestReadOnlyReadsStateWithoutCopies: status right after an upgrade, before
+// a sync has migrated the tables, reads a sync_state table the formsync
+// before this one wrote (no copies column): every other column as stored,
+// copies as none, and nothing is created or altered.
+func TestReadOnlyReadsStateWithoutCopies(t *testing.T) {
+	fake := bqfake.New(bqfake.Options{})
+	t.Cleanup(fake.Close)
+	cfg := testConfig(fake)
+	client, err := bq.NewClient(t.Context(), cfg.Project, clientOptions(fake)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ds := client.Dataset("formsync_test")
+	if err := ds.Create(t.Context(), &bq.DatasetMetadata{Location: "US"}); err != nil {
+		t.Fatal(err)
+	}
+	var prevState bq.Schema
+	for _, f := range stateSchema() {
+		if f.Name != "copies" {
+			prevState = append(prevState, f)
+		}
+	}
+	for name, schema := range map[string]bq.Schema{"submissions": submissionsSchema(), "sync_state": prevState} {
+		if err := ds.Table(name).Create(t.Context(), &bq.TableMetadata{Schema: schema}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loadNDJSON(t, ds.Table("sync_state"), prevState, `{"form_id":"old","wm_created_at":"2026-03-04T05:06:07.123000Z","wm_id":"5","boundary":["5"],"sort_order":"newest_first","last_total":"3","row_count":"2","field_names":["a"],"updated_at":"2026-03-04T06:00:00Z","revision":"4","deleted_count":"1","field_policy":"p1","forgotten":{"salt":"00","keys":[],"count":0}}`)
+	fake.ResetStats()
+
+	s, err := OpenReadOnly(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("read-only open of the previous formsync's tables: %v", err)
+	}
+	defer s.Close()
+	got, err := s.ReadState(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok := got["old"]
+	if !ok || st.Rows != 2 || st.Deleted != 1 || st.Revision != 4 || st.LastTotal != 3 || st.FieldPolicy != "p1" ||
+		st.Watermark.ID != 5 || st.Forgotten == nil || st.Copies != nil {
+		t.Errorf("state read from a table without copies: %+v", st)
+	}
+	if ddl := fake.Stats().DDL; len(ddl) != 0 {
+		t.Errorf("a read-only open did DDL: %v", ddl)
+	}
+}

@@ -181,6 +181,9 @@ type Sink struct {
 	// view's metadata read before a commit trusts it (Sink.viewInPlace).
 	viewsMu sync.Mutex
 	views   map[string]knownView
+	// stateWithoutCopies: a read-only Sink (OpenReadOnly) found sync_state
+	// without its copies column, which ReadState then reads as NULL.
+	stateWithoutCopies bool
 }
 
 // Open connects to BigQuery and creates what is missing: the dataset (in
@@ -203,9 +206,11 @@ func Open(ctx context.Context, cfg Config) (*Sink, error) {
 // OpenReadOnly connects to a dataset formsync has written, to read its
 // state: it creates and migrates nothing, so a mistyped dataset or project
 // is an error (ErrNotFound) rather than a new, empty dataset that looks
-// like nothing was synced yet. Tables a sync of this formsync has not
-// migrated yet are refused with ErrOlderSchema: its reads name the columns
-// the migration adds.
+// like nothing was synced yet. A sync_state table that lacks only the
+// copies column (the formsync before this one wrote it, and no sync of
+// this one has migrated it yet) is read with copies as NULL, so that
+// `formsync status` works right after an upgrade, as it does on SQLite;
+// one that lacks more is refused with ErrOlderSchema.
 func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 	s, err := connect(ctx, cfg)
 	if err != nil {
@@ -215,10 +220,17 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 	res := "table " + s.cfg.Project + "." + s.cfg.Dataset + "." + stateTable
 	if err := s.retry(ctx, func() error {
 		meta, err := tbl.Metadata(ctx)
-		if err == nil && lacksAny(meta.Schema, addedStateColumns) {
-			return backoff.Permanent(fmt.Errorf("bigquery: %s lacks columns this formsync reads: %w; a sync (which adds them) must run first", res, ErrOlderSchema))
+		if err != nil {
+			return s.scope.classify("reading table metadata", res, err)
 		}
-		return s.scope.classify("reading table metadata", res, err)
+		lacks := func(c string) bool { return lacksAny(meta.Schema, []string{c}) }
+		for _, c := range addedStateColumns {
+			if c != "copies" && lacks(c) {
+				return backoff.Permanent(fmt.Errorf("bigquery: %s lacks columns this formsync reads: %w; a sync (which adds them) must run first", res, ErrOlderSchema))
+			}
+		}
+		s.stateWithoutCopies = lacks("copies")
+		return nil
 	}); err != nil {
 		s.client.Close()
 		if errors.Is(err, ErrNotFound) {

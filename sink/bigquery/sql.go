@@ -30,6 +30,14 @@ func ref(project, dataset, table string) string {
 	return "`" + project + "." + dataset + "." + table + "`"
 }
 
+// stateRead is what readState reads from: WithoutCopies for a sync_state
+// table a sync of this formsync has not migrated yet, read by a read-only
+// Sink (OpenReadOnly), whose copies read as NULL.
+type stateRead struct {
+	tables
+	WithoutCopies bool
+}
+
 // script says which parts a commit's transaction has: Rows, the plan and
 // the submissions MERGE of a loaded staging table; Deletions, the forget
 // DELETE and the reconcile UPDATE (rendered only for commits that forget
@@ -45,7 +53,8 @@ SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort
   row_count, TO_JSON_STRING(field_names) AS field_names, last_success_at, last_error_at, last_error,
   TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision,
   COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
-  TO_JSON_STRING(forgotten) AS forgotten, TO_JSON_STRING(copies) AS copies
+  TO_JSON_STRING(forgotten) AS forgotten,
+  {{if .WithoutCopies}}CAST(NULL AS STRING){{else}}TO_JSON_STRING(copies){{end}} AS copies
 FROM {{.State}}
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 {{end}}

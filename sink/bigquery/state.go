@@ -20,7 +20,7 @@ func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]stat
 	if ids == nil {
 		ids = []string{}
 	}
-	q := s.query(render("readState", s.t), bq.QueryParameter{Name: "form_ids", Value: ids})
+	q := s.query(render("readState", stateRead{tables: s.t, WithoutCopies: s.stateWithoutCopies}), bq.QueryParameter{Name: "form_ids", Value: ids})
 	err := s.readAll(ctx, "reading sync state", "table "+s.t.State, q.Read, func() { out = map[string]state.Form{} }, func(v []bq.Value) error {
 		f, err := scanState(v)
 		if err != nil {

@@ -103,7 +103,8 @@ func init() {
 		}
 	}
 	for _, d := range []*shapeDef{
-		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readState},
+		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("copies")},
+		{shapeReadStateUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("NULL")},
 		{shapeReadCommits, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readCommits},
 		{shapeViewForms, "SELECT", nil, []string{"state"}, nil, (*Server).viewForms},
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).readRows},
@@ -275,7 +276,15 @@ func (s *Server) countDML(ref string) {
 	s.stats.DML[d+"."+t]++
 }
 
-func (s *Server) readState(t map[string]string, params map[string]param) (*result, error) {
+// readState reads the state of the given forms, copies read as the
+// expression copies: the column, or NULL from a table without it.
+func readState(copies string) func(*Server, map[string]string, map[string]param) (*result, error) {
+	return func(s *Server, t map[string]string, params map[string]param) (*result, error) {
+		return s.readState(t, params, copies)
+	}
+}
+
+func (s *Server) readState(t map[string]string, params map[string]param, copies string) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
 			return nil, err
@@ -289,7 +298,7 @@ func (s *Server) readState(t map[string]string, params map[string]param) (*resul
 			col("field_policy", "STRING"), col("forgotten", "STRING"), col("copies", "STRING"),
 		}, `SELECT form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names,
 			last_success_at, last_error_at, last_error, backfill, COALESCE(revision, 0), COALESCE(deleted_count, 0),
-			last_reconcile_at, COALESCE(field_policy, ''), forgotten, copies
+			last_reconcile_at, COALESCE(field_policy, ''), forgotten, `+copies+`
 			FROM `+quoteIdent(t["state"])+`
 			WHERE (SELECT count(*) FROM temp.param_form_ids) = 0 OR form_id IN (SELECT value FROM temp.param_form_ids)
 			ORDER BY form_id`)
