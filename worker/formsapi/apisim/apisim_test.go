@@ -819,7 +819,8 @@ func TestRegisterFlags(t *testing.T) {
 		"-forms", "a, b,c", "-submissions", "0", "-tie-every", "3", "-rate-limit", "2.5", "-retry-after", "date",
 		"-rate-limit-faults", "0.3", "-latency", "10ms", "-server-errors", "0.1", "-truncate", "0.05", "-stall", "0.01",
 		"-stall-for", "2s", "-mutate-every", "4", "-add", "2", "-delete", "1",
-		"-form-variant", "a=live, b=older", "-form-variant", "c=newer", "-plan-limit", "60", "-plan-window", "1500ms"})
+		"-form-variant", "a=live, b=older", "-form-variant", "c=newer", "-plan-limit", "60", "-plan-window", "1500ms",
+		"-first-id", "10000000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -827,7 +828,8 @@ func TestRegisterFlags(t *testing.T) {
 		SubmissionsPerForm: NoSubmissions, Start: defaultStart, Spacing: 37 * time.Second, TieEvery: 3, RateLimit: 2.5,
 		RetryAfter: RetryAfterDate, RateLimitFaults: 0.3, Latency: 10 * time.Millisecond, ServerErrors: 0.1,
 		Truncate: 0.05, Stall: 0.01, StallFor: 2 * time.Second, MutateEvery: 4, AddPerMutation: 2, DeletePerMutation: 1,
-		FormVariants: map[string]Variant{"a": Live, "b": Older, "c": Newer}, PlanLimit: 60, PlanWindow: 1500 * time.Millisecond}
+		FormVariants: map[string]Variant{"a": Live, "b": Older, "c": Newer}, PlanLimit: 60, PlanWindow: 1500 * time.Millisecond,
+		FirstID: 10_000_000}
 	if fmt.Sprintf("%+v", o) != fmt.Sprintf("%+v", want) {
 		t.Fatalf("parsed\n%+v\nwant\n%+v", o, want)
 	}
@@ -843,6 +845,24 @@ func TestRegisterFlags(t *testing.T) {
 	for _, bad := range [][]string{{"-variant", "newest"}, {"-form-variant", "a"}, {"-form-variant", "=live"}, {"-form-variant", "a=x"}} {
 		if err := fs.Parse(bad); err == nil {
 			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// TestFirstID: ids count up from FirstID across the forms in the order
+// they are created, and from 1001 by default.
+func TestFirstID(t *testing.T) {
+	for _, tc := range []struct{ first, want int64 }{{0, 1001}, {10_000_000, 10_000_000}} {
+		sim := New(Options{Variant: Newer, Forms: []string{"a", "b"}, SubmissionsPerForm: 3, FirstID: tc.first})
+		var ids []int64
+		for _, f := range []string{"a", "b"} {
+			for _, s := range sim.Submissions(f) {
+				ids = append(ids, s.ID)
+			}
+		}
+		slices.Sort(ids)
+		if want := []int64{tc.want, tc.want + 1, tc.want + 2, tc.want + 3, tc.want + 4, tc.want + 5}; !slices.Equal(ids, want) {
+			t.Errorf("FirstID %d: ids %v, want %v", tc.first, ids, want)
 		}
 	}
 }

@@ -72,6 +72,12 @@ type Options struct {
 	// SubmissionsPerForm is the number of initial submissions per form.
 	// Defaults to 100; NoSubmissions (any negative value) means none.
 	SubmissionsPerForm int
+	// FirstID is the id of the first submission created; each later one
+	// gets the next. Defaults to 1001: ids start high, as they would on a
+	// service with other customers. A form's ids crossing a power of ten
+	// (1001 to 1,001,000 for a million) is what a sink keyed by the id as
+	// text sees then.
+	FirstID int64
 	// Start is the created_at of the oldest initial submission. Defaults to
 	// 2026-01-01T00:00:00Z.
 	Start time.Time
@@ -161,6 +167,9 @@ func (o Options) withDefaults() Options {
 		o.SubmissionsPerForm = 100
 	case o.SubmissionsPerForm < 0:
 		o.SubmissionsPerForm = 0
+	}
+	if o.FirstID <= 0 {
+		o.FirstID = 1001
 	}
 	if o.Start.IsZero() {
 		o.Start = defaultStart
@@ -378,7 +387,7 @@ func (c submissionCount) Set(s string) error {
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	d := o.withDefaults()
 	o.Token, o.Forms, o.SubmissionsPerForm = d.Token, d.Forms, cmp.Or(d.SubmissionsPerForm, NoSubmissions)
-	o.Start, o.Spacing, o.StallFor, o.PlanWindow = d.Start, d.Spacing, d.StallFor, d.PlanWindow
+	o.Start, o.Spacing, o.StallFor, o.PlanWindow, o.FirstID = d.Start, d.Spacing, d.StallFor, d.PlanWindow, d.FirstID
 
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for generated submissions, faults and mutations")
 	// Secrets never appear in --help, even a simulator's token.
@@ -388,6 +397,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.TextVar(&o.Order, "order", o.Order, "sort order: newest|oldest")
 	fs.Var(formList{&o.Forms}, "forms", "comma-separated form ids")
 	fs.Var(submissionCount{&o.SubmissionsPerForm}, "submissions", "initial submissions per form")
+	fs.Int64Var(&o.FirstID, "first-id", o.FirstID, "id of the first submission created (later ones count up from it)")
 	fs.TextVar(&o.Start, "start", o.Start, "created_at of the oldest initial submission (RFC 3339)")
 	fs.DurationVar(&o.Spacing, "spacing", o.Spacing, "mean gap between initial created_at values")
 	fs.IntVar(&o.TieEvery, "tie-every", o.TieEvery, "every Nth submission shares the previous created_at (0 = none)")

@@ -62,8 +62,7 @@ func New(opts Options) *Server {
 		order:   o.Order,
 		mutate:  mutation{o.MutateEvery, o.AddPerMutation, o.DeletePerMutation},
 		forms:   make(map[string]*form, len(o.Forms)),
-		// Ids start high, as they would on a service with other customers.
-		nextID: 1000,
+		nextID:  o.FirstID - 1,
 	}
 	s.resetStatsLocked()
 	for _, id := range o.Forms {
