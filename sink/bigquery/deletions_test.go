@@ -315,27 +315,11 @@ func TestTombstonesFilterTheUpload(t *testing.T) {
 // out rows deleted upstream) before sync_state gains its columns, whose
 // presence then says the views were recreated: the next Open does nothing.
 func TestMigrationRecreatesViews(t *testing.T) {
-	fake := bqfake.New(bqfake.Options{})
-	t.Cleanup(fake.Close)
-	cfg := testConfig(fake)
-	client, err := bq.NewClient(t.Context(), cfg.Project, clientOptions(fake)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	ds := client.Dataset("formsync_test")
-	if err := ds.Create(t.Context(), &bq.DatasetMetadata{Location: "US"}); err != nil {
-		t.Fatal(err)
-	}
 	subs, st := submissionsSchema(), stateSchema()
 	if subs[len(subs)-1].Name != "deleted_at" || st[13].Name != "revision" {
 		t.Fatal("the schemas changed: update this test")
 	}
-	for name, schema := range map[string]bq.Schema{"submissions": subs, "sync_state": st[:14]} {
-		if err := ds.Table(name).Create(t.Context(), &bq.TableMetadata{Schema: schema}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fake, cfg, ds := olderDataset(t, map[string]bq.Schema{"submissions": subs, "sync_state": st[:14]})
 	loadNDJSON(t, ds.Table("sync_state"), st[:14],
 		`{"form_id":"v1","row_count":"2","field_names":["a"],"updated_at":"2026-03-04T06:00:00Z","revision":"3"}`,
 		`{"form_id":"v2","row_count":"0","updated_at":"2026-03-04T06:00:00Z","revision":"1"}`)

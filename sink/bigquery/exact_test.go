@@ -180,25 +180,9 @@ func selectAll(t *testing.T, b *bundle, table string) []map[string]bq.Value {
 // 0, deleted_count 0), recreates the forms' views, and, once they exist,
 // does no DDL again.
 func TestMigrateAddsColumnsInPlace(t *testing.T) {
-	fake := bqfake.New(bqfake.Options{})
-	t.Cleanup(fake.Close)
-	cfg := testConfig(fake)
-	client, err := bq.NewClient(t.Context(), cfg.Project, clientOptions(fake)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	ds := client.Dataset("formsync_test")
-	if err := ds.Create(t.Context(), &bq.DatasetMetadata{Location: "US"}); err != nil {
-		t.Fatal(err)
-	}
 	oldSubs := submissionsSchema()[:8]
 	oldState := stateSchema()[:13]
-	for name, schema := range map[string]bq.Schema{"submissions": oldSubs, "sync_state": oldState} {
-		if err := ds.Table(name).Create(t.Context(), &bq.TableMetadata{Schema: schema}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fake, cfg, ds := olderDataset(t, map[string]bq.Schema{"submissions": oldSubs, "sync_state": oldState})
 	loadNDJSON(t, ds.Table("submissions"), oldSubs, `{"form_id":"old","submission_id":"5","submission_key":"5","created_at":"2026-03-04T05:06:07.123000Z","is_spam":false,"fields":{"a":1},"files":[],"synced_at":"2026-03-04T06:00:00Z"}`)
 	loadNDJSON(t, ds.Table("sync_state"), oldState, `{"form_id":"old","wm_created_at":"2026-03-04T05:06:07.123000Z","wm_id":"5","boundary":["5"],"sort_order":"newest_first","last_total":"1","row_count":"1","field_names":["a"],"updated_at":"2026-03-04T06:00:00Z"}`)
 
@@ -278,29 +262,13 @@ func loadNDJSON(t *testing.T, tbl *bq.Table, schema bq.Schema, lines ...string) 
 // before this one wrote (no copies column): every other column as stored,
 // copies as none, and nothing is created or altered.
 func TestReadOnlyReadsStateWithoutCopies(t *testing.T) {
-	fake := bqfake.New(bqfake.Options{})
-	t.Cleanup(fake.Close)
-	cfg := testConfig(fake)
-	client, err := bq.NewClient(t.Context(), cfg.Project, clientOptions(fake)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	ds := client.Dataset("formsync_test")
-	if err := ds.Create(t.Context(), &bq.DatasetMetadata{Location: "US"}); err != nil {
-		t.Fatal(err)
-	}
 	var prevState bq.Schema
 	for _, f := range stateSchema() {
 		if f.Name != "copies" {
 			prevState = append(prevState, f)
 		}
 	}
-	for name, schema := range map[string]bq.Schema{"submissions": submissionsSchema(), "sync_state": prevState} {
-		if err := ds.Table(name).Create(t.Context(), &bq.TableMetadata{Schema: schema}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fake, cfg, ds := olderDataset(t, map[string]bq.Schema{"submissions": submissionsSchema(), "sync_state": prevState})
 	loadNDJSON(t, ds.Table("sync_state"), prevState, `{"form_id":"old","wm_created_at":"2026-03-04T05:06:07.123000Z","wm_id":"5","boundary":["5"],"sort_order":"newest_first","last_total":"3","row_count":"2","field_names":["a"],"updated_at":"2026-03-04T06:00:00Z","revision":"4","deleted_count":"1","field_policy":"p1","forgotten":{"salt":"00","keys":[],"count":0}}`)
 	fake.ResetStats()
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	bq "cloud.google.com/go/bigquery"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery/bqfake"
 	"github.com/formsync/formsync/sink/sinktest"
@@ -171,4 +172,29 @@ func readState(t *testing.T, s *Sink, ids ...string) map[string]state.Form {
 // clientOptions point a bare client at the fake.
 func clientOptions(fake *bqfake.Server) []option.ClientOption {
 	return []option.ClientOption{option.WithEndpoint(fake.URL() + "/bigquery/v2/"), option.WithoutAuthentication()}
+}
+
+// olderDataset starts a fake holding the dataset of testConfig with the
+// given tables, as a formsync of another schema left them, and returns
+// the fake, the config and the dataset (its client closed at cleanup).
+func olderDataset(t *testing.T, tables map[string]bq.Schema) (*bqfake.Server, Config, *bq.Dataset) {
+	t.Helper()
+	fake := bqfake.New(bqfake.Options{})
+	t.Cleanup(fake.Close)
+	cfg := testConfig(fake)
+	client, err := bq.NewClient(t.Context(), cfg.Project, clientOptions(fake)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	ds := client.Dataset("formsync_test")
+	if err := ds.Create(t.Context(), &bq.DatasetMetadata{Location: "US"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, schema := range tables {
+		if err := ds.Table(name).Create(t.Context(), &bq.TableMetadata{Schema: schema}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fake, cfg, ds
 }
