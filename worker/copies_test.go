@@ -192,3 +192,30 @@ func TestCopiesInATieAcrossPages(t *testing.T) {
 	}
 	h.CheckTable(ctx, "dup", distinct(enginetest.Expected(t, h.Sim, "dup", apisim.Older)))
 }
+
+// TestCopiesAcrossAPageBorder: a submission and its copy, the last of one
+// page and the first of the next, look like one submission served on both
+// pages, so they are not counted and the form is reported one short (the
+// known limit). A submission added ahead of them in a newest-first form
+// moves them onto one page: the next run's full re-read counts the copy,
+// and the form is complete.
+func TestCopiesAcrossAPageBorder(t *testing.T) {
+	ctx := t.Context()
+	h := newHarness(t, apisim.Options{Seed: 45, Variant: apisim.Older, Forms: []string{"dup"}, SubmissionsPerForm: 60}, memSink(t))
+	// Newest first, 25 a page: the 25th newest and its copy (placed after
+	// it) are the last of page 1 and the first of page 2.
+	subs := h.Sim.Submissions("dup")
+	if _, ok := h.Sim.AddCopy("dup", subs[len(subs)-25].ID); !ok {
+		t.Fatal("no submission to copy")
+	}
+	rep := h.Sync(ctx)
+	if fr := enginetest.FormReport(t, rep, "dup"); fr.Missing != 1 || fr.Copies != 0 {
+		t.Fatalf("sync with the copies split: missing %d, copies %d; want 1, 0", fr.Missing, fr.Copies)
+	}
+	h.Sim.Add("dup", 1)
+	rep = h.MustSync(ctx)
+	if fr := enginetest.FormReport(t, rep, "dup"); fr.Missing != 0 || fr.Copies != 1 || fr.Inserted != 1 {
+		t.Errorf("sync after one was added ahead: missing %d, copies %d, inserted %d; want 0, 1, 1", fr.Missing, fr.Copies, fr.Inserted)
+	}
+	h.CheckTable(ctx, "dup", distinct(enginetest.Expected(t, h.Sim, "dup", apisim.Older)))
+}
