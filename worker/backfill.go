@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 	"time"
 
@@ -405,14 +404,14 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	// in (build).
 	next := b.formRun.next(now)
 	names, order, cursor, wm, minTotal := next.FieldNames, b.order, b.cursor, b.wm, b.minTotal
-	copies := maps.Clone(b.copies)
+	copies := b.copies // the walk replaces it, never changes it (Copies.Merge)
 	progress := &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.start.UTC(), FieldPolicy: b.e.policyID()}
 	moveWatermark := final && b.whole && rep.ResumedFrom.IsZero()
 	whole := b.whole
 	build := func(st state.Form) state.Form {
 		// The base may hold names another process merged in since b.old.
 		st.FieldNames = mergeFields(st.FieldNames, names)
-		st.Copies = copiesAfter(st, copies)
+		st.Copies = copiesAfter(st.Copies, copies, st.Forgotten)
 		if st.Order == state.OrderUnknown {
 			st.Order = order
 		}

@@ -13,14 +13,14 @@ import "github.com/formsync/formsync/state"
 // across a page border look like a submission moved between requests and
 // are not counted.
 
-// copiesAfter is what a state based on base records after a read that saw
-// seen: the copies of both, but none of a forgotten submission (forget
-// counts them with its tombstones, and the state names no forgotten
-// submission).
-func copiesAfter(base state.Form, seen state.Copies) state.Copies {
-	out := base.Copies.Merge(seen)
+// copiesAfter is what a state that knew of known records after a read
+// that saw seen: the copies of both, but none of a submission fg forgot
+// (forget counts them with its tombstones, and the state names no
+// forgotten submission).
+func copiesAfter(known, seen state.Copies, fg *state.Forgotten) state.Copies {
+	out := known.Merge(seen) // a new map: known and seen stay as they are
 	for k := range out {
-		if base.Forgotten.Has(k) {
+		if fg.Has(k) {
 			delete(out, k)
 		}
 	}

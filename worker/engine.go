@@ -523,7 +523,7 @@ func merged(stored, ours state.Form) state.Form {
 	// Tombstones are only ever added, by forget, which commits nothing
 	// else: the stored ones are the latest.
 	out.Forgotten = stored.Forgotten
-	out.Copies = copiesAfter(state.Form{Copies: stored.Copies, Forgotten: stored.Forgotten}, ours.Copies)
+	out.Copies = copiesAfter(stored.Copies, ours.Copies, stored.Forgotten)
 	if stored.LastReconcileAt.After(out.LastReconcileAt) {
 		out.LastReconcileAt = stored.LastReconcileAt
 	}

@@ -178,9 +178,9 @@ func (r *formRun) next(now time.Time) state.Form {
 		st.LastReconcileAt = now
 		// A reconcile reads every page: what it saw replaces what was
 		// known (a copy deleted upstream since is no longer counted).
-		st.Copies = copiesAfter(state.Form{Forgotten: st.Forgotten}, r.copies)
+		st.Copies = copiesAfter(nil, r.copies, st.Forgotten)
 	} else {
-		st.Copies = copiesAfter(st, r.copies)
+		st.Copies = copiesAfter(st.Copies, r.copies, st.Forgotten)
 	}
 	return st
 }

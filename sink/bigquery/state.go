@@ -149,28 +149,26 @@ func newStateParam(f state.Form) (stateParam, error) {
 		LastErrorAt: sentinelTime(f.LastErrorAt), LastError: f.LastError, Revision: f.Revision,
 		LastReconcileAt: sentinelTime(f.LastReconcileAt), FieldPolicy: f.FieldPolicy,
 	}
-	if fg := f.Forgotten; fg != nil {
-		j, err := json.Marshal(fg)
-		if err != nil {
-			return stateParam{}, err
-		}
-		p.Forgotten = string(j)
+	if p.Forgotten, err = optionalJSON(f.Forgotten, f.Forgotten != nil); err != nil {
+		return stateParam{}, err
 	}
-	if len(f.Copies) > 0 {
-		j, err := json.Marshal(f.Copies)
-		if err != nil {
-			return stateParam{}, err
-		}
-		p.Copies = string(j)
+	if p.Copies, err = optionalJSON(f.Copies, len(f.Copies) > 0); err != nil {
+		return stateParam{}, err
 	}
-	if b := f.Backfill; b != nil {
-		j, err := json.Marshal(b)
-		if err != nil {
-			return stateParam{}, err
-		}
-		p.Backfill = string(j)
+	if p.Backfill, err = optionalJSON(f.Backfill, f.Backfill != nil); err != nil {
+		return stateParam{}, err
 	}
 	return p, nil
+}
+
+// optionalJSON is v as JSON text when present, "" (the statements' NULL)
+// otherwise.
+func optionalJSON(v any, present bool) (string, error) {
+	if !present {
+		return "", nil
+	}
+	j, err := json.Marshal(v)
+	return string(j), err
 }
 
 func sameFields(prev, next []string) bool { return slices.Equal(prev, next) }

@@ -136,33 +136,22 @@ func stateArgs(f state.Form, rows, deleted, revision int64, updatedAt time.Time,
 	if err != nil {
 		return nil, err
 	}
-	var backfill sql.NullString
-	if b := f.Backfill; b != nil {
-		j, err := json.Marshal(b)
-		if err != nil {
-			return nil, err
-		}
-		backfill = sql.NullString{String: string(j), Valid: true}
+	backfill, err := nullJSON(f.Backfill, f.Backfill != nil)
+	if err != nil {
+		return nil, err
 	}
-	var forgotten sql.NullString
-	if fg := f.Forgotten; fg != nil {
-		if fg.Keys == nil {
-			// Read back as the empty set it is, not as null.
-			fg = fg.Clone()
-		}
-		j, err := json.Marshal(fg)
-		if err != nil {
-			return nil, err
-		}
-		forgotten = sql.NullString{String: string(j), Valid: true}
+	fg := f.Forgotten
+	if fg != nil && fg.Keys == nil {
+		// Read back as the empty set it is, not as null.
+		fg = fg.Clone()
 	}
-	var copies sql.NullString
-	if len(f.Copies) > 0 {
-		j, err := json.Marshal(f.Copies)
-		if err != nil {
-			return nil, err
-		}
-		copies = sql.NullString{String: string(j), Valid: true}
+	forgotten, err := nullJSON(fg, fg != nil)
+	if err != nil {
+		return nil, err
+	}
+	copies, err := nullJSON(f.Copies, len(f.Copies) > 0)
+	if err != nil {
+		return nil, err
 	}
 	lastCommit, err := json.Marshal(did)
 	if err != nil {
@@ -175,6 +164,15 @@ func stateArgs(f state.Form, rows, deleted, revision int64, updatedAt time.Time,
 		deleted, formatTime(f.LastReconcileAt), f.FieldPolicy, forgotten, copies,
 		formatTime(updatedAt), string(lastCommit),
 	}, nil
+}
+
+// nullJSON is v as JSON text when present, NULL otherwise.
+func nullJSON(v any, present bool) (sql.NullString, error) {
+	if !present {
+		return sql.NullString{}, nil
+	}
+	j, err := json.Marshal(v)
+	return sql.NullString{String: string(j), Valid: err == nil}, err
 }
 
 const writeStateSQL = `INSERT OR REPLACE INTO sync_state (` + stateColumns + `, updated_at, last_commit)
