@@ -212,7 +212,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if err != nil {
 		// The transaction is committed: the rows and states are in, and
 		// the states carry the counts.
-		got, _, lerr := s.lastCommits(ctx, base, order)
+		got, lerr := s.lastCommits(ctx, base, order)
 		if lerr != nil {
 			return nil, fmt.Errorf("bigquery: commit applied but its counts could not be read: %w", errors.Join(err, lerr))
 		}
@@ -235,11 +235,13 @@ func (s *Sink) appliedAnyway(ctx context.Context, base string, order []string, e
 	if ctx.Err() != nil {
 		return nil, err
 	}
-	res, in, lerr := s.lastCommits(ctx, base, order)
+	res, lerr := s.lastCommits(ctx, base, order)
 	switch {
 	case lerr != nil:
 		return nil, errors.Join(err, fmt.Errorf("bigquery: whether the commit went in after all could not be read: %w", lerr))
-	case !in:
+	case len(res) == 0:
+		// No state names the commit: a transaction is all or nothing, so
+		// it is not in.
 		return nil, err
 	}
 	*committed = true
@@ -258,11 +260,10 @@ func allCounts(base string, order []string, res sink.Result, err error) (sink.Re
 }
 
 // lastCommits reads the last_commit of the forms' stored states, and
-// returns the counts of those written by the commit named base. in says
-// whether there is one: a transaction is all or nothing, so one form
-// written by the commit means the commit is in (the others, if any, were
-// written again since).
-func (s *Sink) lastCommits(ctx context.Context, base string, order []string) (res sink.Result, in bool, err error) {
+// returns the counts of those written by the commit named base. A
+// transaction is all or nothing, so one form written by the commit means
+// the commit is in (the others, if any, were written again since).
+func (s *Sink) lastCommits(ctx context.Context, base string, order []string) (res sink.Result, err error) {
 	type lastCommit struct {
 		ID string `json:"id"`
 		sink.Counts
@@ -287,9 +288,9 @@ func (s *Sink) lastCommits(ctx context.Context, base string, order []string) (re
 		return nil
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	return res, len(res) > 0, nil
+	return res, nil
 }
 
 // forgetParam is one element of the @forget parameter: a stored row to
