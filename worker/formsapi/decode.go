@@ -262,7 +262,12 @@ func decodeSubmission(r wireSubmission) (Submission, error) {
 	if isNull(values) {
 		values, member = r.Data, "data"
 	}
-	if !isNull(values) {
+	switch {
+	case isEmptyArray(values):
+		// The live service's PHP serialiser writes a submission without
+		// values (a form of file inputs only) as an empty array, not {}.
+		s.Fields = json.RawMessage("{}")
+	case !isNull(values):
 		if s.Fields, err = rawOf(values, "{", valid); err != nil {
 			return s, fmt.Errorf("%s: %w", member, err)
 		}
@@ -408,4 +413,9 @@ func checkTotalPages(total, perPage, totalPages int) error {
 // isNull reports a missing (empty) or JSON null member.
 func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
+}
+
+// isEmptyArray reports whether raw is [] (with any JSON space inside).
+func isEmptyArray(raw json.RawMessage) bool {
+	return len(raw) >= 2 && raw[0] == '[' && len(bytes.TrimLeft(raw[1:], " \t\r\n")) == 1 && raw[len(raw)-1] == ']'
 }

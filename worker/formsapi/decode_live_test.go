@@ -55,6 +55,8 @@ func TestDecodeVariants(t *testing.T) {
 		{"links extra member", page(`{"fields":{},`+at+`}`, `{"first":"x","previous":null}`), `{}`, "[]", 0, false, true},
 		{"fields wins over data", page(`{"fields":{"f":1},"data":{"d":1},`+at+`}`, `{}`), `{"f":1}`, "[]", 0, false, false},
 		{"fields null, data set", page(`{"fields":null,"data":{"d":1},`+at+`}`, `{}`), `{"d":1}`, "[]", 0, false, false},
+		{"data empty PHP array", page(`{"id":7,"data":[],`+at+`}`, `[]`), `{}`, "[]", 7, false, true},
+		{"fields empty array", page(`{"fields":[ ],`+at+`}`, `{}`), `{}`, "[]", 0, false, false},
 		{"neither fields nor data", page(`{"id":7,`+at+`}`, `{}`), "", "[]", 7, false, true},
 		{"files object of one", page(`{"fields":{},"files":{"cv":{"name":"a.pdf","url":"https://x/a"}},`+at+`}`, `{}`),
 			`{}`, `{"cv":{"name":"a.pdf","url":"https://x/a"}}`, 0, false, false},
