@@ -59,8 +59,11 @@
 //     first submission of the next page lands on the page just read and
 //     would be skipped. The total dropping between two pages shows it; the
 //     walker then reads the page before again (where the pulled
-//     submissions now are) before going on. Additions at the head push
-//     submissions the other way, which only repeats them.
+//     submissions now are) before going on, and the pages before that as
+//     long as their first submission is one it has not read, as deep as
+//     the total's fall can pull (more deletions than a page holds pull
+//     submissions further up). Additions at the head push submissions the
+//     other way, which only repeats them.
 //   - Remembers, in the watermark's boundary, both the id and the content
 //     key of the submissions at the watermark's millisecond, so that a form
 //     answering in the older response form next time does not store them

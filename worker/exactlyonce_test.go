@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -585,5 +586,115 @@ func TestRepeatedPageFailsTheForm(t *testing.T) {
 	}
 	if st, _ := s.ReadState(t.Context(), nil); !st["f"].Watermark.IsZero() {
 		t.Errorf("watermark moved to %v", st["f"].Watermark)
+	}
+}
+
+// Submissions already read are deleted while a newest-first form is read,
+// more of them than a page holds (a spam clean-up): every submission after
+// them moves up by as many places, past the page read last, onto pages
+// read before. Each read reads those pages again and loses nothing, in as
+// few requests as the fall of the total allows. An oldest-first form is
+// read backwards, where such deletions only repeat submissions.
+func TestDeletionsOfManyReadSubmissionsLoseNothing(t *testing.T) {
+	tests := []struct {
+		name   string
+		after  int    // the page served before the deletions
+		delete []int  // ids deleted, newest first
+		oldest bool   // serve oldest first
+		rescan [2]int // the fewest and most pages read again by a sync
+	}{
+		{"a page and a half of those read", 2, ids(50, 36), false, [2]int{2, 2}},
+		{"two and a half pages of those read", 3, ids(50, 26), false, [2]int{3, 3}},
+		{"five read and ten not yet", 2, append(ids(50, 46), ids(20, 11)...), false, [2]int{1, 1}},
+		{"every one read", 2, ids(50, 31), false, [2]int{2, 2}},
+		{"oldest first", 2, ids(1, 15), true, [2]int{0, 0}},
+	}
+	for _, tc := range tests {
+		for _, backfill := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/backfill=%v", tc.name, backfill), func(t *testing.T) {
+				subs := manySubs(50) // ids 50 (newest) to 1
+				api := &fakeAPI{perPage: 10, oldest: tc.oldest}
+				api.set("f", subs...)
+				var fired atomic.Bool
+				api.rewrite = func(_, pag map[string]any) {
+					if pag["current_page"] == tc.after && fired.CompareAndSwap(false, true) {
+						gone := map[int]bool{}
+						for _, id := range tc.delete {
+							gone[id] = true
+						}
+						var left []map[string]any
+						for _, s := range subs {
+							if !gone[s["id"].(int)] {
+								left = append(left, s)
+							}
+						}
+						api.set("f", left...)
+					}
+				}
+				s := memsink.New()
+				e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+				var rescans, staged int
+				if backfill {
+					rep, err := e.Backfill(t.Context(), "f", worker.BackfillOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					rescans, staged = rep.Rescans, rep.Staged
+				} else {
+					rep, err := e.Sync(t.Context())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := rep.Err(); err != nil {
+						t.Fatal(err)
+					}
+					rescans, staged = rep.Forms[0].Rescans, rep.Forms[0].Staged
+					if rescans < tc.rescan[0] || rescans > tc.rescan[1] {
+						t.Errorf("%d pages read again, want %d to %d", rescans, tc.rescan[0], tc.rescan[1])
+					}
+				}
+				if !fired.Load() {
+					t.Fatal("the deletions never happened")
+				}
+				rows, err := s.ReadRows(t.Context(), "f")
+				if err != nil {
+					t.Fatal(err)
+				}
+				stored := map[int64]bool{}
+				for _, r := range rows {
+					stored[*r.SubmissionID] = true
+				}
+				var missing []int64
+				for id := int64(1); id <= 50; id++ {
+					if !stored[id] && !slices.Contains(tc.delete, int(id)) {
+						missing = append(missing, id)
+					}
+				}
+				if len(missing) > 0 {
+					t.Errorf("%d live submissions not stored: %v (%d rows stored, %d pages read again)", len(missing), missing, len(rows), rescans)
+				}
+				// Read backwards, deletions of more than a page ahead repeat
+				// submissions from two pages back, staged twice, stored once.
+				if !tc.oldest && staged != len(rows) {
+					t.Errorf("%d rows staged for %d stored: a page read again staged some twice", staged, len(rows))
+				}
+			})
+		}
+	}
+}
+
+// ids lists the ids from a to b, both included, in that direction.
+func ids(a, b int) []int {
+	var out []int
+	for id := a; ; {
+		out = append(out, id)
+		if id == b {
+			return out
+		}
+		if a < b {
+			id++
+		} else {
+			id--
+		}
 	}
 }

@@ -68,19 +68,13 @@ func (w *walker) walk(ctx context.Context, start int, first *formsapi.Page) erro
 		// A deletion ahead of a newest-first reader pulls every later
 		// submission up by one: the first of this page moved onto the page
 		// read before, and would be skipped. The total dropping since that
-		// page was read says so; reading it again picks the pulled ones up.
+		// page was read says so; reading the pages before again picks the
+		// pulled ones up.
 		if w.forward() && prev != nil && p.Total < prev.total {
-			r.report.Rescans++
-			again, err := r.fetch(ctx, prev.page)
-			if err != nil {
+			var err error
+			if prev, err = w.readPulled(ctx, prev); err != nil {
 				return err
 			}
-			seen, _, err := w.consume(again, prev.keys)
-			if err != nil {
-				return err
-			}
-			seen.page, seen.total = prev.page, prev.total
-			prev = seen
 		}
 		var prevKeys map[string]struct{}
 		if prev != nil {
@@ -201,6 +195,62 @@ func (w *walker) completeTies(ctx context.Context, page int, prev, seen *seenPag
 		maps.Copy(seen.keys, more.keys)
 	}
 	return nil
+}
+
+// readPulled reads again, newest-first, the pages before the one just
+// fetched, whose total fell below that of prev, the page read before it:
+// d deletions among the submissions already read pull the next d up onto
+// the pages read, from prev backwards. It stages what it finds there but
+// prev's submissions, and returns prev as read again.
+//
+// It goes from prev's page down, so that a deletion while it reads pulls a
+// submission onto a page it has yet to read, never onto one it has read
+// (as the backward walk of an oldest-first form). It stops at the page
+// whose first submission was served before prev's last (so was everything
+// above it), once as deep as the total's fall can pull (ceil(fall / per
+// page) pages), or at page 1. A fall of less than a page costs one
+// request, as it always did.
+func (w *walker) readPulled(ctx context.Context, prev *seenPage) (*seenPage, error) {
+	r := w.r
+	per := max(r.perPage, len(prev.order), 1)
+	// read reports whether a submission was served, when the walk read
+	// prev, on prev or before it: it is on prev, or newer than prev's last
+	// submission. A member of a tie at prev's last millisecond that is not
+	// on prev may be either: it is not reported.
+	read := func(key string, at time.Time) bool {
+		_, on := prev.keys[key]
+		return on || at.Truncate(time.Millisecond).After(prev.tailAt)
+	}
+	var top *seenPage
+	var above map[string]struct{}
+	lowest := prev.total
+	for page := prev.page; page >= 1; page-- {
+		r.report.Rescans++
+		again, err := r.fetch(ctx, page)
+		if err != nil {
+			return nil, err
+		}
+		lowest = min(lowest, again.Total)
+		// A submission on the page read again just before (above) is
+		// pulled down onto this one by a deletion in between: read once.
+		// One added since the walk began is staged as on any page.
+		skip := maps.Clone(prev.keys)
+		maps.Copy(skip, above)
+		seen, _, err := w.consume(again, skip)
+		if err != nil {
+			return nil, err
+		}
+		if top == nil {
+			top = seen
+		}
+		above = seen.keys
+		depth := (prev.total - lowest + per - 1) / per
+		if len(seen.order) == 0 || read(seen.order[0], seen.headAt) || page <= prev.page-depth+1 {
+			break
+		}
+	}
+	top.page, top.total = prev.page, prev.total
+	return top, nil
 }
 
 // consume stages a page's submissions within the span, skipping those taken
