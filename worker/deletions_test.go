@@ -264,6 +264,43 @@ func TestReconcileEvery(t *testing.T) {
 	}
 }
 
+// A reconcile a sync is due that cannot be made (the read saw fewer
+// submissions than the API counts: here a copy split across a page border,
+// which is not counted) still commits the rows read, without marking
+// deletions, and says why; an explicit reconcile of it fails.
+func TestReconcileDueFromAShortReadStillStoresRows(t *testing.T) {
+	ctx := t.Context()
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 45, Variant: apisim.Older, Order: apisim.OldestFirst, Forms: []string{"dup"}, SubmissionsPerForm: 60}, memSink(t))
+	// Oldest first, 25 a page: the 25th oldest and its copy are the last of
+	// page 1 and the first of page 2.
+	if _, ok := h.Sim.AddCopy("dup", h.Sim.Submissions("dup")[24].ID); !ok {
+		t.Fatal("no submission to copy")
+	}
+	h.Config.ReconcileEvery = time.Hour
+	for run := 1; run <= 3; run++ {
+		h.Sim.Add("dup", 2)
+		fr := enginetest.FormReport(t, h.Sync(ctx), "dup")
+		rows, err := h.Sink.ReadRows(ctx, "dup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The copy has no row of its own.
+		if want := h.Sim.Len("dup") - 1; len(rows) != want {
+			t.Errorf("run %d: %d rows stored, want %d", run, len(rows), want)
+		}
+		if fr.Reconciled || fr.ReconcileErr == nil || fr.Deleted != 0 {
+			t.Errorf("run %d: reconciled %v, reconcile error %v, deleted %d; want false, the reason, 0", run, fr.Reconciled, fr.ReconcileErr, fr.Deleted)
+		}
+	}
+	rep, err := h.Engine().Reconcile(ctx, "dup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr := enginetest.FormReport(t, rep, "dup"); fr.Err == nil || fr.Reconciled {
+		t.Errorf("formsync reconcile of the short read: error %v, reconciled %v; want it refused", fr.Err, fr.Reconciled)
+	}
+}
+
 // emailOf reads the email field of a submission.
 func fieldOf(t *testing.T, s apisim.Submission, name string) string {
 	t.Helper()

@@ -178,6 +178,10 @@ type FormReport struct {
 	// were served again.
 	Reconciled        bool
 	Deleted, Restored int64
+	// ReconcileErr says why a reconcile the sync was due
+	// (Config.ReconcileEvery) was not made: the read did not add up. The
+	// rows read were committed all the same, without marking deletions.
+	ReconcileErr error
 	// Forgotten counts submissions served but not stored because they were
 	// forgotten on request.
 	Forgotten int64
@@ -289,7 +293,7 @@ func (e *Engine) Sync(ctx context.Context) (*Report, error) {
 	now := e.cfg.Now()
 	return e.run(ctx, e.cfg.Forms, func(st state.Form) readMode {
 		if every := e.cfg.ReconcileEvery; every > 0 && now.Sub(st.LastReconcileAt) >= every {
-			return readReconcile
+			return readReconcileDue
 		}
 		return readNew
 	})
