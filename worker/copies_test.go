@@ -1,10 +1,13 @@
 package worker_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/memsink"
+	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
@@ -218,4 +221,55 @@ func TestCopiesAcrossAPageBorder(t *testing.T) {
 		t.Errorf("sync after one was added ahead: missing %d, copies %d, inserted %d; want 0, 1, 1", fr.Missing, fr.Copies, fr.Inserted)
 	}
 	h.CheckTable(ctx, "dup", distinct(enginetest.Expected(t, h.Sim, "dup", apisim.Older)))
+}
+
+// A reconcile's commit that meets a commit of another process merges with
+// it, but the copies it counts are those it saw: a copy deleted upstream
+// since the other commit's state was written is not counted again.
+func TestReconcileMergedWithAConcurrentCommitDropsGoneCopies(t *testing.T) {
+	for _, conflict := range []bool{false, true} {
+		t.Run(fmt.Sprint("conflict=", conflict), func(t *testing.T) {
+			ctx := t.Context()
+			mem := memsink.New()
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 41, Variant: apisim.Older, Forms: []string{"dup"}, SubmissionsPerForm: 60}, mem)
+			cp, ok := h.Sim.AddCopy("dup", h.Sim.Submissions("dup")[30].ID)
+			if !ok {
+				t.Fatal("no submission to copy")
+			}
+			h.MustSync(ctx)
+			if st, _ := mem.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 1 {
+				t.Fatalf("copies after the first sync: %v, want one", st["dup"].Copies)
+			}
+			// Delete the copy upstream (Delete picks at random: put the
+			// others back).
+			for {
+				d := h.Sim.Delete("dup", 1)[0]
+				if d.ID == cp.ID {
+					break
+				}
+				h.Sim.Restore("dup", d.ID)
+			}
+			var s worker.Sink = mem
+			if conflict {
+				s = &bumpFirst{Sink: mem}
+			}
+			e, err := worker.New(client(t, h, nil), s, h.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := e.Reconcile(ctx, "dup")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rep.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if conflict && rep.Conflicts == 0 {
+				t.Fatal("the reconcile met no concurrent commit")
+			}
+			if st, _ := mem.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 0 {
+				t.Errorf("after the reconcile the state counts copies %v; the API serves none", st["dup"].Copies)
+			}
+		})
+	}
 }

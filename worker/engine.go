@@ -502,7 +502,15 @@ func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, 
 			if !ok {
 				st = state.New(fc.State.FormID)
 			}
-			c.Forms[i].State = merge(st, fc.State)
+			next := merge(st, fc.State)
+			if fc.Reconcile {
+				// A reconcile read every page: the copies it saw replace
+				// the stored ones, which may be gone upstream since (a
+				// copy deleted after the other commit's read counted
+				// would make the form look fuller than it is).
+				next.Copies = copiesAfter(nil, fc.State.Copies, st.Forgotten)
+			}
+			c.Forms[i].State = next
 		}
 		e.cfg.Logger.Info("another process committed the same forms meanwhile; merged and committing again",
 			"forms", len(ids), "attempt", attempt+1)
