@@ -142,8 +142,8 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 		if e := c.unauthorized(formID, page); e != nil {
 			return nil, e
 		}
-		sl, paced, err := c.limiter.wait(ctx)
-		resp.Paced += paced
+		sl, spaced, held, err := c.limiter.wait(ctx, noHoldLimit)
+		resp.Paced += spaced + held
 		if err != nil {
 			return nil, c.cancelled(formID, page, err, last)
 		}

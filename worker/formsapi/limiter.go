@@ -2,6 +2,7 @@ package formsapi
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
@@ -83,11 +84,22 @@ type slot struct {
 	probe bool
 }
 
+// noHoldLimit lets wait hold a request for as long as the window takes.
+const noHoldLimit = time.Duration(math.MaxInt64)
+
+// errHoldBudget refuses a hold for the server's window that would take
+// longer than the caller can still spend.
+var errHoldBudget = errors.New("formsapi: the rate-limit window closes after the wait budget is spent")
+
 // wait blocks until a request may start, or ctx is done, and returns the
-// slot and the time spent waiting.
-func (l *limiter) wait(ctx context.Context) (slot, time.Duration, error) {
+// slot, the time spent in the ceiling's spacing and the time held for the
+// server's window to close (or for a probe's answer). A hold that would
+// bring the held time above maxHold is refused with errHoldBudget before it
+// is slept, so that a caller with a wait budget fails instead of sleeping
+// past it.
+func (l *limiter) wait(ctx context.Context, maxHold time.Duration) (slot, time.Duration, time.Duration, error) {
 	if err := ctx.Err(); err != nil {
-		return slot{}, 0, context.Cause(ctx)
+		return slot{}, 0, 0, context.Cause(ctx)
 	}
 	start := l.now()
 	// The ceiling first. A reservation that is not used is given back, so
@@ -96,29 +108,47 @@ func (l *limiter) wait(ctx context.Context) (slot, time.Duration, error) {
 	if d := r.DelayFrom(start); d > 0 {
 		if err := l.sleep(ctx, d); err != nil {
 			r.CancelAt(l.now())
-			return slot{}, l.now().Sub(start), err
+			return slot{}, l.now().Sub(start), 0, err
 		}
 	}
+	holdStart := l.now()
+	spaced := holdStart.Sub(start)
 	for {
 		l.mu.Lock()
 		now := l.now()
 		s, wait, changed, ok := l.admitLocked(now)
 		l.mu.Unlock()
+		held := now.Sub(holdStart)
 		if ok {
-			return s, now.Sub(start), nil
+			return s, spaced, held, nil
 		}
 		if wait > 0 {
+			if wait > maxHold-held {
+				return slot{}, spaced, held, errHoldBudget
+			}
 			if err := l.sleep(ctx, wait); err != nil {
-				return slot{}, l.now().Sub(start), err
+				return slot{}, spaced, l.now().Sub(holdStart), err
 			}
 			continue
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return slot{}, l.now().Sub(start), context.Cause(ctx)
+			return slot{}, spaced, l.now().Sub(holdStart), context.Cause(ctx)
 		}
 	}
+}
+
+// holdAt is how long a request at t would be held for the current window
+// to close, as far as is known now: callers check it against their budget
+// before sleeping towards t.
+func (l *limiter) holdAt(t time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.limit == 0 || l.budget > 0 || l.resetAt.IsZero() || !t.Before(l.resetAt) {
+		return 0
+	}
+	return l.resetAt.Sub(t)
 }
 
 // admitLocked decides about a request at now: admitted (ok), or to sleep

@@ -24,7 +24,7 @@ func TestLimiterCeilingSpacing(t *testing.T) {
 			if rnd.IntN(3) == 0 {
 				clock.Advance(time.Duration(rnd.Int64N(int64(3 * interval))))
 			}
-			s, _, err := l.wait(t.Context())
+			s, _, _, err := l.wait(t.Context(), noHoldLimit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +56,7 @@ func TestLimiterConcurrentCallersQueue(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
-			if _, _, err := l.wait(t.Context()); err != nil {
+			if _, _, _, err := l.wait(t.Context(), noHoldLimit); err != nil {
 				t.Error(err)
 			}
 		})
@@ -89,13 +89,13 @@ func TestLimiterCancelGivesSlotBack(t *testing.T) {
 		}
 		return nil
 	})
-	if _, _, err := l.wait(t.Context()); err != nil { // first is free
+	if _, _, _, err := l.wait(t.Context(), noHoldLimit); err != nil { // first is free
 		t.Fatal(err)
 	}
-	if _, _, err := l.wait(ctx); !errors.Is(err, context.Canceled) {
+	if _, _, _, err := l.wait(ctx, noHoldLimit); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait = %v", err)
 	}
-	if _, _, err := l.wait(t.Context()); err != nil {
+	if _, _, _, err := l.wait(t.Context(), noHoldLimit); err != nil {
 		t.Fatal(err)
 	}
 	if len(sleeps) != 2 || sleeps[1] != time.Second {
@@ -150,7 +150,7 @@ func TestLimiterFollowsServerWindow(t *testing.T) {
 			start := clock.Now()
 			ok, refused := 0, 0
 			for clock.Now().Sub(start) < 10*time.Minute {
-				s, _, err := l.wait(t.Context())
+				s, _, _, err := l.wait(t.Context(), noHoldLimit)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -193,7 +193,7 @@ func TestLimiterConcurrentFormsShareBudget(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for clock.Now().Before(end) {
-				s, _, err := l.wait(t.Context())
+				s, _, _, err := l.wait(t.Context(), noHoldLimit)
 				if err != nil {
 					t.Error(err)
 					return
@@ -224,7 +224,7 @@ func TestLimiterWithoutHeaders(t *testing.T) {
 	clock := newFakeClock()
 	l := newLimiter(10, time.Minute, clock.Now, clock.Sleep)
 	for i := range 100 {
-		s, _, err := l.wait(t.Context())
+		s, _, _, err := l.wait(t.Context(), noHoldLimit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +246,7 @@ func TestLimiterWaitHonoursContext(t *testing.T) {
 	srv := &laravel{limit: 2, window: time.Minute}
 	l := newLimiter(1000, time.Minute, clock.Now, clock.Sleep)
 	for range 3 { // two answered, the third refused: the window's end is known
-		s, _, err := l.wait(t.Context())
+		s, _, _, err := l.wait(t.Context(), noHoldLimit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func TestLimiterWaitHonoursContext(t *testing.T) {
 		}
 		return nil
 	}
-	if _, _, err := l.wait(ctx); !errors.Is(err, context.Canceled) {
+	if _, _, _, err := l.wait(ctx, noHoldLimit); !errors.Is(err, context.Canceled) {
 		t.Fatalf("wait = %v, want context.Canceled", err)
 	}
 	// A caller whose deadline comes first is not held for the window.
@@ -271,8 +271,55 @@ func TestLimiterWaitHonoursContext(t *testing.T) {
 		cancel2()
 		return context.Cause(c)
 	}
-	if _, _, err := l.wait(ctx2); !errors.Is(err, context.Canceled) {
+	if _, _, _, err := l.wait(ctx2, noHoldLimit); !errors.Is(err, context.Canceled) {
 		t.Fatalf("wait = %v, want context.Canceled", err)
+	}
+}
+
+// TestLimiterHoldWithinBudget: a hold for the window that would take
+// longer than the caller's maxHold is refused before any of it is slept;
+// one that fits is slept and reported as held, apart from the ceiling's
+// spacing.
+func TestLimiterHoldWithinBudget(t *testing.T) {
+	clock := newFakeClock()
+	srv := &laravel{limit: 2, window: time.Minute}
+	l := newLimiter(1000, time.Minute, clock.Now, clock.Sleep)
+	for range 3 { // two answered, the third refused: the window's end is known
+		s, _, _, err := l.wait(t.Context(), noHoldLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, h, ra := srv.answer(clock.Now())
+		l.observe(s, status, h, ra)
+	}
+	end := clock.Now()
+	hold := l.holdAt(end)
+	end = end.Add(hold)
+	if hold < 59*time.Second || hold > time.Minute {
+		t.Fatalf("holdAt = %v, want about the minute left of the window", hold)
+	}
+	if got := l.holdAt(clock.Now().Add(hold)); got != 0 {
+		t.Errorf("holdAt the window's end = %v, want 0", got)
+	}
+	slept := len(clock.Sleeps())
+	if _, _, _, err := l.wait(t.Context(), hold/2); !errors.Is(err, errHoldBudget) {
+		t.Fatalf("wait with half the hold = %v, want errHoldBudget", err)
+	}
+	// Only the ceiling's spacing was slept, not the window.
+	for _, d := range clock.Sleeps()[slept:] {
+		if d > time.Millisecond {
+			t.Errorf("slept %v before refusing", d)
+		}
+	}
+	start := clock.Now()
+	s, spaced, held, err := l.wait(t.Context(), hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.observe(s, 200, nil, 0)
+	if !clock.Now().Equal(end) || spaced > time.Millisecond || spaced+held != end.Sub(start) {
+		t.Errorf("admitted %v after the window's end, spaced %v, held %v; want at the end, held all but the spacing",
+			clock.Now().Sub(end), spaced, held)
 	}
 }
 
@@ -284,9 +331,9 @@ func TestLimiterIgnoresEarlierWindowAnswers(t *testing.T) {
 	h := func(rem int) http.Header {
 		return http.Header{"X-Ratelimit-Limit": {"10"}, "X-Ratelimit-Remaining": {strconv.Itoa(rem)}}
 	}
-	old, _, _ := l.wait(t.Context())
+	old, _, _, _ := l.wait(t.Context(), noHoldLimit)
 	clock.Advance(time.Millisecond)
-	first, _, _ := l.wait(t.Context())
+	first, _, _, _ := l.wait(t.Context(), noHoldLimit)
 	l.observe(first, 200, h(9), 0) // opens a window
 	l.observe(old, 200, h(0), 0)   // sent before it opened
 	// 9 left, less the old request still in flight when the window
