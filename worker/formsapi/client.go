@@ -69,10 +69,13 @@ type Response struct {
 	Requests int
 	// RateLimited counts the requests answered 429.
 	RateLimited int
-	// Waited is the time spent in retry waits (not in the rate limiter).
+	// Waited is the time spent in retry waits: the backoff or Retry-After
+	// wait after a failed attempt and, after a 429, the rate limiter's
+	// hold until the server's window closes. It is what MaxWait bounds.
 	Waited time.Duration
-	// Paced is the time spent in the rate limiter: the ceiling's spacing
-	// and waits for the server's rate-limit window to close.
+	// Paced is the rest of the time spent in the rate limiter: the
+	// ceiling's spacing, and waits for a window that successful requests
+	// spent to close.
 	Paced time.Duration
 }
 
@@ -80,8 +83,9 @@ type Response struct {
 // {base}/api/forms/{formID}/submissions?page=N&limit=M. limit 0 leaves the
 // page size to the server; the older form ignores limit anyway, so callers
 // must use the returned PerPage. Transient failures (429, 5xx, transport,
-// malformed or truncated bodies) are retried within MaxWait; the returned
-// error is then the last attempt's *Error.
+// malformed or truncated bodies) are retried within MaxWait (see
+// Response.Waited for what it counts); the returned error is then the last
+// attempt's *Error.
 func (c *Client) Page(ctx context.Context, formID string, page, limit int) (*Page, *Response, error) {
 	resp := &Response{}
 	var problems []string
@@ -138,12 +142,34 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 	var waited time.Duration
 	var last *Error
 	malformed := 0
+	// After a 429 the limiter holds the retry until the server's window
+	// closes, which can be far longer than the backoff: that hold is part
+	// of the retry's wait and is spent from MaxWait. Holds for any other
+	// reason (the ceiling, or a window spent by successful requests) are
+	// pacing, which the budget does not cover.
+	after429 := false
 	for attempt := 1; ; attempt++ {
 		if e := c.unauthorized(formID, page); e != nil {
 			return nil, e
 		}
-		sl, spaced, held, err := c.limiter.wait(ctx, noHoldLimit)
-		resp.Paced += spaced + held
+		maxHold := noHoldLimit
+		if after429 {
+			maxHold = c.cfg.MaxWait - waited
+		}
+		sl, spaced, held, err := c.limiter.wait(ctx, maxHold)
+		resp.Paced += spaced
+		if after429 {
+			waited += held
+			resp.Waited = waited
+		} else {
+			resp.Paced += held
+		}
+		if errors.Is(err, errHoldBudget) {
+			// The window would close only after the budget is spent:
+			// give up as when the backoff alone would exceed it.
+			last.Attempts = attempt - 1
+			return nil, last
+		}
 		if err != nil {
 			return nil, c.cancelled(formID, page, err, last)
 		}
@@ -183,10 +209,17 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 			malformed++
 		}
 		var wait time.Duration
+		after429 = e.Kind == KindRateLimited
 		final := !e.Kind.retryable() || malformed >= maxMalformedAttempts
 		if !final {
 			wait = c.nextWait(bo, e.RetryAfter)
-			final = waited+wait > c.cfg.MaxWait
+			var hold time.Duration
+			if after429 {
+				// Known before sleeping: a retry held until a window
+				// that closes after the budget is spent is not made.
+				hold = c.limiter.holdAt(c.cfg.Now().Add(wait))
+			}
+			final = waited+wait+hold > c.cfg.MaxWait
 		}
 		if final {
 			e.Attempts = attempt

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -290,6 +291,105 @@ func TestMaxWaitBudget(t *testing.T) {
 				t.Errorf("last event has a wait: %+v", ev[len(ev)-1])
 			}
 		})
+	}
+}
+
+// A 429 with X-RateLimit-Reset but no Retry-After: the backoff is short,
+// and the limiter then holds the retry until the window closes. That hold
+// is part of the retry's wait, so the budget bounds the whole call: with
+// the window a minute ahead on every answer, 2m allow two retries.
+func TestMaxWaitCountsWindowHoldAfter429(t *testing.T) {
+	var b *bundle
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		w.Header().Set("X-RateLimit-Limit", "60")
+		w.Header().Set("X-RateLimit-Remaining", "0")
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(b.clock.Now().Add(time.Minute).Unix(), 10))
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	b = setup(t, srv.URL, func(c *Config) { c.MaxWait = 2 * time.Minute })
+	start := b.clock.Now()
+	_, resp, err := b.client.Page(t.Context(), "f", 1, 10)
+	if !errors.Is(record(err), ErrRateLimited) {
+		t.Fatalf("err = %v, want ErrRateLimited", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Attempts != 3 || !strings.Contains(err.Error(), "gave up after 3 attempts") {
+		t.Errorf("err = %v, want 3 attempts", err)
+	}
+	if srv.Hits() != 3 || resp.Requests != 3 || resp.RateLimited != 3 {
+		t.Errorf("hits = %d, response = %+v, want 3 requests", srv.Hits(), resp)
+	}
+	// Backoff 0.5s then held to the window's end, backoff 1s then held;
+	// the third 429's retry (2s + 58s) would exceed the budget and is not
+	// slept at all.
+	spent := b.clock.Now().Sub(start)
+	if spent != 2*time.Minute || resp.Waited != 2*time.Minute || resp.Paced != 0 {
+		t.Errorf("clock advanced %v, Waited %v, Paced %v; want 2m, 2m, 0", spent, resp.Waited, resp.Paced)
+	}
+	want := []time.Duration{500 * time.Millisecond, 59500 * time.Millisecond, time.Second, 59 * time.Second}
+	if got := b.clock.Sleeps(); !slices.Equal(got, want) {
+		t.Errorf("sleeps = %v, want %v", got, want)
+	}
+}
+
+// Only what follows a 429 is spent from MaxWait: a window that successful
+// requests used up is pacing, and a Page call held for it does not fail
+// however short the budget.
+func TestMaxWaitIgnoresPacingBySuccessfulAnswers(t *testing.T) {
+	var b *bundle
+	var opened time.Time
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		// A plan of 2 requests per 10 s, opened by the first request.
+		w.Header().Set("X-RateLimit-Limit", "2")
+		switch n {
+		case 1, 4:
+			opened = b.clock.Now().Truncate(time.Second)
+			w.Header().Set("X-RateLimit-Remaining", "1")
+		case 2, 5:
+			w.Header().Set("X-RateLimit-Remaining", "0")
+		case 3:
+			// The probe past the spent window; its 429 teaches the limiter
+			// the window's length.
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(opened.Add(10*time.Second).Unix(), 10))
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		default:
+			w.Header().Set("X-RateLimit-Remaining", "1")
+		}
+		writePage(w, r, newerPage)
+	})
+	b = setup(t, srv.URL, func(c *Config) { c.MaxWait = time.Second })
+	for page := 1; page <= 2; page++ {
+		if _, _, err := b.client.Page(t.Context(), "f", page, 2); err != nil {
+			t.Fatalf("page %d: %v", page, record(err))
+		}
+	}
+	// After its 429 the probe's retry would be held 10s: over the budget,
+	// so the call fails at once, without sleeping.
+	before := b.clock.Now()
+	_, resp, err := b.client.Page(t.Context(), "f", 3, 2)
+	if !errors.Is(record(err), ErrRateLimited) || resp.Requests != 1 {
+		t.Fatalf("err = %v after %d requests, want ErrRateLimited after 1", err, resp.Requests)
+	}
+	// The ceiling's 1ms spacing before the request is all it may sleep.
+	if slept := b.clock.Now().Sub(before); slept > time.Millisecond || resp.Waited != 0 {
+		t.Errorf("slept %v (Waited %v) before giving up", slept, resp.Waited)
+	}
+	b.clock.Advance(10 * time.Second) // the next window
+	for page := 3; page <= 4; page++ {
+		if _, _, err := b.client.Page(t.Context(), "f", page, 2); err != nil {
+			t.Fatalf("page %d: %v", page, record(err))
+		}
+	}
+	// The window is spent and known: the limiter holds this call ~10s,
+	// ten times the budget, and it succeeds.
+	_, resp, err = b.client.Page(t.Context(), "f", 5, 2)
+	if err != nil {
+		t.Fatalf("page 5 held by pacing failed: %v", record(err))
+	}
+	if resp.Requests != 1 || resp.Waited != 0 || resp.Paced < 9*time.Second {
+		t.Errorf("response = %+v, want one request paced about 10s", resp)
 	}
 }
 

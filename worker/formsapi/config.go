@@ -60,8 +60,11 @@ type Config struct {
 	// close to the plan's full rate without knowing it. Defaults to 5; must
 	// be finite and at least MinRateLimit.
 	RateLimit float64
-	// MaxWait is the total of retry waits one Page call may spend.
-	// When the next wait would exceed it, the call returns the last error.
+	// MaxWait is the total of retry waits one Page call may spend,
+	// counting, after a 429, the time the limiter holds the retry until
+	// the server's rate-limit window closes (pacing under RateLimit or
+	// under the window of successful requests is not counted). When the
+	// next wait would exceed it, the call returns the last error.
 	// Defaults to 2m.
 	MaxWait time.Duration
 	// MaxRetryAfter caps an honoured Retry-After, and a wait for the

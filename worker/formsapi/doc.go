@@ -48,7 +48,11 @@
 // any other body as a short printable excerpt. 429, 5xx, transport errors
 // and malformed or truncated bodies are retried here with exponential
 // backoff and jitter, honouring a sane Retry-After exactly and capping an
-// absurd one, until the MaxWait budget would be exceeded.
+// absurd one, until the MaxWait budget would be exceeded. After a 429 the
+// budget also pays for the limiter's hold until the server's window closes
+// (see Pacing), which a 429 with X-RateLimit-Reset but no Retry-After
+// makes far longer than the backoff; the call fails before a hold that
+// would not fit.
 //
 // A 401 fails the run: the token is the same for every form, so once any
 // call of a Client has been answered 401, every later call returns an
