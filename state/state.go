@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"time"
+	"unicode/utf8"
 )
 
 // Order is the sort order in which the API returns a form's submissions. The
@@ -197,6 +198,13 @@ type Backfill struct {
 func (f Form) Validate() error {
 	if f.FormID == "" {
 		return fmt.Errorf("state: empty form id")
+	}
+	if !utf8.ValidString(f.FormID) {
+		// The sinks look states up by form id as text (SQLite through
+		// JSON, which turns invalid bytes into U+FFFD), so a state stored
+		// under such an id would never be found again and every later
+		// commit of the form refused as a conflict.
+		return fmt.Errorf("state: form id %q is not valid UTF-8", f.FormID)
 	}
 	if !f.Order.Valid() {
 		return fmt.Errorf("state: form %s: unknown order %q", f.FormID, f.Order)

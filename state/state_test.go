@@ -3,6 +3,7 @@ package state
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -93,6 +94,17 @@ func TestValidate(t *testing.T) {
 	}
 	if (Form{}).Validate() == nil {
 		t.Error("empty form id accepted")
+	}
+	// A sink looks states up by form id as text: one that is not UTF-8
+	// would be stored and never found again.
+	for _, id := range []string{"a\xffb", "\xc3", "caf\xe9"} {
+		err := New(id).Validate()
+		if err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+			t.Errorf("form id %q: Validate = %v, want it refused as not UTF-8", id, err)
+		}
+	}
+	if err := New("café").Validate(); err != nil {
+		t.Errorf("UTF-8 form id refused: %v", err)
 	}
 	for _, c := range []Copies{{"": 1}, {"k": 0}, {"k": -1}} {
 		bad = New("f")

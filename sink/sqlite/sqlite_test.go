@@ -240,6 +240,28 @@ func TestCommitAllOrNothing(t *testing.T) {
 	assertUntouched(t, s)
 }
 
+// TestCommitRefusesFormIDNotUTF8: ReadState looks form ids up through
+// JSON, which turns invalid UTF-8 into U+FFFD, so a state stored under such
+// an id would never be read back and every later commit of the form would
+// be refused as a conflict. The commit refuses it instead, writing nothing.
+func TestCommitRefusesFormIDNotUTF8(t *testing.T) {
+	s, _ := open(t)
+	id := "sign\xffup"
+	_, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{
+		{State: stateOf(id), Rows: sinktest.Spool(t, row(t, id, ptr(1), t0, false, `{}`))},
+	}})
+	if err == nil || errors.Is(err, sink.ErrStateConflict) || !strings.Contains(err.Error(), "not valid UTF-8") {
+		t.Fatalf("commit of form id %q: err = %v, want it refused as not UTF-8", id, err)
+	}
+	st, err := s.ReadState(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := s.ReadRows(t.Context(), id); len(st) != 0 || len(rows) != 0 {
+		t.Errorf("a refused commit wrote %d states and %d rows", len(st), len(rows))
+	}
+}
+
 // cancelAfter is a context that becomes cancelled at the n-th call of Err,
 // i.e. deterministically in the middle of a commit's row loop.
 type cancelAfter struct {
