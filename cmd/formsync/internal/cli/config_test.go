@@ -275,13 +275,32 @@ func TestFormIDs(t *testing.T) {
 			t.Errorf("%q refused: %s", ok, msg)
 		}
 	}
-	for _, bad := range []string{"", ".", "..", "a/b", `a\b`, "a b", "a\tb"} {
+	for _, bad := range []string{"", ".", "..", "a/b", `a\b`, "a b", "a\tb", "a\xffb", "\xc3"} {
 		if formIDProblem(bad) == "" {
 			t.Errorf("%q accepted", bad)
 		}
 	}
 	if p := formIDProblems([]string{"a", "b", "a"}); len(p) != 1 {
 		t.Errorf("a repeated id: %q", p)
+	}
+}
+
+// TestFormIDNotUTF8Refused: a form id that is not valid UTF-8 would be
+// stored by a sink and never found again, so the configuration check
+// refuses it, quoted so that the bytes can be seen, before any sink opens.
+func TestFormIDNotUTF8Refused(t *testing.T) {
+	apiEnv(t)
+	t.Setenv("FORMSYNC_FORMS", "contact,sign\xffup,caf\u00e9")
+	code, _, errOut := run(t, "env", "-check", "sync")
+	if code != exitUsage || !strings.Contains(errOut, `FORMSYNC_FORMS: entry 2 "sign\xffup" is not valid UTF-8`) {
+		t.Errorf("env -check sync with a form id that is not UTF-8: exit %d:\n%s", code, errOut)
+	}
+	if strings.Contains(errOut, "entry 3") {
+		t.Errorf("a UTF-8 id outside ASCII refused:\n%s", errOut)
+	}
+	code, _, errOut = run(t, "backfill", "--form", "sign\xffup")
+	if code != exitUsage || !strings.Contains(errOut, `--form "sign\xffup" is not valid UTF-8`) {
+		t.Errorf("backfill --form with an id that is not UTF-8: exit %d:\n%s", code, errOut)
 	}
 }
 

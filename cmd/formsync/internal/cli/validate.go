@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/worker"
@@ -353,6 +354,10 @@ func formIDProblem(id string) string {
 	switch {
 	case id == "":
 		return "is empty: remove the extra comma"
+	case !utf8.ValidString(id):
+		// The sinks would store the id and then never find it again (they
+		// look it up as text), refusing every later commit of the form.
+		return fmt.Sprintf("%q is not valid UTF-8: a form id is stored and looked up as text", id)
 	case id == "." || id == "..":
 		return fmt.Sprintf("%q is not a form id (it would be sent as a relative path segment)", id)
 	case strings.ContainsAny(id, `/\`):
