@@ -24,6 +24,11 @@ type Forgotten struct {
 	// Count is how many submissions were forgotten: the completeness check
 	// expects that many fewer rows than the API serves.
 	Count int64 `json:"count"`
+	// Pending are the tombstones (also in Keys) of keys forgotten while no
+	// stored row had them. Such a key may name no submission the API
+	// serves (a typo, one deleted upstream), so it is not in Count until a
+	// read meets its submission (Met).
+	Pending []string `json:"pending,omitempty"`
 }
 
 // NewForgotten returns an empty tombstone set with a fresh random salt.
@@ -63,7 +68,7 @@ func (f *Forgotten) Empty() bool { return f == nil || len(f.Keys) == 0 }
 // With returns a copy of f with tombstones for keys added and Count raised
 // by submissions.
 func (f *Forgotten) With(submissions int64, keys ...string) *Forgotten {
-	out := &Forgotten{Salt: f.Salt, Count: f.Count + submissions, Keys: slices.Clone(f.Keys)}
+	out := &Forgotten{Salt: f.Salt, Count: f.Count + submissions, Keys: slices.Clone(f.Keys), Pending: slices.Clone(f.Pending)}
 	for _, k := range keys {
 		if k != "" {
 			out.Keys = append(out.Keys, f.Tombstone(k))
@@ -77,6 +82,85 @@ func (f *Forgotten) With(submissions int64, keys ...string) *Forgotten {
 	return out
 }
 
+// WithUnstored returns a copy of f with tombstones for keys, which no
+// stored row has, added as pending: not counted until a read meets them.
+func (f *Forgotten) WithUnstored(keys ...string) *Forgotten {
+	out := f.With(0, keys...)
+	for _, k := range keys {
+		if k != "" && !f.Has(k) {
+			out.Pending = append(out.Pending, f.Tombstone(k))
+		}
+	}
+	slices.Sort(out.Pending)
+	out.Pending = slices.Compact(out.Pending)
+	return out
+}
+
+// IsPending reports whether key's tombstone is pending: forgotten while not
+// stored, and not met by a read since.
+func (f *Forgotten) IsPending(key string) bool {
+	if f == nil || len(f.Pending) == 0 || key == "" {
+		return false
+	}
+	_, found := slices.BinarySearch(f.Pending, f.Tombstone(key))
+	return found
+}
+
+// Met returns a copy of f in which the pending tombstones of keys (the keys
+// of submissions a read served and skipped) are counted: one submission
+// each. f itself when none is pending.
+func (f *Forgotten) Met(keys ...string) *Forgotten {
+	var met []string
+	for _, k := range keys {
+		if f.IsPending(k) {
+			met = append(met, f.Tombstone(k))
+		}
+	}
+	if len(met) == 0 {
+		return f
+	}
+	return f.counting(met)
+}
+
+// counting returns a copy of f with the pending tombstones met counted.
+func (f *Forgotten) counting(met []string) *Forgotten {
+	out := f.Clone()
+	out.Pending = slices.DeleteFunc(out.Pending, func(t string) bool {
+		if slices.Contains(met, t) {
+			out.Count++
+			return true
+		}
+		return false
+	})
+	if len(out.Pending) == 0 {
+		out.Pending = nil
+	}
+	return out
+}
+
+// MergedWith is the stored tombstones f with what a writer that read them
+// before (ours) learnt since: the tombstones pending in f that ours knows
+// but no longer holds pending were met by its read, and are counted.
+// Tombstones are only ever added by forget, which commits nothing else, so
+// f's are the latest.
+func (f *Forgotten) MergedWith(ours *Forgotten) *Forgotten {
+	if f == nil || ours == nil || len(f.Pending) == 0 {
+		return f
+	}
+	var met []string
+	for _, t := range f.Pending {
+		_, known := slices.BinarySearch(ours.Keys, t)
+		_, pending := slices.BinarySearch(ours.Pending, t)
+		if known && !pending {
+			met = append(met, t)
+		}
+	}
+	if len(met) == 0 {
+		return f
+	}
+	return f.counting(met)
+}
+
 // Clone returns a deep copy (nil for nil).
 func (f *Forgotten) Clone() *Forgotten {
 	if f == nil {
@@ -87,6 +171,7 @@ func (f *Forgotten) Clone() *Forgotten {
 	if out.Keys == nil {
 		out.Keys = []string{}
 	}
+	out.Pending = slices.Clone(f.Pending)
 	return &out
 }
 
@@ -99,6 +184,14 @@ func (f *Forgotten) validate() error {
 	}
 	if !slices.IsSorted(f.Keys) {
 		return fmt.Errorf("tombstones not sorted")
+	}
+	if !slices.IsSorted(f.Pending) {
+		return fmt.Errorf("pending tombstones not sorted")
+	}
+	for _, t := range f.Pending {
+		if _, found := slices.BinarySearch(f.Keys, t); !found {
+			return fmt.Errorf("pending tombstone %s is not a tombstone", t)
+		}
 	}
 	return nil
 }

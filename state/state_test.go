@@ -153,3 +153,46 @@ func TestBackfillJSONRoundTrip(t *testing.T) {
 		t.Error("a bad time was accepted")
 	}
 }
+
+func TestForgottenPending(t *testing.T) {
+	fg, err := NewForgotten()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fg = fg.With(1, "stored").WithUnstored("typo", "later", "stored")
+	if fg.Count != 1 || len(fg.Pending) != 2 || !fg.IsPending("typo") || !fg.IsPending("later") || fg.IsPending("stored") {
+		t.Fatalf("after forget: count %d, pending %d", fg.Count, len(fg.Pending))
+	}
+	if !fg.Has("typo") || !fg.Has("later") {
+		t.Error("a pending key has no tombstone")
+	}
+	if err := (Form{FormID: "f", Forgotten: fg}).Validate(); err != nil {
+		t.Error(err)
+	}
+	// A read meets "later" (twice: a page read again): counted once.
+	met := fg.Met("later", "not-forgotten").Met("later")
+	if met.Count != 2 || met.IsPending("later") || !met.IsPending("typo") {
+		t.Errorf("after a read met one: count %d, pending %d", met.Count, len(met.Pending))
+	}
+	if fg.Count != 1 || !fg.IsPending("later") {
+		t.Error("Met changed its receiver")
+	}
+	// Stored by another writer meanwhile: what this one met is counted
+	// there, once, whichever merges.
+	if m := fg.MergedWith(met); m.Count != 2 || m.IsPending("later") || !m.IsPending("typo") {
+		t.Errorf("merged: count %d, pending %d", m.Count, len(m.Pending))
+	}
+	if m := met.MergedWith(met); m.Count != 2 {
+		t.Errorf("merged with itself: count %d, want 2", m.Count)
+	}
+	// A key forgotten after the writer read the state is not its to count.
+	newer := fg.WithUnstored("newer")
+	if m := newer.MergedWith(met); m.Count != 2 || !m.IsPending("newer") {
+		t.Errorf("merged over a newer forget: count %d, pending newer %v", m.Count, m.IsPending("newer"))
+	}
+	bad := fg.Clone()
+	bad.Pending = append(bad.Pending, "ff")
+	if err := (Form{FormID: "f", Forgotten: bad}).Validate(); err == nil {
+		t.Error("a pending tombstone that is not a tombstone was accepted")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -405,12 +406,14 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	next := b.formRun.next(now)
 	names, order, cursor, wm, minTotal := next.FieldNames, b.order, b.cursor, b.wm, b.minTotal
 	copies := b.copies // the walk replaces it, never changes it (Copies.Merge)
+	met := slices.Clone(b.met)
 	progress := &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.start.UTC(), FieldPolicy: b.e.policyID()}
 	moveWatermark := final && b.whole && rep.ResumedFrom.IsZero()
 	whole := b.whole
 	build := func(st state.Form) state.Form {
 		// The base may hold names another process merged in since b.old.
 		st.FieldNames = mergeFields(st.FieldNames, names)
+		st.Forgotten = st.Forgotten.Met(met...)
 		st.Copies = copiesAfter(st.Copies, copies, st.Forgotten)
 		if st.Order == state.OrderUnknown {
 			st.Order = order

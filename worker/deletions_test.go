@@ -24,6 +24,7 @@ import (
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/fieldpolicy"
+	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
@@ -299,6 +300,92 @@ func TestReconcileDueFromAShortReadStillStoresRows(t *testing.T) {
 	if fr := enginetest.FormReport(t, rep, "dup"); fr.Err == nil || fr.Reconciled {
 		t.Errorf("formsync reconcile of the short read: error %v, reconciled %v; want it refused", fr.Err, fr.Reconciled)
 	}
+}
+
+// Keys forgotten while no row has them are tombstoned, but counted as
+// forgotten submissions only once a read meets them: a key that names no
+// submission (a typo) must not make the form look one row fuller than it
+// is, which would hide a row the read skipped from the completeness check.
+func TestForgottenUnstoredKeysCountOnceServed(t *testing.T) {
+	ctx := t.Context()
+	s := memSink(t)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 3, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 30}, s)
+	// Before the form's first sync: served, never stored.
+	key := strconv.FormatInt(h.Sim.Submissions("f")[20].ID, 10)
+	rep, err := h.Engine().Forget(ctx, "f", sink.Match{Keys: []string{"no-such-submission", key}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Unstored) != 2 {
+		t.Fatalf("unstored keys %v, want both", rep.Unstored)
+	}
+	st, err := s.ReadState(ctx, []string{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fg := st["f"].Forgotten; fg.Count != 0 || len(fg.Pending) != 2 {
+		t.Fatalf("after the forget: counted %d, pending %d; want 0, 2", fg.Count, len(fg.Pending))
+	}
+	// The first read skips one submission (whatever the cause): the
+	// completeness check must see it, and its re-read store it.
+	victim := h.Sim.Submissions("f")[5].ID
+	fr := enginetest.FormReport(t, mustSync(t, newEngine(t, h, &dropOnce{Source: client(t, h, nil), id: victim, left: 1})), "f")
+	if fr.Err != nil || fr.Missing != 0 || fr.Rescans == 0 {
+		t.Errorf("sync: error %v, missing %d, rescans %d; want the skipped row found by a re-read", fr.Err, fr.Missing, fr.Rescans)
+	}
+	rows, err := s.ReadRows(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := h.Sim.Len("f") - 1; len(rows) != want {
+		t.Errorf("%d rows stored, want %d (every live submission but the forgotten one)", len(rows), want)
+	}
+	for _, r := range rows {
+		if r.SubmissionKey == key {
+			t.Errorf("the forgotten submission %s was stored", key)
+		}
+	}
+	st, err = s.ReadState(ctx, []string{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fg := st["f"].Forgotten; fg.Count != 1 || len(fg.Pending) != 1 || !fg.IsPending("no-such-submission") {
+		t.Errorf("after the sync: counted %d, pending %d; want the served one counted and the other pending", fg.Count, len(fg.Pending))
+	}
+}
+
+// dropOnce hides the submission id from the first left pages that hold
+// it: a row the read skipped, whatever the reason.
+type dropOnce struct {
+	worker.Source
+	id   int64
+	left int
+}
+
+func (d *dropOnce) Page(ctx context.Context, formID string, page, limit int) (*formsapi.Page, *formsapi.Response, error) {
+	p, resp, err := d.Source.Page(ctx, formID, page, limit)
+	if err != nil || d.left == 0 {
+		return p, resp, err
+	}
+	for i, s := range p.Submissions {
+		if s.ID != nil && *s.ID == d.id {
+			d.left--
+			p.Submissions = slices.Delete(slices.Clone(p.Submissions), i, i+1)
+			p.Count--
+			break
+		}
+	}
+	return p, resp, err
+}
+
+// mustSync runs one sync on e and fails the test if it could not start.
+func mustSync(t *testing.T, e *worker.Engine) *worker.Report {
+	t.Helper()
+	rep, err := e.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
 
 // emailOf reads the email field of a submission.

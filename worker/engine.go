@@ -533,8 +533,9 @@ func merged(stored, ours state.Form) state.Form {
 	out := ours
 	out.Revision = stored.Revision
 	// Tombstones are only ever added, by forget, which commits nothing
-	// else: the stored ones are the latest.
-	out.Forgotten = stored.Forgotten
+	// else: the stored ones are the latest, with the pending ones this
+	// writer's read met counted.
+	out.Forgotten = stored.Forgotten.MergedWith(ours.Forgotten)
 	out.Copies = copiesAfter(stored.Copies, ours.Copies, stored.Forgotten)
 	if stored.LastReconcileAt.After(out.LastReconcileAt) {
 		out.LastReconcileAt = stored.LastReconcileAt

@@ -127,14 +127,9 @@ func forgetCommit(st state.Form, rows []sink.Row, unstored []string) (sink.FormC
 	if len(st.Copies) == 0 {
 		st.Copies = nil
 	}
-	n := int64(len(rows)) + copies
-	for _, k := range unstored {
-		if !fg.Has(k) {
-			keys = append(keys, k)
-			n++
-		}
-	}
-	st.Forgotten = fg.With(n, keys...)
+	// A key no row has may name no submission the API serves: its
+	// tombstone is counted once a read meets it (state.Forgotten.Pending).
+	st.Forgotten = fg.With(int64(len(rows))+copies, keys...).WithUnstored(unstored...)
 	return sink.FormCommit{State: st, Forget: remove}, nil
 }
 

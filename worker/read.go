@@ -35,8 +35,11 @@ type formRun struct {
 	// mode is what the run reads and what its commit does.
 	mode readMode
 	// forgotten counts the submissions served but skipped because they
-	// were forgotten on request.
+	// were forgotten on request; met holds the keys of those forgotten
+	// while not stored, whose tombstones are pending until a read meets
+	// them (state.Forgotten.Met).
 	forgotten int64
+	met       []string
 	// copies are the copies the read saw (see copies.go).
 	copies state.Copies
 	// partsTo, when set, takes the staged rows every Config.PartRows
@@ -191,6 +194,7 @@ func (r *formRun) next(now time.Time) state.Form {
 	st.FieldNames = r.fieldNames()
 	st.LastSuccessAt, st.LastError = now, ""
 	st.FieldPolicy = r.e.policyID()
+	st.Forgotten = st.Forgotten.Met(r.met...)
 	if r.mode == readReconcile {
 		st.LastReconcileAt = now
 		// A reconcile reads every page: what it saw replaces what was
@@ -328,6 +332,11 @@ func (r *formRun) stage(row sink.Row, fieldNames []string) error {
 	if fg := r.old.Forgotten; !fg.Empty() && (fg.Has(row.SubmissionKey) || fg.Has(row.ContentKey)) {
 		r.forgotten++
 		fieldNames = nil
+		for _, k := range []string{row.SubmissionKey, row.ContentKey} {
+			if fg.IsPending(k) && !slices.Contains(r.met, k) {
+				r.met = append(r.met, k)
+			}
+		}
 	} else if err := r.spool.Append(row); err != nil {
 		return fmt.Errorf("form %s: %w", r.old.FormID, err)
 	}

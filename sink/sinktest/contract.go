@@ -398,7 +398,7 @@ func testStateRoundTrip(t *testing.T, s Sink) {
 		Backfill:        &state.Backfill{Since: at.Add(-time.Hour), Until: at, Cursor: at.Add(-time.Minute), StartedAt: at, FieldPolicy: "0123456789abcdef0123456789abcdef"},
 		LastReconcileAt: at.Add(-2 * time.Hour),
 		FieldPolicy:     "0123456789abcdef0123456789abcdef",
-		Forgotten:       &state.Forgotten{Salt: "00112233445566778899aabbccddeeff", Keys: []string{"0a", "1b"}, Count: 1},
+		Forgotten:       &state.Forgotten{Salt: "00112233445566778899aabbccddeeff", Keys: []string{"0a", "1b"}, Count: 1, Pending: []string{"1b"}},
 		Copies:          map[string]int64{"c0ffee": 1, "5eed": 3},
 	}
 	empty := state.Form{FormID: "empty", LastTotal: 0, Watermark: state.Watermark{Boundary: []string{}}, FieldNames: []string{}, Backfill: &state.Backfill{},
