@@ -239,13 +239,15 @@ func TestLimiterWithoutHeaders(t *testing.T) {
 	}
 }
 
-// TestLimiterWaitHonoursContext: a caller waiting for the server's window
-// to close stops when its context does.
-func TestLimiterWaitHonoursContext(t *testing.T) {
+// spentWindow returns a limiter that saw a server's window of two requests
+// a minute spent: two requests answered, the third refused, so the
+// window's end is known.
+func spentWindow(t *testing.T) (*fakeClock, *limiter) {
+	t.Helper()
 	clock := newFakeClock()
 	srv := &laravel{limit: 2, window: time.Minute}
 	l := newLimiter(1000, time.Minute, clock.Now, clock.Sleep)
-	for range 3 { // two answered, the third refused: the window's end is known
+	for range 3 {
 		s, _, _, err := l.wait(t.Context(), noHoldLimit)
 		if err != nil {
 			t.Fatal(err)
@@ -253,6 +255,13 @@ func TestLimiterWaitHonoursContext(t *testing.T) {
 		status, h, ra := srv.answer(clock.Now())
 		l.observe(s, status, h, ra)
 	}
+	return clock, l
+}
+
+// TestLimiterWaitHonoursContext: a caller waiting for the server's window
+// to close stops when its context does.
+func TestLimiterWaitHonoursContext(t *testing.T) {
+	_, l := spentWindow(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
 	cancel()
 	l.sleep = func(ctx context.Context, d time.Duration) error {
@@ -281,17 +290,7 @@ func TestLimiterWaitHonoursContext(t *testing.T) {
 // one that fits is slept and reported as held, apart from the ceiling's
 // spacing.
 func TestLimiterHoldWithinBudget(t *testing.T) {
-	clock := newFakeClock()
-	srv := &laravel{limit: 2, window: time.Minute}
-	l := newLimiter(1000, time.Minute, clock.Now, clock.Sleep)
-	for range 3 { // two answered, the third refused: the window's end is known
-		s, _, _, err := l.wait(t.Context(), noHoldLimit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		status, h, ra := srv.answer(clock.Now())
-		l.observe(s, status, h, ra)
-	}
+	clock, l := spentWindow(t)
 	end := clock.Now()
 	hold := l.holdAt(end)
 	end = end.Add(hold)
