@@ -259,12 +259,26 @@ func testOnePage(t *testing.T, s enginetest.Sink) {
 
 // testSwitching moves a form between the three response forms, with new
 // submissions in between: every submission stays stored exactly once.
+//
+// A row loaded from the older form is re-keyed to its id when it is next
+// read with one. Read in the live form, which sends no files, a row with
+// files cannot be matched to its content key (README, Known limits): so
+// after the older form the newer one reads every row again, as a lookback
+// would. Without that, whether the rows added under the older form were
+// re-read by the next sync depended on the clock (those in the
+// watermark's millisecond are), and the test on the timing.
 func testSwitching(t *testing.T, s enginetest.Sink) {
 	ctx := t.Context()
 	h := newHarness(t, apisim.Options{Seed: 32, Variant: apisim.Live, Forms: []string{"f"}, SubmissionsPerForm: 45, TieEvery: 6}, s)
+	prev := apisim.Live
 	for _, v := range []apisim.Variant{apisim.Live, apisim.Newer, apisim.Live, apisim.Older, apisim.Newer, apisim.Live} {
 		h.Sim.SetVariant(v)
 		h.Sim.Add("f", 6)
+		h.Config.Lookback = 0
+		if prev == apisim.Older {
+			h.Config.Lookback = 365 * 24 * time.Hour
+		}
+		prev = v
 		rep := h.MustSync(ctx)
 		if v == apisim.Older {
 			continue // rows read by content: checked once ids are back
