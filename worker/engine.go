@@ -502,15 +502,7 @@ func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, 
 			if !ok {
 				st = state.New(fc.State.FormID)
 			}
-			next := merge(st, fc.State)
-			if fc.Reconcile {
-				// A reconcile read every page: the copies it saw replace
-				// the stored ones, which may be gone upstream since (a
-				// copy deleted after the other commit's read counted
-				// would make the form look fuller than it is).
-				next.Copies = copiesAfter(nil, fc.State.Copies, st.Forgotten)
-			}
-			c.Forms[i].State = next
+			c.Forms[i].State = merge(st, fc.State)
 		}
 		e.cfg.Logger.Info("another process committed the same forms meanwhile; merged and committing again",
 			"forms", len(ids), "attempt", attempt+1)
@@ -536,7 +528,15 @@ func merged(stored, ours state.Form) state.Form {
 	// else: the stored ones are the latest, with the pending ones this
 	// writer's read met counted.
 	out.Forgotten = stored.Forgotten.MergedWith(ours.Forgotten)
-	out.Copies = copiesAfter(stored.Copies, ours.Copies, stored.Forgotten)
+	if ours.LastReconcileAt.After(stored.LastReconcileAt) {
+		// Ours is a reconcile, later than any stored: it read every page,
+		// and the copies it saw replace the stored ones, which may be gone
+		// upstream since (counted, they would make the form look fuller
+		// than it is).
+		out.Copies = copiesAfter(nil, ours.Copies, stored.Forgotten)
+	} else {
+		out.Copies = copiesAfter(stored.Copies, ours.Copies, stored.Forgotten)
+	}
 	if stored.LastReconcileAt.After(out.LastReconcileAt) {
 		out.LastReconcileAt = stored.LastReconcileAt
 	}
