@@ -210,18 +210,21 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 		win.Until = bf.Cursor
 	}
 
-	start, startPage, err := b.locate(ctx, first, win.Until, false)
+	from, err := b.locate(ctx, first, win.Until, false)
 	if err != nil {
 		return err
 	}
+	start, startPage := from.page, from.content
 	end := 1
 	if b.forwardWalk() {
 		end = max(first.TotalPages, 1)
 	}
 	if !win.Since.IsZero() {
-		if end, _, err = b.locate(ctx, first, win.Since, true); err != nil {
+		to, err := b.locate(ctx, first, win.Since, true)
+		if err != nil {
 			return err
 		}
+		end = to.page
 	}
 	rep.FirstPage, rep.LastPage = start, end
 	if b.forwardWalk() && end < start || !b.forwardWalk() && end > start {
@@ -244,7 +247,7 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 		// into nothing.
 		return b.checkpoint(ctx, rep, true)
 	}
-	w := &walker{r: b.formRun, span: win.span(), onPage: func(ctx context.Context, page int) error {
+	w := &walker{r: b.formRun, span: win.span(), before: from.before, onPage: func(ctx context.Context, page int) error {
 		b.read++
 		if b.opts.Progress != nil {
 			b.opts.Progress(b.progress(rep.PagesToRead()))
@@ -320,16 +323,16 @@ func (b *backfill) staged(row sink.Row) {
 // (end false) that is the first page read that holds a submission at or
 // older than t; for its end (end true), the page holding the last
 // submission at or newer than t. A zero t is the first or last page of the
-// walk. It returns the page and, when fetched, its content.
-func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time, end bool) (int, *formsapi.Page, error) {
+// walk.
+func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time, end bool) (located, error) {
 	n := max(first.TotalPages, 1)
 	newestFirst := b.order != state.OrderOldestFirst
 	if t.IsZero() || n == 1 || b.order == state.OrderUnknown {
 		switch {
 		case newestFirst == !end:
-			return 1, first, nil
+			return located{page: 1, content: first}, nil
 		default:
-			return n, nil, nil
+			return located{page: n}, nil
 		}
 	}
 	pages := map[int]*formsapi.Page{1: first}
@@ -372,10 +375,25 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 		page = firstWhere(func(_, newest time.Time) bool { return !newest.Before(t) })
 	}
 	if ferr != nil {
-		return 0, nil, ferr
+		return located{}, ferr
 	}
 	page = min(max(page, 1), n)
-	return page, pages[page], nil
+	before := page - 1
+	if !newestFirst {
+		before = page + 1
+	}
+	return located{page: page, content: pages[page], before: pages[before]}, nil
+}
+
+// located is a page the bisection of backfill.locate found.
+type located struct {
+	page int
+	// content is the page as the bisection read it, nil when it did not.
+	content *formsapi.Page
+	// before is the page a walk from newer to older submissions reads
+	// just before it, as the bisection read it (it reads it for a walk's
+	// start, but at page 1), nil when it did not.
+	before *formsapi.Page
 }
 
 func (b *backfill) progress(total int) Progress {

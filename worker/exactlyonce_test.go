@@ -698,3 +698,49 @@ func ids(a, b int) []int {
 		}
 	}
 }
+
+// A backfill of a window locates its first page by bisection. Deletions
+// of newer submissions between the reading of the page before it and of
+// that page pull the window's newest submissions up onto the page before,
+// which the walk never reads: the fall of the total between the two says
+// so, as it does between any two pages of the walk.
+func TestBackfillWindowPulledAboveItsFirstPageLosesNothing(t *testing.T) {
+	subs := manySubs(100) // ids 100 (newest) to 1, a minute apart
+	api := &fakeAPI{perPage: 10}
+	api.set("f", subs...)
+	// The window ends at id 69, on page 4; the bisection reads pages 6,
+	// 3, 5 and 4, in that order. The deletions land after page 3.
+	var fired atomic.Bool
+	api.rewrite = func(_, pag map[string]any) {
+		if pag["current_page"] == 3 && fired.CompareAndSwap(false, true) {
+			api.set("f", subs[3:]...) // ids 100 to 98 deleted
+		}
+	}
+	s := memsink.New()
+	e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+	until := base.Add(68 * time.Minute)
+	rep, err := e.Backfill(t.Context(), "f", worker.BackfillOptions{Window: worker.Window{Until: until}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fired.Load() {
+		t.Fatal("the deletions never happened")
+	}
+	rows, err := s.ReadRows(t.Context(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[int64]bool{}
+	for _, r := range rows {
+		stored[*r.SubmissionID] = true
+	}
+	var missing []int64
+	for id := int64(1); id <= 69; id++ {
+		if !stored[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 || len(rows) != 69 {
+		t.Errorf("%d rows stored, want ids 1 to 69; missing %v (first page %d, %d pages read again)", len(rows), missing, rep.FirstPage, rep.Rescans)
+	}
+}

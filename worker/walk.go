@@ -42,6 +42,12 @@ type walker struct {
 	// onPage, when set, is called after every page the walk consumed, with
 	// the page number; an error stops the walk.
 	onPage func(ctx context.Context, page int) error
+	// before, when set, is the page a walk from start reads just before
+	// it, as read earlier (a backfill's bisection reads it). The walk's
+	// first page is checked against it as every page is against the one
+	// before: deletions between the two readings pulled submissions from
+	// the first page onto it, which the fall of the total says.
+	before *formsapi.Page
 }
 
 func (w *walker) forward() bool { return w.r.order != state.OrderOldestFirst }
@@ -56,6 +62,14 @@ func (w *walker) walk(ctx context.Context, start int, first *formsapi.Page) erro
 		step = -1
 	}
 	var prev *seenPage
+	if w.before != nil {
+		seen, _, err := w.consume(w.before, nil)
+		if err != nil {
+			return err
+		}
+		seen.page, seen.total = start-step, w.before.Total
+		prev = seen
+	}
 	for page := start; page >= 1; page += step {
 		p := first
 		first = nil
