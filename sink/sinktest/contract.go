@@ -43,6 +43,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("RekeyOlderToNewer", func(t *testing.T) { testRekey(t, open(t)) })
 	t.Run("ContentKeyedTwinRemoved", func(t *testing.T) { testTwin(t, open(t)) })
 	t.Run("RekeyWithinOneCommit", func(t *testing.T) { testRekeyWithinCommit(t, open(t)) })
+	t.Run("RekeyThenEditWithinOneCommit", func(t *testing.T) { testRekeyThenEdit(t, open(t)) })
 	t.Run("StateRoundTrip", func(t *testing.T) { testStateRoundTrip(t, open(t)) })
 	t.Run("StateOnlyCommit", func(t *testing.T) { testStateOnly(t, open(t)) })
 	t.Run("SameFormTwiceInOneCommit", func(t *testing.T) { testSameFormTwice(t, open(t)) })
@@ -364,6 +365,37 @@ func testRekeyWithinCommit(t *testing.T, s Sink) {
 	res = f.commit(map[string][]sink.Row{"twin": {first, then}})
 	wantCounts(t, "id, then content", res, sink.Result{"twin": {Inserted: 2}})
 	f.checkRows("twin", first, then)
+}
+
+// testRekeyThenEdit stages, in one commit, a submission stored by content
+// with its id, and then the same id edited (read twice as pages moved):
+// the content-keyed row is re-keyed and then updated, never left as a
+// twin beside the id.
+func testRekeyThenEdit(t *testing.T, s Sink) {
+	f := newFixture(t, s)
+	at3 := t0.Truncate(time.Millisecond)
+	old := Row(t, "f", nil, t0, false, `{"a":"5"}`)
+	f.commit(map[string][]sink.Row{"f": {old}})
+	byID := Row(t, "f", ID(105), at3, false, `{"a":"5"}`)
+	edited := Row(t, "f", ID(105), at3, false, `{"a":"6"}`)
+	res := f.commit(map[string][]sink.Row{"f": {byID, edited}})
+	wantCounts(t, "re-keyed, then edited", res, sink.Result{"f": {Updated: 2}})
+	want := edited
+	want.CreatedAt = old.CreatedAt
+	f.checkRows("f", want)
+
+	// Another submission with the same content as the first version, a
+	// lower id, staged after: the twin went to the first, it is new.
+	old = Row(t, "g", nil, t0, false, `{"a":"7"}`)
+	f.commit(map[string][]sink.Row{"g": {old}})
+	byID = Row(t, "g", ID(108), at3, false, `{"a":"7"}`)
+	edited = Row(t, "g", ID(108), at3, false, `{"a":"8"}`)
+	other := Row(t, "g", ID(107), at3, false, `{"a":"7"}`)
+	res = f.commit(map[string][]sink.Row{"g": {byID, edited, other}})
+	wantCounts(t, "re-keyed, edited, and one like it", res, sink.Result{"g": {Inserted: 1, Updated: 2}})
+	want = edited
+	want.CreatedAt = old.CreatedAt
+	f.checkRows("g", other, want)
 }
 
 func testTwin(t *testing.T, s Sink) {

@@ -510,30 +510,39 @@ batch AS (
       SUM(changed) OVER k AS inner_changes,
       FIRST_VALUE(is_spam) OVER k AS first_spam, FIRST_VALUE(fields_cmp) OVER k AS first_fields,
       FIRST_VALUE(files_cmp) OVER k AS first_files, FIRST_VALUE(created_at) OVER k AS first_created,
-      FIRST_VALUE(raw) OVER k AS first_raw,
+      FIRST_VALUE(raw) OVER k AS first_raw, FIRST_VALUE(content_key) OVER k AS first_content_key,
+      FIRST_VALUE(seq) OVER k AS first_seq,
       ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY seq DESC) AS from_last
     FROM versions
     WINDOW k AS (PARTITION BY form_id, submission_key ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
   ) WHERE from_last = 1
-),
-flagged AS (
-  SELECT *,
-    COALESCE(submission_id IS NULL AND seq < MAX(CASE WHEN submission_id IS NULL THEN NULL ELSE seq END) OVER c, 0) AS superseded
-  FROM batch
-  WINDOW c AS (PARTITION BY form_id, content_key)
-),
-ranked AS (
-  SELECT *,
-    ROW_NUMBER() OVER (PARTITION BY form_id, content_key
-      ORDER BY submission_id IS NULL AND NOT superseded DESC, submission_id IS NULL, submission_id) AS content_rank,
-    MAX(CASE WHEN superseded THEN created_at END) OVER (PARTITION BY form_id, content_key) AS absorbed_created
-  FROM flagged
 ),
 stored AS (
   SELECT form_id, submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields) AS fields,
     COALESCE(files_text, files) AS files, raw, deleted_at
   FROM {{subs}}
   WHERE created_at BETWEEN @created_from AND @created_to AND form_id IN (SELECT value FROM temp.param_form_ids)
+),
+claimed AS (
+  SELECT *,
+    CASE WHEN submission_id IS NOT NULL AND first_content_key != content_key AND EXISTS (
+      SELECT 1 FROM stored AS l
+      WHERE l.form_id = b.form_id AND l.submission_id IS NULL AND l.submission_key = b.first_content_key)
+    THEN first_content_key ELSE content_key END AS claim_key
+  FROM batch AS b
+),
+flagged AS (
+  SELECT *,
+    COALESCE(submission_id IS NULL AND seq < MAX(CASE WHEN submission_id IS NULL THEN NULL ELSE seq END) OVER c, 0) AS superseded
+  FROM claimed
+  WINDOW c AS (PARTITION BY form_id, content_key)
+),
+ranked AS (
+  SELECT *,
+    ROW_NUMBER() OVER (PARTITION BY form_id, claim_key
+      ORDER BY submission_id IS NULL AND NOT superseded DESC, submission_id IS NULL, first_seq) AS content_rank,
+    MAX(CASE WHEN superseded THEN created_at END) OVER (PARTITION BY form_id, content_key) AS absorbed_created
+  FROM flagged
 ),
 elsewhere AS (
   SELECT form_id, submission_key, deleted_at FROM {{subs}}
@@ -552,8 +561,8 @@ joined AS (
   LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
   LEFT JOIN elsewhere AS e ON e.form_id = s.form_id AND e.submission_key = s.submission_key
   LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
-    AND s.content_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
-    AND l.submission_key = s.content_key
+    AND s.claim_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
+    AND l.submission_key = s.claim_key
 )
 SELECT form_id, submission_id, submission_key,
   CASE WHEN submission_id IS NOT NULL AND content_rank = 1 AND stored_key IS NULL AND legacy_key IS NULL AND absorbed_created IS NOT NULL

@@ -40,24 +40,12 @@ batch AS (
     COUNTIF(changed) OVER k AS inner_changes,
     FIRST_VALUE(is_spam) OVER k AS first_spam, FIRST_VALUE(fields_cmp) OVER k AS first_fields,
     FIRST_VALUE(files_cmp) OVER k AS first_files, FIRST_VALUE(created_at) OVER k AS first_created,
-    FIRST_VALUE(raw) OVER k AS first_raw
+    FIRST_VALUE(raw) OVER k AS first_raw, FIRST_VALUE(content_key) OVER k AS first_content_key,
+    FIRST_VALUE(seq) OVER k AS first_seq
   FROM versions
   WHERE TRUE
   QUALIFY ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY seq DESC) = 1
   WINDOW k AS (PARTITION BY form_id, submission_key ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-),
-flagged AS (
-  SELECT *,
-    COALESCE(submission_id IS NULL AND seq < MAX(IF(submission_id IS NULL, NULL, seq)) OVER c, FALSE) AS superseded
-  FROM batch
-  WINDOW c AS (PARTITION BY form_id, content_key)
-),
-ranked AS (
-  SELECT *,
-    ROW_NUMBER() OVER (PARTITION BY form_id, content_key
-      ORDER BY submission_id IS NULL AND NOT superseded DESC, submission_id IS NULL, submission_id) AS content_rank,
-    MAX(IF(superseded, created_at, NULL)) OVER (PARTITION BY form_id, content_key) AS absorbed_created
-  FROM flagged
 ),
 stored AS (
   SELECT form_id, submission_id, submission_key, created_at, is_spam,
@@ -65,6 +53,27 @@ stored AS (
     COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw, deleted_at
   FROM `my-project.formsync.submissions`
   WHERE created_at BETWEEN @created_from AND @created_to AND form_id IN UNNEST(@form_ids)
+),
+claimed AS (
+  SELECT *,
+    IF(submission_id IS NOT NULL AND first_content_key != content_key AND EXISTS (
+      SELECT 1 FROM stored AS l
+      WHERE l.form_id = b.form_id AND l.submission_id IS NULL AND l.submission_key = b.first_content_key),
+      first_content_key, content_key) AS claim_key
+  FROM batch AS b
+),
+flagged AS (
+  SELECT *,
+    COALESCE(submission_id IS NULL AND seq < MAX(IF(submission_id IS NULL, NULL, seq)) OVER c, FALSE) AS superseded
+  FROM claimed
+  WINDOW c AS (PARTITION BY form_id, content_key)
+),
+ranked AS (
+  SELECT *,
+    ROW_NUMBER() OVER (PARTITION BY form_id, claim_key
+      ORDER BY submission_id IS NULL AND NOT superseded DESC, submission_id IS NULL, first_seq) AS content_rank,
+    MAX(IF(superseded, created_at, NULL)) OVER (PARTITION BY form_id, content_key) AS absorbed_created
+  FROM flagged
 ),
 elsewhere AS (
   SELECT form_id, submission_key, deleted_at
@@ -84,8 +93,8 @@ joined AS (
   LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
   LEFT JOIN elsewhere AS e ON e.form_id = s.form_id AND e.submission_key = s.submission_key
   LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
-    AND s.content_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
-    AND l.submission_key = s.content_key
+    AND s.claim_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
+    AND l.submission_key = s.claim_key
 )
 SELECT form_id, submission_id, submission_key,
   IF(submission_id IS NOT NULL AND content_rank = 1 AND stored_key IS NULL AND legacy_key IS NULL AND absorbed_created IS NOT NULL,
