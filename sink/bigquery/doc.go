@@ -155,9 +155,12 @@
 // is taken over by it (the plan marks it superseded), so the submission is
 // stored once, under its id, with the twin's created_at, and counted as the
 // SQLite sink counts it (inserted, then re-keyed); staged after it, the row
-// without an id is a twin of its own. Versions of one submission within a
-// commit apply in the commit's order: the last one is stored, and each
-// change between them counts as an update.
+// without an id is a twin of its own, and a stored twin that the row with
+// an id removed (its id key stored) is the stored row again: upserted as
+// any row, counted only when it changed or was marked, never as inserted.
+// Versions of one submission within a commit apply in the commit's order:
+// the last one is stored, and each change between them counts as an
+// update.
 //
 // # Exact values
 //

@@ -14,7 +14,8 @@
 //   - A row with an id whose content key is stored as a row without id (the
 //     form moved from the older to the newer response form) re-keys that
 //     row instead of adding one; if the id is stored already, the
-//     content-keyed twin is removed.
+//     content-keyed twin is removed (staged again later in the commit, it
+//     is the stored row again, not a new one).
 //   - A staged row whose submission or content key has a tombstone in the
 //     state's Forgotten is skipped; Forget removes rows before the staged
 //     ones are applied.
@@ -160,6 +161,10 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	rows := maps.Clone(s.rows)
 	states := maps.Clone(s.states)
 	res := sink.Result{}
+	// removed holds, per form, the content-keyed twins this commit
+	// removed because their id was stored: one staged again later in the
+	// commit is the stored row, not a new one.
+	removed := map[string]map[string]stored{}
 	for _, fc := range c.Forms {
 		id := fc.State.FormID
 		form := maps.Clone(rows[id])
@@ -167,6 +172,9 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 			form = map[string]stored{}
 		}
 		counts := res[id]
+		if removed[id] == nil {
+			removed[id] = map[string]stored{}
+		}
 		for _, k := range fc.Forget {
 			if _, ok := form[k]; ok {
 				delete(form, k)
@@ -194,7 +202,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 				if fc.State.Forgotten.Has(r.SubmissionKey) || fc.State.Forgotten.Has(r.ContentKey) {
 					continue
 				}
-				key := upsert(form, r, syncedAt, &counts)
+				key := upsert(form, removed[id], r, syncedAt, &counts)
 				if seen != nil {
 					seen[key] = struct{}{}
 				}
@@ -231,12 +239,14 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 }
 
 // upsert applies one staged row to a form's rows and returns the key it
-// is stored under.
-func upsert(form map[string]stored, r sink.Row, syncedAt time.Time, counts *sink.Counts) string {
+// is stored under. removed holds the twins the commit removed so far.
+func upsert(form, removed map[string]stored, r sink.Row, syncedAt time.Time, counts *sink.Counts) string {
 	if r.SubmissionID != nil && r.ContentKey != "" && r.ContentKey != r.SubmissionKey {
 		if twin, ok := form[r.ContentKey]; ok && twin.row.SubmissionID == nil {
 			delete(form, r.ContentKey)
-			if _, taken := form[r.SubmissionKey]; !taken {
+			if _, taken := form[r.SubmissionKey]; taken {
+				removed[r.ContentKey] = twin
+			} else {
 				// Re-keyed: the row keeps its created_at (six digits
 				// where the newer form prints three).
 				next := r
@@ -250,6 +260,12 @@ func upsert(form map[string]stored, r sink.Row, syncedAt time.Time, counts *sink
 				return r.SubmissionKey
 			}
 		}
+	}
+	if twin, ok := removed[r.SubmissionKey]; ok && r.SubmissionID == nil {
+		// A twin removed earlier in this commit, staged again: it is
+		// the stored row, upserted as any other.
+		delete(removed, r.SubmissionKey)
+		form[r.SubmissionKey] = twin
 	}
 	old, ok := form[r.SubmissionKey]
 	if !ok {

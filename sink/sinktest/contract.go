@@ -42,6 +42,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("MillisecondsAreNotAChange", func(t *testing.T) { testMilliseconds(t, open(t)) })
 	t.Run("RekeyOlderToNewer", func(t *testing.T) { testRekey(t, open(t)) })
 	t.Run("ContentKeyedTwinRemoved", func(t *testing.T) { testTwin(t, open(t)) })
+	t.Run("TwinStagedAgainAfterItsID", func(t *testing.T) { testTwinStagedAgain(t, open(t)) })
 	t.Run("RekeyWithinOneCommit", func(t *testing.T) { testRekeyWithinCommit(t, open(t)) })
 	t.Run("RekeyThenEditWithinOneCommit", func(t *testing.T) { testRekeyThenEdit(t, open(t)) })
 	t.Run("StateRoundTrip", func(t *testing.T) { testStateRoundTrip(t, open(t)) })
@@ -641,4 +642,34 @@ func testManyContentKeyed(t *testing.T, s Sink) {
 	res = f.commit(map[string][]sink.Row{"old": want})
 	wantCounts(t, "identical re-commit", res, sink.Result{"old": {}})
 	f.checkRows("old", want...)
+}
+
+// testTwinStagedAgain stages, for a submission stored both under its id
+// and as a content-keyed twin, the id and then the twin again, each as
+// stored: the commit changes nothing and counts nothing.
+func testTwinStagedAgain(t *testing.T, s Sink) {
+	f := newFixture(t, s)
+	at3 := t0.Truncate(time.Millisecond)
+	byID := Row(t, "f", ID(104), at3, false, `{"a":"4"}`)
+	byContent := Row(t, "f", nil, t0, false, `{"a":"4"}`)
+	f.commit(map[string][]sink.Row{"f": {byID}})
+	f.commit(map[string][]sink.Row{"f": {byContent}})
+	f.checkRows("f", byID, byContent)
+	res := f.commit(map[string][]sink.Row{"f": {byID, byContent}})
+	wantCounts(t, "id and twin staged again", res, sink.Result{"f": {}})
+	f.checkRows("f", byID, byContent)
+
+	// Marked deleted upstream, then served again: restored, not new.
+	_, at := f.mustCommitOne("f", nil, reconcile)
+	f.checkRows("f", deleted(byID, at), deleted(byContent, at))
+	res = f.commit(map[string][]sink.Row{"f": {byID, byContent}})
+	wantCounts(t, "id and twin staged again, both marked", res, sink.Result{"f": {Restored: 2}})
+	f.checkRows("f", byID, byContent)
+
+	// Changed: updated, not new.
+	spam := byContent
+	spam.IsSpam = true
+	res = f.commit(map[string][]sink.Row{"f": {byID, spam}})
+	wantCounts(t, "id and changed twin staged again", res, sink.Result{"f": {Updated: 1}})
+	f.checkRows("f", byID, spam)
 }

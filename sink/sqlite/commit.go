@@ -44,10 +44,10 @@ const (
 	SET submission_id = ?, submission_key = ?, is_spam = ?, fields = ?, files = ?, raw = coalesce(?, raw), synced_at = ?
 	WHERE form_id = ? AND submission_key = ? AND submission_id IS NULL
 	  AND NOT EXISTS (SELECT 1 FROM submissions WHERE form_id = ? AND submission_key = ?)`
-	// deleteLegacySQL removes a content-keyed twin and says whether it was
-	// marked deleted upstream, which the form's counters need.
+	// deleteLegacySQL removes a content-keyed twin and returns it, for
+	// removedTwinSQL and for the form's counters (whether it was marked).
 	deleteLegacySQL = `DELETE FROM submissions WHERE form_id = ? AND submission_key = ? AND submission_id IS NULL
-	RETURNING deleted_at IS NOT NULL`
+	RETURNING created_at, is_spam, fields, files, raw, synced_at, deleted_at`
 	// restoreRowSQL clears the mark of a stored row staged again: it is
 	// served upstream once more.
 	restoreRowSQL = `UPDATE submissions SET deleted_at = NULL, synced_at = ?
@@ -83,6 +83,31 @@ const (
 	  AND submission_key NOT IN (SELECT submission_key FROM temp.served)`
 )
 
+// A content-keyed twin removed because its id is stored is kept, until
+// the commit ends, in a temporary table of the transaction's connection:
+// staged again later in the commit (as the older response form serves
+// it), it is the stored row again, upserted like any other, not a new
+// one. Other commits never read it: the first removal of each commit
+// empties it.
+const (
+	removedTableSQL = `CREATE TEMP TABLE IF NOT EXISTS removed_twins (
+		form_id TEXT NOT NULL, submission_key TEXT NOT NULL, created_at TEXT NOT NULL, is_spam INTEGER NOT NULL,
+		fields TEXT NOT NULL, files TEXT NOT NULL, raw TEXT NULL, synced_at TEXT NOT NULL, deleted_at TEXT NULL,
+		PRIMARY KEY (form_id, submission_key)) WITHOUT ROWID`
+	removedClearSQL = `DELETE FROM temp.removed_twins`
+	removedTwinSQL  = `INSERT OR REPLACE INTO temp.removed_twins
+	(form_id, submission_key, created_at, is_spam, fields, files, raw, synced_at, deleted_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// putBackTwinSQL stores a removed twin again, as it was, and says
+	// whether it was marked deleted.
+	putBackTwinSQL = `INSERT INTO submissions
+	(form_id, submission_id, submission_key, created_at, is_spam, fields, files, raw, synced_at, deleted_at)
+	SELECT form_id, NULL, submission_key, created_at, is_spam, fields, files, raw, synced_at, deleted_at
+	FROM temp.removed_twins WHERE form_id = ? AND submission_key = ?
+	RETURNING deleted_at IS NOT NULL`
+	forgetRemovedSQL = `DELETE FROM temp.removed_twins WHERE form_id = ? AND submission_key = ?`
+)
+
 // ctxCheckEvery is how many rows go by between checks of the context: the
 // per-row statements run without it (the driver would start a goroutine
 // per statement to watch it).
@@ -94,6 +119,61 @@ type commitStmts struct {
 	// servedBatchSize keys; prepared by the first reconcile of the commit,
 	// after the table exists.
 	served, servedBatch *sql.Stmt
+	// removedTwin, putBackTwin and forgetRemoved keep removed twins;
+	// prepared by the first removal of the commit, after the table
+	// exists and is emptied.
+	removedTwin, putBackTwin, forgetRemoved *sql.Stmt
+}
+
+// keepRemoved records a twin removed by this commit, readying the table
+// of removed twins on the commit's first.
+func (st *commitStmts) keepRemoved(ctx context.Context, tx *sql.Tx, args ...any) error {
+	if st.removedTwin == nil {
+		for _, q := range []string{removedTableSQL, removedClearSQL} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("readying the table of removed twins: %w", err)
+			}
+		}
+		for _, p := range []struct {
+			dst   **sql.Stmt
+			query string
+		}{{&st.removedTwin, removedTwinSQL}, {&st.putBackTwin, putBackTwinSQL}, {&st.forgetRemoved, forgetRemovedSQL}} {
+			stmt, err := tx.PrepareContext(ctx, p.query)
+			if err != nil {
+				return fmt.Errorf("preparing the table of removed twins: %w", err)
+			}
+			*p.dst = stmt
+		}
+	}
+	if _, err := st.removedTwin.ExecContext(ctx, args...); err != nil {
+		return fmt.Errorf("keeping a removed twin: %w", err)
+	}
+	return nil
+}
+
+// putBack stores again the twin removed earlier in the commit under key,
+// if there is one, adding it back to tally.
+func (st *commitStmts) putBack(ctx context.Context, formID, key string, tally *rowTally) error {
+	if st.removedTwin == nil {
+		return nil
+	}
+	var wasDeleted bool
+	err := st.putBackTwin.QueryRowContext(ctx, formID, key).Scan(&wasDeleted)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("storing again the removed twin %s: %w", key, err)
+	}
+	if wasDeleted {
+		tally.deleted++
+	} else {
+		tally.live++
+	}
+	if _, err := st.forgetRemoved.ExecContext(ctx, formID, key); err != nil {
+		return fmt.Errorf("storing again the removed twin %s: %w", key, err)
+	}
+	return nil
 }
 
 func prepare(ctx context.Context, tx *sql.Tx) (*commitStmts, error) {
@@ -324,7 +404,7 @@ func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc s
 		}
 	}
 	if fc.Rows != nil && fc.Rows.Len() > 0 {
-		if err := upsertRows(ctx, st, fc, synced, &tally); err != nil {
+		if err := upsertRows(ctx, tx, st, fc, synced, &tally); err != nil {
 			return tally.Counts, err
 		}
 	}
@@ -562,7 +642,7 @@ func prefetch(seq iter.Seq2[sink.Row, error], skip func(*sink.Row) bool) iter.Se
 // its mark cleared (restored): here, row by row, when the form holds marked
 // rows; in one statement after the rows, by finishReconcile, in a
 // reconcile, which records here the key every staged row is stored under.
-func upsertRows(ctx context.Context, st *commitStmts, fc sink.FormCommit, syncedAt string, tally *rowTally) error {
+func upsertRows(ctx context.Context, tx *sql.Tx, st *commitStmts, fc sink.FormCommit, syncedAt string, tally *rowTally) error {
 	formID := fc.State.FormID
 	// Statements run under a context that is never cancelled; ctx is
 	// checked every ctxCheckEvery rows and again by tx.Commit, and its
@@ -663,14 +743,28 @@ func upsertRows(ctx context.Context, st *commitStmts, fc sink.FormCommit, synced
 				continue
 			}
 			// The id key is taken already: a legacy twin must not stay.
-			var wasDeleted bool
-			err = st.deleteLegacy.QueryRowContext(bg, formID, r.ContentKey).Scan(&wasDeleted)
+			var (
+				twinCreated, twinFields, twinFiles, twinSynced string
+				twinSpam                                       int
+				twinRaw, twinDeleted                           sql.NullString
+			)
+			err = st.deleteLegacy.QueryRowContext(bg, formID, r.ContentKey).Scan(
+				&twinCreated, &twinSpam, &twinFields, &twinFiles, &twinRaw, &twinSynced, &twinDeleted)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 			case err != nil:
 				return fmt.Errorf("deleting content-keyed twin of submission %s: %w", r.SubmissionKey, err)
 			default:
-				tally.removed(wasDeleted)
+				tally.removed(twinDeleted.Valid)
+				if err := st.keepRemoved(bg, tx, formID, r.ContentKey, twinCreated, twinSpam, twinFields, twinFiles,
+					twinRaw, twinSynced, twinDeleted); err != nil {
+					return err
+				}
+			}
+		} else if !id.Valid {
+			// A twin this commit removed, staged again, is stored again.
+			if err := st.putBack(bg, formID, r.SubmissionKey, tally); err != nil {
+				return err
 			}
 		}
 		k, err := exec(st.insert, formID, id, r.SubmissionKey, created, spam, r.Fields, r.Files, raw, syncedAt)
