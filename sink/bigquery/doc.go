@@ -147,10 +147,12 @@
 // its ContentKey) exists is re-keyed to the id (keeping the twin's
 // created_at), counted in Updated, never duplicated; if the id key is stored
 // too, the twin is deleted. A submission staged in several versions (edited
-// while its pages were read) has the twin of its first version when one is
-// stored, as the SQLite sink's row-by-row apply finds it, else of its last
-// (the plan's claim_key); of two submissions claiming one twin, the one
-// staged first takes it. The twin may be staged in the same commit: a
+// while its pages were read) is re-keyed from the twin of its first
+// version when one is stored, as the SQLite sink's row-by-row apply finds
+// it; else its first version is inserted and the twin of its last is
+// deleted (the plan's claim_key, later_twin), as SQLite deletes the twin
+// of a later version once the id is stored; of two submissions claiming
+// one twin, the one staged first takes it. The twin may be staged in the same commit: a
 // row without an id staged before a row with an id and the same ContentKey
 // is taken over by it (the plan marks it superseded), so the submission is
 // stored once, under its id, with the twin's created_at, and counted as the

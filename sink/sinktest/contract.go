@@ -45,6 +45,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("TwinStagedAgainAfterItsID", func(t *testing.T) { testTwinStagedAgain(t, open(t)) })
 	t.Run("RekeyWithinOneCommit", func(t *testing.T) { testRekeyWithinCommit(t, open(t)) })
 	t.Run("RekeyThenEditWithinOneCommit", func(t *testing.T) { testRekeyThenEdit(t, open(t)) })
+	t.Run("LaterVersionsTwinRemoved", func(t *testing.T) { testLaterVersionTwin(t, open(t)) })
 	t.Run("StateRoundTrip", func(t *testing.T) { testStateRoundTrip(t, open(t)) })
 	t.Run("StateOnlyCommit", func(t *testing.T) { testStateOnly(t, open(t)) })
 	t.Run("SameFormTwiceInOneCommit", func(t *testing.T) { testSameFormTwice(t, open(t)) })
@@ -672,4 +673,20 @@ func testTwinStagedAgain(t *testing.T, s Sink) {
 	res = f.commit(map[string][]sink.Row{"f": {byID, spam}})
 	wantCounts(t, "id and changed twin staged again", res, sink.Result{"f": {Updated: 1}})
 	f.checkRows("f", byID, spam)
+}
+
+// testLaterVersionTwin stages a submission in two versions (edited while
+// its pages were read) of which only the later one is stored by content:
+// the first version is new, and the twin of the later one is removed, as
+// for a submission whose id is stored.
+func testLaterVersionTwin(t *testing.T, s Sink) {
+	f := newFixture(t, s)
+	at3 := t0.Truncate(time.Millisecond)
+	old := Row(t, "f", nil, t0, false, `{"a":"2"}`)
+	f.commit(map[string][]sink.Row{"f": {old}})
+	first := Row(t, "f", ID(106), at3, false, `{"a":"1"}`)
+	later := Row(t, "f", ID(106), at3, false, `{"a":"2"}`)
+	res := f.commit(map[string][]sink.Row{"f": {first, later}})
+	wantCounts(t, "new, then edited into a stored twin", res, sink.Result{"f": {Inserted: 1, Updated: 1}})
+	f.checkRows("f", later)
 }

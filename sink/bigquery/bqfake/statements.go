@@ -556,7 +556,8 @@ joined AS (
       OR (s.first_raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.first_raw))
       OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id))) AS first_differs,
     COALESCE(k.deleted_at, e.deleted_at) IS NOT NULL AS stored_deleted,
-    l.deleted_at IS NOT NULL AS legacy_deleted
+    l.deleted_at IS NOT NULL AS legacy_deleted,
+    s.claim_key != s.first_content_key AS later_twin
   FROM ranked AS s
   LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
   LEFT JOIN elsewhere AS e ON e.form_id = s.form_id AND e.submission_key = s.submission_key
@@ -570,16 +571,16 @@ SELECT form_id, submission_id, submission_key,
   is_spam, fields, files, raw, fields_inexact, files_inexact,
   CASE
     WHEN superseded THEN 'none'
-    WHEN stored_key IS NULL AND legacy_key IS NOT NULL THEN 'rekey'
+    WHEN stored_key IS NULL AND legacy_key IS NOT NULL AND NOT later_twin THEN 'rekey'
     WHEN stored_key IS NULL THEN 'insert'
     WHEN first_differs OR inner_changes > 0 THEN 'update'
     WHEN stored_deleted THEN 'restore'
     ELSE 'none'
   END AS action,
   CASE WHEN superseded THEN CASE WHEN stored_key IS NULL OR first_differs THEN 1 ELSE 0 END
-    WHEN stored_key IS NULL AND legacy_key IS NOT NULL OR first_differs THEN 1 ELSE 0 END + inner_changes AS updates,
-  NOT superseded AND CASE WHEN stored_key IS NULL THEN legacy_key IS NOT NULL AND legacy_deleted ELSE stored_deleted END AS restores,
-  stored_key IS NOT NULL AND legacy_key IS NOT NULL AS twin_removed,
+    WHEN stored_key IS NULL AND legacy_key IS NOT NULL AND NOT later_twin OR first_differs THEN 1 ELSE 0 END + inner_changes AS updates,
+  NOT superseded AND CASE WHEN stored_key IS NULL THEN legacy_key IS NOT NULL AND legacy_deleted AND NOT later_twin ELSE stored_deleted END AS restores,
+  legacy_key IS NOT NULL AND (stored_key IS NOT NULL OR later_twin) AS twin_removed,
   legacy_key, legacy_deleted
 FROM joined`
 
