@@ -258,7 +258,7 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 		return nil
 	}}
 	var firstPage *formsapi.Page
-	if start == 1 {
+	if start == 1 && from.before == nil {
 		firstPage = first
 	}
 	if startPage != nil && startPage.CurrentPage == start {
@@ -336,6 +336,9 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 		}
 	}
 	pages := map[int]*formsapi.Page{1: first}
+	// read is when each page was read: page 1 first, then in the order
+	// the bisection read them.
+	read := map[int]int{1: 0}
 	var ferr error
 	// ends is a page's oldest and newest created_at; ok is false for an
 	// empty page or a failed fetch (which stops the bisection).
@@ -343,7 +346,7 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 		p, seen := pages[i]
 		if !seen && ferr == nil {
 			if p, ferr = b.fetch(ctx, i); ferr == nil {
-				pages[i] = p
+				pages[i], read[i] = p, len(read)
 			}
 		}
 		if ferr != nil || len(p.Submissions) == 0 {
@@ -382,13 +385,24 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 	if !newestFirst {
 		before = page + 1
 	}
-	return located{page: page, content: pages[page], before: pages[before]}, nil
+	at := located{page: page, content: pages[page], before: pages[before]}
+	if c, p := at.content, at.before; c != nil && p != nil && read[before] > read[page] && c.Total != p.Total {
+		// The page before was read after this one, and the form moved
+		// in between: submissions added ahead of a newest-first reader
+		// (deleted ahead of an oldest-first one) moved from the page
+		// before, as this one was read, onto this one, as the page
+		// before was read; neither reading holds them. The walk reads
+		// this page again, after the page before.
+		at.content = nil
+	}
+	return at, nil
 }
 
 // located is a page the bisection of backfill.locate found.
 type located struct {
 	page int
-	// content is the page as the bisection read it, nil when it did not.
+	// content is the page as the bisection read it, nil when it did not,
+	// or when the walk must read it again (see locate).
 	content *formsapi.Page
 	// before is the page a walk from newer to older submissions reads
 	// just before it, as the bisection read it (it reads it for a walk's

@@ -1,0 +1,83 @@
+package worker_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/sink/memsink"
+	"github.com/formsync/formsync/worker"
+)
+
+// storedIDs is the set of submission ids the sink holds for form f.
+func storedIDs(t *testing.T, s *memsink.Sink, f string) map[int64]bool {
+	t.Helper()
+	rows, err := s.ReadRows(t.Context(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]bool{}
+	for _, r := range rows {
+		out[*r.SubmissionID] = true
+	}
+	return out
+}
+
+// The bisection of a backfill may read the window's first page before the
+// page a walk reads ahead of it. A submission added at the head of a
+// newest-first form, or deleted at the head of an oldest-first one,
+// between the two readings moves the window's newest submission from the
+// page ahead (as the first page was read) onto the first page (as the page
+// ahead was read): on neither as read.
+func TestBackfillWindowMovedBetweenBisectionReadsLosesNothing(t *testing.T) {
+	tests := []struct {
+		name   string
+		oldest bool
+		after  int   // the page served before the form moves
+		until  int   // the id the window ends at
+		want   []int // the ids the window holds
+	}{
+		// Pages 6, 3, 5 and 4 are read, in that order; the window's
+		// first page is 5 (the end of page 4, id 61, pushed onto it).
+		{"newest first, an addition", false, 5, 61, ids(61, 1)},
+		// Pages 6, 3, 5 and 4 again; the first page is 3 (the start of
+		// page 4, id 31, pulled onto it).
+		{"oldest first, a deletion", true, 5, 31, ids(31, 2)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			subs := manySubs(100) // ids 100 (newest) to 1, a minute apart
+			api := &fakeAPI{perPage: 10, oldest: tc.oldest}
+			api.set("f", subs...)
+			moved := append([]map[string]any{sub(101, base.Add(200*time.Minute), map[string]any{"n": "101"})}, subs...)
+			if tc.oldest {
+				moved = subs[:99] // id 1 deleted
+			}
+			var fired atomic.Bool
+			api.rewrite = func(_, pag map[string]any) {
+				if pag["current_page"] == tc.after && fired.CompareAndSwap(false, true) {
+					api.set("f", moved...)
+				}
+			}
+			s := memsink.New()
+			e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+			rep, err := e.Backfill(t.Context(), "f", worker.BackfillOptions{Window: worker.Window{Until: base.Add(time.Duration(tc.until-1) * time.Minute)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !fired.Load() {
+				t.Fatal("the form never moved")
+			}
+			stored := storedIDs(t, s, "f")
+			var missing []int
+			for _, id := range tc.want {
+				if !stored[int64(id)] {
+					missing = append(missing, id)
+				}
+			}
+			if len(missing) > 0 {
+				t.Errorf("%d rows stored, want %d; missing %v (first page %d, %d requests)", len(stored), len(tc.want), missing, rep.FirstPage, rep.Requests)
+			}
+		})
+	}
+}
