@@ -231,7 +231,13 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 		rep.LastPage = start
 	}
 	rep.RowsEstimate = rep.PagesToRead() * max(b.perPage, 1)
-	if first.Total == 0 || b.empty(startPage, win) && rep.FirstPage == rep.LastPage {
+	// A window on one page that holds none of it is empty, unless the
+	// form moved between the readings of that page and of the page
+	// before it: a deletion ahead of a newest-first reader then pulled
+	// the window off the one onto the other, where neither reading has
+	// it. The walk finds it there.
+	still := from.before == nil || startPage == nil || from.before.Total == startPage.Total
+	if first.Total == 0 || b.empty(startPage, win) && rep.FirstPage == rep.LastPage && still {
 		rep.FirstPage, rep.LastPage, rep.RowsEstimate = 0, 0, 0
 	}
 	if b.opts.DryRun || rep.FirstPage == 0 && rep.ResumedFrom.IsZero() {

@@ -81,3 +81,36 @@ func TestBackfillWindowMovedBetweenBisectionReadsLosesNothing(t *testing.T) {
 		})
 	}
 }
+
+// A window the bisection finds on one page, with none of its submissions
+// on that page as read, holds nothing, unless the form moved between the
+// reading of that page and the page before it: a deletion pulled the
+// window's submission off the first page before it was read, after the
+// page before was read. Such a window is read, not reported empty.
+func TestBackfillWindowPulledOffItsOnlyPageLosesNothing(t *testing.T) {
+	subs := manySubs(100) // ids 100 (newest) to 1, a minute apart
+	api := &fakeAPI{perPage: 10}
+	api.set("f", subs...)
+	// The window is id 70 alone, first of page 4. The bisection reads
+	// pages 6, 3, 5 and 4; id 100 is deleted after page 3, so that id 70
+	// is on page 3 when page 4 is read.
+	var fired atomic.Bool
+	api.rewrite = func(_, pag map[string]any) {
+		if pag["current_page"] == 3 && fired.CompareAndSwap(false, true) {
+			api.set("f", subs[1:]...)
+		}
+	}
+	s := memsink.New()
+	e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+	at := base.Add(69 * time.Minute)
+	rep, err := e.Backfill(t.Context(), "f", worker.BackfillOptions{Window: worker.Window{Since: at, Until: at}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fired.Load() {
+		t.Fatal("the deletion never happened")
+	}
+	if stored := storedIDs(t, s, "f"); len(stored) != 1 || !stored[70] {
+		t.Errorf("stored %v, want id 70 alone (pages %d to %d, %d requests)", stored, rep.FirstPage, rep.LastPage, rep.Requests)
+	}
+}
