@@ -63,7 +63,11 @@
 //     long as their first submission is one it has not read, as deep as
 //     the total's fall can pull (more deletions than a page holds pull
 //     submissions further up). Additions at the head push submissions the
-//     other way, which only repeats them.
+//     other way, which only repeats them; but one that comes while the
+//     pulled ones are read again pushes them back onto a page read before
+//     it came. The total rising then says so, and the walker reads the
+//     next page again, then those pages, until it reads them while the
+//     form holds still or shrinks.
 //   - Remembers, in the watermark's boundary, both the id and the content
 //     key of the submissions at the watermark's millisecond, so that a form
 //     answering in the older response form next time does not store them

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -83,11 +84,36 @@ func (w *walker) walk(ctx context.Context, start int, first *formsapi.Page) erro
 		// submission up by one: the first of this page moved onto the page
 		// read before, and would be skipped. The total dropping since that
 		// page was read says so; reading the pages before again picks the
-		// pulled ones up.
+		// pulled ones up. A submission added at the head meanwhile pushes
+		// them back down, onto this page as it is now, not as it was read
+		// (or onto a page read again before it came): the total rising
+		// while they are read again says so, and this page is read again
+		// before they are, until they are read with the form held still
+		// or falling.
 		if w.forward() && prev != nil && p.Total < prev.total {
-			var err error
-			if prev, err = w.readPulled(ctx, prev); err != nil {
-				return err
+			asRead := prev
+			for tries := 1; ; tries++ {
+				again, rose, err := w.readPulled(ctx, asRead, p.Total)
+				if err != nil {
+					return err
+				}
+				prev = again
+				if !rose {
+					break
+				}
+				if tries == maxPulledRereads {
+					return fmt.Errorf("form %s: submissions were added and deleted while pages %d and %d were read %d times: %w",
+						r.old.FormID, page-1, page, tries, errMovingForm)
+				}
+				r.report.Rescans++
+				if p, err = r.fetch(ctx, page); err != nil {
+					return err
+				}
+				if p.Total >= asRead.total {
+					// Added as many as deleted: nothing is pulled above
+					// this page any more.
+					break
+				}
 			}
 		}
 		var prevKeys map[string]struct{}
@@ -211,11 +237,24 @@ func (w *walker) completeTies(ctx context.Context, page int, prev, seen *seenPag
 	return nil
 }
 
+// maxPulledRereads bounds how many times the pages a deletion pulled
+// submissions onto are read again because submissions were added while
+// they were read.
+const maxPulledRereads = 4
+
+// errMovingForm is the error of a form that moved under the walk, every
+// time it read the same pages again, in a way it cannot follow.
+var errMovingForm = errors.New("the form kept moving while read; it is read again next run")
+
 // readPulled reads again, newest-first, the pages before the one just
-// fetched, whose total fell below that of prev, the page read before it:
-// d deletions among the submissions already read pull the next d up onto
-// the pages read, from prev backwards. It stages what it finds there but
-// prev's submissions, and returns prev as read again.
+// fetched, whose total (since) fell below that of prev, the page read
+// before it: d deletions among the submissions already read pull the next
+// d up onto the pages read, from prev backwards. It stages what it finds
+// there but prev's submissions, and returns prev as read again, with the
+// total of that reading. rose reports that the total rose after the page
+// just fetched or between two pages read again: a submission was added
+// ahead, which may have pushed pulled submissions down onto a page read
+// before it came.
 //
 // It goes from prev's page down, so that a deletion while it reads pulls a
 // submission onto a page it has yet to read, never onto one it has read
@@ -224,7 +263,7 @@ func (w *walker) completeTies(ctx context.Context, page int, prev, seen *seenPag
 // above it), once as deep as the total's fall can pull (ceil(fall / per
 // page) pages), or at page 1. A fall of less than a page costs one
 // request, as it always did.
-func (w *walker) readPulled(ctx context.Context, prev *seenPage) (*seenPage, error) {
+func (w *walker) readPulled(ctx context.Context, prev *seenPage, since int) (top *seenPage, rose bool, err error) {
 	r := w.r
 	per := max(r.perPage, len(prev.order), 1)
 	// read reports whether a submission was served, when the walk read
@@ -235,16 +274,17 @@ func (w *walker) readPulled(ctx context.Context, prev *seenPage) (*seenPage, err
 		_, on := prev.keys[key]
 		return on || at.Truncate(time.Millisecond).After(prev.tailAt)
 	}
-	var top *seenPage
 	var above map[string]struct{}
-	lowest := prev.total
+	lowest, last := prev.total, since
 	for page := prev.page; page >= 1; page-- {
 		r.report.Rescans++
 		again, err := r.fetch(ctx, page)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		lowest = min(lowest, again.Total)
+		rose = rose || again.Total > last
+		last = again.Total
 		// A submission on the page read again just before (above) is
 		// pulled down onto this one by a deletion in between: read once.
 		// One added since the walk began is staged as on any page.
@@ -252,10 +292,11 @@ func (w *walker) readPulled(ctx context.Context, prev *seenPage) (*seenPage, err
 		maps.Copy(skip, above)
 		seen, _, err := w.consume(again, skip)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if top == nil {
 			top = seen
+			top.page, top.total = page, again.Total
 		}
 		above = seen.keys
 		depth := (prev.total - lowest + per - 1) / per
@@ -263,8 +304,7 @@ func (w *walker) readPulled(ctx context.Context, prev *seenPage) (*seenPage, err
 			break
 		}
 	}
-	top.page, top.total = prev.page, prev.total
-	return top, nil
+	return top, rose, nil
 }
 
 // consume stages a page's submissions within the span, skipping those taken

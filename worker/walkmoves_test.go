@@ -1,6 +1,9 @@
 package worker_test
 
 import (
+	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,5 +115,109 @@ func TestBackfillWindowPulledOffItsOnlyPageLosesNothing(t *testing.T) {
 	}
 	if stored := storedIDs(t, s, "f"); len(stored) != 1 || !stored[70] {
 		t.Errorf("stored %v, want id 70 alone (pages %d to %d, %d requests)", stored, rep.FirstPage, rep.LastPage, rep.Requests)
+	}
+}
+
+// A deletion ahead of a newest-first reader pulls the next page's first
+// submissions onto the pages just read, which the walk reads again. A
+// submission added at the head while it does pushes them back down: onto
+// the next page as it is now, not as it was read, or onto a page read
+// again before it came. The walk reads them there too. The deleted rows,
+// stored, keep the completeness check from counting those lost.
+func TestAdditionWhilePulledPagesAreReadAgainLosesNothing(t *testing.T) {
+	type move struct {
+		page, serving int // the move comes as page is served for the serving-th time
+		ids           []int
+	}
+	without := func(n int, gone ...int) []int {
+		var out []int
+		for id := n; id >= 1; id-- {
+			if !slices.Contains(gone, id) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		n     int
+		moves []move
+	}{
+		// Id 50 goes once page 2 is read, before page 3 is; id 51 comes
+		// once page 3 is read, before page 2 is read again: id 30, pulled
+		// onto page 2, is back on page 3.
+		{"after the next page was read", 50, []move{
+			{2, 1, without(50, 50)},
+			{3, 1, append([]int{51}, without(50, 50)...)},
+		}},
+		// Ids 100 to 86 go once page 3 is read; id 101 comes between the
+		// readings again of page 3 and page 2: id 66, pulled onto page 2,
+		// is back on page 3, read again already.
+		{"between two pages read again", 100, []move{
+			{3, 1, without(100, ids(100, 86)...)},
+			{3, 2, append([]int{101}, without(100, ids(100, 86)...)...)},
+		}},
+	}
+	for _, tc := range tests {
+		for _, backfill := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/backfill=%v", tc.name, backfill), func(t *testing.T) {
+				byID := map[int]map[string]any{}
+				for _, m := range append(manySubs(tc.n), sub(tc.n+1, base.Add(time.Duration(tc.n)*time.Minute), map[string]any{"n": "new"})) {
+					byID[m["id"].(int)] = m
+				}
+				list := func(ids []int) []map[string]any {
+					var out []map[string]any
+					for _, id := range ids {
+						out = append(out, byID[id])
+					}
+					return out
+				}
+				api := &fakeAPI{perPage: 10}
+				api.set("f", manySubs(tc.n)...)
+				var mu sync.Mutex
+				served := map[int]int{}
+				var moved atomic.Int32
+				api.rewrite = func(_, pag map[string]any) {
+					mu.Lock()
+					defer mu.Unlock()
+					page := pag["current_page"].(int)
+					served[page]++
+					for _, m := range tc.moves {
+						if m.page == page && m.serving == served[page] {
+							api.set("f", list(m.ids)...)
+							moved.Add(1)
+						}
+					}
+				}
+				s := memsink.New()
+				e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+				if backfill {
+					if _, err := e.Backfill(t.Context(), "f", worker.BackfillOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					rep, err := e.Sync(t.Context())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := rep.Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if int(moved.Load()) != len(tc.moves) {
+					t.Fatalf("%d of %d moves came", moved.Load(), len(tc.moves))
+				}
+				stored := storedIDs(t, s, "f")
+				var missing []int
+				for _, id := range tc.moves[len(tc.moves)-1].ids {
+					if id <= tc.n && !stored[int64(id)] {
+						missing = append(missing, id)
+					}
+				}
+				if len(missing) > 0 {
+					t.Errorf("%d rows stored; live submissions missing: %v", len(stored), missing)
+				}
+			})
+		}
 	}
 }
