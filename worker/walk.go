@@ -240,7 +240,7 @@ func (w *walker) completeTies(ctx context.Context, page int, prev, seen *seenPag
 // maxPulledRereads bounds how many times the pages a deletion pulled
 // submissions onto are read again because submissions were added while
 // they were read.
-const maxPulledRereads = 4
+const maxPulledRereads = 8
 
 // errMovingForm is the error of a form that moved under the walk, every
 // time it read the same pages again, in a way it cannot follow.

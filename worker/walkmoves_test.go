@@ -3,6 +3,7 @@ package worker_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -219,5 +220,76 @@ func TestAdditionWhilePulledPagesAreReadAgainLosesNothing(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A form that, after a deletion, gets a submission and loses it again on
+// every other request never holds still while the pages the deletion pulled submissions onto are
+// read again: the walk gives up after a bounded number of tries and fails
+// the form, keeping its watermark, rather than risk a submission pushed
+// back onto a page it read before. Once the form holds still, the next
+// sync stores every live submission.
+func TestFormThatNeverHoldsStillFailsAndLosesNothing(t *testing.T) {
+	subs := manySubs(50) // ids 50 (newest) to 1
+	api := &fakeAPI{perPage: 10}
+	api.set("f", subs...)
+	var mu sync.Mutex
+	live := slices.Clone(subs)
+	churning, added, next := false, false, 51
+	api.rewrite = func(_, pag map[string]any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case churning && added:
+			live, added = live[1:], false
+			api.set("f", live...)
+		case churning:
+			live = append([]map[string]any{sub(next, base.Add(time.Duration(next)*time.Minute), map[string]any{"n": "new"})}, live...)
+			next, added = next+1, true
+			api.set("f", live...)
+		case pag["current_page"] == 2 && next == 51:
+			live = live[1:] // id 50 deleted
+			api.set("f", live...)
+			churning = true
+		}
+	}
+	s := memsink.New()
+	e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+	rep, err := e.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := rep.Forms[0]
+	if fr.Err == nil || !strings.Contains(fr.Err.Error(), "kept moving") {
+		t.Fatalf("sync of a form that never holds still: error %v, want one saying it kept moving", fr.Err)
+	}
+	if rows, _ := s.ReadRows(t.Context(), "f"); len(rows) != 0 {
+		t.Errorf("the failed form committed %d rows", len(rows))
+	}
+
+	mu.Lock()
+	churning = false
+	if added {
+		live = live[1:]
+		api.set("f", live...)
+	}
+	mu.Unlock()
+	rep, err = e.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	stored := storedIDs(t, s, "f")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, m := range live {
+		if id := int64(m["id"].(int)); !stored[id] {
+			t.Errorf("live submission %d not stored", id)
+		}
+	}
+	if len(stored) != len(live) {
+		t.Errorf("%d rows stored, %d live", len(stored), len(live))
 	}
 }
