@@ -86,36 +86,63 @@ func TestBackfillWindowMovedBetweenBisectionReadsLosesNothing(t *testing.T) {
 	}
 }
 
-// A window the bisection finds on one page, with none of its submissions
-// on that page as read, holds nothing, unless the form moved between the
-// reading of that page and the page before it: a deletion pulled the
-// window's submission off the first page before it was read, after the
-// page before was read. Such a window is read, not reported empty.
-func TestBackfillWindowPulledOffItsOnlyPageLosesNothing(t *testing.T) {
-	subs := manySubs(100) // ids 100 (newest) to 1, a minute apart
-	api := &fakeAPI{perPage: 10}
-	api.set("f", subs...)
-	// The window is id 70 alone, first of page 4. The bisection reads
-	// pages 6, 3, 5 and 4; id 100 is deleted after page 3, so that id 70
-	// is on page 3 when page 4 is read.
-	var fired atomic.Bool
-	api.rewrite = func(_, pag map[string]any) {
-		if pag["current_page"] == 3 && fired.CompareAndSwap(false, true) {
-			api.set("f", subs[1:]...)
-		}
+// A backfill of a window locates its first page by bisection, which reads
+// the page before it too. Deletions of newer submissions between the
+// readings of the page before and of the first page pull the window's
+// newest submissions up onto the page before, which the walk does not
+// read: the fall of the total between the two says so, as between any two
+// pages of the walk. A window that lies, as read, on one page holding
+// none of it is read, not reported empty, when the total fell.
+func TestBackfillWindowPulledAboveItsFirstPageLosesNothing(t *testing.T) {
+	tests := []struct {
+		name         string
+		deleted      int // how many of the newest are deleted
+		since, until int // the window's ids
+	}{
+		// The window ends at id 69, on page 4; ids 68 and 69 are
+		// pulled onto page 3.
+		{"the window's newest", 3, 0, 69},
+		// The window is id 70 alone, first of page 4, pulled onto page 3.
+		{"the whole window", 1, 70, 70},
 	}
-	s := memsink.New()
-	e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
-	at := base.Add(69 * time.Minute)
-	rep, err := e.Backfill(t.Context(), "f", worker.BackfillOptions{Window: worker.Window{Since: at, Until: at}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !fired.Load() {
-		t.Fatal("the deletion never happened")
-	}
-	if stored := storedIDs(t, s, "f"); len(stored) != 1 || !stored[70] {
-		t.Errorf("stored %v, want id 70 alone (pages %d to %d, %d requests)", stored, rep.FirstPage, rep.LastPage, rep.Requests)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			subs := manySubs(100) // ids 100 (newest) to 1, a minute apart
+			api := &fakeAPI{perPage: 10}
+			api.set("f", subs...)
+			// The bisection reads pages 6, 3, 5 and 4, in that order; the
+			// deletions land after page 3.
+			var fired atomic.Bool
+			api.rewrite = func(_, pag map[string]any) {
+				if pag["current_page"] == 3 && fired.CompareAndSwap(false, true) {
+					api.set("f", subs[tc.deleted:]...)
+				}
+			}
+			s := memsink.New()
+			e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+			win := worker.Window{Until: base.Add(time.Duration(tc.until-1) * time.Minute)}
+			if tc.since > 0 {
+				win.Since = base.Add(time.Duration(tc.since-1) * time.Minute)
+			}
+			rep, err := e.Backfill(t.Context(), "f", worker.BackfillOptions{Window: win})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !fired.Load() {
+				t.Fatal("the deletions never happened")
+			}
+			stored := storedIDs(t, s, "f")
+			var missing []int
+			for id := max(tc.since, 1); id <= tc.until; id++ {
+				if !stored[int64(id)] {
+					missing = append(missing, id)
+				}
+			}
+			if len(missing) > 0 || len(stored) != tc.until-max(tc.since, 1)+1 {
+				t.Errorf("%d rows stored, want ids %d to %d; missing %v (pages %d to %d, %d pages read again)",
+					len(stored), max(tc.since, 1), tc.until, missing, rep.FirstPage, rep.LastPage, rep.Rescans)
+			}
+		})
 	}
 }
 
