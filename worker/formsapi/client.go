@@ -174,7 +174,10 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 			return nil, c.cancelled(formID, page, err, last)
 		}
 		// Again: another form may have been refused while this one waited.
+		// The slot is handed back unused: it may be the one probe other
+		// callers wait on.
 		if e := c.unauthorized(formID, page); e != nil {
+			c.limiter.observe(sl, 0, nil, 0)
 			return nil, e
 		}
 		start := c.cfg.Now()

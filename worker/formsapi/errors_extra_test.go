@@ -1,12 +1,15 @@
 package formsapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestErrorMessageMember: a Laravel-style {"message": "..."} body is shown
@@ -173,4 +176,49 @@ func TestLongTokenNotCutInDecodeErrors(t *testing.T) {
 			t.Errorf("%s: err = %v, want a malformed error naming %s without any of the token", name, err, name)
 		}
 	}
+}
+
+// TestUnauthorizedWhileWaitingGivesSlotBack: a call admitted by the limiter
+// after another form's 401 is not sent, and hands its slot back: when that
+// slot was the one probe allowed while the server's window is spent, every
+// other caller waiting for the probe's answer would otherwise wait for good.
+func TestUnauthorizedWhileWaitingGivesSlotBack(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) { writePage(w, r, newerPage) })
+	var armed atomic.Bool
+	var b *bundle
+	b = setup(t, srv.URL, func(c *Config) {
+		sleep := c.Sleep
+		c.Sleep = func(ctx context.Context, d time.Duration) error {
+			if armed.CompareAndSwap(true, false) {
+				// Another form is answered 401 while this one waits.
+				b.client.rejected.Store(&Error{FormID: "other", Status: http.StatusUnauthorized, Kind: KindUnauthorized})
+			}
+			return sleep(ctx, d)
+		}
+	})
+	l := b.client.limiter
+	// The server's window is spent and its end unknown: one probe at a time.
+	l.mu.Lock()
+	l.limit, l.budget = 10, 0
+	l.mu.Unlock()
+	// The ceiling's token is taken, so the call sleeps for its spacing.
+	l.ceiling.ReserveN(b.clock.Now(), 1)
+	armed.Store(true)
+	_, resp, err := b.client.Page(t.Context(), "f", 1, 0)
+	if !errors.Is(record(err), ErrUnauthorized) || resp.Requests != 0 {
+		t.Fatalf("err %v, %d requests; want ErrUnauthorized, none sent", err, resp.Requests)
+	}
+	l.mu.Lock()
+	probing, inflight := l.probing, l.inflight
+	l.mu.Unlock()
+	if probing || inflight != 0 {
+		t.Errorf("after the call: probing %v, %d in flight; want the slot given back", probing, inflight)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	s, _, _, err := l.wait(ctx, noHoldLimit)
+	if err != nil {
+		t.Fatalf("next caller: %v; want it admitted as the next probe", err)
+	}
+	l.observe(s, 0, nil, 0)
 }
