@@ -196,7 +196,7 @@ func (w *wirePage) page(formID string, page int) (p *Page, err error) {
 	}
 	p.TotalPages = totalPages
 	if pg.TotalPages == nil {
-		p.TotalPages = (p.Total + p.PerPage - 1) / p.PerPage
+		p.TotalPages = pagesOf(p.Total, p.PerPage)
 	} else if err := checkTotalPages(p.Total, p.PerPage, totalPages); err != nil {
 		return nil, &Error{FormID: formID, Page: page, Kind: KindPaging, Err: err}
 	}
@@ -403,11 +403,21 @@ func decodeLinks(raw json.RawMessage) (next, previous string, newer bool, err er
 // total_pages is how a broken serialiser or proxy shows itself, and paging
 // by it would silently stop early or run past the end.
 func checkTotalPages(total, perPage, totalPages int) error {
-	want := max(1, (total+perPage-1)/perPage)
+	want := max(1, pagesOf(total, perPage))
 	if totalPages == want || (total == 0 && totalPages == 0) {
 		return nil
 	}
 	return fmt.Errorf("total_pages is %d, but total %d at per_page %d makes %d page(s)", totalPages, total, perPage, want)
+}
+
+// pagesOf is ⌈total / perPage⌉ for perPage > 0, computed without the
+// overflow of total+perPage-1 that a total near the int limit would cause.
+func pagesOf(total, perPage int) int {
+	n := total / perPage
+	if total%perPage != 0 {
+		n++
+	}
+	return n
 }
 
 // isNull reports a missing (empty) or JSON null member.

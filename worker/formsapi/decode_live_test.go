@@ -2,6 +2,7 @@ package formsapi
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -125,6 +126,7 @@ func TestPagingMustAddUp(t *testing.T) {
 		"total_pages too many":     {pag(30, 10, 1, 4), 1, "total_pages is 4, but total 30 at per_page 10 makes 3 page(s)"},
 		"total_pages rounded down": {pag(31, 10, 1, 3), 1, "total_pages is 3, but total 31 at per_page 10 makes 4 page(s)"},
 		"empty form, 2 pages":      {pag(0, 10, 1, 2), 1, "total_pages is 2, but total 0 at per_page 10 makes 1 page(s)"},
+		"total near the int limit": {pag(math.MaxInt, 2, 1, 1), 1, "total_pages is 1, but total 9223372036854775807 at per_page 2 makes 4611686018427387904 page(s)"},
 	}
 	for name, tc := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -149,6 +151,11 @@ func TestPagingMustAddUp(t *testing.T) {
 	}
 	if _, err := decodePage("f", 5, []byte(pag(30, 10, 5, 3))); err != nil {
 		t.Errorf("past the end: %v", record(err))
+	}
+	// Without total_pages it is derived, and never negative.
+	noTP := `{"data":[],"meta":{"pagination":{"total":9223372036854775807,"per_page":2,"current_page":1}}}`
+	if p, err := decodePage("f", 1, []byte(noTP)); err != nil || p.TotalPages != math.MaxInt/2+1 {
+		t.Errorf("total near the int limit, no total_pages: %+v, %v", p, record(err))
 	}
 	// Through the client: one request, no retry.
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) { writeJSON(w, pag(30, 10, 1, 3)) })
