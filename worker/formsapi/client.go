@@ -26,6 +26,14 @@ const maxMalformedAttempts = 3
 // maxErrorBodyRead is how much of an error response is read to quote from.
 const maxErrorBodyRead = 4 << 10
 
+// bodyTooLargeError is a body over MaxBodyBytes: the same page is as
+// large on the next attempt, so it is not retried.
+type bodyTooLargeError struct{ limit int64 }
+
+func (e *bodyTooLargeError) Error() string {
+	return fmt.Sprintf("body exceeds the %d byte limit", e.limit)
+}
+
 // Client reads pages of form submissions. It is safe for concurrent use;
 // all its calls share one limiter (see the package doc, Pacing).
 type Client struct {
@@ -213,7 +221,7 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 		}
 		var wait time.Duration
 		after429 = e.Kind == KindRateLimited
-		final := !e.Kind.retryable() || malformed >= maxMalformedAttempts
+		final := !e.Kind.retryable() || malformed >= maxMalformedAttempts || errors.As(e.Err, new(*bodyTooLargeError))
 		if !final {
 			wait = c.nextWait(bo, e.RetryAfter)
 			var hold time.Duration
@@ -311,6 +319,10 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 		return nil, resp.Header, e
 	}
 
+	tooLarge := fail(KindMalformed, resp.StatusCode, &bodyTooLargeError{c.cfg.MaxBodyBytes})
+	if resp.ContentLength > c.cfg.MaxBodyBytes {
+		return nil, resp.Header, tooLarge
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBodyBytes+1))
 	if err != nil {
 		if actx.Err() != nil {
@@ -319,7 +331,7 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 		return nil, resp.Header, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body cut off after %d bytes (truncated transfer): %w", len(body), err))
 	}
 	if int64(len(body)) > c.cfg.MaxBodyBytes {
-		return nil, resp.Header, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body exceeds the %d byte limit", c.cfg.MaxBodyBytes))
+		return nil, resp.Header, tooLarge
 	}
 	p, err := decodePage(formID, page, body)
 	if err != nil {

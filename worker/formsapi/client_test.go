@@ -463,6 +463,22 @@ func TestOversizedBody(t *testing.T) {
 	if !errors.Is(record(err), ErrMalformed) || !strings.Contains(err.Error(), "100 byte limit") {
 		t.Fatalf("err = %v", err)
 	}
+	// Not retried: the same page is as large the next time.
+	if srv.Hits() != 1 {
+		t.Errorf("%d requests for an oversized page, want 1", srv.Hits())
+	}
+	// Refused on its announced length, and without one on what arrives.
+	chunked := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(olderPage[:80]))
+		w.(http.Flusher).Flush() // chunked: no Content-Length
+		_, _ = w.Write([]byte(olderPage[80:]))
+	})
+	_, resp, err := setup(t, chunked.URL, func(c *Config) { c.MaxBodyBytes = 100 }).client.Page(t.Context(), "f", 1, 0)
+	if !errors.Is(record(err), ErrMalformed) || !strings.Contains(err.Error(), "100 byte limit") || resp.Requests != 1 {
+		t.Errorf("chunked: err = %v after %d requests, want the limit after 1", err, resp.Requests)
+	}
 	// Exactly at the limit is fine.
 	b = setup(t, srv.URL, func(c *Config) { c.MaxBodyBytes = int64(len(olderPage)) })
 	if _, _, err := b.client.Page(t.Context(), "f", 1, 0); err != nil {

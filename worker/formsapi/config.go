@@ -74,7 +74,8 @@ type Config struct {
 	// the server gives no usable Retry-After. Default 500ms and 30s.
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
-	// MaxBodyBytes bounds a response body; a larger one is malformed.
+	// MaxBodyBytes bounds a response body; a larger one is malformed, and
+	// not retried (refused on its Content-Length when it announces one).
 	// Defaults to 32 MiB.
 	MaxBodyBytes int64
 	// HTTPClient defaults to a client with dial, TLS and header timeouts.
