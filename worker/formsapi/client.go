@@ -2,6 +2,7 @@ package formsapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -221,7 +222,7 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 		}
 		var wait time.Duration
 		after429 = e.Kind == KindRateLimited
-		final := !e.Kind.retryable() || malformed >= maxMalformedAttempts || errors.As(e.Err, new(*bodyTooLargeError))
+		final := !e.Kind.retryable() || malformed >= maxMalformedAttempts || lasting(e)
 		if !final {
 			wait = c.nextWait(bo, e.RetryAfter)
 			var hold time.Duration
@@ -245,6 +246,15 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 			return nil, c.cancelled(formID, page, err, last)
 		}
 	}
+}
+
+// lasting reports a failure of a retryable kind that the next attempt
+// would meet again: a body over the size limit, or a server certificate
+// that does not verify (untrusted, expired, for another name).
+func lasting(e *Error) bool {
+	var tooLarge *bodyTooLargeError
+	var cert *tls.CertificateVerificationError
+	return errors.As(e.Err, &tooLarge) || errors.As(e.Err, &cert)
 }
 
 // unauthorized returns, once a 401 has been seen, the error for a call

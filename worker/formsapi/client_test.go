@@ -3,11 +3,15 @@ package formsapi
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -657,5 +661,23 @@ func TestConfigPrintingRedactsToken(t *testing.T) {
 	}
 	if s := fmt.Sprintf("%+v", c.Config()); strings.Contains(s, testToken) {
 		t.Errorf("effective config leaks: %s", s)
+	}
+}
+
+// TestCertificateRejectedNotRetried: a server certificate that does not
+// verify fails the call at once: it verifies no better a moment later, and
+// retrying spent the whole wait budget on every page of every form.
+func TestCertificateRejectedNotRetried(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writePage(w, r, newerPage) }))
+	t.Cleanup(srv.Close)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	b := setup(t, srv.URL)                           // the default client, which does not trust the test CA
+	_, resp, err := b.client.Page(t.Context(), "f", 1, 0)
+	var cv *tls.CertificateVerificationError
+	if !errors.Is(record(err), ErrTransport) || !errors.As(err, &cv) {
+		t.Fatalf("err = %v, want a transport error with the verification failure", err)
+	}
+	if resp.Requests != 1 || resp.Waited != 0 {
+		t.Errorf("%d requests, waited %v; want 1 and no wait", resp.Requests, resp.Waited)
 	}
 }

@@ -52,8 +52,8 @@
 // budget also pays for the limiter's hold until the server's window closes
 // (see Pacing), which a 429 with X-RateLimit-Reset but no Retry-After
 // makes far longer than the backoff; the call fails before a hold that
-// would not fit. A body over MaxBodyBytes fails at once: the page is as
-// large on every attempt.
+// would not fit. A body over MaxBodyBytes, and a server certificate that
+// does not verify, fail at once: the next attempt would meet them again.
 //
 // A 401 fails the run: the token is the same for every form, so once any
 // call of a Client has been answered 401, every later call returns an
