@@ -148,7 +148,7 @@ func (e *Error) Error() string {
 	case KindUnauthorized:
 		b.WriteString("the API token was rejected (HTTP 401): it is invalid or revoked, or the Bearer prefix is missing; check FORMSYNC_API_TOKEN (or the file FORMSYNC_API_TOKEN_FILE names)")
 	case KindFormNotFound:
-		b.WriteString("form not found (HTTP 404): it does not exist or was deleted; check the form id in FORMSYNC_FORMS")
+		b.WriteString("form not found (HTTP 404): it does not exist or was deleted; check the form id in FORMSYNC_FORMS, or FORMSYNC_API_BASE_URL if every form answers 404")
 	case KindRateLimited:
 		b.WriteString("rate limited by the API (HTTP 429)")
 		if e.RetryAfter > 0 {
