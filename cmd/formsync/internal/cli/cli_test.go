@@ -196,3 +196,25 @@ func TestSimulateRefusesNonLoopback(t *testing.T) {
 		t.Errorf("simulate on loopback exited %d: %s", code, out.String())
 	}
 }
+
+// A mistyped --form given to reconcile fails with a 404, and the failure is
+// recorded in a state of that id; forget must still refuse the id: nothing
+// of the form was ever stored, so an erasure there would report a success
+// that removed nothing.
+func TestForgetRefusesAFormThatOnlyEverFailed(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 3, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
+	syncEnv(t, sim, "contact")
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync exit %d:\n%s", code, errOut)
+	}
+	if code, _, errOut := run(t, "reconcile", "--form", "contcat"); code != exitFailed {
+		t.Fatalf("reconcile of an unknown form: exit %d, want %d:\n%s", code, exitFailed, errOut)
+	}
+	code, out, errOut := run(t, "forget", "--form", "contcat", "--key", "1001")
+	if code != exitUsage || !strings.Contains(errOut, "no such form") {
+		t.Errorf("forget in a form that never synced: exit %d, want %d naming it:\n%s%s", code, exitUsage, out, errOut)
+	}
+	if code, out, errOut := run(t, "forget", "--form", "contact", "--key", "1001", "--dry-run"); code != exitOK {
+		t.Errorf("forget in a synced form: exit %d:\n%s%s", code, out, errOut)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker"
 )
 
@@ -72,11 +73,13 @@ func runForget(ctx context.Context, e *env, args []string) int {
 	}
 	defer dst.Close()
 	// A mistyped form id would find nothing, tombstone the keys under a
-	// form that does not exist and report success.
+	// form that does not exist and report success. A state that only
+	// records failures (a reconcile of the mistyped id, which answered
+	// 404) does not make the id a form formsync ever read.
 	if states, err := dst.ReadState(ctx, []string{*form}); err != nil {
 		e.log.Error("cannot read the sync state", "form", *form, "error", err.Error())
 		return exitFailed
-	} else if _, ok := states[*form]; !ok && !slices.Contains(e.cfg.Forms, *form) {
+	} else if st, ok := states[*form]; !(ok && everRead(st)) && !slices.Contains(e.cfg.Forms, *form) {
 		return configError(e, &ConfigError{Problems: []string{fmt.Sprintf("--form %s: no such form here (never synced, and not in FORMSYNC_FORMS): check the id", *form)}})
 	}
 	// Only what forget reads: the engine's reading settings (page size,
@@ -118,4 +121,12 @@ func runForget(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stdout, "No later sync, lookback, backfill or reconcile will store these submissions again.")
 	}
 	return exitOK
+}
+
+// everRead reports whether a stored state shows the form was ever read or
+// written: a success, a row, a watermark, a backfill under way or an
+// earlier erasure. A state holding only the error of a failed read does not.
+func everRead(st state.Form) bool {
+	return !st.LastSuccessAt.IsZero() || st.Rows+st.Deleted > 0 || !st.Watermark.IsZero() ||
+		st.Backfill != nil || st.Forgotten != nil
 }
