@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -389,5 +391,35 @@ func TestFieldPolicyProblems(t *testing.T) {
 	t.Setenv("FORMSYNC_RECONCILE_EVERY", "-24h")
 	if code, _, errOut := run(t, "env", "-check", "sync"); code != exitUsage || !strings.Contains(errOut, `FORMSYNC_RECONCILE_EVERY="-24h": -24h0m0s is negative`) {
 		t.Errorf("negative reconcile period: exit %d:\n%s", code, errOut)
+	}
+}
+
+// TestScheduleThatCannotRun: a spec cron parses but that never fires, or an
+// @every interval below cron's floor of a second (which cron runs every
+// second, so "@every -5m" would sync back to back), is refused under the
+// variable by `env -check run` as by `run`, before anything is opened.
+func TestScheduleThatCannotRun(t *testing.T) {
+	for _, spec := range []string{"0 0 30 2 *", "@every -5m", "@every 0s", "@every 500ms"} {
+		apiEnv(t)
+		t.Setenv("FORMSYNC_SQLITE_PATH", filepath.Join(t.TempDir(), "f.db"))
+		t.Setenv("FORMSYNC_SCHEDULE", spec)
+		t.Setenv("FORMSYNC_HTTP_ADDR", "127.0.0.1:0")
+		for _, args := range [][]string{{"env", "-check", "run"}, {"run"}} {
+			// Cancelled: a run that took the spec stops at once.
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			var out, errOut bytes.Buffer
+			code := Main(ctx, args, &out, &errOut)
+			if code != exitUsage || !strings.Contains(errOut.String(), `FORMSYNC_SCHEDULE="`+spec+`"`) {
+				t.Errorf("FORMSYNC_SCHEDULE=%q: formsync %s exit %d, want %d naming the variable:\n%s%s", spec, strings.Join(args, " "), code, exitUsage, out.String(), errOut.String())
+			}
+		}
+	}
+	apiEnv(t)
+	for _, spec := range []string{"@every 1s", "@every 5m", "@hourly", "0 0 29 2 *", "CRON_TZ=Europe/Paris */5 * * * *"} {
+		t.Setenv("FORMSYNC_SCHEDULE", spec)
+		if code, out, errOut := run(t, "env", "-check", "run"); code != exitOK {
+			t.Errorf("FORMSYNC_SCHEDULE=%q refused (exit %d):\n%s%s", spec, code, out, errOut)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -116,8 +117,8 @@ func (c *Config) Validate(n Need) error {
 		}
 	}
 	if n.Sched {
-		if _, err := cron.ParseStandard(c.Schedule); err != nil && !p.has("SCHEDULE") {
-			p.add("SCHEDULE", "FORMSYNC_SCHEDULE=%q is not a cron spec (e.g. \"*/15 * * * *\" or \"@every 5m\"): %v", c.Schedule, err)
+		if err := checkSchedule(c.Schedule); err != nil && !p.has("SCHEDULE") {
+			p.add("SCHEDULE", "FORMSYNC_SCHEDULE=%q %v", c.Schedule, err)
 		}
 		if err := checkListenAddr(c.HTTPAddr); err != nil && !p.has("HTTP_ADDR") {
 			p.add("HTTP_ADDR", "FORMSYNC_HTTP_ADDR=%q: %v", c.HTTPAddr, err)
@@ -366,6 +367,31 @@ func formIDProblem(id string) string {
 		return fmt.Sprintf("%q contains whitespace or control characters", id)
 	}
 	return ""
+}
+
+// checkSchedule checks a cron spec for `formsync run`: that cron parses it,
+// that it fires at all (cron gives up on "0 0 30 2 *" and the scheduler
+// refuses it), and that an @every interval is not below cron's floor of a
+// second, which cron would silently raise to one: "@every -5m" would sync
+// back to back.
+func checkSchedule(spec string) error {
+	sched, err := cron.ParseStandard(spec)
+	if err != nil {
+		return fmt.Errorf("is not a cron spec (e.g. \"*/15 * * * *\" or \"@every 5m\"): %v", err)
+	}
+	f := strings.Fields(spec)
+	if len(f) > 0 && (strings.HasPrefix(f[0], "CRON_TZ=") || strings.HasPrefix(f[0], "TZ=")) {
+		f = f[1:]
+	}
+	if len(f) == 2 && f[0] == "@every" {
+		if d, err := time.ParseDuration(f[1]); err == nil && d < time.Second {
+			return fmt.Errorf("runs every %v: an @every interval must be at least 1s (e.g. @every 5m)", d)
+		}
+	}
+	if sched.Next(time.Now().UTC()).IsZero() {
+		return errors.New("never fires (a date that does not exist, such as 30 February): give a schedule that comes round")
+	}
+	return nil
 }
 
 // checkListenAddr checks a host:port for net.Listen without listening.
