@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/formsync/formsync/sink/bigquery/bqfake"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
@@ -216,5 +217,50 @@ func TestForgetRefusesAFormThatOnlyEverFailed(t *testing.T) {
 	}
 	if code, out, errOut := run(t, "forget", "--form", "contact", "--key", "1001", "--dry-run"); code != exitOK {
 		t.Errorf("forget in a synced form: exit %d:\n%s%s", code, out, errOut)
+	}
+}
+
+// TestForgetInAMissingStore: an erasure run against a mistyped SQLite path
+// or BigQuery dataset must not create an empty store there and report that
+// nothing matched (or that the keys are tombstoned): the person's rows are
+// elsewhere, untouched.
+func TestForgetInAMissingStore(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 4, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
+	db := syncEnv(t, sim, "contact")
+	typo := filepath.Join(filepath.Dir(db), "typo.db")
+	t.Setenv("FORMSYNC_SQLITE_PATH", typo)
+	for _, args := range [][]string{
+		{"forget", "--form", "contact", "--field", "email=person@example.com"},
+		{"forget", "--form", "contact", "--key", "1001"},
+	} {
+		code, out, errOut := run(t, args...)
+		if code != exitFailed || !strings.Contains(errOut, "FORMSYNC_SQLITE_PATH") || strings.Contains(out, "orgot") || strings.Contains(out, "nothing changed") {
+			t.Errorf("%v into a missing database: exit %d, want %d naming FORMSYNC_SQLITE_PATH:\n%s%s", args, code, exitFailed, out, errOut)
+		}
+		if _, err := os.Stat(typo); err == nil {
+			t.Fatalf("%v created %s", args, typo)
+		}
+	}
+
+	fake := bqfake.New(bqfake.Options{})
+	t.Cleanup(fake.Close)
+	t.Setenv("FORMSYNC_SINK", "bigquery")
+	t.Setenv("FORMSYNC_BQ_PROJECT", "p")
+	t.Setenv("FORMSYNC_BQ_ENDPOINT", fake.URL())
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync: exit %d: %s", code, errOut)
+	}
+	t.Setenv("FORMSYNC_BQ_DATASET", "formsnyc")
+	fake.ResetStats()
+	code, out, errOut := run(t, "forget", "--form", "contact", "--key", "1001")
+	if code != exitFailed || !strings.Contains(errOut, "formsnyc") || strings.Contains(out, "orgot") {
+		t.Errorf("forget into a missing dataset: exit %d, want %d naming it:\n%s%s", code, exitFailed, out, errOut)
+	}
+	if ddl := fake.Stats().DDL; len(ddl) != 0 {
+		t.Errorf("forget created %v", ddl)
+	}
+	t.Setenv("FORMSYNC_BQ_DATASET", "formsync")
+	if code, out, errOut := run(t, "forget", "--form", "contact", "--key", "1001", "--dry-run"); code != exitOK {
+		t.Errorf("forget in the synced dataset: exit %d:\n%s%s", code, out, errOut)
 	}
 }

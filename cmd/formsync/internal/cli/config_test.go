@@ -151,6 +151,7 @@ func TestCommandsReadOnlyTheirVariables(t *testing.T) {
 	t.Setenv("FORMSYNC_PAGE_SIZE", "500")
 	t.Setenv("FORMSYNC_CONCURRENCY", "-1")
 	t.Setenv("FORMSYNC_FORMS", "a")
+	t.Setenv("FORMSYNC_SQLITE_PATH", db) // forget opens only a store a sync wrote
 	if code, _, errOut := run(t, "forget", "--form", "a", "--key", "1", "--dry-run"); code != 0 {
 		t.Errorf("forget with reading settings it does not read out of range: exit %d:\n%s", code, errOut)
 	}

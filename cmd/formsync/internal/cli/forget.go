@@ -2,12 +2,16 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	iofs "io/fs"
+	"os"
 	"slices"
 	"strings"
 
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker"
 )
@@ -65,6 +69,12 @@ func runForget(ctx context.Context, e *env, args []string) int {
 	}
 	if len(problems) > 0 {
 		return configError(e, &ConfigError{Problems: problems})
+	}
+	// A mistyped FORMSYNC_SQLITE_PATH or dataset would be created empty,
+	// and the erasure reported against it while the rows stay elsewhere.
+	if err := storeExists(ctx, e.cfg); err != nil {
+		fmt.Fprintf(e.stderr, "formsync forget: %v; nothing was forgotten\n", err)
+		return exitFailed
 	}
 	dst, err := openSink(ctx, e.cfg)
 	if err != nil {
@@ -129,4 +139,25 @@ func runForget(ctx context.Context, e *env, args []string) int {
 func everRead(st state.Form) bool {
 	return !st.LastSuccessAt.IsZero() || st.Rows+st.Deleted > 0 || !st.Watermark.IsZero() ||
 		st.Backfill != nil || st.Forgotten != nil
+}
+
+// storeExists reports a sink a sync never wrote: no SQLite file at
+// FORMSYNC_SQLITE_PATH, or no formsync tables in the BigQuery dataset. It
+// creates nothing; other failures are left to opening the sink.
+func storeExists(ctx context.Context, cfg Config) error {
+	switch cfg.Sink {
+	case "sqlite":
+		if _, err := os.Stat(cfg.SQLitePath); errors.Is(err, iofs.ErrNotExist) {
+			return fmt.Errorf("no database at FORMSYNC_SQLITE_PATH=%q: check the path (a sync creates the file on its first run)", cfg.SQLitePath)
+		}
+	case "bigquery":
+		s, err := bigquery.OpenReadOnly(ctx, cfg.bigQuery())
+		if errors.Is(err, bigquery.ErrNotFound) {
+			return err
+		}
+		if err == nil {
+			s.Close()
+		}
+	}
+	return nil
 }
