@@ -1097,3 +1097,57 @@ func TestShutdownTimeoutDefault(t *testing.T) {
 		t.Error("effective does not fall back to the default")
 	}
 }
+
+// TestFieldHashKeyMounted: the ConfigMap offers a field policy that hashes,
+// commented out, and the path of its key file beside it. Uncommenting them
+// must be all it takes: every pod mounts that file read-only from a Secret,
+// optional, so that pods without a policy start without the Secret.
+func TestFieldHashKeyMounted(t *testing.T) {
+	raw, err := os.ReadFile("base/configmap.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*#\s*FORMSYNC_FIELD_HASH_KEY_FILE:\s*"([^"]+)"`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("base/configmap.yaml offers FORMSYNC_FIELD_POLICY but not the FORMSYNC_FIELD_HASH_KEY_FILE its hash needs")
+	}
+	file := string(m[1])
+	dir, base := path.Split(file)
+	for _, k := range kustomizations {
+		t.Run(k, func(t *testing.T) {
+			_, ms := render(t, k)
+			for _, pt := range podTemplates(ms) {
+				spec := pt.tmpl.Spec
+				var mount *corev1.VolumeMount
+				for i, vm := range spec.Containers[0].VolumeMounts {
+					if vm.MountPath == strings.TrimSuffix(dir, "/") {
+						mount = &spec.Containers[0].VolumeMounts[i]
+					}
+				}
+				if mount == nil {
+					t.Errorf("%s: nothing is mounted at %s, where FORMSYNC_FIELD_HASH_KEY_FILE=%s", pt.owner, dir, file)
+					continue
+				}
+				if !mount.ReadOnly {
+					t.Errorf("%s: the hash key mount %s must be readOnly", pt.owner, mount.MountPath)
+				}
+				var vol *corev1.Volume
+				for i, v := range spec.Volumes {
+					if v.Name == mount.Name {
+						vol = &spec.Volumes[i]
+					}
+				}
+				switch {
+				case vol == nil || vol.Secret == nil:
+					t.Errorf("%s: %s must come from a Secret", pt.owner, mount.MountPath)
+				case vol.Secret.SecretName == tokenSecret:
+					t.Errorf("%s: the hash key must have a Secret of its own: %s must not be optional", pt.owner, tokenSecret)
+				case vol.Secret.Optional == nil || !*vol.Secret.Optional:
+					t.Errorf("%s: the hash key Secret must be optional: pods without a policy that hashes run without it", pt.owner)
+				case !slices.ContainsFunc(vol.Secret.Items, func(it corev1.KeyToPath) bool { return it.Path == base }):
+					t.Errorf("%s: the hash key Secret projects no %s", pt.owner, base)
+				}
+			}
+		})
+	}
+}
