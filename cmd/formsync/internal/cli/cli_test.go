@@ -264,3 +264,17 @@ func TestForgetInAMissingStore(t *testing.T) {
 		t.Errorf("forget in the synced dataset: exit %d:\n%s%s", code, out, errOut)
 	}
 }
+
+// TestDemoRefusesNoSubmissions: the simulator takes 0 for its default (100),
+// so the demo said it served forms "of 0 submissions" while serving 100,
+// some dated in the future, and a negative count failed the demo halfway.
+func TestDemoRefusesNoSubmissions(t *testing.T) {
+	clearEnv(t)
+	for _, n := range []string{"0", "-5"} {
+		db := filepath.Join(t.TempDir(), "demo.db")
+		code, out, errOut := run(t, "demo", "-db", db, "-submissions", n)
+		if code != exitUsage || !strings.Contains(errOut, "-submissions") {
+			t.Errorf("demo -submissions %s: exit %d, want %d naming the flag:\n%s%s", n, code, exitUsage, out, errOut)
+		}
+	}
+}

@@ -33,6 +33,12 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
+	if *n < 4 {
+		// The simulator takes 0 for its default, and the demo deletes 3
+		// submissions of a form: fewer leave it nothing to show.
+		fmt.Fprintf(e.stderr, "formsync demo: -submissions %d: give at least 4 submissions per form\n", *n)
+		return exitUsage
+	}
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		if err := os.Remove(*db + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintf(e.stderr, "formsync demo: %v\n", err)
