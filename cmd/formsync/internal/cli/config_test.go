@@ -168,6 +168,16 @@ func TestStagingAndPushgatewayCheckedUpFront(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "FORMSYNC_TMP_DIR=") || !strings.Contains(errOut, `FORMSYNC_PUSHGATEWAY_URL="pg:9091" is not an http(s) URL`) {
 		t.Errorf("env -check sync: exit %d:\n%s", code, errOut)
 	}
+	// A directory nothing can be written in (a read-only root filesystem
+	// without its emptyDir) failed every form of every run, exit 1, with
+	// an error about a spool file rather than the variable.
+	if fi, err := os.Stat("/proc"); err == nil && fi.IsDir() {
+		t.Setenv("FORMSYNC_TMP_DIR", "/proc")
+		t.Setenv("FORMSYNC_PUSHGATEWAY_URL", "")
+		if code, _, errOut := run(t, "env", "-check", "sync"); code != exitUsage || !strings.Contains(errOut, `FORMSYNC_TMP_DIR="/proc"`) {
+			t.Errorf("env -check sync with a staging directory nothing can be written in: exit %d:\n%s", code, errOut)
+		}
+	}
 	t.Setenv("FORMSYNC_TMP_DIR", t.TempDir())
 	t.Setenv("FORMSYNC_PUSHGATEWAY_URL", "http://pushgateway:9091")
 	if code, _, errOut := run(t, "env", "-check", "sync"); code != 0 {

@@ -168,6 +168,12 @@ func (c *Config) validateRunOutputs(p *problems) {
 	if c.TmpDir != "" && !p.has("TMP_DIR") {
 		if fi, err := os.Stat(c.TmpDir); err != nil || !fi.IsDir() {
 			p.add("TMP_DIR", "FORMSYNC_TMP_DIR=%q is not a directory: rows are staged there; create it or point at one (the system temp dir when unset)", c.TmpDir)
+		} else if f, err := os.CreateTemp(c.TmpDir, ".formsync-check-*"); err != nil {
+			// A read-only root filesystem without its emptyDir.
+			p.add("TMP_DIR", "FORMSYNC_TMP_DIR=%q: cannot write there (%v): rows are staged there; point it at a writable directory", c.TmpDir, errors.Unwrap(err))
+		} else {
+			f.Close()
+			os.Remove(f.Name())
 		}
 	}
 	// A push that cannot happen was a warning after each run, its metrics
