@@ -20,6 +20,7 @@ import (
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/sink/bigquery/bqfake"
+	"github.com/formsync/formsync/sink/memsink"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/enginetest"
@@ -668,4 +669,30 @@ func TestFieldPolicyChangeIsNoticed(t *testing.T) {
 		}
 	}
 	h.MustSync(ctx)
+}
+
+// A form with no submissions, or with one, cannot tell its sort order,
+// and needs none: its one page is read whole. A reconcile of it is made,
+// and marks what the form no longer serves.
+func TestReconcileOfAFormOfOnePageWithoutOrder(t *testing.T) {
+	subs := manySubs(2) // ids 2 and 1
+	api := &fakeAPI{perPage: 10}
+	api.set("empty")
+	api.set("one", subs[1:]...)
+	s := memsink.New()
+	e := fakeEngine(t, api, s, worker.Config{Forms: []string{"empty", "one"}, PageSize: 10})
+	mustSync(t, e)
+	api.set("one", subs[:1]...) // id 1 deleted, id 2 added
+	rep, err := e.Reconcile(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fr := range rep.Forms {
+		if fr.Err != nil || !fr.Reconciled {
+			t.Errorf("form %s: reconciled %v, error %v", fr.FormID, fr.Reconciled, fr.Err)
+		}
+	}
+	if fr := enginetest.FormReport(t, rep, "one"); fr.Deleted != 1 {
+		t.Errorf("form one: %d rows marked deleted, want 1", fr.Deleted)
+	}
 }

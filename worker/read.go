@@ -129,12 +129,19 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, par
 
 // checkReconcileRead refuses to reconcile from a read that saw fewer
 // submissions than the API counts: the rows it missed would be marked
-// deleted.
+// deleted. So it does from a read of a form of several pages whose sort
+// order is unknown, read in a direction that pages moving may make skip
+// submissions; a form of one page (empty, or whose submissions cannot
+// tell the order) is read whole in one request.
 func (r *formRun) checkReconcileRead() error {
 	seen := int64(r.spool.Len()) + r.forgotten + r.copies.Count()
-	if r.order == state.OrderUnknown || seen < r.minTotal {
+	if seen < r.minTotal {
 		return fmt.Errorf("form %s: not reconciled: the read saw %d submissions where the API counts %d, and a row it missed would be marked deleted; the next reconcile tries again",
 			r.old.FormID, seen, r.minTotal)
+	}
+	if r.order == state.OrderUnknown && r.minTotal > int64(r.perPage) {
+		return fmt.Errorf("form %s: not reconciled: its %d submissions span several pages and do not tell the order the API sorts them in, which a read must follow so that a row it missed is not marked deleted; the next reconcile tries again",
+			r.old.FormID, r.minTotal)
 	}
 	return nil
 }
