@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -181,41 +182,46 @@ func TestLimiterFollowsServerWindow(t *testing.T) {
 }
 
 // TestLimiterConcurrentFormsShareBudget: four callers sharing one limiter
-// against the same server stay within its window.
+// against the same server stay within its window. They run in a synctest
+// bubble, whose clock moves only when every caller sleeps: a shared fake
+// clock that each sleeper moves on by its own sleep moved it on four times
+// for four callers waiting for the same window, and how often that
+// happened depended on the scheduler.
 func TestLimiterConcurrentFormsShareBudget(t *testing.T) {
-	clock := newFakeClock()
-	srv := &laravel{limit: 30, window: 10 * time.Second}
-	var mu sync.Mutex // the server's state and counts
-	l := newLimiter(1000, time.Minute, clock.Now, clock.Sleep)
-	ok, refused := 0, 0
-	end := clock.Now().Add(2 * time.Minute)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for clock.Now().Before(end) {
-				s, _, _, err := l.wait(t.Context(), noHoldLimit)
-				if err != nil {
-					t.Error(err)
-					return
+	synctest.Test(t, func(t *testing.T) {
+		srv := &laravel{limit: 30, window: 10 * time.Second}
+		var mu sync.Mutex // the server's state and counts
+		l := newLimiter(1000, time.Minute, time.Now, sleepContext)
+		ok, refused := 0, 0
+		end := time.Now().Add(2 * time.Minute)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					s, _, _, err := l.wait(t.Context(), noHoldLimit)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					status, h, ra := srv.answer(time.Now())
+					if status == 429 {
+						refused++
+					} else {
+						ok++
+					}
+					mu.Unlock()
+					l.observe(s, status, h, ra)
+					time.Sleep(time.Millisecond)
 				}
-				mu.Lock()
-				status, h, ra := srv.answer(clock.Now())
-				if status == 429 {
-					refused++
-				} else {
-					ok++
-				}
-				mu.Unlock()
-				l.observe(s, status, h, ra)
-				clock.Advance(time.Millisecond)
-			}
-		})
-	}
-	wg.Wait()
-	t.Logf("%d answered, %d refused", ok, refused)
-	if total := ok + refused; refused*50 > total || ok < 10*30 {
-		t.Errorf("%d answered, %d refused (of %d): want <= 2%% refused and >= %d answered", ok, refused, total, 10*30)
-	}
+			})
+		}
+		wg.Wait()
+		t.Logf("%d answered, %d refused", ok, refused)
+		if total := ok + refused; refused*50 > total || ok < 10*30 {
+			t.Errorf("%d answered, %d refused (of %d): want <= 2%% refused and >= %d answered", ok, refused, total, 10*30)
+		}
+	})
 }
 
 // TestLimiterWithoutHeaders: a server that sends no rate-limit headers is
