@@ -234,6 +234,12 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 	}); err != nil {
 		s.client.Close()
 		if errors.Is(err, ErrNotFound) {
+			// The hint of a missing table, that a sync creates it, is
+			// for a sync; this message says what to check instead.
+			var be *Error
+			if errors.As(err, &be) {
+				be.Hint = ""
+			}
 			return nil, fmt.Errorf("bigquery: %s does not exist: formsync has not synced into dataset %s of project %s (check FORMSYNC_BQ_PROJECT and FORMSYNC_BQ_DATASET): %w", res, s.cfg.Dataset, s.cfg.Project, err)
 		}
 		return nil, err
