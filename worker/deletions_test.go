@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -694,5 +695,35 @@ func TestReconcileOfAFormOfOnePageWithoutOrder(t *testing.T) {
 	}
 	if fr := enginetest.FormReport(t, rep, "one"); fr.Deleted != 1 {
 		t.Errorf("form one: %d rows marked deleted, want 1", fr.Deleted)
+	}
+}
+
+// A failed form's report carries when it last synced and was last
+// reconciled, as stored, for the metrics of a fresh process.
+func TestFailedFormReportsItsStoredLastSuccess(t *testing.T) {
+	api := &fakeAPI{perPage: 10}
+	api.set("f", manySubs(3)...)
+	var failing atomic.Bool
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+	s := memsink.New()
+	e := fakeEngine(t, h, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+	if _, err := e.Reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.ReadState(t.Context(), []string{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(true)
+	fr := enginetest.FormReport(t, mustSync(t, e), "f")
+	if fr.Err == nil || !fr.LastSuccessAt.Equal(st["f"].LastSuccessAt) || !fr.LastReconcileAt.Equal(st["f"].LastReconcileAt) || fr.LastSuccessAt.IsZero() {
+		t.Errorf("failed form: error %v, last success %v, last reconcile %v; want an error and %v, %v",
+			fr.Err, fr.LastSuccessAt, fr.LastReconcileAt, st["f"].LastSuccessAt, st["f"].LastReconcileAt)
 	}
 }

@@ -211,7 +211,11 @@ type FormReport struct {
 	Future, TooDeep, NoFields int
 	// Watermark is the form's watermark after the run.
 	Watermark state.Watermark
-	Duration  time.Duration
+	// LastSuccessAt and LastReconcileAt are when the form last synced
+	// and was last reconciled before this run, as stored (zero when
+	// never): what a failed form's metrics keep showing.
+	LastSuccessAt, LastReconcileAt time.Time
+	Duration                       time.Duration
 	// Err is why the form failed this run; its watermark did not move.
 	// An interrupted form (shutdown) has Err wrapping context.Canceled.
 	Err error

@@ -166,6 +166,7 @@ func (r *formRun) finalReport() FormReport {
 	fr.Duration = r.e.cfg.Now().Sub(r.start)
 	fr.Forgotten = r.forgotten
 	fr.Copies = r.copies.Count()
+	fr.LastSuccessAt, fr.LastReconcileAt = r.old.LastSuccessAt, r.old.LastReconcileAt
 	if !r.committed {
 		fr.Watermark = r.old.Watermark
 	}

@@ -193,6 +193,19 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 		}
 		if f.Err != nil || rep.CommitErr != nil {
 			m.formFailures.WithLabelValues(f.FormID).Inc()
+			// A failed form keeps showing its last success as stored,
+			// so that its age grows: a fresh process (a one-shot
+			// command pushing to the Pushgateway, a restarted pod)
+			// would otherwise have no series for it at all.
+			if !f.LastSuccessAt.IsZero() {
+				m.lastSuccess.WithLabelValues(f.FormID).Set(float64(f.LastSuccessAt.UnixNano()) / 1e9)
+			}
+			if !f.LastReconcileAt.IsZero() {
+				m.lastReconcile.WithLabelValues(f.FormID).Set(float64(f.LastReconcileAt.UnixNano()) / 1e9)
+			}
+			if !f.Watermark.IsZero() {
+				m.watermarkLag.WithLabelValues(f.FormID).Set(now.Sub(f.Watermark.CreatedAt).Seconds())
+			}
 			continue
 		}
 		m.rows.WithLabelValues(f.FormID, "inserted").Add(float64(f.Inserted))

@@ -175,6 +175,34 @@ formsync_watermark_lag_seconds{form="a"} 600
 	}
 }
 
+// TestFailedFormKeepsItsStoredLastSuccess: a fresh process (a one-shot
+// command pushing to the Pushgateway, a restarted pod) whose run fails a
+// form shows the form's last success, reconcile and watermark as stored,
+// so that an alert on their age fires, instead of no series at all.
+func TestFailedFormKeepsItsStoredLastSuccess(t *testing.T) {
+	m := newMetrics()
+	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{
+		{FormID: "a", Err: errors.New("form a: HTTP 500"), LastSuccessAt: now.Add(-3 * time.Hour),
+			LastReconcileAt: now.Add(-48 * time.Hour), Watermark: state.Watermark{CreatedAt: now.Add(-4 * time.Hour)}},
+		{FormID: "never", Err: errors.New("form never: HTTP 404")},
+	}}, 0)
+	want := `
+# HELP formsync_last_success_timestamp_seconds Unix time of the form's last successful sync.
+# TYPE formsync_last_success_timestamp_seconds gauge
+formsync_last_success_timestamp_seconds{form="a"} 1.7723556e+09
+# HELP formsync_last_reconcile_timestamp_seconds Unix time of the form's last reconcile (every page read, rows deleted upstream marked).
+# TYPE formsync_last_reconcile_timestamp_seconds gauge
+formsync_last_reconcile_timestamp_seconds{form="a"} 1.7721936e+09
+# HELP formsync_watermark_lag_seconds Seconds between the end of the form's last sync and the created_at of the newest submission loaded.
+# TYPE formsync_watermark_lag_seconds gauge
+formsync_watermark_lag_seconds{form="a"} 14400
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "formsync_last_success_timestamp_seconds",
+		"formsync_last_reconcile_timestamp_seconds", "formsync_watermark_lag_seconds"); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestMetricNamesFollowConventions(t *testing.T) {
 	m := newMetrics()
 	m.ObserveRequest(formsapi.Event{FormID: "a", Status: 200, Duration: time.Millisecond})
