@@ -88,7 +88,7 @@ func TestErrorStatuses(t *testing.T) {
 		{400, KindAccessDisabled, ErrAccessDisabled, `enable "HTTP API Access" in the form's Settings tab`, 1},
 		{401, KindUnauthorized, ErrUnauthorized, "FORMSYNC_API_TOKEN", 1},
 		// A wrong base URL path answers 404 for every form, too.
-		{404, KindFormNotFound, ErrFormNotFound, "check the form id in FORMSYNC_FORMS, or FORMSYNC_API_BASE_URL if every form answers 404", 1},
+		{404, KindFormNotFound, ErrFormNotFound, "check the form id (FORMSYNC_FORMS or --form), or FORMSYNC_API_BASE_URL if every form answers 404", 1},
 		{403, KindForbidden, ErrForbidden, "may not read this form", 1},
 		{410, KindGone, ErrGone, "form was removed, or the service retired this version of the API", 1},
 		{418, KindUnexpectedStatus, ErrUnexpectedStatus, "unexpected HTTP status 418", 1},

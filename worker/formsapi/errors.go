@@ -148,7 +148,7 @@ func (e *Error) Error() string {
 	case KindUnauthorized:
 		b.WriteString("the API token was rejected (HTTP 401): it is invalid or revoked, or the Bearer prefix is missing; check FORMSYNC_API_TOKEN (or the file FORMSYNC_API_TOKEN_FILE names)")
 	case KindFormNotFound:
-		b.WriteString("form not found (HTTP 404): it does not exist or was deleted; check the form id in FORMSYNC_FORMS, or FORMSYNC_API_BASE_URL if every form answers 404")
+		b.WriteString("form not found (HTTP 404): it does not exist or was deleted; check the form id (FORMSYNC_FORMS or --form), or FORMSYNC_API_BASE_URL if every form answers 404")
 	case KindRateLimited:
 		b.WriteString("rate limited by the API (HTTP 429)")
 		if e.RetryAfter > 0 {
@@ -166,7 +166,7 @@ func (e *Error) Error() string {
 	case KindForbidden:
 		b.WriteString("access forbidden (HTTP 403): the token is valid but may not read this form; check that the form belongs to the token's account and that its plan includes API access")
 	case KindGone:
-		b.WriteString("gone (HTTP 410): the form was removed, or the service retired this version of the API; check the form id in FORMSYNC_FORMS and the service's API changelog")
+		b.WriteString("gone (HTTP 410): the form was removed, or the service retired this version of the API; check the form id (FORMSYNC_FORMS or --form) and the service's API changelog")
 	case KindPaging:
 		b.WriteString("the page's pagination does not add up, so its pages cannot be trusted to cover the form; check that the base URL points at the Form Submissions API and that no cache or proxy in between ignores the page parameter")
 	default:
