@@ -90,7 +90,9 @@ type Config struct {
 var (
 	projectRE = regexp.MustCompile(`^[a-z0-9][a-z0-9\-:.]{0,127}$`)
 	datasetRE = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
-	tableRE   = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+	// locationRE is a multi-region (US, EU) or a region (us-central1).
+	locationRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,62}[A-Za-z0-9]$`)
+	tableRE    = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 )
 
 func (c Config) withDefaults() Config {
@@ -146,8 +148,8 @@ func (c Config) Validate() error {
 	if c.StagingExpiration < time.Hour {
 		bad("StagingExpiration", "%v must be at least an hour (a commit's table must outlive its retries)", c.StagingExpiration)
 	}
-	if strings.TrimSpace(c.Location) == "" || strings.ContainsAny(c.Location, "`'\"\\\n") {
-		bad("Location", "%q is not a location", c.Location)
+	if !locationRE.MatchString(c.Location) {
+		bad("Location", "%q is not a location (a multi-region such as US or EU, or a region such as us-central1)", c.Location)
 	}
 	if c.Endpoint != "" && !strings.HasPrefix(c.Endpoint, "http://") && !strings.HasPrefix(c.Endpoint, "https://") {
 		bad("Endpoint", "%q must be an http(s) URL", c.Endpoint)

@@ -427,6 +427,8 @@ func TestConfigValidation(t *testing.T) {
 		{Project: "p", Dataset: "d`x"},
 		{Project: "p", StagingTable: "submissions"},
 		{Project: "p", Endpoint: "ftp://x"},
+		{Project: "p", Location: "u s"},
+		{Project: "p", Location: "us-central1;"},
 	} {
 		if _, err := Open(t.Context(), c); err == nil {
 			t.Errorf("Open(%+v) accepted", c)
@@ -449,5 +451,10 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if err := (Config{Project: "example.com:my-proj"}).Validate(); err != nil {
 		t.Errorf("domain-scoped project refused: %v", err)
+	}
+	for _, loc := range []string{"US", "EU", "us-central1", "europe-west2", "northamerica-northeast1"} {
+		if err := (Config{Project: "p", Location: loc}).Validate(); err != nil {
+			t.Errorf("location %s refused: %v", loc, err)
+		}
 	}
 }
