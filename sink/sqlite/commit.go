@@ -44,10 +44,12 @@ const (
 	SET submission_id = ?, submission_key = ?, is_spam = ?, fields = ?, files = ?, raw = coalesce(?, raw), synced_at = ?
 	WHERE form_id = ? AND submission_key = ? AND submission_id IS NULL
 	  AND NOT EXISTS (SELECT 1 FROM submissions WHERE form_id = ? AND submission_key = ?)`
-	// deleteLegacySQL removes a content-keyed twin and returns it, for
-	// removedTwinSQL and for the form's counters (whether it was marked).
+	// hasTwinSQL says whether a content-keyed twin is stored.
+	hasTwinSQL = `SELECT EXISTS (SELECT 1 FROM submissions WHERE form_id = ? AND submission_key = ? AND submission_id IS NULL)`
+	// deleteLegacySQL removes a content-keyed twin and says whether it was
+	// marked deleted upstream, which the form's counters need.
 	deleteLegacySQL = `DELETE FROM submissions WHERE form_id = ? AND submission_key = ? AND submission_id IS NULL
-	RETURNING created_at, is_spam, fields, files, raw, synced_at, deleted_at`
+	RETURNING deleted_at IS NOT NULL`
 	// restoreRowSQL clears the mark of a stored row staged again: it is
 	// served upstream once more.
 	restoreRowSQL = `UPDATE submissions SET deleted_at = NULL, synced_at = ?
@@ -83,97 +85,17 @@ const (
 	  AND submission_key NOT IN (SELECT submission_key FROM temp.served)`
 )
 
-// A content-keyed twin removed because its id is stored is kept, until
-// the commit ends, in a temporary table of the transaction's connection:
-// staged again later in the commit (as the older response form serves
-// it), it is the stored row again, upserted like any other, not a new
-// one. Other commits never read it: the first removal of each commit
-// empties it.
-const (
-	removedTableSQL = `CREATE TEMP TABLE IF NOT EXISTS removed_twins (
-		form_id TEXT NOT NULL, submission_key TEXT NOT NULL, created_at TEXT NOT NULL, is_spam INTEGER NOT NULL,
-		fields TEXT NOT NULL, files TEXT NOT NULL, raw TEXT NULL, synced_at TEXT NOT NULL, deleted_at TEXT NULL,
-		PRIMARY KEY (form_id, submission_key)) WITHOUT ROWID`
-	removedClearSQL = `DELETE FROM temp.removed_twins`
-	removedTwinSQL  = `INSERT OR REPLACE INTO temp.removed_twins
-	(form_id, submission_key, created_at, is_spam, fields, files, raw, synced_at, deleted_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	// putBackTwinSQL stores a removed twin again, as it was, and says
-	// whether it was marked deleted.
-	putBackTwinSQL = `INSERT INTO submissions
-	(form_id, submission_id, submission_key, created_at, is_spam, fields, files, raw, synced_at, deleted_at)
-	SELECT form_id, NULL, submission_key, created_at, is_spam, fields, files, raw, synced_at, deleted_at
-	FROM temp.removed_twins WHERE form_id = ? AND submission_key = ?
-	RETURNING deleted_at IS NOT NULL`
-	forgetRemovedSQL = `DELETE FROM temp.removed_twins WHERE form_id = ? AND submission_key = ?`
-)
-
 // ctxCheckEvery is how many rows go by between checks of the context: the
 // per-row statements run without it (the driver would start a goroutine
 // per statement to watch it).
 const ctxCheckEvery = 256
 
 type commitStmts struct {
-	insert, update, rekey, deleteLegacy, restore, hasLegacy, prevState, writeState *sql.Stmt
+	insert, update, rekey, hasTwin, deleteLegacy, restore, hasLegacy, prevState, writeState *sql.Stmt
 	// served adds a key to the reconcile's table and servedBatch
 	// servedBatchSize keys; prepared by the first reconcile of the commit,
 	// after the table exists.
 	served, servedBatch *sql.Stmt
-	// removedTwin, putBackTwin and forgetRemoved keep removed twins;
-	// prepared by the first removal of the commit, after the table
-	// exists and is emptied.
-	removedTwin, putBackTwin, forgetRemoved *sql.Stmt
-}
-
-// keepRemoved records a twin removed by this commit, readying the table
-// of removed twins on the commit's first.
-func (st *commitStmts) keepRemoved(ctx context.Context, tx *sql.Tx, args ...any) error {
-	if st.removedTwin == nil {
-		for _, q := range []string{removedTableSQL, removedClearSQL} {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("readying the table of removed twins: %w", err)
-			}
-		}
-		for _, p := range []struct {
-			dst   **sql.Stmt
-			query string
-		}{{&st.removedTwin, removedTwinSQL}, {&st.putBackTwin, putBackTwinSQL}, {&st.forgetRemoved, forgetRemovedSQL}} {
-			stmt, err := tx.PrepareContext(ctx, p.query)
-			if err != nil {
-				return fmt.Errorf("preparing the table of removed twins: %w", err)
-			}
-			*p.dst = stmt
-		}
-	}
-	if _, err := st.removedTwin.ExecContext(ctx, args...); err != nil {
-		return fmt.Errorf("keeping a removed twin: %w", err)
-	}
-	return nil
-}
-
-// putBack stores again the twin removed earlier in the commit under key,
-// if there is one, adding it back to tally.
-func (st *commitStmts) putBack(ctx context.Context, formID, key string, tally *rowTally) error {
-	if st.removedTwin == nil {
-		return nil
-	}
-	var wasDeleted bool
-	err := st.putBackTwin.QueryRowContext(ctx, formID, key).Scan(&wasDeleted)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil
-	case err != nil:
-		return fmt.Errorf("storing again the removed twin %s: %w", key, err)
-	}
-	if wasDeleted {
-		tally.deleted++
-	} else {
-		tally.live++
-	}
-	if _, err := st.forgetRemoved.ExecContext(ctx, formID, key); err != nil {
-		return fmt.Errorf("storing again the removed twin %s: %w", key, err)
-	}
-	return nil
 }
 
 func prepare(ctx context.Context, tx *sql.Tx) (*commitStmts, error) {
@@ -182,7 +104,7 @@ func prepare(ctx context.Context, tx *sql.Tx) (*commitStmts, error) {
 		dst   **sql.Stmt
 		query string
 	}{
-		{&st.insert, insertRowSQL}, {&st.update, updateRowSQL}, {&st.rekey, rekeyRowSQL},
+		{&st.insert, insertRowSQL}, {&st.update, updateRowSQL}, {&st.rekey, rekeyRowSQL}, {&st.hasTwin, hasTwinSQL},
 		{&st.deleteLegacy, deleteLegacySQL}, {&st.restore, restoreRowSQL}, {&st.hasLegacy, hasLegacySQL},
 		{&st.prevState, prevStateSQL}, {&st.writeState, writeStateSQL},
 	} {
@@ -404,7 +326,7 @@ func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc s
 		}
 	}
 	if fc.Rows != nil && fc.Rows.Len() > 0 {
-		if err := upsertRows(ctx, tx, st, fc, synced, &tally); err != nil {
+		if err := upsertRows(ctx, st, fc, synced, &tally); err != nil {
 			return tally.Counts, err
 		}
 	}
@@ -642,12 +564,18 @@ func prefetch(seq iter.Seq2[sink.Row, error], skip func(*sink.Row) bool) iter.Se
 // its mark cleared (restored): here, row by row, when the form holds marked
 // rows; in one statement after the rows, by finishReconcile, in a
 // reconcile, which records here the key every staged row is stored under.
-func upsertRows(ctx context.Context, tx *sql.Tx, st *commitStmts, fc sink.FormCommit, syncedAt string, tally *rowTally) error {
+func upsertRows(ctx context.Context, st *commitStmts, fc sink.FormCommit, syncedAt string, tally *rowTally) error {
 	formID := fc.State.FormID
 	// Statements run under a context that is never cancelled; ctx is
 	// checked every ctxCheckEvery rows and again by tx.Commit, and its
 	// cancellation rolls the transaction back.
 	bg := context.WithoutCancel(ctx)
+	// doomed holds the content-keyed twins to remove after the rows: each
+	// of a row with an id whose id key is stored already. One staged again
+	// later in the commit (the older response form serving it) is the
+	// stored row, not a new one, and stays; a doomed twin is not re-keyed
+	// to another id meanwhile.
+	var doomed map[string]struct{}
 	var hasLegacy bool
 	if err := st.hasLegacy.QueryRowContext(ctx, formID).Scan(&hasLegacy); err != nil {
 		return fmt.Errorf("looking for rows keyed by content: %w", err)
@@ -728,44 +656,37 @@ func upsertRows(ctx context.Context, tx *sql.Tx, st *commitStmts, fc sink.FormCo
 		}
 		created := sr.created
 		if id.Valid && hasLegacy && r.ContentKey != "" && r.ContentKey != r.SubmissionKey {
-			k, err := exec(st.rekey, id, r.SubmissionKey, spam, r.Fields, r.Files, raw, syncedAt,
-				formID, r.ContentKey, formID, r.SubmissionKey)
-			if err != nil {
-				return fmt.Errorf("re-keying submission %s: %w", r.SubmissionKey, err)
-			}
-			if k > 0 {
-				tally.Updated++
-				if restoreEach {
-					if err := restore(exec, st, syncedAt, formID, r.SubmissionKey, tally); err != nil {
-						return err
-					}
+			if _, gone := doomed[r.ContentKey]; !gone {
+				k, err := exec(st.rekey, id, r.SubmissionKey, spam, r.Fields, r.Files, raw, syncedAt,
+					formID, r.ContentKey, formID, r.SubmissionKey)
+				if err != nil {
+					return fmt.Errorf("re-keying submission %s: %w", r.SubmissionKey, err)
 				}
-				continue
-			}
-			// The id key is taken already: a legacy twin must not stay.
-			var (
-				twinCreated, twinFields, twinFiles, twinSynced string
-				twinSpam                                       int
-				twinRaw, twinDeleted                           sql.NullString
-			)
-			err = st.deleteLegacy.QueryRowContext(bg, formID, r.ContentKey).Scan(
-				&twinCreated, &twinSpam, &twinFields, &twinFiles, &twinRaw, &twinSynced, &twinDeleted)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-			case err != nil:
-				return fmt.Errorf("deleting content-keyed twin of submission %s: %w", r.SubmissionKey, err)
-			default:
-				tally.removed(twinDeleted.Valid)
-				if err := st.keepRemoved(bg, tx, formID, r.ContentKey, twinCreated, twinSpam, twinFields, twinFiles,
-					twinRaw, twinSynced, twinDeleted); err != nil {
-					return err
+				if k > 0 {
+					tally.Updated++
+					if restoreEach {
+						if err := restore(exec, st, syncedAt, formID, r.SubmissionKey, tally); err != nil {
+							return err
+						}
+					}
+					continue
+				}
+				// The id key is taken already: a legacy twin must not stay.
+				var twin bool
+				if err := st.hasTwin.QueryRowContext(bg, formID, r.ContentKey).Scan(&twin); err != nil {
+					return fmt.Errorf("looking for the content-keyed twin of submission %s: %w", r.SubmissionKey, err)
+				}
+				if twin {
+					if doomed == nil {
+						doomed = map[string]struct{}{}
+					}
+					doomed[r.ContentKey] = struct{}{}
 				}
 			}
 		} else if !id.Valid {
-			// A twin this commit removed, staged again, is stored again.
-			if err := st.putBack(bg, formID, r.SubmissionKey, tally); err != nil {
-				return err
-			}
+			// Staged again after a row with its id doomed it: it is the
+			// stored row, upserted as any other.
+			delete(doomed, r.SubmissionKey)
 		}
 		k, err := exec(st.insert, formID, id, r.SubmissionKey, created, spam, r.Fields, r.Files, raw, syncedAt)
 		if err != nil {
@@ -788,6 +709,16 @@ func upsertRows(ctx context.Context, tx *sql.Tx, st *commitStmts, fc sink.FormCo
 			if err := restore(exec, st, syncedAt, formID, r.SubmissionKey, tally); err != nil {
 				return err
 			}
+		}
+	}
+	for key := range doomed {
+		var wasDeleted bool
+		switch err := st.deleteLegacy.QueryRowContext(bg, formID, key).Scan(&wasDeleted); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("deleting content-keyed twin %s: %w", key, err)
+		default:
+			tally.removed(wasDeleted)
 		}
 	}
 	if served != nil {
