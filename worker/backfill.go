@@ -236,8 +236,7 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	// before it: a deletion ahead of a newest-first reader then pulled
 	// the window off the one onto the other, where neither reading has
 	// it. The walk finds it there.
-	still := from.before == nil || startPage == nil || from.before.Total == startPage.Total
-	if first.Total == 0 || b.empty(startPage, win) && rep.FirstPage == rep.LastPage && still {
+	if first.Total == 0 || b.empty(startPage, win) && rep.FirstPage == rep.LastPage && !from.moved {
 		rep.FirstPage, rep.LastPage, rep.RowsEstimate = 0, 0, 0
 	}
 	if b.opts.DryRun || rep.FirstPage == 0 && rep.ResumedFrom.IsZero() {
@@ -263,14 +262,7 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 		}
 		return nil
 	}}
-	var firstPage *formsapi.Page
-	if start == 1 && from.before == nil {
-		firstPage = first
-	}
-	if startPage != nil && startPage.CurrentPage == start {
-		firstPage = startPage
-	}
-	if err := w.walk(ctx, start, firstPage); err != nil {
+	if err := w.walk(ctx, start, startPage); err != nil {
 		return err
 	}
 	return b.checkpoint(ctx, rep, true)
@@ -334,12 +326,10 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 	n := max(first.TotalPages, 1)
 	newestFirst := b.order != state.OrderOldestFirst
 	if t.IsZero() || n == 1 || b.order == state.OrderUnknown {
-		switch {
-		case newestFirst == !end:
+		if newestFirst == !end || n == 1 {
 			return located{page: 1, content: first}, nil
-		default:
-			return located{page: n}, nil
 		}
+		return located{page: n}, nil
 	}
 	pages := map[int]*formsapi.Page{1: first}
 	// read is when each page was read: page 1 first, then in the order
@@ -392,7 +382,8 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 		before = page + 1
 	}
 	at := located{page: page, content: pages[page], before: pages[before]}
-	if c, p := at.content, at.before; c != nil && p != nil && read[before] > read[page] && c.Total != p.Total {
+	at.moved = at.content != nil && at.before != nil && at.content.Total != at.before.Total
+	if at.moved && read[before] > read[page] {
 		// The page before was read after this one, and the form moved
 		// in between: submissions added ahead of a newest-first reader
 		// (deleted ahead of an oldest-first one) moved from the page
@@ -414,6 +405,9 @@ type located struct {
 	// just before it, as the bisection read it (it reads it for a walk's
 	// start, but at page 1), nil when it did not.
 	before *formsapi.Page
+	// moved reports that the two readings give different totals: the
+	// form moved between them.
+	moved bool
 }
 
 func (b *backfill) progress(total int) Progress {
