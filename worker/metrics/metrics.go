@@ -191,32 +191,30 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 		if f.Total >= 0 {
 			m.missingRows.WithLabelValues(f.FormID).Set(float64(f.Missing))
 		}
+		// A failed form keeps showing its last success and reconcile as
+		// stored, so that their age grows: a fresh process (a one-shot
+		// command pushing to the Pushgateway, a restarted pod) would
+		// otherwise have no series for it at all.
+		success, reconcile := f.LastSuccessAt, f.LastReconcileAt
 		if f.Err != nil || rep.CommitErr != nil {
 			m.formFailures.WithLabelValues(f.FormID).Inc()
-			// A failed form keeps showing its last success as stored,
-			// so that its age grows: a fresh process (a one-shot
-			// command pushing to the Pushgateway, a restarted pod)
-			// would otherwise have no series for it at all.
-			if !f.LastSuccessAt.IsZero() {
-				m.lastSuccess.WithLabelValues(f.FormID).Set(float64(f.LastSuccessAt.UnixNano()) / 1e9)
+		} else {
+			m.rows.WithLabelValues(f.FormID, "inserted").Add(float64(f.Inserted))
+			m.rows.WithLabelValues(f.FormID, "updated").Add(float64(f.Updated))
+			success = now
+			if f.Reconciled {
+				m.rows.WithLabelValues(f.FormID, "deleted_upstream").Add(float64(f.Deleted))
+				reconcile = now
 			}
-			if !f.LastReconcileAt.IsZero() {
-				m.lastReconcile.WithLabelValues(f.FormID).Set(float64(f.LastReconcileAt.UnixNano()) / 1e9)
+			if f.Reconciled || f.Restored > 0 {
+				m.rows.WithLabelValues(f.FormID, "restored").Add(float64(f.Restored))
 			}
-			if !f.Watermark.IsZero() {
-				m.watermarkLag.WithLabelValues(f.FormID).Set(now.Sub(f.Watermark.CreatedAt).Seconds())
-			}
-			continue
 		}
-		m.rows.WithLabelValues(f.FormID, "inserted").Add(float64(f.Inserted))
-		m.rows.WithLabelValues(f.FormID, "updated").Add(float64(f.Updated))
-		m.lastSuccess.WithLabelValues(f.FormID).Set(float64(now.UnixNano()) / 1e9)
-		if f.Reconciled {
-			m.rows.WithLabelValues(f.FormID, "deleted_upstream").Add(float64(f.Deleted))
-			m.lastReconcile.WithLabelValues(f.FormID).Set(float64(now.UnixNano()) / 1e9)
+		if !success.IsZero() {
+			m.lastSuccess.WithLabelValues(f.FormID).Set(float64(success.UnixNano()) / 1e9)
 		}
-		if f.Reconciled || f.Restored > 0 {
-			m.rows.WithLabelValues(f.FormID, "restored").Add(float64(f.Restored))
+		if !reconcile.IsZero() {
+			m.lastReconcile.WithLabelValues(f.FormID).Set(float64(reconcile.UnixNano()) / 1e9)
 		}
 		if !f.Watermark.IsZero() {
 			m.watermarkLag.WithLabelValues(f.FormID).Set(now.Sub(f.Watermark.CreatedAt).Seconds())

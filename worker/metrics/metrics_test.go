@@ -177,7 +177,8 @@ formsync_watermark_lag_seconds{form="a"} 600
 
 // TestFailedFormKeepsItsStoredLastSuccess: a fresh process (a one-shot
 // command pushing to the Pushgateway, a restarted pod) whose run fails a
-// form shows the form's last success, reconcile and watermark as stored,
+// form shows the form's last success, reconcile and watermark as stored
+// (and a form synced without a reconcile its last reconcile as stored),
 // so that an alert on their age fires, instead of no series at all.
 func TestFailedFormKeepsItsStoredLastSuccess(t *testing.T) {
 	m := newMetrics()
@@ -185,14 +186,18 @@ func TestFailedFormKeepsItsStoredLastSuccess(t *testing.T) {
 		{FormID: "a", Err: errors.New("form a: HTTP 500"), LastSuccessAt: now.Add(-3 * time.Hour),
 			LastReconcileAt: now.Add(-48 * time.Hour), Watermark: state.Watermark{CreatedAt: now.Add(-4 * time.Hour)}},
 		{FormID: "never", Err: errors.New("form never: HTTP 404")},
+		// Synced, not reconciled this run: its last reconcile as stored.
+		{FormID: "b", LastSuccessAt: now.Add(-time.Hour), LastReconcileAt: now.Add(-48 * time.Hour)},
 	}}, 0)
 	want := `
 # HELP formsync_last_success_timestamp_seconds Unix time of the form's last successful sync.
 # TYPE formsync_last_success_timestamp_seconds gauge
 formsync_last_success_timestamp_seconds{form="a"} 1.7723556e+09
+formsync_last_success_timestamp_seconds{form="b"} 1.7723664e+09
 # HELP formsync_last_reconcile_timestamp_seconds Unix time of the form's last reconcile (every page read, rows deleted upstream marked).
 # TYPE formsync_last_reconcile_timestamp_seconds gauge
 formsync_last_reconcile_timestamp_seconds{form="a"} 1.7721936e+09
+formsync_last_reconcile_timestamp_seconds{form="b"} 1.7721936e+09
 # HELP formsync_watermark_lag_seconds Seconds between the end of the form's last sync and the created_at of the newest submission loaded.
 # TYPE formsync_watermark_lag_seconds gauge
 formsync_watermark_lag_seconds{form="a"} 14400
