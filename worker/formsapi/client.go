@@ -329,9 +329,9 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 		return nil, resp.Header, e
 	}
 
-	tooLarge := fail(KindMalformed, resp.StatusCode, &bodyTooLargeError{c.cfg.MaxBodyBytes})
+	// An announced length says it before the body is read.
 	if resp.ContentLength > c.cfg.MaxBodyBytes {
-		return nil, resp.Header, tooLarge
+		return nil, resp.Header, fail(KindMalformed, resp.StatusCode, &bodyTooLargeError{c.cfg.MaxBodyBytes})
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBodyBytes+1))
 	if err != nil {
@@ -341,7 +341,7 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 		return nil, resp.Header, fail(KindMalformed, resp.StatusCode, fmt.Errorf("body cut off after %d bytes (truncated transfer): %w", len(body), err))
 	}
 	if int64(len(body)) > c.cfg.MaxBodyBytes {
-		return nil, resp.Header, tooLarge
+		return nil, resp.Header, fail(KindMalformed, resp.StatusCode, &bodyTooLargeError{c.cfg.MaxBodyBytes})
 	}
 	p, err := decodePage(formID, page, body)
 	if err != nil {
