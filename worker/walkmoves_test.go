@@ -219,19 +219,7 @@ func TestAdditionWhilePulledPagesAreReadAgainLosesNothing(t *testing.T) {
 				}
 				s := memsink.New()
 				e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
-				if backfill {
-					if _, err := e.Backfill(t.Context(), "f", worker.BackfillOptions{}); err != nil {
-						t.Fatal(err)
-					}
-				} else {
-					rep, err := e.Sync(t.Context())
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := rep.Err(); err != nil {
-						t.Fatal(err)
-					}
-				}
+				readWhole(t, e, "f", backfill)
 				if int(moved.Load()) != len(tc.moves) {
 					t.Fatalf("%d of %d moves came", moved.Load(), len(tc.moves))
 				}
