@@ -91,11 +91,15 @@ func decodePage(formID string, page int, body []byte) (*Page, error) {
 		}
 	}()
 	var w wirePage
-	if scanPage(body, &w, subs) {
+	if scanPage(bytes.TrimPrefix(body, utf8BOM), &w, subs) {
 		return w.page(formID, page)
 	}
 	return decodePageStd(formID, page, body)
 }
+
+// utf8BOM may open a body written by a server that should not send one:
+// RFC 8259 lets a parser ignore it, and encoding/json does not.
+var utf8BOM = []byte("\uFEFF")
 
 // wireScratch holds the slices scanPage reads submissions into: they are
 // needed only until decodePage returns.
@@ -108,6 +112,7 @@ const maxKeptSubmissions = 1000
 // is wrong with a body scanPage declines, and the reference scanPage is
 // held to.
 func decodePageStd(formID string, page int, body []byte) (*Page, error) {
+	body = bytes.TrimPrefix(body, utf8BOM)
 	malformed := func(format string, args ...any) error {
 		return &Error{FormID: formID, Page: page, Kind: KindMalformed, Err: fmt.Errorf(format, args...)}
 	}

@@ -2,6 +2,7 @@ package formsapi
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,28 @@ func TestDecodePageNewerForm(t *testing.T) {
 	}
 	if p.PerPage != 2 {
 		t.Errorf("PerPage = %d", p.PerPage)
+	}
+}
+
+// TestDecodePageAfterByteOrderMark: a body opened by a UTF-8 byte order
+// mark is the page without it.
+func TestDecodePageAfterByteOrderMark(t *testing.T) {
+	want, err := decode("f1", []byte(newerPage))
+	if err != nil {
+		t.Fatal(record(err))
+	}
+	got, err := decode("f1", []byte("\uFEFF"+newerPage))
+	if err != nil {
+		t.Fatal(record(err))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after a byte order mark:\n%+v\nwithout:\n%+v", got, want)
+	}
+	// Only one, and only first.
+	for _, body := range []string{"\uFEFF\uFEFF" + newerPage, " \uFEFF" + newerPage} {
+		if _, err := decode("f1", []byte(body)); err == nil {
+			t.Errorf("%q... decoded", body[:8])
+		}
 	}
 }
 
