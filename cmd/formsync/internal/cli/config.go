@@ -284,6 +284,21 @@ func parseConfig(raw map[string]envText) Config {
 			c.problems[f.name] = fmt.Sprintf("%s=%s: must be above 0 (unset it for the default, %s)", f.env(), quote(f, t.Value), defaults[f.name].value)
 		}
 	}
+	// A word from a list is read in any case, as FORMSYNC_FIELD_POLICY's
+	// actions are: TEXT, BigQuery and Debug say what they mean. Anything
+	// else is left as written, for the problem to quote.
+	for _, w := range []struct {
+		v     *string
+		words []string
+	}{
+		{&c.Sink, []string{"sqlite", "bigquery"}},
+		{&c.LogFormat, []string{"json", "text"}},
+		{&c.LogLevel, []string{"debug", "info", "warn", "error"}},
+	} {
+		if lower := strings.ToLower(*w.v); slices.Contains(w.words, lower) {
+			*w.v = lower
+		}
+	}
 	if !raw["SHARD_INDEX"].Set {
 		// An Indexed Job tells each pod its index.
 		if v, ok := os.LookupEnv("JOB_COMPLETION_INDEX"); ok {

@@ -157,6 +157,38 @@ func TestCommandsReadOnlyTheirVariables(t *testing.T) {
 	}
 }
 
+// TestWordsInAnyCase: the words of FORMSYNC_SINK, FORMSYNC_LOG_FORMAT and
+// FORMSYNC_LOG_LEVEL are read in any case; a word that is none of them is
+// quoted as written.
+func TestWordsInAnyCase(t *testing.T) {
+	clearEnv(t)
+	db := filepath.Join(t.TempDir(), "demo.db")
+	if code, _, errOut := run(t, "demo", "-db", db, "-submissions", "30"); code != 0 {
+		t.Fatalf("demo: exit %d:\n%s", code, errOut)
+	}
+	t.Setenv("FORMSYNC_SQLITE_PATH", db)
+	t.Setenv("FORMSYNC_SINK", "SQLite")
+	t.Setenv("FORMSYNC_LOG_FORMAT", "TEXT")
+	t.Setenv("FORMSYNC_LOG_LEVEL", "Debug")
+	code, out, errOut := run(t, "status")
+	if code != 0 {
+		t.Fatalf("status: exit %d:\n%s%s", code, out, errOut)
+	}
+	cfg, err := LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	newLogger(&logged, cfg).Debug("hello")
+	if !strings.Contains(logged.String(), "level=DEBUG msg=hello") {
+		t.Errorf("FORMSYNC_LOG_FORMAT=TEXT, FORMSYNC_LOG_LEVEL=Debug logged %q", logged.String())
+	}
+	t.Setenv("FORMSYNC_LOG_FORMAT", "Yaml")
+	if code, _, errOut := run(t, "status"); code != exitUsage || !strings.Contains(errOut, `FORMSYNC_LOG_FORMAT="Yaml"`) {
+		t.Errorf("status with FORMSYNC_LOG_FORMAT=Yaml: exit %d:\n%s", code, errOut)
+	}
+}
+
 // TestStagingAndPushgatewayCheckedUpFront: a staging directory that does
 // not exist, or a Pushgateway URL no push can reach, is a configuration
 // problem of the commands that read the API, not a failure of every run.
