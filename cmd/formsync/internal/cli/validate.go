@@ -185,6 +185,9 @@ func (c *Config) validateRunOutputs(p *problems) {
 	}
 }
 
+// minBackoffMax is the shortest FORMSYNC_BACKOFF_MAX accepted.
+const minBackoffMax = 100 * time.Millisecond
+
 func (c *Config) validateAPI(p *problems, forms bool) {
 	if c.APIBaseURL == "" {
 		p.add("API_BASE_URL", "FORMSYNC_API_BASE_URL is not set: give the API's base URL, e.g. https://forms.example.com")
@@ -208,6 +211,17 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 	}
 	if !p.has("SHARD_INDEX") && !p.has("SHARD_COUNT") && (c.ShardIndex < 0 || c.ShardIndex >= c.ShardCount) {
 		p.add("SHARD_INDEX", "shard %d of %d is impossible: FORMSYNC_SHARD_INDEX (or JOB_COMPLETION_INDEX) must be 0..FORMSYNC_SHARD_COUNT-1", c.ShardIndex, c.ShardCount)
+	}
+	// The retry budget, FORMSYNC_MAX_WAIT, counts waits: waits of a few
+	// milliseconds spend it in hundreds of thousands of retries, which at
+	// the rate limit keep one failing page going for hours.
+	if c.BackoffMax < minBackoffMax && !p.has("BACKOFF_MAX") {
+		p.add("BACKOFF_MAX", "FORMSYNC_BACKOFF_MAX=%s is under %s: the retry budget FORMSYNC_MAX_WAIT counts waits, and waits that short would retry a failing page for hours", shortDuration(c.BackoffMax), shortDuration(minBackoffMax))
+	}
+	// Retry-After counts whole seconds: a cap under one second would ask
+	// again long before the API allows, every time.
+	if c.MaxRetryAfter < time.Second && !p.has("MAX_RETRY_AFTER") {
+		p.add("MAX_RETRY_AFTER", "FORMSYNC_MAX_RETRY_AFTER=%s is under 1s: Retry-After counts whole seconds, so every wait the API asks for would be cut short", shortDuration(c.MaxRetryAfter))
 	}
 	if c.BackoffMax < c.BackoffInitial && !p.has("BACKOFF_MAX") && !p.has("BACKOFF_INITIAL") {
 		p.add("BACKOFF_MAX", "FORMSYNC_BACKOFF_MAX=%s is shorter than FORMSYNC_BACKOFF_INITIAL=%s", shortDuration(c.BackoffMax), shortDuration(c.BackoffInitial))
