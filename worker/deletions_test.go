@@ -244,6 +244,47 @@ func TestReconcileWhilePagesMove(t *testing.T) {
 	}
 }
 
+// TestReconcileUnderChurnMarksNoServedRow: under a submission added and
+// three deleted for every page served, the walk of a newest-first form
+// can skip a submission while the read's count still adds up (the rows
+// read and then deleted make up for it). A reconcile marked such a row
+// deleted; before the second read, these seeds each marked one or two
+// rows that were served throughout.
+func TestReconcileUnderChurnMarksNoServedRow(t *testing.T) {
+	for _, seed := range []int64{6, 21, 34, 41} {
+		t.Run(strconv.FormatInt(seed, 10), func(t *testing.T) {
+			ctx := t.Context()
+			s := memSink(t)
+			h := enginetest.NewHarness(t, apisim.Options{Seed: seed, Variant: apisim.Newer, Order: apisim.NewestFirst, Forms: []string{"f"}, SubmissionsPerForm: 1000}, s)
+			h.Config.PageSize = 20
+			h.MustSync(ctx)
+			before := h.Sim.Delete("f", 5)
+			h.Sim.SetMutation(1, 1, 3)
+			fr := enginetest.FormReport(t, h.MustReconcile(ctx), "f")
+			h.Sim.SetMutation(0, 0, 0)
+			served := map[string]bool{}
+			for _, k := range idKeys(h.Sim.Submissions("f")) {
+				served[k] = true
+			}
+			_, deleted := split(t, s, "f")
+			for k := range deleted {
+				if served[k] {
+					t.Errorf("submission %s is served but was marked deleted", k)
+				}
+			}
+			for _, k := range idKeys(before) {
+				if _, ok := deleted[k]; !ok {
+					t.Errorf("submission %s was deleted before the reconcile but is not marked", k)
+				}
+			}
+			// The second read costs a request per page again.
+			if pages := (1000 + 19) / 20; fr.Requests < 2*pages-10 {
+				t.Errorf("%d requests: the form was not read twice (%d pages)", fr.Requests, pages)
+			}
+		})
+	}
+}
+
 // TestReconcileEvery: a sync reconciles a form once its last reconcile is
 // older than Config.ReconcileEvery.
 func TestReconcileEvery(t *testing.T) {

@@ -113,7 +113,11 @@
 // deleted (deleted_at), clearing the mark of rows served again. A read that
 // saw fewer submissions than the API counts (copies and forgotten
 // submissions counted as seen) marks nothing: the rows it missed would be
-// marked by mistake. The completeness check counts rows not marked.
+// marked by mistake. That count can add up over a skipped submission when
+// submissions read were deleted during the read, so a newest-first form
+// whose total fell while it was read is read a second time, and only the
+// rows neither read served are marked. The completeness check counts rows
+// not marked.
 //
 // Forget finds the rows a sink.Match selects, adds tombstones for their
 // submission and content keys to the form's state (state.Forgotten, keyed

@@ -27,6 +27,14 @@ type formRun struct {
 	// first page).
 	passNew  int64
 	minTotal int64
+	// passSeen counts the submissions the current pass staged or found
+	// forgotten; passFell says that the total fell between two of its
+	// requests (lastTotal is the total of the one before). addedUp is set
+	// once a reconcile's pass saw as many submissions as the API counts.
+	passSeen  int64
+	passFell  bool
+	lastTotal int
+	addedUp   bool
 	// committed is set once the run's rows and state are in the sink.
 	committed bool
 	start     time.Time
@@ -127,6 +135,10 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, par
 	return r
 }
 
+// passAddsUp reports whether the pass just made saw as many submissions as
+// the API counted at its lowest.
+func (r *formRun) passAddsUp() bool { return r.passSeen+r.copies.Count() >= r.minTotal }
+
 // checkReconcileRead refuses to reconcile from a read that saw fewer
 // submissions than the API counts: the rows it missed would be marked
 // deleted. So it does from a read of a form of several pages whose sort
@@ -134,10 +146,9 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, par
 // submissions; a form of one page (empty, or whose submissions cannot
 // tell the order) is read whole in one request.
 func (r *formRun) checkReconcileRead() error {
-	seen := int64(r.spool.Len()) + r.forgotten + r.copies.Count()
-	if seen < r.minTotal {
+	if !r.addedUp {
 		return fmt.Errorf("form %s: not reconciled: the read saw %d submissions where the API counts %d, and a row it missed would be marked deleted; the next reconcile tries again",
-			r.old.FormID, seen, r.minTotal)
+			r.old.FormID, r.passSeen+r.copies.Count(), r.minTotal)
 	}
 	if r.order == state.OrderUnknown && r.minTotal > int64(r.perPage) {
 		return fmt.Errorf("form %s: not reconciled: its %d submissions span several pages and do not tell the order the API sorts them in, which a read must follow so that a row it missed is not marked deleted; the next reconcile tries again",
@@ -241,6 +252,8 @@ func (r *formRun) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
 		return nil, err
 	}
 	r.report.Pages++
+	r.passFell = r.passFell || p.Total < r.lastTotal
+	r.lastTotal = p.Total
 	if r.minTotal < 0 || int64(p.Total) < r.minTotal {
 		r.minTotal = int64(p.Total)
 	}
@@ -274,6 +287,24 @@ func (r *formRun) scan(ctx context.Context, full bool) error {
 	if err := r.pass(ctx, threshold, first); err != nil {
 		return err
 	}
+	if r.mode == readReconcile {
+		r.addedUp = r.passAddsUp()
+		// Deletions while a newest-first form is read pull submissions
+		// onto pages already read. The walk reads those again, but
+		// additions and deletions that keep coming can still make it skip
+		// one, and the count of the read does not show it: submissions
+		// read and then deleted make up for it. A reconcile would mark the
+		// skipped row deleted, so one that saw the total fall reads the
+		// form once more, and marks only what neither read served.
+		if r.passFell && r.order != state.OrderOldestFirst {
+			r.report.Rescans++
+			if err := r.pass(ctx, state.Watermark{}, nil); err != nil {
+				return err
+			}
+			r.addedUp = r.addedUp || r.passAddsUp()
+		}
+		return nil
+	}
 	// A short read: fewer new submissions than the total grew by means some
 	// were inserted behind the watermark. Read everything once.
 	if incremental && r.old.LastTotal >= 0 && r.passNew < r.minTotal-r.old.LastTotal {
@@ -288,9 +319,9 @@ func (r *formRun) scan(ctx context.Context, full bool) error {
 // pass makes one walk over the form for what threshold has not loaded.
 // first, when not nil, is page 1 already fetched in this pass.
 func (r *formRun) pass(ctx context.Context, threshold state.Watermark, first *formsapi.Page) error {
-	r.passNew, r.minTotal = 0, -1
+	r.passNew, r.minTotal, r.passSeen, r.passFell, r.lastTotal = 0, -1, 0, false, -1
 	if first != nil {
-		r.minTotal = int64(first.Total)
+		r.minTotal, r.lastTotal = int64(first.Total), first.Total
 	}
 	w := &walker{r: r, span: spanAbove(threshold)}
 	if w.forward() {
@@ -337,6 +368,7 @@ func (r *formRun) rowOf(s formsapi.Submission) (sink.Row, []string, error) {
 // submission forgotten on request is not staged (it never touches disk)
 // but moves the watermark all the same: it is handled.
 func (r *formRun) stage(row sink.Row, fieldNames []string) error {
+	r.passSeen++
 	if fg := r.old.Forgotten; !fg.Empty() && (fg.Has(row.SubmissionKey) || fg.Has(row.ContentKey)) {
 		r.forgotten++
 		fieldNames = nil
