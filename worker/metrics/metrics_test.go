@@ -360,3 +360,28 @@ func TestMissingRowsAndConflicts(t *testing.T) {
 		t.Errorf("commit conflicts = %g, want 2", got)
 	}
 }
+
+// A run that read a form to the end but could not commit it, or whose
+// read a reconcile refused, never compared the sink's rows with the API's
+// total: the form's missing rows stay as the last comparison left them
+// rather than dropping to 0, which would clear an alert on an incomplete
+// form for as long as commits fail.
+func TestMissingRowsOutliveAFailedComparison(t *testing.T) {
+	m := New()
+	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{
+		{FormID: "short", Total: 12, Missing: 2, Err: &worker.IncompleteError{FormID: "short", Total: 12, Stored: 10, Missing: 2}},
+		{FormID: "refused", Total: 7, Missing: 1, Err: &worker.IncompleteError{FormID: "refused", Total: 7, Stored: 6, Missing: 1}},
+	}}, 0)
+	m.ObserveRun(&worker.Report{
+		CommitErr: errors.New("committing 2 forms: boom"),
+		Forms:     []worker.FormReport{{FormID: "short", Total: 12}, {FormID: "refused", Total: 7}},
+	}, 0)
+	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{
+		{FormID: "refused", Total: 7, Err: errors.New("form refused: not reconciled: the read saw 6 submissions where the API counts 7")},
+	}}, 0)
+	for form, want := range map[string]float64{"short": 2, "refused": 1} {
+		if got := testutil.ToFloat64(m.missingRows.WithLabelValues(form)); got != want {
+			t.Errorf("missing rows of %s = %g, want %g", form, got, want)
+		}
+	}
+}
