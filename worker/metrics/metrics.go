@@ -198,6 +198,14 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 		success, reconcile := f.LastSuccessAt, f.LastReconcileAt
 		if f.Err != nil || rep.CommitErr != nil {
 			m.formFailures.WithLabelValues(f.FormID).Inc()
+			// What the form committed in parts while it was read
+			// (worker.Config.PartRows) is stored all the same, and the
+			// next run finds those rows unchanged: counted now or never.
+			for kind, n := range map[string]int64{"inserted": f.Inserted, "updated": f.Updated, "restored": f.Restored} {
+				if n > 0 {
+					m.rows.WithLabelValues(f.FormID, kind).Add(float64(n))
+				}
+			}
 		} else {
 			m.rows.WithLabelValues(f.FormID, "inserted").Add(float64(f.Inserted))
 			m.rows.WithLabelValues(f.FormID, "updated").Add(float64(f.Updated))

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -140,11 +141,12 @@ formsync_watermark_lag_seconds{form="a"} 600
 		t.Errorf("run duration count %d sum %g, want 1 and 90", count, sum)
 	}
 
-	// A failed commit fails every form: no rows, no new success stamp.
+	// A failed commit fails every form: no rows (its report counts only
+	// rows committed in parts, none here), no new success stamp.
 	m.ObserveRun(&worker.Report{
 		Duration:  time.Second,
 		CommitErr: errors.New("committing 1 forms: boom"),
-		Forms:     []worker.FormReport{{FormID: "a", Inserted: 5, Pages: 1}},
+		Forms:     []worker.FormReport{{FormID: "a", Pages: 1}},
 	}, time.Second)
 	// A run that failed before it could report.
 	m.ObserveRun(nil, 0)
@@ -383,5 +385,32 @@ func TestMissingRowsOutliveAFailedComparison(t *testing.T) {
 		if got := testutil.ToFloat64(m.missingRows.WithLabelValues(form)); got != want {
 			t.Errorf("missing rows of %s = %g, want %g", form, got, want)
 		}
+	}
+}
+
+// Rows committed in parts while a form was read (Config.PartRows) are in
+// the table even when the form then fails, is interrupted, or the run's
+// final commit fails; the report counts only those for such a form, and
+// the next run finds them stored, not new: they are counted now or never.
+func TestRowsCommittedInPartsOfAFailedForm(t *testing.T) {
+	m := newMetrics()
+	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{
+		{FormID: "a", Parts: 2, Inserted: 80, Updated: 3, Err: fmt.Errorf("form a: %w", context.Canceled)},
+		{FormID: "b", Err: errors.New("form b: HTTP 404")},
+	}}, time.Second)
+	m.ObserveRun(&worker.Report{
+		CommitErr: errors.New("committing 1 forms: boom"),
+		Forms:     []worker.FormReport{{FormID: "a", Parts: 1, Inserted: 40}},
+	}, time.Second)
+	for _, c := range []struct {
+		form, kind string
+		want       float64
+	}{{"a", "inserted", 120}, {"a", "updated", 3}} {
+		if got := testutil.ToFloat64(m.rows.WithLabelValues(c.form, c.kind)); got != c.want {
+			t.Errorf("rows %s of %s = %g, want %g", c.kind, c.form, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.Registry(), "formsync_rows_total"); n != 2 {
+		t.Errorf("%d rows series, want 2 (none for a form that committed nothing)", n)
 	}
 }
