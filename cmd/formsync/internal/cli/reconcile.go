@@ -41,12 +41,17 @@ func runReconcile(ctx context.Context, e *env, args []string) int {
 	m := metrics.New()
 	p, err := wire(ctx, e, forms, m)
 	if err != nil {
+		// A failed run, as sync counts one: the Pushgateway's group
+		// would otherwise keep the last success.
+		m.ObserveRun(nil, 0)
+		pushMetrics(ctx, e, m)
 		return wireFailed(e, err)
 	}
 	defer p.Close()
 	rep, err := p.engine.Reconcile(ctx, forms...)
 	if err != nil {
 		e.log.Error("reconcile failed", "error", err.Error())
+		m.ObserveRun(nil, 0)
 		pushMetrics(ctx, e, m)
 		return exitFailed
 	}
