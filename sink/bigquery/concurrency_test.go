@@ -38,6 +38,29 @@ func TestCancelledTransactionIsRunAgain(t *testing.T) {
 	}
 }
 
+// TestSerializationFailureIsRunAgain: BigQuery also reports a conflict
+// between concurrent mutating DML on one table as "Could not serialize
+// access to table ... due to concurrent update" (reason invalidQuery, like
+// a genuinely invalid query); the transaction is rolled back, so the sink
+// treats it as the other wording: it waits, re-reads the revisions and
+// runs the transaction again.
+func TestSerializationFailureIsRunAgain(t *testing.T) {
+	b := setup(t, bqfake.Options{PendingPolls: 1})
+	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
+	b.fake.FailNext(bqfake.OpSerialize, 0, "")
+	res := b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
+	if res["f"] != (sink.Counts{Inserted: 1}) {
+		t.Errorf("counts %+v", res["f"])
+	}
+	if a, r := b.sink.aborted.Load(), b.sink.rerun.Load(); a != 1 || r != 1 {
+		t.Errorf("%d cancelled, %d rerun; want 1 and 1", a, r)
+	}
+	checkRows(t, b.sink, "f", rows)
+	if got := readState(t, b.sink, "f")["f"]; got.Revision != 1 || got.Rows != 1 {
+		t.Errorf("state %+v", got)
+	}
+}
+
 // TestCancelledTransactionThenConflict: after the cancellation another
 // process commits the form; the sink's re-read sees the moved revision and
 // gives up with a ConflictError rather than run its stale state.

@@ -184,8 +184,10 @@
 //
 // BigQuery cancels a transaction that mutates a table another running
 // transaction mutates ("Transaction is aborted due to concurrent update
-// against table ...", reason invalidQuery: the reason is shared with real
-// query errors, so the message's fixed fragment tells them apart). Shards
+// against table ...", or, for conflicting mutating DML, "Could not
+// serialize access to table ... due to concurrent update"; reason
+// invalidQuery: the reason is shared with real query errors, so the
+// messages' fixed fragments tell them apart). Shards
 // and a backfill committing together hit this. The sink waits (exponential
 // backoff with jitter), re-reads the revisions (a moved one ends the commit
 // with a *sink.ConflictError: the caller re-reads its state and merges) and

@@ -37,7 +37,8 @@ var (
 	ErrDuplicate = errors.New("bigquery: already exists")
 	// ErrConcurrentUpdate: BigQuery cancelled a transaction because
 	// another transaction was mutating the same table ("Transaction is
-	// aborted due to concurrent update against table ..."). Commit retries
+	// aborted due to concurrent update against table ..." or "Could not
+	// serialize access to table ... due to concurrent update"). Commit retries
 	// it itself (Config.MaxConcurrentRetries); it reaches a caller only
 	// when those retries are spent.
 	ErrConcurrentUpdate = errors.New("bigquery: transaction cancelled by a concurrent update")
@@ -210,11 +211,19 @@ func isNotFound(err error) bool {
 // fixed fragment tells the two apart.
 const concurrentUpdateText = "aborted due to concurrent update"
 
+// serializationText is the stable part of the other wording BigQuery
+// gives a conflict between mutating DML statements running at once on one
+// table ("Could not serialize access to table p:d.t due to concurrent
+// update", reason invalidQuery too): the transaction is rolled back just
+// the same, and running it again is the remedy.
+const serializationText = "could not serialize access to table"
+
 func isConcurrentUpdate(reason string, err error) bool {
 	if reason != "invalidQuery" && reason != "invalid" && reason != "" {
 		return false
 	}
-	return strings.Contains(errMessage(err), concurrentUpdateText)
+	msg := errMessage(err)
+	return strings.Contains(msg, concurrentUpdateText) || strings.Contains(strings.ToLower(msg), serializationText)
 }
 
 // stateConflictText is the description of the commit script's ASSERT on

@@ -64,7 +64,10 @@
 //     transaction's job failing after it committed (the work stays in), a
 //     failing jobs.get, a failing jobs.getQueryResults, a lost jobs.insert
 //     response (the job exists: the client's retry gets 409), a
-//     transaction cancelled for a concurrent update.
+//     transaction cancelled for a concurrent update, in either of
+//     BigQuery's wordings ("Transaction is aborted due to concurrent
+//     update ..." or "Could not serialize access to table ... due to
+//     concurrent update").
 //     Options.PendingPolls makes jobs look running for a few polls.
 //     OnStatement lets a test act between a client's steps.
 //   - Counters (Stats): load and query jobs, multipart/resumable uploads,

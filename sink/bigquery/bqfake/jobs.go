@@ -173,6 +173,16 @@ func (s *Server) start(j *job, stmt *statement, params map[string]param) {
 		s.stats.Aborted++
 		return
 	}
+	if _, ok := s.takeFault(OpSerialize); ok {
+		// BigQuery's other wording of a conflict between concurrent
+		// mutating DML on one table: the job fails with reason
+		// invalidQuery (HTTP 400) and its transaction is rolled back.
+		p, d, t, _ := splitRef(stmt.mutates[0])
+		j.j.Statistics.Query = &bqv2.JobStatistics2{StatementType: stmt.kind}
+		j.fail(invalidQuery("Could not serialize access to table %s:%s.%s due to concurrent update", p, d, t))
+		s.stats.Aborted++
+		return
+	}
 	for _, other := range s.running {
 		for _, a := range stmt.mutates {
 			if slices.Contains(other.mutates, a) {

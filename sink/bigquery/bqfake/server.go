@@ -71,6 +71,14 @@ const (
 	// reason given are ignored: the error is BigQuery's, reason
 	// invalidQuery).
 	OpConcurrent Op = "concurrent"
+	// OpSerialize cancels the next transaction script the other way
+	// BigQuery reports a conflict between concurrent mutating DML
+	// statements on one table (its troubleshooting guide lists it as
+	// "Could not serialize access to table due to concurrent update"):
+	// "Could not serialize access to table p:d.t due to concurrent
+	// update", reason invalidQuery. The status and reason given are
+	// ignored; nothing is applied.
+	OpSerialize Op = "serialize"
 )
 
 type fault struct {
