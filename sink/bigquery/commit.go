@@ -227,7 +227,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 //
 // BigQuery can end a script's job in error after its COMMIT TRANSACTION
 // (the counts SELECT that follows it failed), and runJob then reruns the
-// script, whose ASSERT fails on the revisions the first run moved: a
+// script, whose revision check fails on the revisions the first run moved: a
 // conflict with itself. Every state a commit writes carries the commit's
 // id and counts in last_commit, so the stored states say whether this
 // commit is in, and what it did.

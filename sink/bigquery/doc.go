@@ -68,8 +68,11 @@
 //     process loads can be merged by another (a shard, a backfill, a
 //     retried commit), and no DDL is issued for it.
 //  4. ONE multi-statement transaction:
-//     - ASSERT that every form's stored revision is still the one read (it
-//     fails with the description formsync_state_conflict, which the sink
+//     - check that every form's stored revision is still the one read: a
+//     SELECT that calls ERROR otherwise (an ASSERT would do, but the
+//     transactions page lists SELECT and DML as the statements a
+//     transaction takes, and ASSERT is not among them). It fails with
+//     the message formsync_state_conflict, which the sink
 //     turns into a *sink.ConflictError naming the forms whose revision
 //     moved, after re-reading them);
 //     - when a form forgets or reconciles: a temp table
@@ -105,14 +108,14 @@
 //     `_formsync_counts`.
 //
 // BigQuery may end the job in error after the COMMIT (the SELECT failed),
-// and runJob then reruns the script, whose ASSERT fails on the revisions
+// and runJob then reruns the script, whose revision check fails on the revisions
 // the first run moved; or the job's results may be unreadable. Either way
 // the states carry the answer: a failed commit reads the forms'
 // last_commit, and when it names this commit (its id is unique, see
 // commitID), the commit is done and its counts are there.
 //
 // A commit with no rows runs no load job and no submissions MERGE: only a
-// transaction with the ASSERT and the sync_state MERGE, and, when a form
+// transaction with the revision check and the sync_state MERGE, and, when a form
 // forgets or reconciles, the statements above without the plan (a
 // reconcile that stages nothing marks every row of its form). The
 // forget and reconcile statements are rendered only into commits that

@@ -226,9 +226,9 @@ func isConcurrentUpdate(reason string, err error) bool {
 	return strings.Contains(msg, concurrentUpdateText) || strings.Contains(strings.ToLower(msg), serializationText)
 }
 
-// stateConflictText is the description of the commit script's ASSERT on
-// the stored revisions (sql.go). An ASSERT failure has no reason of its
-// own either (invalidQuery); the description is formsync's own text, so it
+// stateConflictText opens the message of the commit script's ERROR on
+// the stored revisions (sql.go). Such a failure has no reason of its
+// own either (invalidQuery); the message is formsync's own text, so it
 // identifies the failure without depending on BigQuery's wording.
 const stateConflictText = "formsync_state_conflict"
 

@@ -20,7 +20,7 @@ import (
 // after its COMMIT TRANSACTION (the counts SELECT that follows failed), or
 // the job's results cannot be read. The commit is in: Commit reports it as
 // done, with the counts it would have read, rather than as a conflict with
-// itself (the rerun's ASSERT finds the revisions it moved), and nothing is
+// itself (the rerun's revision check finds the revisions it moved), and nothing is
 // applied twice.
 func TestCommitInDespiteItsJobFailing(t *testing.T) {
 	b := setup(t, bqfake.Options{})

@@ -95,8 +95,8 @@ func TestRealBigQueryContract(t *testing.T) {
 
 // TestRealBigQueryConcurrentFirstCommits commits the first rows of a new
 // form from two processes at once. Both see no state and pass the
-// transaction's ASSERT; the design relies on BigQuery cancelling one of two
-// transactions that MERGE into the same tables, whereupon the cancelled one
+// transaction's revision check; the design relies on BigQuery cancelling
+// one of two transactions that MERGE into the same tables, whereupon the cancelled one
 // re-reads the state and is refused. The fake cannot say whether BigQuery
 // does so when the MERGE of a new form only inserts: this checks it.
 func TestRealBigQueryConcurrentFirstCommits(t *testing.T) {

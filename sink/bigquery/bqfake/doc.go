@@ -29,8 +29,8 @@
 //     collapsing whitespace outside quotes and replacing each backquoted
 //     project.dataset.table by `?`; string literals are decoded as GoogleSQL
 //     decodes them. Each shape is executed with the same semantics on an
-//     in-memory SQLite database (modernc.org/sqlite): the scripts' ASSERT on
-//     revisions (failing with its description, reason invalidQuery), the
+//     in-memory SQLite database (modernc.org/sqlite): the scripts' check of
+//     the revisions (failing with its message, reason invalidQuery), the
 //     commit script's plan (window functions as BigQuery's), the MERGE
 //     clauses evaluated on the snapshot of matches (with BigQuery's "must
 //     match at most one source row" check; Stats.MergePlan keeps SQLite's

@@ -48,12 +48,12 @@ ORDER BY created_at, submission_key
 `
 	shapeWriteState = `BEGIN TRANSACTION;
 
-ASSERT NOT EXISTS (
+SELECT IF(EXISTS (
   SELECT 1
   FROM UNNEST(@states) AS st
   LEFT JOIN ` + "`?`" + ` AS t ON t.form_id = st.form_id
   WHERE COALESCE(t.revision, 0) != st.revision
-) AS 'formsync_state_conflict: the sync state of a form changed since it was read';
+), ERROR('formsync_state_conflict: the sync state of a form changed since it was read'), TRUE) AS revisions_held;
 
 MERGE ` + "`?`" + ` AS t
 USING (
@@ -88,12 +88,12 @@ COMMIT TRANSACTION;
 `
 	shapeCommit = `BEGIN TRANSACTION;
 
-ASSERT NOT EXISTS (
+SELECT IF(EXISTS (
   SELECT 1
   FROM UNNEST(@states) AS st
   LEFT JOIN ` + "`?`" + ` AS t ON t.form_id = st.form_id
   WHERE COALESCE(t.revision, 0) != st.revision
-) AS 'formsync_state_conflict: the sync state of a form changed since it was read';
+), ERROR('formsync_state_conflict: the sync state of a form changed since it was read'), TRUE) AS revisions_held;
 
 CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
@@ -288,12 +288,12 @@ FROM (
 `
 	shapeCommitDeletions = `BEGIN TRANSACTION;
 
-ASSERT NOT EXISTS (
+SELECT IF(EXISTS (
   SELECT 1
   FROM UNNEST(@states) AS st
   LEFT JOIN ` + "`?`" + ` AS t ON t.form_id = st.form_id
   WHERE COALESCE(t.revision, 0) != st.revision
-) AS 'formsync_state_conflict: the sync state of a form changed since it was read';
+), ERROR('formsync_state_conflict: the sync state of a form changed since it was read'), TRUE) AS revisions_held;
 
 CREATE TEMP TABLE _formsync_forgotten AS
 SELECT form_id, COUNTIF(deleted_at IS NULL) AS live, COUNTIF(deleted_at IS NOT NULL) AS deleted
@@ -516,12 +516,12 @@ FROM _formsync_counts;
 `
 	shapeWriteStateDeletions = `BEGIN TRANSACTION;
 
-ASSERT NOT EXISTS (
+SELECT IF(EXISTS (
   SELECT 1
   FROM UNNEST(@states) AS st
   LEFT JOIN ` + "`?`" + ` AS t ON t.form_id = st.form_id
   WHERE COALESCE(t.revision, 0) != st.revision
-) AS 'formsync_state_conflict: the sync state of a form changed since it was read';
+), ERROR('formsync_state_conflict: the sync state of a form changed since it was read'), TRUE) AS revisions_held;
 
 CREATE TEMP TABLE _formsync_forgotten AS
 SELECT form_id, COUNTIF(deleted_at IS NULL) AS live, COUNTIF(deleted_at IS NOT NULL) AS deleted

@@ -376,7 +376,7 @@ func (s *Server) find(t map[string]string, params map[string]param) (*result, er
 // sentinel the sink sends for "no time" (NULLIF turns it into NULL).
 var minTimestamp = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 
-// assertRevisions is the scripts' ASSERT: every form's stored revision
+// assertRevisions is the scripts' revision check (a SELECT calling ERROR): every form's stored revision
 // (NULL and a missing row read as 0) is the one its state carries.
 func (s *Server) assertRevisions(tx *sql.Tx, ref string, params map[string]param) error {
 	if err := materialise(tx, "states", params["states"]); err != nil {
@@ -468,7 +468,7 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 	return n + m, nil
 }
 
-// writeState is the state-only transaction: ASSERT, then the MERGE.
+// writeState is the state-only transaction: the revision check, then the MERGE.
 func (s *Server) writeState(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := s.assertRevisions(tx, t["state"], params); err != nil {

@@ -1,11 +1,11 @@
 BEGIN TRANSACTION;
 
-ASSERT NOT EXISTS (
+SELECT IF(EXISTS (
   SELECT 1
   FROM UNNEST(@states) AS st
   LEFT JOIN `my-project.formsync.sync_state` AS t ON t.form_id = st.form_id
   WHERE COALESCE(t.revision, 0) != st.revision
-) AS 'formsync_state_conflict: the sync state of a form changed since it was read';
+), ERROR('formsync_state_conflict: the sync state of a form changed since it was read'), TRUE) AS revisions_held;
 
 CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
