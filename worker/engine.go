@@ -202,8 +202,14 @@ type FormReport struct {
 	// of its final pass); -1 when the form was not read to the end.
 	Total int64
 	// Missing is how many submissions the API counts that the sink does not
-	// hold after the run (and a full re-read); 0 when complete.
+	// hold after the run (and a full re-read); 0 when complete. It says so
+	// only when Checked.
 	Missing int64
+	// Checked reports that the run compared the rows the sink holds for the
+	// form with the API's total (the completeness check): not for a form
+	// that failed, nor when the commit failed or a shutdown cut the run
+	// short.
+	Checked bool
 	// Future, TooDeep and NoFields count submissions stored but not
 	// trusted: a created_at more than FutureTolerance ahead (it does not
 	// move the watermark), fields nested deeper than the sinks can query
@@ -659,6 +665,7 @@ func (e *Engine) shortForms(ctx context.Context, runs []*formRun) []*formRun {
 		if !ok || !r.committed || r.err != nil || !r.complete() {
 			continue
 		}
+		r.report.Checked = true
 		// Submissions forgotten on request are served but never stored;
 		// copies are served twice and stored once.
 		held := st.Rows + st.Copies.Count()

@@ -175,7 +175,15 @@ func TestShutdownDuringCommitCommits(t *testing.T) {
 	if fr := enginetest.FormReport(t, rep, "f"); fr.Err != nil || fr.Inserted != 30 {
 		t.Errorf("form: err %v, %d inserted; want none, 30", fr.Err, fr.Inserted)
 	}
+	// The shutdown skips the completeness check: nothing was compared,
+	// which the report must not pass off as complete.
+	if fr := enginetest.FormReport(t, rep, "f"); fr.Checked {
+		t.Error("the form is reported checked after a shutdown skipped the completeness check")
+	}
 	h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
+	if fr := enginetest.FormReport(t, h.MustSync(t.Context()), "f"); !fr.Checked || fr.Missing != 0 {
+		t.Errorf("the next sync: checked %v, missing %d; want true, 0", fr.Checked, fr.Missing)
+	}
 }
 
 // TestForgetBetweenParts forgets, between two parts of a sync, one

@@ -188,7 +188,7 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 	now := m.now()
 	for _, f := range rep.Forms {
 		m.pages.WithLabelValues(f.FormID).Add(float64(f.Pages))
-		if compared(rep, f) {
+		if f.Checked {
 			m.missingRows.WithLabelValues(f.FormID).Set(float64(f.Missing))
 		}
 		// A failed form keeps showing its last success and reconcile as
@@ -228,18 +228,6 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 			m.watermarkLag.WithLabelValues(f.FormID).Set(now.Sub(f.Watermark.CreatedAt).Seconds())
 		}
 	}
-}
-
-// compared reports whether the run compared the form's stored rows with
-// the API's total, so that f.Missing is a count and not just unset: the
-// form was read to the end and then either committed without a fault or
-// found short. A failed commit or a refused read leaves Missing 0 without
-// any comparison, and the gauge keeps what the last one found.
-func compared(rep *worker.Report, f worker.FormReport) bool {
-	if f.Total < 0 {
-		return false
-	}
-	return f.Missing > 0 || (f.Err == nil && rep.CommitErr == nil && rep.Fatal == nil)
 }
 
 // Push replaces the metrics of job on the Pushgateway at pushURL with the

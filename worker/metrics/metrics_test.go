@@ -346,8 +346,8 @@ func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 func TestMissingRowsAndConflicts(t *testing.T) {
 	m := New()
 	m.ObserveRun(&worker.Report{Conflicts: 2, Forms: []worker.FormReport{
-		{FormID: "short", Total: 12, Missing: 2, Err: &worker.IncompleteError{FormID: "short", Total: 12, Stored: 10, Missing: 2}},
-		{FormID: "whole", Total: 5},
+		{FormID: "short", Total: 12, Missing: 2, Checked: true, Err: &worker.IncompleteError{FormID: "short", Total: 12, Stored: 10, Missing: 2}},
+		{FormID: "whole", Total: 5, Checked: true},
 		{FormID: "failed", Total: -1, Err: errors.New("form not found")},
 	}}, 0)
 	for form, want := range map[string]float64{"short": 2, "whole": 0} {
@@ -371,9 +371,13 @@ func TestMissingRowsAndConflicts(t *testing.T) {
 func TestMissingRowsOutliveAFailedComparison(t *testing.T) {
 	m := New()
 	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{
-		{FormID: "short", Total: 12, Missing: 2, Err: &worker.IncompleteError{FormID: "short", Total: 12, Stored: 10, Missing: 2}},
-		{FormID: "refused", Total: 7, Missing: 1, Err: &worker.IncompleteError{FormID: "refused", Total: 7, Stored: 6, Missing: 1}},
+		{FormID: "short", Total: 12, Missing: 2, Checked: true, Err: &worker.IncompleteError{FormID: "short", Total: 12, Stored: 10, Missing: 2}},
+		{FormID: "refused", Total: 7, Missing: 1, Checked: true, Err: &worker.IncompleteError{FormID: "refused", Total: 7, Stored: 6, Missing: 1}},
+		{FormID: "stopped", Total: 9, Missing: 3, Checked: true, Err: &worker.IncompleteError{FormID: "stopped", Total: 9, Stored: 6, Missing: 3}},
 	}}, 0)
+	// A shutdown skips the completeness check: the form committed, nothing
+	// compared.
+	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{{FormID: "stopped", Total: 9}}}, 0)
 	m.ObserveRun(&worker.Report{
 		CommitErr: errors.New("committing 2 forms: boom"),
 		Forms:     []worker.FormReport{{FormID: "short", Total: 12}, {FormID: "refused", Total: 7}},
@@ -381,7 +385,7 @@ func TestMissingRowsOutliveAFailedComparison(t *testing.T) {
 	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{
 		{FormID: "refused", Total: 7, Err: errors.New("form refused: not reconciled: the read saw 6 submissions where the API counts 7")},
 	}}, 0)
-	for form, want := range map[string]float64{"short": 2, "refused": 1} {
+	for form, want := range map[string]float64{"short": 2, "refused": 1, "stopped": 3} {
 		if got := testutil.ToFloat64(m.missingRows.WithLabelValues(form)); got != want {
 			t.Errorf("missing rows of %s = %g, want %g", form, got, want)
 		}
