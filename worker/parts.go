@@ -145,6 +145,12 @@ func (p *partCommitter) commit(pt part) {
 		st = *res.state
 	}
 	st.FieldNames = mergeFields(st.FieldNames, pt.names)
+	// The part's rows were staged under the configured field policy,
+	// which a first read adopts over a state that records another
+	// (checkPolicy): the state must say so from the first part on, or a
+	// run stopped after it leaves rows the next sync takes for rows of
+	// the other policy.
+	st.FieldPolicy = p.e.policyID()
 	now := p.e.cfg.Now().UTC()
 	c := &sink.Commit{SyncedAt: now, Forms: []sink.FormCommit{{State: st, Rows: pt.spool}}}
 	got, conflicts, err := p.e.commit(p.ctx, c, mergePart)
@@ -165,10 +171,12 @@ func (p *partCommitter) commit(pt part) {
 
 // mergePart is the state a part writes over a state another process
 // stored after it was read: everything as stored, with the part's field
-// names added. A part moves nothing else.
+// names and the field policy its rows were staged under. A part moves
+// nothing else.
 func mergePart(stored, ours state.Form) state.Form {
 	out := stored
 	out.FieldNames = mergeFields(stored.FieldNames, ours.FieldNames)
+	out.FieldPolicy = ours.FieldPolicy
 	return out
 }
 

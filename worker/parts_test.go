@@ -13,6 +13,7 @@ import (
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/enginetest"
+	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
@@ -128,6 +129,83 @@ func TestInterruptedSyncInParts(t *testing.T) {
 				t.Errorf("the next sync inserted %d rows, want the 220 not committed", fr.Inserted)
 			}
 			h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
+		})
+	}
+}
+
+// TestInterruptedSyncInPartsKeepsTheFieldPolicy: the parts a first sync
+// under a field policy commits before it is stopped are stored under that
+// policy, and their state says so: the next sync goes on with the form
+// instead of taking its rows for rows of another policy.
+func TestInterruptedSyncInPartsKeepsTheFieldPolicy(t *testing.T) {
+	pol, err := fieldpolicy.Parse("email=drop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sk := range deletionSinks {
+		t.Run(sk.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			base := sk.open(t)
+			second := make(chan struct{})
+			s := &onCommit{Sink: base, n: 2, hook: func(context.Context, *sink.Commit) error { cancel(); close(second); return nil }}
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 42, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
+			h.Config.PartRows = 40
+			h.Config.FieldPolicy = pol
+			src := &gatedSource{Source: client(t, h, nil), after: 10, open: second}
+			if _, err := newEngine(t, h, src).Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			st, err := base.ReadState(t.Context(), []string{"f"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := st["f"]; f.Rows != 80 || f.FieldPolicy != pol.Identity() {
+				t.Errorf("after the interruption: %d rows stored under policy %q; want 80 under %q", f.Rows, f.FieldPolicy, pol.Identity())
+			}
+			fr := enginetest.FormReport(t, h.Sync(t.Context()), "f")
+			if fr.Err != nil || fr.Inserted != 220 {
+				t.Errorf("the next sync: err %v, %d inserted; want none, the 220 not committed", fr.Err, fr.Inserted)
+			}
+		})
+	}
+}
+
+// TestPartMeetingACommitKeepsTheFieldPolicy: a part of a first sync under
+// a field policy that meets a concurrent commit of its form (a forget)
+// records that policy for its rows all the same.
+func TestPartMeetingACommitKeepsTheFieldPolicy(t *testing.T) {
+	pol, err := fieldpolicy.Parse("email=drop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sk := range deletionSinks {
+		t.Run(sk.name, func(t *testing.T) {
+			ctx := t.Context()
+			base := sk.open(t)
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 44, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 200}, base)
+			h.Config.PartRows = 50
+			h.Config.FieldPolicy = pol
+			forgetter := h.Engine()
+			// The first part's commit meets the forget's and is merged
+			// and committed again; the state is read as the second part
+			// commits.
+			first := &onCommit{Sink: base, n: 1, hook: func(ctx context.Context, _ *sink.Commit) error {
+				_, err := forgetter.Forget(ctx, "f", sink.Match{Keys: []string{"no-such-submission"}}, false)
+				return err
+			}}
+			var stored string
+			h.Sink = &onCommit{Sink: first, n: 3, hook: func(ctx context.Context, _ *sink.Commit) error {
+				st, err := base.ReadState(ctx, []string{"f"})
+				stored = st["f"].FieldPolicy
+				return err
+			}}
+			if fr := enginetest.FormReport(t, h.MustSync(ctx), "f"); fr.Parts != 4 {
+				t.Errorf("%d parts, want 4", fr.Parts)
+			}
+			if stored != pol.Identity() {
+				t.Errorf("the first part's rows were stored under policy %q, want %q", stored, pol.Identity())
+			}
 		})
 	}
 }
