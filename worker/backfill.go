@@ -442,6 +442,11 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	progress := &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.start.UTC(), FieldPolicy: b.e.policyID()}
 	moveWatermark := final && b.whole && rep.ResumedFrom.IsZero()
 	whole := b.whole
+	// Into a form with nothing stored, every row is staged under the
+	// configured policy, whatever the window (checkPolicy lets it in):
+	// record it with the first rows, or the next sync takes them for rows
+	// of the policy the empty state named.
+	adopt := b.old.Rows == 0 && b.old.Deleted == 0
 	build := func(st state.Form) state.Form {
 		// The base may hold names another process merged in since b.old.
 		st.FieldNames = mergeFields(st.FieldNames, names)
@@ -451,6 +456,9 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 			st.Order = order
 		}
 		st.Backfill = progress
+		if adopt {
+			st.FieldPolicy = next.FieldPolicy
+		}
 		if final {
 			st.Backfill = nil
 			if whole {

@@ -219,6 +219,44 @@ func TestResumedBackfillAdoptsTheFieldPolicy(t *testing.T) {
 	}
 }
 
+// TestBackfillOfAWindowRecordsTheFieldPolicy: a backfill of a window into
+// a form with nothing stored yet stores its rows under the configured
+// field policy and records it, so that syncs go on; into a form stored
+// under another policy it is refused, since it would mix the two.
+func TestBackfillOfAWindowRecordsTheFieldPolicy(t *testing.T) {
+	ctx := t.Context()
+	s := openSQLite(t)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 13, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 100}, s)
+	drop, err := fieldpolicy.Parse("email=drop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Config.FieldPolicy = drop
+	window := worker.BackfillOptions{Window: worker.Window{Since: h.Sim.Submissions("f")[50].CreatedAt}}
+	if _, err := newEngine(t, h, client(t, h, nil)).Backfill(ctx, "f", window); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.ReadState(ctx, []string{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := st["f"]; f.Rows == 0 || f.FieldPolicy != drop.Identity() {
+		t.Errorf("after the backfill: %d rows stored under policy %q; want some under %q", f.Rows, f.FieldPolicy, drop.Identity())
+	}
+	if fr := enginetest.FormReport(t, h.Sync(ctx), "f"); fr.Err != nil {
+		t.Errorf("sync after the backfill: %v", fr.Err)
+	}
+
+	dropMore, err := fieldpolicy.Parse("email=drop,name=drop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Config.FieldPolicy = dropMore
+	if _, err := newEngine(t, h, client(t, h, nil)).Backfill(ctx, "f", window); !errors.Is(err, worker.ErrPolicyChanged) {
+		t.Errorf("backfill of a window under another policy: %v, want %v", err, worker.ErrPolicyChanged)
+	}
+}
+
 // TestResumedBackfillWithNothingLeftEnds: progress whose cursor lies below
 // every row still served (the rows there were deleted since) is cleared by
 // the next backfill of the window, which has nothing left to read.
