@@ -310,11 +310,14 @@ func ParseCreatedAt(v string) (time.Time, error) {
 
 // rawOf checks that raw (not null) is a JSON value starting with one of
 // want ('{', '['). Invalid UTF-8 inside strings is replaced so the sinks get
-// text they can store; valid says there is none.
+// text they can store; valid says there is none. The error names the kind
+// of value it got, never the value: it holds what people typed into the
+// form, which a field policy keeps out of the tables and must not reach a
+// log instead.
 func rawOf(raw json.RawMessage, want string, valid bool) (json.RawMessage, error) {
 	if !strings.ContainsRune(want, rune(raw[0])) {
 		kinds := map[string]string{"{": "an object", "[": "an array", "[{": "an array or an object"}
-		return nil, fmt.Errorf("%.40s is not %s", raw, kinds[want])
+		return nil, fmt.Errorf("a JSON %s, not %s", jsonKind(raw[0]), kinds[want])
 	}
 	if valid {
 		return raw, nil

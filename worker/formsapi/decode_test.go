@@ -244,6 +244,24 @@ func TestDecodePageShapeMessages(t *testing.T) {
 	}
 }
 
+// TestDecodeErrorsKeepValuesOut: a submission's values, or files, of the
+// wrong shape are refused by naming the shape, not by quoting what was
+// typed into the form: the error reaches the logs.
+func TestDecodeErrorsKeepValuesOut(t *testing.T) {
+	pag := `{"total":1,"count":1,"per_page":25,"current_page":1}`
+	sub := `{"created_at":"2026-01-01T00:00:00Z",`
+	for body, want := range map[string]string{
+		`{"data":[` + sub + `"fields":["alice@example.com"]}],"meta":{"pagination":` + pag + `}}`:  "fields: a JSON array, not an object",
+		`{"data":[` + sub + `"data":"alice@example.com"}],"meta":{"pagination":` + pag + `}}`:      "data: a JSON string, not an object",
+		`{"data":[` + sub + `"files":"alice@example.com.pdf"}],"meta":{"pagination":` + pag + `}}`: "files: a JSON string, not an array or an object",
+	} {
+		_, err := decode("f", []byte(body))
+		if err == nil || !strings.Contains(record(err).Error(), want) || strings.Contains(err.Error(), "alice") {
+			t.Errorf("%s: err = %v, want it to say %q and not quote the value", body, err, want)
+		}
+	}
+}
+
 // decode decodes body as a page that was not asked for by number, so only
 // the body names the page.
 func decode(formID string, body []byte) (*Page, error) { return decodePage(formID, 0, body) }
