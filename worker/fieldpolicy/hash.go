@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -23,17 +24,29 @@ const keyFileEnv = "FORMSYNC_FIELD_HASH_KEY_FILE"
 // puts that out of reach.
 const minKeyLen = 16
 
+// maxKeyFile is the largest key file read.
+const maxKeyFile = 64 << 10
+
 // hexLen is the length of a hashed value: hex HMAC-SHA256.
 const hexLen = 2 * sha256.Size
 
 // LoadKey reads the hash key from the file at path. One trailing newline
 // ("\n" or "\r\n"), which editors and echo add, is not part of the key.
-// It refuses a key shorter than 16 bytes.
+// It refuses a key shorter than 16 bytes, and a file of more than 64 KiB
+// (a path naming a device such as /dev/urandom would never end).
 func LoadKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		// The *fs.PathError names the path.
 		return nil, fmt.Errorf("field hash key: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("field hash key: %w", err)
+	}
+	if len(b) > maxKeyFile {
+		return nil, fmt.Errorf("field hash key %s: more than %d KiB: the file must hold only the key", path, maxKeyFile>>10)
 	}
 	key := trimNewline(b)
 	if len(key) < minKeyLen {

@@ -172,6 +172,16 @@ func TestLoadKey(t *testing.T) {
 	if _, err := LoadKey(dir); err == nil || !strings.Contains(err.Error(), dir) {
 		t.Errorf("directory: %v, want an error naming %s", err, dir)
 	}
+	// A device that never ends is refused after 64 KiB, not read forever.
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		if _, err := LoadKey("/dev/zero"); err == nil || !strings.Contains(err.Error(), "more than 64 KiB") {
+			t.Errorf("/dev/zero: %v, want it refused as too large", err)
+		}
+	}
+	big := write("big", strings.Repeat("k", 64<<10+1))
+	if _, err := LoadKey(big); err == nil || !strings.Contains(err.Error(), big) {
+		t.Errorf("a file of 64 KiB and a byte: %v, want an error naming %s", err, big)
+	}
 }
 
 func TestValidate(t *testing.T) {
