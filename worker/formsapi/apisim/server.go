@@ -269,7 +269,8 @@ func (s *Server) serveSubmissions(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.seq++
-	rng := rand.New(rand.NewPCG(uint64(s.opts.Seed), s.seq))
+	seq := s.seq
+	rng := rand.New(rand.NewPCG(uint64(s.opts.Seed), seq))
 	early, limits := s.gateLocked(r, formID, rng)
 	faults := s.faults
 	for k, v := range limits {
@@ -305,7 +306,9 @@ func (s *Server) serveSubmissions(w http.ResponseWriter, r *http.Request) {
 	total := len(f.live)
 	live := f.live
 	if s.opts.ShuffleTies {
-		live = shuffleTies(live)
+		// A generator of its own, so that shuffling leaves the request's
+		// fault draws as they are without it.
+		live = shuffleTies(live, rand.New(rand.NewPCG(uint64(s.opts.Seed)^tieSalt, seq)))
 	}
 	recs := pageRecs(live, order, page, perPage)
 	f.served++
@@ -469,9 +472,13 @@ func pageParams(r *http.Request) (page, limit int) {
 	return page, min(limit, 100)
 }
 
+// tieSalt keys the generator that shuffles a request's ties apart from
+// the one that draws its faults.
+const tieSalt = 0x7469657321
+
 // shuffleTies returns a copy of live (sorted ascending) with every run of
-// records sharing a created_at millisecond in a random order.
-func shuffleTies(live []rec) []rec {
+// records sharing a created_at millisecond in an order drawn from rng.
+func shuffleTies(live []rec, rng *rand.Rand) []rec {
 	out := slices.Clone(live)
 	for i := 0; i < len(out); {
 		j := i + 1
@@ -479,7 +486,7 @@ func shuffleTies(live []rec) []rec {
 			j++
 		}
 		g := out[i:j]
-		rand.Shuffle(len(g), func(a, b int) { g[a], g[b] = g[b], g[a] })
+		rng.Shuffle(len(g), func(a, b int) { g[a], g[b] = g[b], g[a] })
 		i = j
 	}
 	return out
