@@ -893,3 +893,33 @@ func TestShuffleTiesFollowSeed(t *testing.T) {
 		t.Fatal("ties served in the same order on every request")
 	}
 }
+
+// TestShuffleTiesOlderKeepsMicroseconds: the older form serves six
+// fractional digits, so submissions a few microseconds apart are no tie
+// there: only those with the very same created_at change places, and every
+// page stays in created_at order.
+func TestShuffleTiesOlderKeepsMicroseconds(t *testing.T) {
+	b := setup(t, Options{Seed: 4, Variant: Older, Order: OldestFirst, SubmissionsPerForm: NoSubmissions, ShuffleTies: true})
+	at := time.Date(2026, 3, 1, 12, 0, 0, 500_000_000, time.UTC)
+	b.sim.AddAt("contact", at, 3)
+	for i := 1; i <= 4; i++ {
+		b.sim.AddAt("contact", at.Add(time.Duration(i*100)*time.Microsecond), 1)
+	}
+	orders := map[string]bool{}
+	for range 20 {
+		p := b.page(t, "contact", 1, 0)
+		var firsts []string
+		for i, d := range p.Data {
+			if i > 0 && d.CreatedAt < p.Data[i-1].CreatedAt {
+				t.Fatalf("older page out of created_at order: %s after %s", d.CreatedAt, p.Data[i-1].CreatedAt)
+			}
+			if i < 3 {
+				firsts = append(firsts, string(d.Fields))
+			}
+		}
+		orders[strings.Join(firsts, "|")] = true
+	}
+	if len(orders) < 2 {
+		t.Fatal("submissions with the same created_at were always served in one order")
+	}
+}

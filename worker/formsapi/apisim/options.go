@@ -87,10 +87,11 @@ type Options struct {
 	// TieEvery makes every Nth initial submission reuse the previous
 	// created_at exactly. 0 means no forced ties.
 	TieEvery int
-	// ShuffleTies serves submissions that share a created_at millisecond
-	// in another order on every request, as an ORDER BY created_at with
-	// LIMIT and OFFSET may: a group split across two pages can show some
-	// members on both and others on neither.
+	// ShuffleTies serves submissions that share a created_at as served
+	// (the millisecond in the newer and live forms, the microsecond in the
+	// older one) in another order on every request, as an ORDER BY
+	// created_at with LIMIT and OFFSET may: a group split across two pages
+	// can show some members on both and others on neither.
 	ShuffleTies bool
 	// RateLimit is the server-side requests per second (burst of one second's
 	// worth, at least 1); excess requests get 429. 0 means unlimited.
@@ -401,7 +402,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.TextVar(&o.Start, "start", o.Start, "created_at of the oldest initial submission (RFC 3339)")
 	fs.DurationVar(&o.Spacing, "spacing", o.Spacing, "mean gap between initial created_at values")
 	fs.IntVar(&o.TieEvery, "tie-every", o.TieEvery, "every Nth submission shares the previous created_at (0 = none)")
-	fs.BoolVar(&o.ShuffleTies, "shuffle-ties", o.ShuffleTies, "serve submissions sharing a created_at millisecond in another order on every request")
+	fs.BoolVar(&o.ShuffleTies, "shuffle-ties", o.ShuffleTies, "serve submissions sharing a created_at (as served) in another order on every request")
 	fs.Float64Var(&o.RateLimit, "rate-limit", o.RateLimit, "requests per second before 429 (0 = unlimited)")
 	fs.IntVar(&o.PlanLimit, "plan-limit", o.PlanLimit, "undisclosed plan limit: requests per -plan-window, with X-RateLimit-* headers (0 = none)")
 	fs.DurationVar(&o.PlanWindow, "plan-window", o.PlanWindow, "the plan limit's fixed window (whole seconds)")

@@ -308,7 +308,13 @@ func (s *Server) serveSubmissions(w http.ResponseWriter, r *http.Request) {
 	if s.opts.ShuffleTies {
 		// A generator of its own, so that shuffling leaves the request's
 		// fault draws as they are without it.
-		live = shuffleTies(live, rand.New(rand.NewPCG(uint64(s.opts.Seed)^tieSalt, seq)))
+		// A tie is what the form served cannot tell apart: the same
+		// microsecond in the older form, the same millisecond in the others.
+		width := int64(1000)
+		if variant == Older {
+			width = 1
+		}
+		live = shuffleTies(live, width, rand.New(rand.NewPCG(uint64(s.opts.Seed)^tieSalt, seq)))
 	}
 	recs := pageRecs(live, order, page, perPage)
 	f.served++
@@ -477,12 +483,13 @@ func pageParams(r *http.Request) (page, limit int) {
 const tieSalt = 0x7469657321
 
 // shuffleTies returns a copy of live (sorted ascending) with every run of
-// records sharing a created_at millisecond in an order drawn from rng.
-func shuffleTies(live []rec, rng *rand.Rand) []rec {
+// records sharing created_at/width (width in microseconds) in an order
+// drawn from rng.
+func shuffleTies(live []rec, width int64, rng *rand.Rand) []rec {
 	out := slices.Clone(live)
 	for i := 0; i < len(out); {
 		j := i + 1
-		for j < len(out) && out[j].at/1000 == out[i].at/1000 {
+		for j < len(out) && out[j].at/width == out[i].at/width {
 			j++
 		}
 		g := out[i:j]
