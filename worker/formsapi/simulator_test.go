@@ -243,3 +243,55 @@ func TestClientLearnsUndisclosedPlanLimit(t *testing.T) {
 		t.Errorf("took %v on the fake clock, %v of it paced; want about 20 s, half of it paced", el, paced)
 	}
 }
+
+// TestClientAgainstSimulatorDocumentedPaging: the documented defaults and
+// edges, as the simulator serves them in each form: limit left to the
+// server (10 in the newer and live forms, 25 in the older one), a page past
+// the end (no submissions, not an error), an empty form, is_spam and files
+// as the ground truth has them, and a form gone (410).
+func TestClientAgainstSimulatorDocumentedPaging(t *testing.T) {
+	for _, v := range []apisim.Variant{apisim.Older, apisim.Newer, apisim.Live} {
+		t.Run(v.String(), func(t *testing.T) {
+			sim, c, _ := simClient(t, apisim.Options{Seed: 12, Variant: v, Order: apisim.OldestFirst, Forms: []string{"f", "empty"}, SubmissionsPerForm: 60})
+			wantPer := map[apisim.Variant]int{apisim.Older: 25, apisim.Newer: 10, apisim.Live: 10}[v]
+			p, _, err := c.Page(t.Context(), "f", 1, 0)
+			if err != nil {
+				t.Fatal(record(err))
+			}
+			if p.PerPage != wantPer || len(p.Submissions) != wantPer || p.Total != 60 || p.TotalPages != (60+wantPer-1)/wantPer || p.CurrentPage != 1 {
+				t.Errorf("limit omitted: per_page %d, %d submissions, total %d, total_pages %d, current_page %d",
+					p.PerPage, len(p.Submissions), p.Total, p.TotalPages, p.CurrentPage)
+			}
+			truth := sim.Submissions("f")
+			for i, s := range p.Submissions {
+				w := truth[i]
+				spam, files := w.IsSpam, w.Files
+				if v == apisim.Live {
+					spam, files = false, []byte("[]")
+				}
+				if s.IsSpam != spam || !jsonEqual(s.Files, files) {
+					t.Errorf("submission %d: is_spam %v files %s, want %v %s", i, s.IsSpam, s.Files, spam, files)
+				}
+			}
+			past, _, err := c.Page(t.Context(), "f", 99, 0)
+			if err != nil {
+				t.Fatalf("page past the end: %v", record(err))
+			}
+			if len(past.Submissions) != 0 || past.CurrentPage != 99 || past.Total != 60 || past.Next != "" {
+				t.Errorf("page past the end = %+v", past)
+			}
+			sim.Delete("empty", 60)
+			empty, _, err := c.Page(t.Context(), "empty", 1, 0)
+			if err != nil {
+				t.Fatalf("empty form: %v", record(err))
+			}
+			if len(empty.Submissions) != 0 || empty.Total != 0 || empty.TotalPages > 1 {
+				t.Errorf("empty form = %+v", empty)
+			}
+			sim.SetFormStatus("f", 410)
+			if _, _, err := c.Page(t.Context(), "f", 1, 0); !errors.Is(record(err), ErrGone) {
+				t.Errorf("form gone: %v, want ErrGone", err)
+			}
+		})
+	}
+}
