@@ -157,7 +157,8 @@ func rowsOf(t testing.TB, formID string, subs []apisim.Submission, v apisim.Vari
 
 // CheckTable asserts that the form's stored rows are exactly want: same
 // keys, no duplicates, same content (created_at compared to the
-// millisecond, which both response forms carry). extra lists keys that may
+// millisecond, which both response forms carry, and to the microsecond
+// for rows expected from the older form, which carries six digits). extra lists keys that may
 // also be stored (submissions deleted after they were loaded).
 func (h *Harness) CheckTable(ctx context.Context, formID string, want []sink.Row, extra ...sink.Row) {
 	h.T.Helper()
@@ -178,6 +179,7 @@ func (h *Harness) CheckTable(ctx context.Context, formID string, want []sink.Row
 	}
 	missing := 0
 	for _, w := range want {
+		older := w.SubmissionID == nil
 		g, ok := seen[w.SubmissionKey]
 		key := w.SubmissionKey
 		if !ok { // loaded from the older response form, keyed by content
@@ -193,6 +195,11 @@ func (h *Harness) CheckTable(ctx context.Context, formID string, want []sink.Row
 			continue
 		}
 		delete(seen, key)
+		// A row expected from the older form (no id) carries its six
+		// fractional digits, and must keep them.
+		if older && !g.CreatedAt.Equal(w.CreatedAt) {
+			h.T.Errorf("form %s key %s: created_at %s, want %s (the older form's six digits)", formID, w.SubmissionKey, g.CreatedAt.Format(time.RFC3339Nano), w.CreatedAt.Format(time.RFC3339Nano))
+		}
 		if diff := rowDiff(w, g); diff != "" {
 			h.T.Errorf("form %s key %s: %s", formID, w.SubmissionKey, diff)
 		}
