@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"strings"
@@ -48,7 +49,9 @@ func olderStateSelect(version int) string {
 // lock, and works on a file the process may not write (a read-only copy or
 // mount). A file from a newer formsync is refused as Open refuses it, one
 // from a formsync older than schema version readOnlyFrom with
-// ErrOlderSchema. Commit fails on such a Sink.
+// ErrOlderSchema, and one in a directory it cannot write whose -wal file is
+// there without its -shm, whose last commits it could not read. Commit
+// fails on such a Sink.
 func OpenReadOnly(ctx context.Context, path string) (*Sink, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
@@ -72,6 +75,9 @@ func OpenReadOnly(ctx context.Context, path string) (*Sink, error) {
 		// cannot, and says "unable to open". Nothing writes a file there
 		// that this process could see change, so it is read as immutable:
 		// without the -shm and without locks.
+		if err := checkNoLog(path); err != nil {
+			return nil, err
+		}
 		s, err = openReadOnly(ctx, path, true)
 	}
 	return s, err
@@ -97,6 +103,25 @@ func openReadOnly(ctx context.Context, path string, immutable bool) (*Sink, erro
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkNoLog refuses a database whose write-ahead log is beside it, not
+// empty, before it is read as immutable: an immutable read ignores the
+// log, and the commits still in it (a copy taken before a checkpoint, a
+// writer that was killed) would go unseen, the older state read as the
+// current one.
+func checkNoLog(path string) error {
+	wal := path + "-wal"
+	fi, err := os.Stat(wal)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("sqlite: %s: looking for its write-ahead log: %w", path, err)
+	case fi.Size() == 0:
+		return nil
+	}
+	return fmt.Errorf("sqlite: %s: its write-ahead log %s may hold commits the file does not, and SQLite reads it only through the -shm file beside it, which it cannot create in this directory: copy the -shm file with it, or open the database once where it can be written", path, wal)
 }
 
 // isCantOpen reports SQLITE_CANTOPEN.

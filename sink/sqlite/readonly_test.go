@@ -165,6 +165,66 @@ func TestOpenReadOnlyInAReadOnlyDirectory(t *testing.T) {
 	}
 	commit(t, s, sink.FormCommit{State: stateOf("f1", "a"), Rows: sinktest.Spool(t, row(t, "f1", ptr(1), t0, false, `{"a":1}`))})
 	s.Close() // the last connection: the -wal and -shm files go
+	dir := readOnlyDir(t, src)
+	ro, err := OpenReadOnly(t.Context(), filepath.Join(dir, "f.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if st, err := ro.ReadState(t.Context(), nil); err != nil || st["f1"].Rows != 1 {
+		t.Errorf("state: %+v, %v", st, err)
+	}
+}
+
+// TestOpenReadOnlyCopyWithItsLog reads a copy, in a directory that cannot
+// be written, of a database whose last commits are still in its
+// write-ahead log (the -wal file, copied) but without the -shm file, which
+// SQLite needs to read that log and cannot create there. The state read
+// must be the last one committed, or the open must fail: never the older
+// state the main file alone holds.
+func TestOpenReadOnlyCopyWithItsLog(t *testing.T) {
+	src := t.TempDir()
+	s, err := Open(t.Context(), filepath.Join(src, "f.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	commit(t, s, sink.FormCommit{State: stateOf("f1", "a"), Rows: sinktest.Spool(t, row(t, "f1", ptr(1), t0, false, `{"a":1}`))})
+	if _, err := s.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	// Committed, and only in the log: the copy is taken before a checkpoint.
+	commit(t, s, sink.FormCommit{State: stateOf("f1", "a"), Rows: sinktest.Spool(t, row(t, "f1", ptr(2), t0, false, `{"a":2}`))})
+	cp := t.TempDir()
+	for _, name := range []string{"f.db", "f.db-wal"} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cp, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := readOnlyDir(t, cp)
+
+	ro, err := OpenReadOnly(t.Context(), filepath.Join(dir, "f.db"))
+	if err != nil {
+		if !strings.Contains(err.Error(), "-wal") {
+			t.Errorf("refused without naming the log: %v", err)
+		}
+		return
+	}
+	defer ro.Close()
+	if st, err := ro.ReadState(t.Context(), nil); err != nil || st["f1"].Rows != 2 || st["f1"].Revision != 2 {
+		t.Errorf("state read without the log's commits: %d rows at revision %d (%v), want 2 rows at revision 2", st["f1"].Rows, st["f1"].Revision, err)
+	}
+}
+
+// readOnlyDir returns src as a directory this process cannot write. As root
+// a directory's mode does not stop writes, so it is a read-only bind mount
+// then; the test is skipped where neither works.
+func readOnlyDir(t *testing.T, src string) string {
+	t.Helper()
 	dir := src
 	if os.Geteuid() == 0 {
 		dir = t.TempDir()
@@ -182,12 +242,5 @@ func TestOpenReadOnlyInAReadOnlyDirectory(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "probe"), nil, 0o600); err == nil {
 		t.Skip("the directory is still writable")
 	}
-	ro, err := OpenReadOnly(t.Context(), filepath.Join(dir, "f.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
-	if st, err := ro.ReadState(t.Context(), nil); err != nil || st["f1"].Rows != 1 {
-		t.Errorf("state: %+v, %v", st, err)
-	}
+	return dir
 }
