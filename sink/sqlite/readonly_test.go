@@ -244,3 +244,43 @@ func readOnlyDir(t *testing.T, src string) string {
 	}
 	return dir
 }
+
+// TestOpenRefusesAFileItCannotWrite: a file this process may only read
+// (its mode, or a read-only mount that holds its -wal and -shm, as a
+// killed writer leaves them) is opened by SQLite read-only without a word.
+// A sync must learn it when it opens the file, not at its commit, after it
+// has read the API.
+func TestOpenRefusesAFileItCannotWrite(t *testing.T) {
+	src := t.TempDir()
+	s, err := Open(t.Context(), filepath.Join(src, "f.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, sink.FormCommit{State: stateOf("f1", "a"), Rows: sinktest.Spool(t, row(t, "f1", ptr(1), t0, false, `{"a":1}`))})
+	cp := t.TempDir()
+	for _, name := range []string{"f.db", "f.db-wal", "f.db-shm"} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cp, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	if os.Geteuid() != 0 {
+		os.Chmod(filepath.Join(cp, "f.db"), 0o444)
+	}
+	path := filepath.Join(readOnlyDir(t, cp), "f.db")
+
+	s, err = Open(t.Context(), path)
+	if err == nil {
+		defer s.Close()
+		st, _ := s.ReadState(t.Context(), nil)
+		_, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{{State: st["f1"]}}})
+		t.Fatalf("Open of a file it cannot write succeeded; the commit then failed: %v", err)
+	}
+	if !strings.Contains(err.Error(), "cannot be written") {
+		t.Errorf("Open: %v, want it to say the file cannot be written", err)
+	}
+}

@@ -97,11 +97,49 @@ func Open(ctx context.Context, path string) (*Sink, error) {
 	}
 	db.SetMaxIdleConns(4)
 	s := &Sink{db: db, path: path, now: time.Now}
+	if err := s.checkWritable(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// readOnlyReporter is the driver connection's sqlite3_db_readonly.
+type readOnlyReporter interface {
+	IsReadOnly(schema string) (bool, error)
+}
+
+// checkWritable refuses a file this process may only read: SQLite opens
+// one it cannot write (its mode, its owner, a read-only mount holding its
+// -wal and -shm) read-only without a word, and a sync would learn it at its
+// commit, after reading the API.
+func (s *Sink) checkWritable(ctx context.Context) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return s.openError(err)
+	}
+	defer conn.Close()
+	var readOnly bool
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(readOnlyReporter)
+		if !ok {
+			return nil
+		}
+		var err error
+		readOnly, err = c.IsReadOnly("main")
+		return err
+	})
+	if err != nil {
+		return s.openError(err)
+	}
+	if readOnly {
+		return fmt.Errorf("sqlite: %s: the file cannot be written by this process (its permissions, or a read-only mount); `formsync status` reads such a file", s.path)
+	}
+	return nil
 }
 
 // cacheKiB is the page cache of every connection, in KiB (see Open).
