@@ -69,10 +69,11 @@ func OpenReadOnly(ctx context.Context, path string) (*Sink, error) {
 		return nil, fmt.Errorf("sqlite: %s is a directory, not a database file", path)
 	}
 	s, err := openReadOnly(ctx, path, false)
-	if isCantOpen(err) {
+	if cannotCreateBeside(err) {
 		// A WAL database is read through its -shm file, which SQLite
-		// creates beside it; in a read-only directory (a mounted copy) it
-		// cannot, and says "unable to open". Nothing writes a file there
+		// creates beside it; in a read-only directory (a mounted copy, or
+		// one whose mode forbids this process to write) it cannot, and
+		// says so. Nothing writes a file there
 		// that this process could see change, so it is read as immutable:
 		// without the -shm and without locks.
 		if err := checkNoLog(path); err != nil {
@@ -124,10 +125,13 @@ func checkNoLog(path string) error {
 	return fmt.Errorf("sqlite: %s: its write-ahead log %s may hold commits the file does not, and SQLite reads it only through the -shm file beside it, which it cannot create in this directory: copy the -shm file with it, or open the database once where it can be written", path, wal)
 }
 
-// isCantOpen reports SQLITE_CANTOPEN.
-func isCantOpen(err error) bool {
+// cannotCreateBeside reports the errors SQLite gives when it cannot create
+// a WAL database's -wal or -shm file in its directory: SQLITE_CANTOPEN on
+// a read-only mount, SQLITE_READONLY_DIRECTORY where the directory's mode
+// forbids it.
+func cannotCreateBeside(err error) bool {
 	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CANTOPEN
+	return errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_CANTOPEN || se.Code() == sqlite3.SQLITE_READONLY_DIRECTORY)
 }
 
 // checkSchema refuses what a read-only open cannot read: a file that is not
