@@ -13,7 +13,8 @@ import (
 
 // Form ids and field names are user data. Before one becomes part of an
 // identifier (a view name or a view column) it is reduced to a name that is
-// valid, unquoted, in both SQLite and BigQuery: lower-case ASCII letters,
+// valid in both SQLite and BigQuery (quoted when it is a keyword, as the
+// sinks always quote it): lower-case ASCII letters,
 // digits and underscores, starting with a letter, at most maxIdent bytes.
 // Whenever the reduction loses information (a character replaced, case
 // folded, the name cut, a collision) a short hash of the original is appended,
