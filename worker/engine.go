@@ -521,8 +521,17 @@ func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, 
 
 // mergeSync is the state a sync writes over a state another process stored
 // after the sync read it: the newer watermark (never back), the stored
-// backfill progress (a sync does not own it), this run's outcome.
+// backfill progress (a sync does not own it), this run's outcome. A state
+// that records a failure is the state the sync read with the error: the
+// run moved nothing of the form, so the stored state is kept whole, or a
+// reconcile or backfill committed meanwhile would lose the field policy,
+// copies and total it recorded.
 func mergeSync(stored, ours state.Form) state.Form {
+	if ours.LastError != "" {
+		out := stored
+		out.LastError, out.LastErrorAt = ours.LastError, ours.LastErrorAt
+		return out
+	}
 	out := merged(stored, ours)
 	out.Backfill = stored.Backfill
 	return out

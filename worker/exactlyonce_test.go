@@ -21,6 +21,7 @@ import (
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/enginetest"
+	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
@@ -703,5 +704,54 @@ func ids(a, b int) []int {
 		} else {
 			id--
 		}
+	}
+}
+
+// A sync that fails a form records the failure over whatever another
+// process committed meanwhile, and nothing else: a reconcile that rewrote
+// the form under a new field policy (what the failure asks for) while the
+// sync ran keeps the policy it recorded, and the next sync goes through.
+func TestFailedFormMergedKeepsAConcurrentReconcile(t *testing.T) {
+	pol, err := fieldpolicy.Parse("email=drop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sk := range deletionSinks {
+		t.Run(sk.name, func(t *testing.T) {
+			ctx := t.Context()
+			base := sk.open(t)
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 46, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 40}, base)
+			h.MustSync(ctx)
+			h.Config.FieldPolicy = pol
+			reconciler := h.Engine()
+			// The reconcile commits after the sync read the state, before
+			// it records the form's failure.
+			h.Sink = &onCommit{Sink: base, n: 1, hook: func(ctx context.Context, _ *sink.Commit) error {
+				rep, err := reconciler.Reconcile(ctx, "contact")
+				if err == nil {
+					err = rep.Err()
+				}
+				return err
+			}}
+			rep := h.Sync(ctx)
+			if err := enginetest.FormReport(t, rep, "contact").Err; !errors.Is(err, worker.ErrPolicyChanged) {
+				t.Fatalf("sync under a new policy: %v, want ErrPolicyChanged", err)
+			}
+			if rep.Conflicts == 0 {
+				t.Fatal("the sync's commit met no concurrent commit")
+			}
+			st, err := base.ReadState(ctx, []string{"contact"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st["contact"].FieldPolicy; got != pol.Identity() {
+				t.Errorf("state after the merge records field policy %q; the reconcile rewrote every row under %q", got, pol.Identity())
+			}
+			if st["contact"].LastError == "" {
+				t.Error("the sync's failure is not recorded")
+			}
+			h.Sink = base
+			h.MustSync(ctx)
+		})
 	}
 }
