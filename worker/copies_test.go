@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -269,6 +270,52 @@ func TestReconcileMergedWithAConcurrentCommitDropsGoneCopies(t *testing.T) {
 			}
 			if st, _ := mem.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 0 {
 				t.Errorf("after the reconcile the state counts copies %v; the API serves none", st["dup"].Copies)
+			}
+		})
+	}
+}
+
+// A sync whose commit meets a reconcile committed since the sync read the
+// state keeps the copies the reconcile counted, with those its own read
+// saw: a copy the reconcile found deleted upstream, which the state the
+// sync read still named, is not counted again.
+func TestSyncMergedWithAConcurrentReconcileDropsGoneCopies(t *testing.T) {
+	for _, sk := range deletionSinks {
+		t.Run(sk.name, func(t *testing.T) {
+			ctx := t.Context()
+			base := sk.open(t)
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 41, Variant: apisim.Older, Forms: []string{"dup"}, SubmissionsPerForm: 60}, base)
+			cp, ok := h.Sim.AddCopy("dup", h.Sim.Submissions("dup")[30].ID)
+			if !ok {
+				t.Fatal("no submission to copy")
+			}
+			h.MustSync(ctx)
+			if st, _ := base.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 1 {
+				t.Fatalf("copies after the first sync: %v, want one", st["dup"].Copies)
+			}
+			// Delete the copy upstream (Delete picks at random: put the
+			// others back).
+			for {
+				d := h.Sim.Delete("dup", 1)[0]
+				if d.ID == cp.ID {
+					break
+				}
+				h.Sim.Restore("dup", d.ID)
+			}
+			reconciler := h.Engine()
+			h.Sink = &onCommit{Sink: base, n: 1, hook: func(ctx context.Context, _ *sink.Commit) error {
+				rep, err := reconciler.Reconcile(ctx, "dup")
+				if err == nil {
+					err = rep.Err()
+				}
+				return err
+			}}
+			rep := h.MustSync(ctx)
+			if rep.Conflicts == 0 {
+				t.Fatal("the sync met no concurrent commit")
+			}
+			if st, _ := base.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 0 {
+				t.Errorf("after the sync the state counts copies %v; the API serves none", st["dup"].Copies)
 			}
 		})
 	}

@@ -412,14 +412,17 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 	c := &sink.Commit{SyncedAt: now}
 	var committed []*formRun
 	var formIndex []int // committed[i]'s place in c.Forms
+	seen := make(map[string]state.Copies, len(runs))
+	merge := mergeRuns(seen)
 	for _, r := range runs {
 		switch {
 		case r.err == nil:
+			seen[r.old.FormID] = r.copies
 			next := r.next(now)
 			if st := r.parts.state; st != nil {
 				// Committed in part already: the stored state is the one
 				// the last part left.
-				next = mergeSync(*st, next)
+				next = merge(*st, next)
 			}
 			if n := len(next.FieldNames); n > sink.MaxViewFields && n > len(r.old.FieldNames) {
 				e.cfg.Logger.Warn("the form has more field names than a view has columns: its view shows the first ones, every value stays in the fields column",
@@ -448,7 +451,7 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 	commitCtx, cancel := e.graceful(ctx)
 	defer cancel()
 	t0 := e.cfg.Now()
-	res, conflicts, err := e.commit(commitCtx, c, mergeSync)
+	res, conflicts, err := e.commit(commitCtx, c, merge)
 	rep.CommitDuration += e.cfg.Now().Sub(t0)
 	rep.Conflicts += conflicts
 	if err != nil {
@@ -535,6 +538,21 @@ func mergeSync(stored, ours state.Form) state.Form {
 	out := merged(stored, ours)
 	out.Backfill = stored.Backfill
 	return out
+}
+
+// mergeRuns is mergeSync for the forms of a run, whose reads saw the copies
+// seen holds (by form id). A reconcile committed since a form's state was
+// read read every page: the copies it counted replace those the state read
+// named, which may be gone upstream since (counted again, they would make
+// the form look fuller than it is and hide a missing row from the
+// completeness check), and only those the run's own read saw are added.
+func mergeRuns(seen map[string]state.Copies) func(stored, ours state.Form) state.Form {
+	return func(stored, ours state.Form) state.Form {
+		if ours.LastError == "" && stored.LastReconcileAt.After(ours.LastReconcileAt) {
+			ours.Copies = copiesAfter(nil, seen[ours.FormID], ours.Forgotten)
+		}
+		return mergeSync(stored, ours)
+	}
 }
 
 // merged is what two states of one form agree on: the later watermark, with
