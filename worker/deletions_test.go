@@ -768,3 +768,39 @@ func TestFailedFormReportsItsStoredLastSuccess(t *testing.T) {
 			fr.Err, fr.LastSuccessAt, fr.LastReconcileAt, st["f"].LastSuccessAt, st["f"].LastReconcileAt)
 	}
 }
+
+// TestReconcileMergedWithAConcurrentSync: a sync stores submissions added
+// upstream after a reconcile read the form, and commits before the
+// reconcile does. The reconcile, merged with it, leaves those rows live:
+// they are served, and a row marked deleted looks gone to every query.
+func TestReconcileMergedWithAConcurrentSync(t *testing.T) {
+	for _, sk := range deletionSinks {
+		t.Run(sk.name, func(t *testing.T) {
+			ctx := t.Context()
+			base := sk.open(t)
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 47, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 60}, base)
+			h.MustSync(ctx)
+			h.Sim.Delete("f", 2)
+			syncer := h.Engine()
+			h.Sink = &onCommit{Sink: base, n: 1, hook: func(ctx context.Context, _ *sink.Commit) error {
+				h.Sim.Add("f", 3)
+				rep, err := syncer.Sync(ctx)
+				if err == nil {
+					err = rep.Err()
+				}
+				return err
+			}}
+			rep := h.MustReconcile(ctx)
+			if rep.Conflicts == 0 {
+				t.Fatal("the reconcile met no concurrent commit")
+			}
+			live, deleted := split(t, base, "f")
+			if want := idKeys(h.Sim.Submissions("f")); !slices.Equal(sortedKeys(live), want) {
+				t.Errorf("live rows after the reconcile: %d, want the %d served; marked deleted: %v", len(live), len(want), sortedKeys(deleted))
+			}
+			if want := idKeys(h.Sim.Deleted("f")); !slices.Equal(sortedKeys(deleted), want) {
+				t.Errorf("rows marked deleted %v, want %v", sortedKeys(deleted), want)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -335,9 +336,9 @@ func (e *Engine) run(ctx context.Context, forms []string, modeOf func(state.Form
 	runs, fatal := e.readForms(ctx, rep, forms, states, modeOf)
 	defer discardAll(runs)
 	rep.Fatal = fatal
-	e.commitRuns(ctx, rep, runs)
+	remarked := e.commitRuns(ctx, rep, runs)
 	if rep.CommitErr == nil && fatal == nil && ctx.Err() == nil {
-		e.checkCompleteness(ctx, rep, runs)
+		e.checkCompleteness(ctx, rep, runs, remarked)
 	}
 	for _, r := range runs {
 		rep.Forms = append(rep.Forms, r.finalReport())
@@ -406,8 +407,10 @@ func discardAll(runs []*formRun) {
 }
 
 // commitRuns writes every form's outcome in one sink commit and fills the
-// report's commit fields.
-func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
+// report's commit fields. It returns the reconciled forms whose commit was
+// merged over a commit another process made after their state was read:
+// their marks may have hit rows that commit stored (see checkCompleteness).
+func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) (remarked []*formRun) {
 	now := e.cfg.Now().UTC()
 	c := &sink.Commit{SyncedAt: now}
 	var committed []*formRun
@@ -444,7 +447,7 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 		}
 	}
 	if len(c.Forms) == 0 {
-		return
+		return nil
 	}
 	// What was read completely is committed even when a shutdown comes
 	// before or during the commit, within Config.ShutdownGrace of it.
@@ -456,7 +459,7 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 	rep.Conflicts += conflicts
 	if err != nil {
 		rep.CommitErr = fmt.Errorf("committing %d forms: %w", len(c.Forms), err)
-		return
+		return nil
 	}
 	for i, r := range committed {
 		r.committed = true
@@ -468,7 +471,11 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) {
 		r.report.Reconciled = r.report.Reconciled || r.mode == readReconcile
 		// As committed: merged with another process's state, if it had to be.
 		r.report.Watermark = c.Forms[formIndex[i]].State.Watermark
+		if r.mode == readReconcile && c.Forms[formIndex[i]].State.Revision != r.old.Revision {
+			remarked = append(remarked, r)
+		}
 	}
+	return remarked
 }
 
 // graceful returns a context that ends Config.ShutdownGrace after ctx does
@@ -593,9 +600,19 @@ func merged(stored, ours state.Form) state.Form {
 
 // checkCompleteness compares each committed form's stored rows with the
 // API's total. Forms short of it are read again in full and committed; any
-// still short is reported incomplete.
-func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs []*formRun) {
+// still short is reported incomplete. So are the forms of remarked
+// (commitRuns), which the total cannot vouch for.
+func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs, remarked []*formRun) {
 	short := e.shortForms(ctx, runs)
+	for _, r := range remarked {
+		if r.report.Checked && !slices.Contains(short, r) {
+			// A reconcile marks every stored row it did not read as
+			// deleted: merged over a commit that stored submissions added
+			// after they were read, it marked them too, and the count
+			// still adds up. Read again, every row served is cleared.
+			short = append(short, r)
+		}
+	}
 	if len(short) == 0 {
 		return
 	}
@@ -603,7 +620,7 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs []*for
 	for _, r := range short {
 		ids = append(ids, r.old.FormID)
 	}
-	e.cfg.Logger.Warn("forms hold fewer rows than the API counts; reading them again in full", "forms", ids)
+	e.cfg.Logger.Warn("forms hold fewer rows than the API counts, or were reconciled over a concurrent commit; reading them again in full", "forms", ids)
 	states, err := e.dst.ReadState(ctx, ids)
 	if err != nil {
 		for _, r := range short {
@@ -615,7 +632,7 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs []*for
 	again, fatal := e.readForms(ctx, sub, ids, states, func(state.Form) readMode { return readAll })
 	defer discardAll(again)
 	sub.Fatal = fatal
-	e.commitRuns(ctx, sub, again)
+	e.commitRuns(ctx, sub, again) // readAll marks nothing
 	rep.CommitDuration += sub.CommitDuration
 	rep.Conflicts += sub.Conflicts
 	for i, r := range short {
