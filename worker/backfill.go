@@ -475,6 +475,13 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 		return st
 	}
 	merge := func(stored, ours state.Form) state.Form {
+		if stored.LastReconcileAt.After(ours.LastReconcileAt) {
+			// A reconcile committed since the state this checkpoint is
+			// built on was read: the copies it counted replace the ones
+			// that state named, which may be gone upstream, and only those
+			// this backfill's read saw are added (as mergeRuns for a sync).
+			ours.Copies = copiesAfter(nil, copies, ours.Forgotten)
+		}
 		out := merged(stored, ours)
 		if !moveWatermark {
 			// A window's rows say nothing of what is loaded beyond it.

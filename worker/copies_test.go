@@ -320,3 +320,50 @@ func TestSyncMergedWithAConcurrentReconcileDropsGoneCopies(t *testing.T) {
 		})
 	}
 }
+
+// TestBackfillMergedWithAConcurrentReconcileDropsGoneCopies: as a sync, a
+// backfill checkpoint merged over a reconcile committed after the
+// backfill read the form's state counts the copies the reconcile found and
+// those its own read saw, not the ones the state it read named.
+func TestBackfillMergedWithAConcurrentReconcileDropsGoneCopies(t *testing.T) {
+	for _, sk := range deletionSinks {
+		t.Run(sk.name, func(t *testing.T) {
+			ctx := t.Context()
+			base := sk.open(t)
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 41, Variant: apisim.Older, Forms: []string{"dup"}, SubmissionsPerForm: 60}, base)
+			cp, ok := h.Sim.AddCopy("dup", h.Sim.Submissions("dup")[30].ID)
+			if !ok {
+				t.Fatal("no submission to copy")
+			}
+			h.MustSync(ctx)
+			if st, _ := base.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 1 {
+				t.Fatalf("copies after the first sync: %v, want one", st["dup"].Copies)
+			}
+			for {
+				d := h.Sim.Delete("dup", 1)[0]
+				if d.ID == cp.ID {
+					break
+				}
+				h.Sim.Restore("dup", d.ID)
+			}
+			reconciler := h.Engine()
+			h.Sink = &onCommit{Sink: base, n: 1, hook: func(ctx context.Context, _ *sink.Commit) error {
+				rep, err := reconciler.Reconcile(ctx, "dup")
+				if err == nil {
+					err = rep.Err()
+				}
+				return err
+			}}
+			rep, err := h.Engine().Backfill(ctx, "dup", worker.BackfillOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Conflicts == 0 {
+				t.Fatal("the backfill met no concurrent commit")
+			}
+			if st, _ := base.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 0 {
+				t.Errorf("after the backfill the state counts copies %v; the API serves none", st["dup"].Copies)
+			}
+		})
+	}
+}
