@@ -224,6 +224,32 @@ func TestCopiesAcrossAPageBorder(t *testing.T) {
 	h.CheckTable(ctx, "dup", distinct(enginetest.Expected(t, h.Sim, "dup", apisim.Older)))
 }
 
+// syncedWithAGoneCopy syncs form dup, whose submissions include one copy,
+// into s, then deletes the copy upstream.
+func syncedWithAGoneCopy(t *testing.T, s enginetest.Sink) *enginetest.Harness {
+	t.Helper()
+	ctx := t.Context()
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 41, Variant: apisim.Older, Forms: []string{"dup"}, SubmissionsPerForm: 60}, s)
+	cp, ok := h.Sim.AddCopy("dup", h.Sim.Submissions("dup")[30].ID)
+	if !ok {
+		t.Fatal("no submission to copy")
+	}
+	h.MustSync(ctx)
+	if st, _ := s.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 1 {
+		t.Fatalf("copies after the first sync: %v, want one", st["dup"].Copies)
+	}
+	// Delete the copy upstream (Delete picks at random: put the others
+	// back).
+	for {
+		d := h.Sim.Delete("dup", 1)[0]
+		if d.ID == cp.ID {
+			break
+		}
+		h.Sim.Restore("dup", d.ID)
+	}
+	return h
+}
+
 // A reconcile's commit that meets a commit of another process merges with
 // it, but the copies it counts are those it saw: a copy deleted upstream
 // since the other commit's state was written is not counted again.
@@ -232,24 +258,7 @@ func TestReconcileMergedWithAConcurrentCommitDropsGoneCopies(t *testing.T) {
 		t.Run(fmt.Sprint("conflict=", conflict), func(t *testing.T) {
 			ctx := t.Context()
 			mem := memsink.New()
-			h := enginetest.NewHarness(t, apisim.Options{Seed: 41, Variant: apisim.Older, Forms: []string{"dup"}, SubmissionsPerForm: 60}, mem)
-			cp, ok := h.Sim.AddCopy("dup", h.Sim.Submissions("dup")[30].ID)
-			if !ok {
-				t.Fatal("no submission to copy")
-			}
-			h.MustSync(ctx)
-			if st, _ := mem.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 1 {
-				t.Fatalf("copies after the first sync: %v, want one", st["dup"].Copies)
-			}
-			// Delete the copy upstream (Delete picks at random: put the
-			// others back).
-			for {
-				d := h.Sim.Delete("dup", 1)[0]
-				if d.ID == cp.ID {
-					break
-				}
-				h.Sim.Restore("dup", d.ID)
-			}
+			h := syncedWithAGoneCopy(t, mem)
 			var s worker.Sink = mem
 			if conflict {
 				s = &bumpFirst{Sink: mem}
@@ -275,95 +284,51 @@ func TestReconcileMergedWithAConcurrentCommitDropsGoneCopies(t *testing.T) {
 	}
 }
 
-// A sync whose commit meets a reconcile committed since the sync read the
-// state keeps the copies the reconcile counted, with those its own read
-// saw: a copy the reconcile found deleted upstream, which the state the
-// sync read still named, is not counted again.
-func TestSyncMergedWithAConcurrentReconcileDropsGoneCopies(t *testing.T) {
-	for _, sk := range deletionSinks {
-		t.Run(sk.name, func(t *testing.T) {
-			ctx := t.Context()
-			base := sk.open(t)
-			h := enginetest.NewHarness(t, apisim.Options{Seed: 41, Variant: apisim.Older, Forms: []string{"dup"}, SubmissionsPerForm: 60}, base)
-			cp, ok := h.Sim.AddCopy("dup", h.Sim.Submissions("dup")[30].ID)
-			if !ok {
-				t.Fatal("no submission to copy")
-			}
-			h.MustSync(ctx)
-			if st, _ := base.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 1 {
-				t.Fatalf("copies after the first sync: %v, want one", st["dup"].Copies)
-			}
-			// Delete the copy upstream (Delete picks at random: put the
-			// others back).
-			for {
-				d := h.Sim.Delete("dup", 1)[0]
-				if d.ID == cp.ID {
-					break
-				}
-				h.Sim.Restore("dup", d.ID)
-			}
-			reconciler := h.Engine()
-			h.Sink = &onCommit{Sink: base, n: 1, hook: func(ctx context.Context, _ *sink.Commit) error {
-				rep, err := reconciler.Reconcile(ctx, "dup")
-				if err == nil {
-					err = rep.Err()
-				}
-				return err
-			}}
+// A sync or a backfill whose commit meets a reconcile committed since it
+// read the state keeps the copies the reconcile counted, with those its
+// own read saw: a copy the reconcile found deleted upstream, which the
+// state it read still named, is not counted again.
+func TestMergedWithAConcurrentReconcileDropsGoneCopies(t *testing.T) {
+	for _, run := range []struct {
+		name string
+		run  func(ctx context.Context, h *enginetest.Harness) (conflicts int, err error)
+	}{
+		{"sync", func(ctx context.Context, h *enginetest.Harness) (int, error) {
 			rep := h.MustSync(ctx)
-			if rep.Conflicts == 0 {
-				t.Fatal("the sync met no concurrent commit")
-			}
-			if st, _ := base.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 0 {
-				t.Errorf("after the sync the state counts copies %v; the API serves none", st["dup"].Copies)
-			}
-		})
-	}
-}
-
-// TestBackfillMergedWithAConcurrentReconcileDropsGoneCopies: as a sync, a
-// backfill checkpoint merged over a reconcile committed after the
-// backfill read the form's state counts the copies the reconcile found and
-// those its own read saw, not the ones the state it read named.
-func TestBackfillMergedWithAConcurrentReconcileDropsGoneCopies(t *testing.T) {
-	for _, sk := range deletionSinks {
-		t.Run(sk.name, func(t *testing.T) {
-			ctx := t.Context()
-			base := sk.open(t)
-			h := enginetest.NewHarness(t, apisim.Options{Seed: 41, Variant: apisim.Older, Forms: []string{"dup"}, SubmissionsPerForm: 60}, base)
-			cp, ok := h.Sim.AddCopy("dup", h.Sim.Submissions("dup")[30].ID)
-			if !ok {
-				t.Fatal("no submission to copy")
-			}
-			h.MustSync(ctx)
-			if st, _ := base.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 1 {
-				t.Fatalf("copies after the first sync: %v, want one", st["dup"].Copies)
-			}
-			for {
-				d := h.Sim.Delete("dup", 1)[0]
-				if d.ID == cp.ID {
-					break
-				}
-				h.Sim.Restore("dup", d.ID)
-			}
-			reconciler := h.Engine()
-			h.Sink = &onCommit{Sink: base, n: 1, hook: func(ctx context.Context, _ *sink.Commit) error {
-				rep, err := reconciler.Reconcile(ctx, "dup")
-				if err == nil {
-					err = rep.Err()
-				}
-				return err
-			}}
+			return rep.Conflicts, nil
+		}},
+		{"backfill", func(ctx context.Context, h *enginetest.Harness) (int, error) {
 			rep, err := h.Engine().Backfill(ctx, "dup", worker.BackfillOptions{})
 			if err != nil {
-				t.Fatal(err)
+				return 0, err
 			}
-			if rep.Conflicts == 0 {
-				t.Fatal("the backfill met no concurrent commit")
-			}
-			if st, _ := base.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 0 {
-				t.Errorf("after the backfill the state counts copies %v; the API serves none", st["dup"].Copies)
-			}
-		})
+			return rep.Conflicts, nil
+		}},
+	} {
+		for _, sk := range deletionSinks {
+			t.Run(run.name+"/"+sk.name, func(t *testing.T) {
+				ctx := t.Context()
+				base := sk.open(t)
+				h := syncedWithAGoneCopy(t, base)
+				reconciler := h.Engine()
+				h.Sink = &onCommit{Sink: base, n: 1, hook: func(ctx context.Context, _ *sink.Commit) error {
+					rep, err := reconciler.Reconcile(ctx, "dup")
+					if err == nil {
+						err = rep.Err()
+					}
+					return err
+				}}
+				conflicts, err := run.run(ctx, h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if conflicts == 0 {
+					t.Fatalf("the %s met no concurrent commit", run.name)
+				}
+				if st, _ := base.ReadState(ctx, []string{"dup"}); st["dup"].Copies.Count() != 0 {
+					t.Errorf("after the %s the state counts copies %v; the API serves none", run.name, st["dup"].Copies)
+				}
+			})
+		}
 	}
 }

@@ -204,25 +204,11 @@ func TestReconcileWhilePagesMove(t *testing.T) {
 			h.Sim.SetMutation(2, 1, 2) // every 2nd page: one added, two deleted
 			h.MustReconcile(ctx)
 			h.Sim.SetMutation(0, 0, 0)
-			_, deleted := split(t, s, "f")
-			served := map[string]bool{}
-			for _, k := range idKeys(h.Sim.Submissions("f")) {
-				served[k] = true
-			}
-			for k := range deleted {
-				if served[k] {
-					t.Errorf("submission %s is served but was marked deleted", k)
-				}
-			}
-			for _, k := range idKeys(before) {
-				if _, ok := deleted[k]; !ok {
-					t.Errorf("submission %s was deleted before the reconcile but is not marked", k)
-				}
-			}
+			checkMarksAfterMovingReconcile(t, h, s, before)
 			// The next reconcile, on still pages, marks exactly the stored
 			// rows no longer served.
 			h.MustReconcile(ctx)
-			served = map[string]bool{}
+			served := map[string]bool{}
 			for _, k := range idKeys(h.Sim.Submissions("f")) {
 				served[k] = true
 			}
@@ -262,26 +248,34 @@ func TestReconcileUnderChurnMarksNoServedRow(t *testing.T) {
 			h.Sim.SetMutation(1, 1, 3)
 			fr := enginetest.FormReport(t, h.MustReconcile(ctx), "f")
 			h.Sim.SetMutation(0, 0, 0)
-			served := map[string]bool{}
-			for _, k := range idKeys(h.Sim.Submissions("f")) {
-				served[k] = true
-			}
-			_, deleted := split(t, s, "f")
-			for k := range deleted {
-				if served[k] {
-					t.Errorf("submission %s is served but was marked deleted", k)
-				}
-			}
-			for _, k := range idKeys(before) {
-				if _, ok := deleted[k]; !ok {
-					t.Errorf("submission %s was deleted before the reconcile but is not marked", k)
-				}
-			}
+			checkMarksAfterMovingReconcile(t, h, s, before)
 			// The second read costs a request per page again.
 			if pages := (1000 + 19) / 20; fr.Requests < 2*pages-10 {
 				t.Errorf("%d requests: the form was not read twice (%d pages)", fr.Requests, pages)
 			}
 		})
+	}
+}
+
+// checkMarksAfterMovingReconcile asserts what a reconcile of form f made
+// while its pages moved: no submission still served is marked deleted,
+// and every one deleted before it began (before) is.
+func checkMarksAfterMovingReconcile(t *testing.T, h *enginetest.Harness, s enginetest.Sink, before []apisim.Submission) {
+	t.Helper()
+	_, deleted := split(t, s, "f")
+	served := map[string]bool{}
+	for _, k := range idKeys(h.Sim.Submissions("f")) {
+		served[k] = true
+	}
+	for k := range deleted {
+		if served[k] {
+			t.Errorf("submission %s is served but was marked deleted", k)
+		}
+	}
+	for _, k := range idKeys(before) {
+		if _, ok := deleted[k]; !ok {
+			t.Errorf("submission %s was deleted before the reconcile but is not marked", k)
+		}
 	}
 }
 
