@@ -188,16 +188,25 @@ func logInterrupted(ctx context.Context, e *env, rep *worker.Report) bool {
 	}
 	var stopped []string
 	committed := 0
+	var partRows int64 // rows of interrupted forms committed in parts: they stay
 	for _, f := range rep.Forms {
 		switch {
 		case f.Err != nil && errors.Is(f.Err, context.Canceled):
 			stopped = append(stopped, f.FormID)
+			if f.Parts > 0 {
+				partRows += f.Inserted + f.Updated
+			}
 		case f.Err == nil && rep.CommitErr == nil:
 			committed++
 		}
 	}
-	e.log.Warn("sync interrupted by a shutdown signal, will be retried: forms read completely were committed, the others are unchanged and the next run reads them",
-		"committed", committed, "interrupted", len(stopped), "interrupted_forms", stopped)
+	attrs := []any{"committed", committed, "interrupted", len(stopped), "interrupted_forms", stopped}
+	if partRows > 0 {
+		e.log.Warn("sync interrupted by a shutdown signal, will be retried: forms read completely were committed; the others keep their watermark and the rows they committed in parts, and the next run reads them",
+			append(attrs, "rows_committed_in_parts", partRows)...)
+		return true
+	}
+	e.log.Warn("sync interrupted by a shutdown signal, will be retried: forms read completely were committed, the others are unchanged and the next run reads them", attrs...)
 	return true
 }
 

@@ -3,12 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
@@ -147,5 +149,26 @@ func TestRunOnAnEmptyShardIdles(t *testing.T) {
 	waitFor(t, "not running", func() bool { return strings.Contains(logs.String(), "formsync is running") })
 	if code := stop(); code != 0 || sim.Stats().Requests != 0 || !strings.Contains(logs.String(), "no form falls in this shard") {
 		t.Errorf("run on an empty shard: exit %d, %d requests:\n%s", code, sim.Stats().Requests, logs)
+	}
+}
+
+// TestInterruptedSyncCountsCommittedParts: a form interrupted after it
+// committed parts of a large read keeps those rows, so the interruption
+// line must not say it is unchanged, and says how many rows stay.
+func TestInterruptedSyncCountsCommittedParts(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	logs := &syncBuffer{}
+	e := &env{stdout: logs, stderr: logs, log: newLogger(logs, Config{})}
+	rep := &worker.Report{Forms: []worker.FormReport{
+		{FormID: "big", Inserted: 20000, Parts: 2, Err: fmt.Errorf("form big: %w", context.Canceled)},
+		{FormID: "small", Inserted: 3},
+	}}
+	if !logInterrupted(ctx, e, rep) {
+		t.Fatal("not reported as interrupted")
+	}
+	out := logs.String()
+	if strings.Contains(out, "unchanged") || !strings.Contains(out, `"rows_committed_in_parts":20000`) {
+		t.Errorf("the interruption line misreports the rows committed in parts:\n%s", out)
 	}
 }
