@@ -82,7 +82,11 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	}
 	defer prepareTmpDir(e)()
 	m := metrics.New()
-	p, err := wire(ctx, e, []string{*form}, m) // a backfill names its form: no sharding
+	open := openSink
+	if *dry {
+		open = openDryRunSink
+	}
+	p, err := wireSink(ctx, e, []string{*form}, m, open) // a backfill names its form: no sharding
 	if err != nil {
 		return wireFailed(e, err)
 	}

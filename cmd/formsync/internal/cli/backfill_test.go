@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"errors"
+	iofs "io/fs"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +62,23 @@ func TestBackfillMessages(t *testing.T) {
 	code, out, errOut = run(t, "backfill", "--form", "a", "--dry-run")
 	if code != 0 || !strings.Contains(out, "about 60 submissions in 3 requests") {
 		t.Errorf("whole form: exit %d:\n%s%s", code, out, errOut)
+	}
+}
+
+// TestBackfillDryRunCreatesNoDatabase: a dry run writes nothing, not even
+// the database at a FORMSYNC_SQLITE_PATH no sync has created, which would
+// then pass for a healthy empty one (status, forget).
+func TestBackfillDryRunCreatesNoDatabase(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 4, Variant: apisim.Newer, Forms: []string{"a"}, SubmissionsPerForm: 60})
+	db := syncEnv(t, sim, "a")
+	code, out, errOut := run(t, "backfill", "--form", "a", "--dry-run")
+	if code != 0 || !strings.Contains(out, "about 60 submissions") {
+		t.Errorf("dry run: exit %d:\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(db); !errors.Is(err, iofs.ErrNotExist) {
+		t.Errorf("a dry run created the database %s (stat: %v)", db, err)
+	}
+	if code, _, errOut := run(t, "status"); code != exitFailed {
+		t.Errorf("status after a dry run on a missing database: exit %d, want %d:\n%s", code, exitFailed, errOut)
 	}
 }

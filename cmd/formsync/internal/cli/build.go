@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/bigquery"
+	"github.com/formsync/formsync/sink/memsink"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -32,6 +35,11 @@ var errConfig = errors.New("configuration")
 // makes is observed by m. A failure is either configuration (errors.Is
 // errConfig) or opening the sink.
 func wire(ctx context.Context, e *env, forms []string, m *metrics.Metrics) (*pipeline, error) {
+	return wireSink(ctx, e, forms, m, openSink)
+}
+
+// wireSink is wire with the sink opened by open.
+func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, open func(context.Context, Config) (sink.Sink, error)) (*pipeline, error) {
 	client, err := newClient(e.cfg, m.ObserveRequest)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
@@ -40,7 +48,7 @@ func wire(ctx context.Context, e *env, forms []string, m *metrics.Metrics) (*pip
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	dst, err := openSink(ctx, e.cfg)
+	dst, err := open(ctx, e.cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +84,18 @@ func openSink(ctx context.Context, cfg Config) (sink.Sink, error) {
 		return openBigQuery(ctx, cfg)
 	}
 	return nil, fmt.Errorf("unknown sink %q", cfg.Sink)
+}
+
+// openDryRunSink opens the sink for a backfill --dry-run, which reads the
+// form's state and writes nothing: it creates and migrates nothing (see
+// openStatusSink), and a store no sync has created reads as empty, as it
+// would be once created.
+func openDryRunSink(ctx context.Context, cfg Config) (sink.Sink, error) {
+	s, err := openStatusSink(ctx, cfg)
+	if errors.Is(err, iofs.ErrNotExist) || errors.Is(err, bigquery.ErrNotFound) {
+		return memsink.New(), nil
+	}
+	return s, err
 }
 
 // newClient builds the API client; observe receives every request attempt.
