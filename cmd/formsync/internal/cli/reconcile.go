@@ -66,7 +66,7 @@ func runReconcile(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "Reconcile of form %s: %d submissions served (%d new, %d updated), %d rows newly marked deleted upstream, %d served again; the table holds %d rows, %d of them deleted upstream (%d requests, %s).\n",
 			f.FormID, f.Total, f.Inserted, f.Updated, f.Deleted, f.Restored, st.Rows+st.Deleted, st.Deleted, f.Requests, f.Duration.Round(time.Millisecond))
 	}
-	if logInterrupted(ctx, e, rep) || rep.Failed() > 0 {
+	if logInterrupted(ctx, e, rep, true) || rep.Failed() > 0 {
 		return exitFailed
 	}
 	return exitOK

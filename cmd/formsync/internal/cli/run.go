@@ -72,7 +72,7 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 			return
 		}
 		m.ObserveRun(rep, rep.CommitDuration)
-		logInterrupted(ctx, e, rep)
+		logInterrupted(ctx, e, rep, false)
 		if errors.Is(rep.Fatal, formsapi.ErrUnauthorized) {
 			e.log.Error("the API rejected the token: stopping, so that a restart reads it again (FORMSYNC_API_TOKEN_FILE)", "error", rep.Fatal.Error())
 			rejected.Store(true)
@@ -181,8 +181,9 @@ func waitTimeout(ctx context.Context, wg *sync.WaitGroup) bool {
 
 // logInterrupted says, after a sync stopped by SIGTERM or SIGINT, that the
 // forms it did not finish are unchanged and will be retried: their errors
-// above are the interruption, not a fault of the forms or the network.
-func logInterrupted(ctx context.Context, e *env, rep *worker.Report) bool {
+// above are the interruption, not a fault of the forms or the network. A
+// reconcile (reconcile set) is retried by nothing: it says to run it again.
+func logInterrupted(ctx context.Context, e *env, rep *worker.Report, reconcile bool) bool {
 	if ctx.Err() == nil || rep == nil {
 		return false
 	}
@@ -201,6 +202,10 @@ func logInterrupted(ctx context.Context, e *env, rep *worker.Report) bool {
 		}
 	}
 	attrs := []any{"committed", committed, "interrupted", len(stopped), "interrupted_forms", stopped}
+	if reconcile {
+		e.log.Warn("reconcile interrupted by a shutdown signal: forms read completely were reconciled and committed, the others are unchanged; run the same command again to reconcile them", attrs...)
+		return true
+	}
 	if partRows > 0 {
 		e.log.Warn("sync interrupted by a shutdown signal, will be retried: forms read completely were committed; the others keep their watermark and the rows they committed in parts, and the next run reads them",
 			append(attrs, "rows_committed_in_parts", partRows)...)

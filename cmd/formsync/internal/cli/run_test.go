@@ -164,11 +164,31 @@ func TestInterruptedSyncCountsCommittedParts(t *testing.T) {
 		{FormID: "big", Inserted: 20000, Parts: 2, Err: fmt.Errorf("form big: %w", context.Canceled)},
 		{FormID: "small", Inserted: 3},
 	}}
-	if !logInterrupted(ctx, e, rep) {
+	if !logInterrupted(ctx, e, rep, false) {
 		t.Fatal("not reported as interrupted")
 	}
 	out := logs.String()
 	if strings.Contains(out, "unchanged") || !strings.Contains(out, `"rows_committed_in_parts":20000`) {
 		t.Errorf("the interruption line misreports the rows committed in parts:\n%s", out)
+	}
+}
+
+// TestInterruptedReconcileSaysToRunItAgain: nothing retries a reconcile
+// stopped by the signal (the next sync only reads what is new), so its
+// line tells to run it again rather than that it will be retried.
+func TestInterruptedReconcileSaysToRunItAgain(t *testing.T) {
+	forms := []string{"a", "b", "c"}
+	sim := apisim.New(apisim.Options{Seed: 6, Variant: apisim.Newer, Forms: forms, SubmissionsPerForm: 400, Latency: 2 * time.Millisecond})
+	syncEnv(t, sim, forms...)
+	t.Setenv("FORMSYNC_PAGE_SIZE", "10")
+	t.Setenv("FORMSYNC_CONCURRENCY", "1")
+	logs, stop := start(t, "reconcile")
+	waitFor(t, "too few requests", func() bool { return sim.Stats().Requests >= 5 })
+	if code := stop(); code != exitFailed {
+		t.Errorf("exit %d, want %d", code, exitFailed)
+	}
+	if out := logs.String(); strings.Contains(out, "will be retried") || !strings.Contains(out, "reconcile interrupted by a shutdown signal") ||
+		!strings.Contains(out, "run the same command again") {
+		t.Errorf("the interruption line does not say to run the reconcile again:\n%s", out)
 	}
 }

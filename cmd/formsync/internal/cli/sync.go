@@ -44,7 +44,7 @@ func syncOnce(ctx context.Context, e *env, m *metrics.Metrics) (*worker.Report, 
 		return nil, exitFailed
 	}
 	m.ObserveRun(rep, rep.CommitDuration)
-	if logInterrupted(ctx, e, rep) {
+	if logInterrupted(ctx, e, rep, false) {
 		return rep, exitFailed // not completed: the next run (or the Job's retry) finishes it
 	}
 	if rep.Failed() > 0 {
