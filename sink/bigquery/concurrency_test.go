@@ -1,6 +1,7 @@
 package bigquery
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -295,4 +296,25 @@ func TestShardsAndBackfillCommitConcurrently(t *testing.T) {
 	}
 	t.Logf("tally: %d transactions cancelled by BigQuery (fake), %d state conflicts re-read and retried, %d commits that spent their retries",
 		b.fake.Stats().Aborted, total.conflicts, total.spent)
+}
+
+// TestJobTimeoutSaysSo: a job still running when Config.JobTimeout is up
+// (queued behind other jobs, short of slots) is reported as a job that did
+// not finish in time and may still commit: a classified, retryable *Error,
+// not the bare "context deadline exceeded" of a caller that gave up, nor a
+// status that could not be read (every poll read it: RUNNING).
+func TestJobTimeoutSaysSo(t *testing.T) {
+	b := setup(t, bqfake.Options{PendingPolls: 1 << 30}, func(c *Config) { c.JobTimeout = 50 * time.Millisecond })
+	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
+	_, err := b.commit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
+	var be *Error
+	if !errors.As(err, &be) || !Retryable(err) {
+		t.Fatalf("err = %v, want a retryable *Error", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v: a job's timeout must not look like the caller's own deadline", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "did not finish within 50ms") || strings.Contains(msg, "could not be read") {
+		t.Errorf("err = %v, want one saying the job did not finish within 50ms", err)
+	}
 }

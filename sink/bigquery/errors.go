@@ -115,6 +115,14 @@ func (sc errorScope) classify(op, resource string, err error) error {
 	if isConcurrentUpdate(e.Reason, err) {
 		e.Kind = ErrConcurrentUpdate
 	}
+	var timeout *jobTimeoutError
+	if errors.As(err, &timeout) {
+		// Still running, not failed: the next run tries again and its
+		// revision check sees whatever the job went on to commit.
+		e.Kind = ErrRetryable
+		e.Hint = "BigQuery had not finished the job (queued behind other jobs on the same tables, or short of slots); it may still complete, and the next run carries on from whatever it stored"
+		return e
+	}
 	switch e.Kind {
 	case ErrAccessDenied:
 		e.Hint = fmt.Sprintf("grant roles/bigquery.dataEditor on dataset %s%s and roles/bigquery.jobUser on project %s to the service account formsync runs as", sc.Dataset, sc.alsoStaging(), sc.Project)

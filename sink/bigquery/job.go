@@ -19,22 +19,34 @@ import (
 // retries while the error looks transient.
 //
 // A failure to read the status is retried (bounded by MaxRetries); when it
-// persists the result is a *pollError: the job may still be running, so
-// the caller must not start another in its place.
+// persists, or the job is still running after JobTimeout, the result is a
+// *pollError: the job may still be running, so the caller must not start
+// another in its place.
 func (s *Sink) waitJob(ctx context.Context, job *bq.Job) error {
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.JobTimeout)
 	defer cancel()
+	// JobTimeout is the sink's bound, not the caller's: its expiry is
+	// reported as a job that took too long, not as the caller's context
+	// error (which would read as the run itself having been stopped).
+	timedOut := func() bool { return ctx.Err() != nil && caller.Err() == nil }
 	t := time.NewTimer(0)
 	defer t.Stop()
 	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
+			if timedOut() {
+				return &pollError{job: job.ID(), err: &jobTimeoutError{s.cfg.JobTimeout}}
+			}
 			return &pollError{job: job.ID(), err: ctx.Err()}
 		case <-t.C:
 		}
 		st, err := job.Status(ctx)
 		if err != nil {
+			if timedOut() {
+				return &pollError{job: job.ID(), err: &jobTimeoutError{s.cfg.JobTimeout}}
+			}
 			failures++
 			if failures > s.cfg.MaxRetries || !Retryable(s.scope.classify("", "", err)) {
 				return &pollError{job: job.ID(), err: err}
@@ -58,10 +70,22 @@ type pollError struct {
 }
 
 func (e *pollError) Error() string {
+	var te *jobTimeoutError
+	if errors.As(e.err, &te) {
+		return fmt.Sprintf("job %s may still be running: %v", e.job, e.err)
+	}
 	return fmt.Sprintf("job %s may still be running (its status could not be read): %v", e.job, e.err)
 }
 
 func (e *pollError) Unwrap() error { return e.err }
+
+// jobTimeoutError says that a job was still running when Config.JobTimeout
+// was up.
+type jobTimeoutError struct{ timeout time.Duration }
+
+func (e *jobTimeoutError) Error() string {
+	return fmt.Sprintf("it did not finish within %v", e.timeout)
+}
 
 func (s *Sink) jobResource(id string) string {
 	return "job " + s.cfg.Project + ":" + s.cfg.Location + "." + id
