@@ -37,6 +37,8 @@ func setup(t *testing.T, opts bqfake.Options) (*bqfake.Server, *bq.Client, *bq.T
 	return f, c, tbl
 }
 
+// load runs a load job and returns its error, with the details of the
+// status's errors[] joined to it (a failed load's error only points there).
 func load(t *testing.T, tbl *bq.Table, ndjson string, ignoreUnknown bool) error {
 	t.Helper()
 	src := bq.NewReaderSource(strings.NewReader(ndjson))
@@ -51,7 +53,14 @@ func load(t *testing.T, tbl *bq.Table, ndjson string, ignoreUnknown bool) error 
 	if err != nil {
 		t.Fatalf("wait: %v", err)
 	}
-	return st.Err()
+	if st.Err() == nil {
+		return nil
+	}
+	errs := []error{st.Err()}
+	for _, e := range st.Errors {
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
 }
 
 func TestLoadSchemaChecks(t *testing.T) {
@@ -66,6 +75,9 @@ func TestLoadSchemaChecks(t *testing.T) {
 		var be *bq.Error
 		if !errors.As(err, &be) || be.Reason != "invalid" || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want reason invalid mentioning %q", tt.name, err, tt.want)
+		}
+		if strings.Contains(be.Error(), tt.want) {
+			t.Errorf("%s: errorResult %v names the problem; BigQuery's only points to errors[]", tt.name, be)
 		}
 	}
 	if err := load(t, tbl, `{"name":"a","extra":1,"at":"2026-01-02T03:04:05.123456Z"}`+"\n"+`{"name":"b","n":"7"}`+"\n"+`{"name":"c"}`+"\n", true); err != nil {

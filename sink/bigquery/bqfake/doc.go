@@ -15,7 +15,9 @@
 //     checked as BigQuery checks them: an unknown field ("No such field",
 //     unless ignoreUnknownValues), a value of the wrong type or a missing
 //     REQUIRED field fails the job (status DONE, errorResult reason
-//     "invalid") and loads nothing. STRING columns accept JSON strings only.
+//     "invalid") and loads nothing. As in BigQuery, the errorResult only
+//     counts the bad rows and says to look into errors[], which names the
+//     first few problems. STRING columns accept JSON strings only.
 //   - Query jobs: jobs.insert with configuration.query, jobs.query (first
 //     page inline), jobs.get, jobs.getQueryResults (pageToken / startIndex /
 //     maxResults; TIMESTAMP as int64 microseconds when the client asks for

@@ -79,6 +79,9 @@ func (j *job) fail(e *apiError) {
 	ep := &bqv2.ErrorProto{Reason: e.reason, Message: e.message}
 	j.j.Status.ErrorResult = ep
 	j.j.Status.Errors = []*bqv2.ErrorProto{ep}
+	for _, d := range e.details {
+		j.j.Status.Errors = append(j.j.Status.Errors, &bqv2.ErrorProto{Reason: e.reason, Message: d})
+	}
 }
 
 // view is the job as jobs.get shows it now.
@@ -106,7 +109,7 @@ func (s *Server) insertJob(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusBadRequest, "invalid", "bqfake: jobs.insert without an upload supports query jobs only")
 	}
 	if f, ok := s.takeFault(OpQuery); ok {
-		return &apiError{f.status, f.reason, "bqfake: injected query fault"}
+		return &apiError{status: f.status, reason: f.reason, message: "bqfake: injected query fault"}
 	}
 	params, err := decodeParams(raw, "configuration", "query")
 	if err != nil {
@@ -123,7 +126,7 @@ func (s *Server) insertJob(w http.ResponseWriter, r *http.Request) error {
 	s.stats.QueryJobs++
 	s.start(j, stmt, params)
 	if f, ok := s.takeFault(OpQueryLost); ok {
-		return &apiError{f.status, f.reason, "bqfake: injected lost jobs.insert response"}
+		return &apiError{status: f.status, reason: f.reason, message: "bqfake: injected lost jobs.insert response"}
 	}
 	if hooks := s.hooks; len(hooks) > 0 {
 		// Outside the lock, so that a hook may call the fake; the
@@ -219,14 +222,14 @@ func (s *Server) runStatement(j *job, stmt *statement, params map[string]param) 
 	if err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) {
-			ae = &apiError{http.StatusBadRequest, "invalidQuery", err.Error()}
+			ae = &apiError{status: http.StatusBadRequest, reason: "invalidQuery", message: err.Error()}
 		}
 		j.fail(ae)
 		return
 	}
 	if stmt.kind == "SCRIPT" {
 		if f, ok := s.takeFault(OpScriptCommitted); ok {
-			j.fail(&apiError{f.status, f.reason, "bqfake: injected failure after the transaction committed"})
+			j.fail(&apiError{status: f.status, reason: f.reason, message: "bqfake: injected failure after the transaction committed"})
 			return
 		}
 	}
@@ -238,7 +241,7 @@ func (s *Server) runStatement(j *job, stmt *statement, params map[string]param) 
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if f, ok := s.takeFault(OpJobsGet); ok {
-		return &apiError{f.status, f.reason, "bqfake: injected jobs.get fault"}
+		return &apiError{status: f.status, reason: f.reason, message: "bqfake: injected jobs.get fault"}
 	}
 	j, ok := s.jobs[r.PathValue("project")+"."+r.PathValue("job")]
 	if !ok {
@@ -263,7 +266,7 @@ func (s *Server) runQuery(w http.ResponseWriter, r *http.Request) error {
 		return invalidQuery("bqfake: legacy SQL is not supported")
 	}
 	if f, ok := s.takeFault(OpQuery); ok {
-		return &apiError{f.status, f.reason, "bqfake: injected query fault"}
+		return &apiError{status: f.status, reason: f.reason, message: "bqfake: injected query fault"}
 	}
 	params, err := decodeParams(raw)
 	if err != nil {
@@ -308,7 +311,7 @@ func (s *Server) runQuery(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getQueryResults(w http.ResponseWriter, r *http.Request) error {
 	if f, ok := s.takeFault(OpQueryResults); ok {
-		return &apiError{f.status, f.reason, "bqfake: injected jobs.getQueryResults fault"}
+		return &apiError{status: f.status, reason: f.reason, message: "bqfake: injected jobs.getQueryResults fault"}
 	}
 	j, ok := s.jobs[r.PathValue("project")+"."+r.PathValue("job")]
 	if !ok {
@@ -442,7 +445,7 @@ func (s *Server) resumeUpload(w http.ResponseWriter, r *http.Request, id string)
 // finishUpload creates and runs the load job of a complete upload.
 func (s *Server) finishUpload(w http.ResponseWriter, project string, jobJSON, data []byte) error {
 	if f, ok := s.takeFault(OpUpload); ok {
-		return &apiError{f.status, f.reason, "bqfake: injected upload fault"}
+		return &apiError{status: f.status, reason: f.reason, message: "bqfake: injected upload fault"}
 	}
 	var in bqv2.Job
 	if err := json.Unmarshal(jobJSON, &in); err != nil {
@@ -457,18 +460,18 @@ func (s *Server) finishUpload(w http.ResponseWriter, project string, jobJSON, da
 	}
 	s.stats.LoadJobs++
 	if f, ok := s.takeFault(OpLoadJob); ok {
-		j.fail(&apiError{f.status, f.reason, "bqfake: injected load job failure"})
+		j.fail(&apiError{status: f.status, reason: f.reason, message: "bqfake: injected load job failure"})
 	} else if n, err := s.load(in.Configuration.Load, data); err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) {
-			ae = &apiError{http.StatusInternalServerError, "internalError", err.Error()}
+			ae = &apiError{status: http.StatusInternalServerError, reason: "internalError", message: err.Error()}
 		}
 		j.fail(ae)
 	} else {
 		j.j.Statistics.Load = &bqv2.JobStatistics3{OutputRows: n, InputFiles: 1, InputFileBytes: int64(len(data))}
 	}
 	if f, ok := s.takeFault(OpUploadLost); ok {
-		return &apiError{f.status, f.reason, "bqfake: injected lost upload response"}
+		return &apiError{status: f.status, reason: f.reason, message: "bqfake: injected lost upload response"}
 	}
 	writeJSON(w, http.StatusOK, j.view())
 	return nil

@@ -130,7 +130,9 @@ func sameSchema(a, b *bqv2.TableSchema) bool {
 }
 
 // parseNDJSON decodes and checks every row; any bad row fails the whole
-// load with reason "invalid", listing the first few problems.
+// load with reason "invalid". As in BigQuery, the error itself only counts
+// the problems and says to look into the job's errors[], which lists the
+// first few.
 func parseNDJSON(data []byte, fields []*bqv2.TableFieldSchema, ignoreUnknown bool) ([][]any, error) {
 	byName := make(map[string]int, len(fields))
 	for i, f := range fields {
@@ -180,8 +182,10 @@ func parseNDJSON(data []byte, fields []*bqv2.TableFieldSchema, ignoreUnknown boo
 		}
 	}
 	if len(problems) > 0 {
-		return nil, errorf(http.StatusBadRequest, "invalid", "Error while reading data, error message: JSON table encountered too many errors, giving up. Rows: %d; errors: %d. Please look into the errors[] collection for more details. First: %s",
-			len(rows), len(problems), strings.Join(problems, " | "))
+		e := errorf(http.StatusBadRequest, "invalid", "Error while reading data, error message: JSON table encountered too many errors, giving up. Rows: %d; errors: %d. Please look into the errors[] collection for more details.",
+			len(rows), len(problems))
+		e.details = problems
+		return nil, e
 	}
 	return rows, nil
 }

@@ -228,7 +228,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /upload"+p+"/jobs", s.lock(s.upload))
 	mux.HandleFunc("PUT /upload"+p+"/jobs", s.lock(s.upload))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{http.StatusNotFound, "notFound", fmt.Sprintf("bqfake: unsupported request %s %s", r.Method, r.URL.Path)})
+		writeError(w, &apiError{status: http.StatusNotFound, reason: "notFound", message: fmt.Sprintf("bqfake: unsupported request %s %s", r.Method, r.URL.Path)})
 	})
 	return mux
 }
@@ -251,12 +251,16 @@ type apiError struct {
 	status  int
 	reason  string
 	message string
+	// details are the further entries of a failed job's status.errors,
+	// after the errorResult: a failed load's errorResult only says to
+	// look there, as BigQuery's does.
+	details []string
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.reason, e.message) }
 
 func errorf(status int, reason, format string, args ...any) *apiError {
-	return &apiError{status, reason, fmt.Sprintf(format, args...)}
+	return &apiError{status: status, reason: reason, message: fmt.Sprintf(format, args...)}
 }
 
 func invalidQuery(format string, args ...any) *apiError {
@@ -271,7 +275,7 @@ var statusNames = map[int]string{
 func writeError(w http.ResponseWriter, err error) {
 	e, ok := err.(*apiError)
 	if !ok {
-		e = &apiError{http.StatusInternalServerError, "internalError", err.Error()}
+		e = &apiError{status: http.StatusInternalServerError, reason: "internalError", message: err.Error()}
 	}
 	body := map[string]any{"error": map[string]any{
 		"code":    e.status,

@@ -682,7 +682,7 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			counts = "temp._formsync_counts"
 		}
 		if f, ok := s.takeFault(OpScript); ok {
-			return nil, &apiError{f.status, f.reason, "bqfake: injected failure in the middle of the transaction"}
+			return nil, &apiError{status: f.status, reason: f.reason, message: "bqfake: injected failure in the middle of the transaction"}
 		}
 
 		n, err := s.mergeState(tx, state, params, counts)
