@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	bq "cloud.google.com/go/bigquery"
@@ -56,10 +57,42 @@ func (s *Sink) waitJob(ctx context.Context, job *bq.Job) error {
 		}
 		failures = 0
 		if st.Done() {
-			return st.Err()
+			return jobError(st)
 		}
 		t.Reset(s.cfg.PollInterval)
 	}
+}
+
+// maxJobErrors bounds how many entries of a failed job's errors[] its error
+// quotes.
+const maxJobErrors = 5
+
+// jobError is a finished job's error, nil when it succeeded, followed by
+// the other entries of its status's errors[]: for a load that refused rows
+// BigQuery's error only counts them and says to look into errors[], where
+// the cause (the field, the row) is. The *bq.Error stays in the chain, so
+// the reason still classifies it.
+func jobError(st *bq.JobStatus) error {
+	err := st.Err()
+	var first *bq.Error
+	if !errors.As(err, &first) {
+		return err
+	}
+	var more []string
+	for i, e := range st.Errors {
+		if e == nil || e.Message == "" || e.Message == first.Message {
+			continue
+		}
+		if len(more) == maxJobErrors {
+			more = append(more, fmt.Sprintf("(%d more not shown)", len(st.Errors)-i))
+			break
+		}
+		more = append(more, e.Message)
+	}
+	if len(more) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; errors[]: %s", err, strings.Join(more, "; "))
 }
 
 // pollError says that a job's status could not be read: it may still be

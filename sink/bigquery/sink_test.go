@@ -3,6 +3,8 @@ package bigquery
 import (
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -456,5 +458,41 @@ func TestConfigValidation(t *testing.T) {
 		if err := (Config{Project: "p", Location: loc}).Validate(); err != nil {
 			t.Errorf("location %s refused: %v", loc, err)
 		}
+	}
+}
+
+// TestFailedLoadNamesTheBadRows: BigQuery's error for a load that refused
+// rows only counts them and says to look into the job's errors[]; the
+// sink's error names what errors[] says, which the job's error alone does
+// not, so that the message asked to be reported carries the cause.
+func TestFailedLoadNamesTheBadRows(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	dir := t.TempDir()
+	sp, err := sink.NewSpool(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
+	if err := sp.Append(rows[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	// A staged line the staging table does not take (a spool written by
+	// another version, say).
+	files, err := filepath.Glob(filepath.Join(dir, "*"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("spool files %v: %v", files, err)
+	}
+	if err := os.WriteFile(files[0], []byte(`{"form_id":"f","bogus":1}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0, Forms: []sink.FormCommit{{State: formState("f", rows), Rows: sp}}})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v, want ErrInvalid", err)
+	}
+	if !strings.Contains(err.Error(), "No such field: bogus") {
+		t.Errorf("err = %v, want it to name the bad field", err)
 	}
 }
