@@ -431,7 +431,7 @@ func (s *Sink) startLoad(ctx context.Context, id, table string, spools []staged)
 	for _, sp := range spools {
 		rc, err := sp.spool.Open()
 		if err != nil {
-			return nil, err
+			return nil, &spoolError{err}
 		}
 		defer rc.Close()
 		var r io.Reader = rc
@@ -440,7 +440,7 @@ func (s *Sink) startLoad(ctx context.Context, id, table string, spools []staged)
 		}
 		readers = append(readers, r)
 	}
-	src := bq.NewReaderSource(&sequencer{r: io.MultiReader(readers...)})
+	src := bq.NewReaderSource(spoolReader{&sequencer{r: io.MultiReader(readers...)}})
 	src.SourceFormat = bq.JSON
 	src.Schema = stagingSchema()
 	l := s.client.Dataset(s.cfg.StagingDataset).Table(table).LoaderFrom(src)
@@ -455,6 +455,27 @@ func (s *Sink) startLoad(ctx context.Context, id, table string, spools []staged)
 		l.MediaOptions = []googleapi.MediaOption{googleapi.ChunkSize(s.cfg.UploadChunkSize)}
 	}
 	return l.Run(ctx)
+}
+
+// spoolError is a failure to read a commit's staged rows from its local
+// spools (a file removed or unreadable, a line that is not an object): not
+// BigQuery's, and not one that uploading again would get past.
+type spoolError struct{ err error }
+
+func (e *spoolError) Error() string { return "reading the staged rows: " + e.err.Error() }
+
+func (e *spoolError) Unwrap() error { return e.err }
+
+// spoolReader marks its reader's failures as *spoolError, so that the
+// upload's error says where it came from however the client wraps it.
+type spoolReader struct{ r io.Reader }
+
+func (r spoolReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &spoolError{err}
+	}
+	return n, err
 }
 
 // runStatement runs one query job (a statement or a script) to completion

@@ -99,6 +99,12 @@ func (sc errorScope) classify(op, resource string, err error) error {
 	if errors.As(err, &already) {
 		return err
 	}
+	// A local file's error is no BigQuery failure (and an OS error
+	// passes for a net.Error, which kindOf takes for a transport one).
+	var spool *spoolError
+	if errors.As(err, &spool) {
+		return fmt.Errorf("bigquery: %s (%s): %w", op, resource, err)
+	}
 	e := &Error{Op: op, Resource: resource, Err: err}
 	var gerr *googleapi.Error
 	var jerr *bq.Error

@@ -496,3 +496,56 @@ func TestFailedLoadNamesTheBadRows(t *testing.T) {
 		t.Errorf("err = %v, want it to name the bad field", err)
 	}
 }
+
+// TestUnreadableSpoolIsNotABigQueryFailure: a staged file that cannot be
+// opened or read (removed by a temp cleaner, a disk error) is a local
+// failure: reported as such, not retried, and not blamed on BigQuery. An
+// OS error satisfies net.Error, so it passed for a transport failure.
+func TestUnreadableSpoolIsNotABigQueryFailure(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		break_ func(path string) error
+	}{
+		{"removed", os.Remove},
+		{"a directory", func(path string) error {
+			if err := os.Remove(path); err != nil {
+				return err
+			}
+			return os.Mkdir(path, 0o700)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := setup(t, bqfake.Options{})
+			dir := t.TempDir()
+			sp, err := sink.NewSpool(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows := []sink.Row{b.row(t, "f", 1, 1, false)}
+			if err := sp.Append(rows[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := sp.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			files, err := filepath.Glob(filepath.Join(dir, "*"))
+			if err != nil || len(files) != 1 {
+				t.Fatalf("spool files %v: %v", files, err)
+			}
+			if err := tt.break_(files[0]); err != nil {
+				t.Fatal(err)
+			}
+			_, err = b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0, Forms: []sink.FormCommit{{State: formState("f", rows), Rows: sp}}})
+			if err == nil {
+				t.Fatal("commit of an unreadable spool succeeded")
+			}
+			var be *Error
+			if msg := err.Error(); Retryable(err) || errors.As(err, &be) || strings.Contains(msg, "BigQuery failure") || strings.Contains(msg, "BigQuery refused") {
+				t.Errorf("err = %v, want a local failure, not retried nor blamed on BigQuery", err)
+			}
+			if !strings.Contains(err.Error(), "reading the staged rows") {
+				t.Errorf("err = %v, want it to say the staged rows could not be read", err)
+			}
+		})
+	}
+}
