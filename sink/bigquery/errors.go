@@ -159,7 +159,12 @@ func kindOf(reason string, code int, err error) error {
 	switch reason {
 	case "backendError", "internalError", "rateLimitExceeded", "jobRateLimitExceeded", "jobBackendError", "jobInternalError":
 		return ErrRetryable
-	case "invalid", "invalidQuery", "resourcesExceeded", "responseTooLarge", "stopped", "tableUnavailable":
+	case "stopped", "timeout":
+		// The job was cancelled or ran out of time: the commit did not
+		// happen (a transaction rolls back), and running it again is the
+		// remedy, not a report of a formsync bug.
+		return ErrRetryable
+	case "invalid", "invalidQuery", "resourcesExceeded", "responseTooLarge", "tableUnavailable":
 		if reason == "tableUnavailable" {
 			return ErrRetryable
 		}

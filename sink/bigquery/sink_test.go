@@ -405,6 +405,11 @@ func TestErrorClassification(t *testing.T) {
 		{"accessDenied", 403, ErrAccessDenied, "roles/bigquery.dataEditor on dataset d and roles/bigquery.jobUser on project p"},
 		{"notFound", 404, ErrNotFound, "FORMSYNC_BQ_DATASET"},
 		{"duplicate", 409, ErrDuplicate, "exists"},
+		// A job cancelled (by a person or by BigQuery) or timed out is
+		// neither a bad request nor formsync's: running it again is what
+		// BigQuery's error table says to do.
+		{"stopped", 200, ErrRetryable, "transient"},
+		{"timeout", 400, ErrRetryable, "transient"},
 	}
 	for _, tt := range tests {
 		err := sc.classify("loading", "table p.d.t", googleErr(tt.code, tt.reason))
