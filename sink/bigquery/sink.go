@@ -376,11 +376,12 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 		res := "dataset " + s.cfg.Project + "." + d.name
 		err := s.retry(ctx, func() error {
 			_, err := ds.Metadata(ctx)
-			if isNotFound(err) {
-				err = ds.Create(ctx, d.meta)
-				if isDuplicate(err) { // created concurrently by another pod
-					err = nil
-				}
+			if !isNotFound(err) {
+				return s.scope.classify("reading the dataset", res, err)
+			}
+			err = ds.Create(ctx, d.meta)
+			if isDuplicate(err) { // created concurrently by another pod
+				err = nil
 			}
 			return s.scope.classify("creating the dataset", res, err)
 		})

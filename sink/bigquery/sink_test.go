@@ -2,7 +2,9 @@ package bigquery
 
 import (
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -552,5 +554,29 @@ func TestUnreadableSpoolIsNotABigQueryFailure(t *testing.T) {
 				t.Errorf("err = %v, want it to say the staged rows could not be read", err)
 			}
 		})
+	}
+}
+
+// TestDatasetReadRefusedSaysReading: a dataset formsync may not read (403
+// on its metadata) is reported as a read refused, not as a dataset
+// formsync failed to create: the fix is a role on it, not a create.
+func TestDatasetReadRefusedSaysReading(t *testing.T) {
+	fake := bqfake.New(bqfake.Options{})
+	t.Cleanup(fake.Close)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/datasets/formsync_test") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `{"error":{"code":403,"message":"Access Denied: Dataset test-project:formsync_test","errors":[{"reason":"accessDenied","message":"Access Denied"}]}}`)
+			return
+		}
+		fake.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	cfg := testConfig(fake)
+	cfg.Endpoint = front.URL
+	_, err := Open(t.Context(), cfg)
+	if !errors.Is(err, ErrAccessDenied) || !strings.Contains(err.Error(), "reading the dataset") || strings.Contains(err.Error(), "creating") {
+		t.Errorf("Open = %v, want access denied while reading the dataset", err)
 	}
 }
