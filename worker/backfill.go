@@ -23,6 +23,15 @@ func (w Window) contains(t time.Time) bool {
 	return (w.Since.IsZero() || !t.Before(w.Since)) && (w.Until.IsZero() || !t.After(w.Until))
 }
 
+// recordedIn reports whether bf is the progress of a backfill of w. The
+// sinks keep progress to the microsecond, while a window may be finer (the
+// command's --until reaches to the last nanosecond of its day or second),
+// so the bounds are compared as stored.
+func (w Window) recordedIn(bf *state.Backfill) bool {
+	asStored := func(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+	return asStored(bf.Since).Equal(asStored(w.Since)) && asStored(bf.Until).Equal(asStored(w.Until))
+}
+
 // span is the walk over the window: newer than Until is skipped, older
 // than Since ends it.
 func (w Window) span() span {
@@ -204,7 +213,7 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	// its cursor. A whole-form one only under the field policy it wrote
 	// its rows with: under another, the rows above the cursor would keep
 	// the old one, so it starts over.
-	if bf := b.old.Backfill; bf != nil && bf.Since.Equal(win.Since) && bf.Until.Equal(win.Until) && !bf.Cursor.IsZero() &&
+	if bf := b.old.Backfill; bf != nil && win.recordedIn(bf) && !bf.Cursor.IsZero() &&
 		(!b.whole || bf.FieldPolicy == b.e.policyID()) {
 		rep.ResumedFrom = bf.Cursor
 		win.Until = bf.Cursor
