@@ -44,6 +44,9 @@ func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, o
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
+	for _, w := range e.cfg.warnings() {
+		e.log.Warn(w)
+	}
 	cfg := engineConfig(e, forms)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)

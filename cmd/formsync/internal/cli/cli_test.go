@@ -161,6 +161,26 @@ func TestSyncExitCodesAndSummaries(t *testing.T) {
 	}
 }
 
+// TestShortRetryAfterCapIsWarnedNotRefused: a Retry-After cap under a
+// second works (tests and a known-conservative API use it) but cuts every
+// wait the API asks for short, so the run says so and goes on.
+func TestShortRetryAfterCapIsWarnedNotRefused(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 3, Variant: apisim.Newer, Forms: []string{"a"}, SubmissionsPerForm: 5})
+	syncEnv(t, sim, "a")
+	t.Setenv("FORMSYNC_MAX_RETRY_AFTER", "50ms")
+	code, _, errOut := run(t, "sync")
+	if code != exitOK {
+		t.Fatalf("exit %d, want %d:\n%s", code, exitOK, errOut)
+	}
+	if !strings.Contains(errOut, `"severity":"WARNING"`) || !strings.Contains(errOut, "FORMSYNC_MAX_RETRY_AFTER=50ms is under 1s") {
+		t.Errorf("the log lacks the warning:\n%s", errOut)
+	}
+	t.Setenv("FORMSYNC_MAX_RETRY_AFTER", "2s")
+	if _, _, errOut := run(t, "sync"); strings.Contains(errOut, "MAX_RETRY_AFTER") {
+		t.Errorf("a cap of 2s is warned about:\n%s", errOut)
+	}
+}
+
 func TestSyncWithTokenFile(t *testing.T) {
 	sim := apisim.New(apisim.Options{Seed: 2, Variant: apisim.Older, Forms: []string{"a"}, SubmissionsPerForm: 5})
 	syncEnv(t, sim, "a")

@@ -36,7 +36,6 @@ func TestEveryProblemAtOnce(t *testing.T) {
 		"FORMSYNC_LOG_FORMAT":      "xml",
 		"FORMSYNC_LOG_LEVEL":       "loud",
 		"FORMSYNC_BACKOFF_MAX":     "1ms",
-		"FORMSYNC_MAX_RETRY_AFTER": "500ms",
 	} {
 		t.Setenv(k, v)
 	}
@@ -61,7 +60,6 @@ func TestEveryProblemAtOnce(t *testing.T) {
 		`FORMSYNC_LOG_FORMAT="xml": not`[:len(`FORMSYNC_LOG_FORMAT="xml"`)],
 		`FORMSYNC_LOG_LEVEL="loud": use debug, info, warn or error`,
 		`FORMSYNC_BACKOFF_MAX=1ms is under 100ms`,
-		`FORMSYNC_MAX_RETRY_AFTER=500ms is under 1s`,
 	} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("the problem list lacks %q:\n%s", want, errOut)

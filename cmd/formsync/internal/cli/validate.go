@@ -218,11 +218,6 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 	if c.BackoffMax < minBackoffMax && !p.has("BACKOFF_MAX") {
 		p.add("BACKOFF_MAX", "FORMSYNC_BACKOFF_MAX=%s is under %s: the retry budget FORMSYNC_MAX_WAIT counts waits, and waits that short would retry a failing page for hours", shortDuration(c.BackoffMax), shortDuration(minBackoffMax))
 	}
-	// Retry-After counts whole seconds: a cap under one second would ask
-	// again long before the API allows, every time.
-	if c.MaxRetryAfter < time.Second && !p.has("MAX_RETRY_AFTER") {
-		p.add("MAX_RETRY_AFTER", "FORMSYNC_MAX_RETRY_AFTER=%s is under 1s: Retry-After counts whole seconds, so every wait the API asks for would be cut short", shortDuration(c.MaxRetryAfter))
-	}
 	if c.BackoffMax < c.BackoffInitial && !p.has("BACKOFF_MAX") && !p.has("BACKOFF_INITIAL") {
 		p.add("BACKOFF_MAX", "FORMSYNC_BACKOFF_MAX=%s is shorter than FORMSYNC_BACKOFF_INITIAL=%s", shortDuration(c.BackoffMax), shortDuration(c.BackoffInitial))
 	}
@@ -430,6 +425,19 @@ func checkListenAddr(addr string) error {
 }
 
 // clientConfig is the API client's share of the configuration.
+// warnings are settings that work but are likely a mistake; the commands
+// that read the API log each once at start.
+func (c *Config) warnings() []string {
+	var out []string
+	// Retry-After counts whole seconds: a cap under one second asks again
+	// before the API allows, every time. Tests and a known-conservative
+	// API may want exactly that, so it is said, not refused.
+	if c.MaxRetryAfter > 0 && c.MaxRetryAfter < time.Second {
+		out = append(out, fmt.Sprintf("FORMSYNC_MAX_RETRY_AFTER=%s is under 1s: Retry-After counts whole seconds, so every wait the API asks for is cut short and the page asked again early", shortDuration(c.MaxRetryAfter)))
+	}
+	return out
+}
+
 func (c *Config) clientConfig(token formsapi.Secret, observe func(formsapi.Event)) formsapi.Config {
 	return formsapi.Config{
 		BaseURL:        c.APIBaseURL,
