@@ -18,11 +18,21 @@ type backfillJSON struct {
 	// FieldPolicy is left out when empty, as progress written before it
 	// was kept reads.
 	FieldPolicy string `json:"field_policy,omitempty"`
+	// Watermark and Total are left out when zero, as progress written
+	// before they were kept reads.
+	Watermark *watermarkJSON `json:"watermark,omitempty"`
+	Total     int64          `json:"total,omitempty"`
+}
+
+type watermarkJSON struct {
+	CreatedAt string   `json:"created_at"`
+	ID        int64    `json:"id,omitempty"`
+	Boundary  []string `json:"boundary,omitempty"`
 }
 
 // MarshalJSON stores a Backfill as every sink keeps it in sync_state: an
-// object of four times, null where zero, and the field policy's identity
-// when there is one.
+// object of four times, null where zero, the field policy's identity when
+// there is one, and a whole-form backfill's watermark and total when set.
 func (b Backfill) MarshalJSON() ([]byte, error) {
 	text := func(t time.Time) *string {
 		if t.IsZero() {
@@ -31,7 +41,11 @@ func (b Backfill) MarshalJSON() ([]byte, error) {
 		s := t.UTC().Format(backfillLayout)
 		return &s
 	}
-	return json.Marshal(backfillJSON{Since: text(b.Since), Until: text(b.Until), Cursor: text(b.Cursor), StartedAt: text(b.StartedAt), FieldPolicy: b.FieldPolicy})
+	j := backfillJSON{Since: text(b.Since), Until: text(b.Until), Cursor: text(b.Cursor), StartedAt: text(b.StartedAt), FieldPolicy: b.FieldPolicy, Total: b.Total}
+	if w := b.Watermark; !w.IsZero() {
+		j.Watermark = &watermarkJSON{CreatedAt: *text(w.CreatedAt), ID: w.ID, Boundary: w.Boundary}
+	}
+	return json.Marshal(j)
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote.
@@ -40,7 +54,14 @@ func (b *Backfill) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return err
 	}
-	out := Backfill{FieldPolicy: j.FieldPolicy}
+	out := Backfill{FieldPolicy: j.FieldPolicy, Total: j.Total}
+	if w := j.Watermark; w != nil {
+		t, err := time.Parse(time.RFC3339Nano, w.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("backfill watermark: %w", err)
+		}
+		out.Watermark = Watermark{CreatedAt: t.UTC(), ID: w.ID, Boundary: w.Boundary}
+	}
 	for _, p := range []struct {
 		name string
 		src  *string

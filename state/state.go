@@ -192,6 +192,14 @@ type Backfill struct {
 	// under (Form.FieldPolicy), "" for none: a whole-form backfill resumes
 	// only under the same one, since it records it for every row at its end.
 	FieldPolicy string
+	// Watermark and Total are, for a backfill of the whole form, the
+	// watermark of the newest rows its first run read and the lowest total
+	// it saw: the runs that resume it read only below Cursor, and at the
+	// end move the form's watermark to these. Zero in a record written
+	// before they were kept: such a backfill, resumed, leaves the
+	// watermark to the next sync.
+	Watermark Watermark
+	Total     int64
 }
 
 // Validate reports a state that cannot have been written by formsync.

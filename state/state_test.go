@@ -135,7 +135,9 @@ func TestCopies(t *testing.T) {
 }
 
 func TestBackfillJSONRoundTrip(t *testing.T) {
-	for _, b := range []Backfill{{}, {Since: at(1, 2), Cursor: at(3, 4), StartedAt: at(5, 6), FieldPolicy: "0123456789abcdef0123456789abcdef"}, {Until: at(7, 0)}} {
+	whole := Backfill{Cursor: at(3, 4), StartedAt: at(5, 6), Total: 1200,
+		Watermark: Watermark{CreatedAt: at(8, 9), ID: 77, Boundary: []string{"76", "77"}}}
+	for _, b := range []Backfill{{}, {Since: at(1, 2), Cursor: at(3, 4), StartedAt: at(5, 6), FieldPolicy: "0123456789abcdef0123456789abcdef"}, {Until: at(7, 0)}, whole} {
 		j, err := b.MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
@@ -144,7 +146,8 @@ func TestBackfillJSONRoundTrip(t *testing.T) {
 		if err := got.UnmarshalJSON(j); err != nil {
 			t.Fatal(err)
 		}
-		if !got.Since.Equal(b.Since) || !got.Until.Equal(b.Until) || !got.Cursor.Equal(b.Cursor) || !got.StartedAt.Equal(b.StartedAt) || got.FieldPolicy != b.FieldPolicy {
+		if !got.Since.Equal(b.Since) || !got.Until.Equal(b.Until) || !got.Cursor.Equal(b.Cursor) || !got.StartedAt.Equal(b.StartedAt) || got.FieldPolicy != b.FieldPolicy ||
+			got.Total != b.Total || !got.Watermark.CreatedAt.Equal(b.Watermark.CreatedAt) || got.Watermark.ID != b.Watermark.ID || !slices.Equal(got.Watermark.Boundary, b.Watermark.Boundary) {
 			t.Errorf("%s: got %+v, want %+v", j, got, b)
 		}
 	}

@@ -179,10 +179,17 @@ type backfill struct {
 	// older, so an interrupted backfill resumes at it (inclusive,
 	// harmlessly).
 	cursor time.Time
-	// whole is set when the backfill covers the whole form in one go:
-	// then it may move the watermark forward.
+	// whole is set when the backfill covers the whole form, in one run
+	// or resumed over several: then it may move the watermark forward.
 	whole bool
-	read  int
+	// top and topTotal are the watermark of the newest rows and the
+	// lowest total the first run of a whole-form backfill read, carried
+	// in its progress (state.Backfill) by the runs that resume it, which
+	// read only below its cursor. Zero for a backfill resumed from a
+	// progress record that carries none.
+	top      state.Watermark
+	topTotal int64
+	read     int
 	// queue are the checkpoints waiting for their commit, or being
 	// committed, while the walk reads on; oldest first.
 	queue []*pendingCheckpoint
@@ -217,6 +224,9 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 		(!b.whole || bf.FieldPolicy == b.e.policyID()) {
 		rep.ResumedFrom = bf.Cursor
 		win.Until = bf.Cursor
+		if b.whole {
+			b.top, b.topTotal = bf.Watermark, bf.Total
+		}
 	}
 
 	from, err := b.locate(ctx, first, win.Until, false)
@@ -446,10 +456,18 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	// in (build).
 	next := b.formRun.next(now)
 	names, order, cursor, wm, minTotal := next.FieldNames, b.order, b.cursor, b.wm, b.minTotal
+	if !rep.ResumedFrom.IsZero() {
+		// This run read below the cursor only: the top of the form is
+		// what the first run read.
+		wm, minTotal = b.top, b.topTotal
+	}
 	copies := b.copies // the walk replaces it, never changes it (Copies.Merge)
 	met := slices.Clone(b.met)
 	progress := &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.start.UTC(), FieldPolicy: b.e.policyID()}
-	moveWatermark := final && b.whole && rep.ResumedFrom.IsZero()
+	if b.whole {
+		progress.Watermark, progress.Total = wm, minTotal
+	}
+	moveWatermark := final && b.whole && (rep.ResumedFrom.IsZero() || !wm.IsZero())
 	whole := b.whole
 	// Into a form with nothing stored, every row is staged under the
 	// configured policy, whatever the window (checkPolicy lets it in):

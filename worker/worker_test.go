@@ -150,6 +150,23 @@ func TestBackfillResumesAfterInterruption(t *testing.T) {
 				t.Errorf("finished backfill left progress: %+v", st["f"].Backfill)
 			}
 			h.CheckTable(ctx, "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
+			// Resumed or not, a backfill of the whole form loads it to the
+			// newest submission its first run read: the watermark and the
+			// last success say so, and the next sync reads only what is
+			// new instead of the whole form again.
+			var newest time.Time
+			for _, sub := range h.Sim.Submissions("f") {
+				if sub.CreatedAt.After(newest) {
+					newest = sub.CreatedAt
+				}
+			}
+			if wm := st["f"].Watermark; !wm.CreatedAt.Equal(newest.Truncate(time.Millisecond)) || st["f"].LastSuccessAt.IsZero() {
+				t.Errorf("after the resumed backfill: watermark %v, last success %v; want the newest submission, %v, and a success",
+					wm.CreatedAt, st["f"].LastSuccessAt, newest.Truncate(time.Millisecond))
+			}
+			if fr := enginetest.FormReport(t, h.MustSync(ctx), "f"); fr.Pages > 2 {
+				t.Errorf("the sync after the resumed backfill read %d pages, want at most 2", fr.Pages)
+			}
 		})
 	}
 }
