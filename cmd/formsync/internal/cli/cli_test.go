@@ -240,6 +240,45 @@ func TestForgetRefusesAFormThatOnlyEverFailed(t *testing.T) {
 	}
 }
 
+// TestForgetDryRunReadsOnly: a dry run lists what would be forgotten
+// without writing: it reads a read-only copy of the database, as status
+// does, and leaves the file as it was; on BigQuery it creates and writes
+// nothing. (The file's mode stops only a user other than root, such as
+// the image's 65534, so as root the test sees the file unchanged.)
+func TestForgetDryRunReadsOnly(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
+	db := syncEnv(t, sim, "contact")
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync exit %d:\n%s", code, errOut)
+	}
+	os.Chmod(db, 0o444)
+	before, _ := os.ReadFile(db)
+	code, out, errOut := run(t, "forget", "--form", "contact", "--key", "1001", "--dry-run")
+	if code != exitOK || !strings.Contains(out, "Dry run: would forget 1 stored row(s)") {
+		t.Errorf("forget --dry-run on a read-only copy: exit %d, want %d listing the row:\n%s%s", code, exitOK, out, errOut)
+	}
+	if after, _ := os.ReadFile(db); string(after) != string(before) {
+		t.Error("forget --dry-run changed the database file")
+	}
+
+	fake := bqfake.New(bqfake.Options{})
+	t.Cleanup(fake.Close)
+	t.Setenv("FORMSYNC_SINK", "bigquery")
+	t.Setenv("FORMSYNC_BQ_PROJECT", "p")
+	t.Setenv("FORMSYNC_BQ_ENDPOINT", fake.URL())
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync: exit %d: %s", code, errOut)
+	}
+	fake.ResetStats()
+	code, out, errOut = run(t, "forget", "--form", "contact", "--key", "1001", "--dry-run")
+	if code != exitOK || !strings.Contains(out, "Dry run: would forget 1 stored row(s)") {
+		t.Errorf("forget --dry-run on BigQuery: exit %d, want %d listing the row:\n%s%s", code, exitOK, out, errOut)
+	}
+	if st := fake.Stats(); len(st.DDL)+len(st.DML)+st.LoadJobs != 0 {
+		t.Errorf("forget --dry-run wrote to BigQuery: DDL %v, DML %v, %d loads", st.DDL, st.DML, st.LoadJobs)
+	}
+}
+
 // TestForgetInAMissingStore: an erasure run against a mistyped SQLite path
 // or BigQuery dataset must not create an empty store there and report that
 // nothing matched (or that the keys are tombstoned): the person's rows are

@@ -76,7 +76,14 @@ func runForget(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "formsync forget: %v; nothing was forgotten\n", err)
 		return exitFailed
 	}
-	dst, err := openSink(ctx, e.cfg)
+	// A dry run only reads: like status, it opens the store read-only, so
+	// it works on a copy or as a user that may not write, and can change
+	// nothing (not even migrate the schema).
+	open := openSink
+	if *dry {
+		open = openStatusSink
+	}
+	dst, err := open(ctx, e.cfg)
 	if err != nil {
 		e.log.Error("cannot open the sink", "error", err.Error())
 		return exitFailed
