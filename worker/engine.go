@@ -302,7 +302,7 @@ func (e *IncompleteError) Error() string {
 // reconciled in the same pass (see Reconcile).
 func (e *Engine) Sync(ctx context.Context) (*Report, error) {
 	now := e.cfg.Now()
-	return e.run(ctx, e.cfg.Forms, func(st state.Form) readMode {
+	return e.run(ctx, "sync", e.cfg.Forms, func(st state.Form) readMode {
 		if every := e.cfg.ReconcileEvery; every > 0 && now.Sub(st.LastReconcileAt) >= every {
 			return readReconcileDue
 		}
@@ -321,12 +321,13 @@ func (e *Engine) Reconcile(ctx context.Context, formIDs ...string) (*Report, err
 	if len(formIDs) == 0 {
 		formIDs = e.cfg.Forms
 	}
-	return e.run(ctx, formIDs, func(state.Form) readMode { return readReconcile })
+	return e.run(ctx, "reconcile", formIDs, func(state.Form) readMode { return readReconcile })
 }
 
 // run reads forms, each in the mode modeOf gives for its state, commits
-// them together and checks their completeness.
-func (e *Engine) run(ctx context.Context, forms []string, modeOf func(state.Form) readMode) (*Report, error) {
+// them together and checks their completeness. what names the run in its
+// log lines: "sync" or "reconcile".
+func (e *Engine) run(ctx context.Context, what string, forms []string, modeOf func(state.Form) readMode) (*Report, error) {
 	start := e.cfg.Now()
 	states, err := e.dst.ReadState(ctx, forms)
 	if err != nil {
@@ -344,7 +345,7 @@ func (e *Engine) run(ctx context.Context, forms []string, modeOf func(state.Form
 		rep.Forms = append(rep.Forms, r.finalReport())
 	}
 	rep.Duration = e.cfg.Now().Sub(start)
-	e.logReport(rep)
+	e.logReport(what, rep)
 	return rep, nil
 }
 
@@ -724,7 +725,10 @@ func (e *Engine) shortForms(ctx context.Context, runs []*formRun) []*formRun {
 	return short
 }
 
-func (e *Engine) logReport(rep *Report) {
+// logReport logs a line per form and one for the run, what ("sync" or
+// "reconcile") naming it.
+func (e *Engine) logReport(what string, rep *Report) {
+	done := map[string]string{"sync": "synced", "reconcile": "reconciled"}[what]
 	log := e.cfg.Logger
 	var inserted, updated int64
 	var requests, limited int
@@ -768,9 +772,9 @@ func (e *Engine) logReport(rep *Report) {
 		case err != nil:
 			log.Error("form failed", append(attrs, slog.String("error", err.Error()))...)
 		case f.Future+f.TooDeep+f.NoFields > 0:
-			log.Warn("form synced; some submissions are stored but not trusted (see the counts)", attrs...)
+			log.Warn("form "+done+"; some submissions are stored but not trusted (see the counts)", attrs...)
 		default:
-			log.Info("form synced", attrs...)
+			log.Info("form "+done, attrs...)
 		}
 	}
 	attrs := []any{
@@ -784,11 +788,11 @@ func (e *Engine) logReport(rep *Report) {
 	}
 	switch {
 	case rep.Fatal != nil:
-		log.Error("sync stopped", append(attrs, slog.String("error", rep.Fatal.Error()))...)
+		log.Error(what+" stopped", append(attrs, slog.String("error", rep.Fatal.Error()))...)
 	case rep.CommitErr != nil:
-		log.Error("sync failed", append(attrs, slog.String("error", rep.CommitErr.Error()))...)
+		log.Error(what+" failed", append(attrs, slog.String("error", rep.CommitErr.Error()))...)
 	default:
-		log.Info("sync finished", attrs...)
+		log.Info(what+" finished", attrs...)
 	}
 }
 

@@ -161,6 +161,26 @@ func TestSyncExitCodesAndSummaries(t *testing.T) {
 	}
 }
 
+// TestReconcileLogsAReconcile: the log lines of a reconcile name it, not
+// a sync: a log-based alert on "sync failed" must not fire for one, nor a
+// reader take it for a sync.
+func TestReconcileLogsAReconcile(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 6, Variant: apisim.Newer, Forms: []string{"a"}, SubmissionsPerForm: 5})
+	syncEnv(t, sim, "a")
+	code, _, errOut := run(t, "reconcile")
+	if code != exitOK {
+		t.Fatalf("reconcile: exit %d:\n%s", code, errOut)
+	}
+	for _, want := range []string{`"message":"form reconciled"`, `"message":"reconcile finished"`} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the log lacks %s:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "sync") {
+		t.Errorf("a reconcile's log speaks of a sync:\n%s", errOut)
+	}
+}
+
 // TestShortRetryAfterCapIsWarnedNotRefused: a Retry-After cap under a
 // second works (tests and a known-conservative API use it) but cuts every
 // wait the API asks for short, so the run says so and goes on.
