@@ -225,6 +225,9 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 		if err != nil {
 			return s.scope.classify("reading table metadata", res, err)
 		}
+		if meta.Location != "" && !strings.EqualFold(meta.Location, s.cfg.Location) {
+			return s.checkLocation("dataset "+s.cfg.Project+"."+s.cfg.Dataset, &bq.DatasetMetadata{Location: meta.Location})
+		}
 		lacks := func(c string) bool { return lacksAny(meta.Schema, []string{c}) }
 		for _, c := range addedStateColumns {
 			if c != "copies" && lacks(c) {
@@ -247,6 +250,21 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkLocation refuses a dataset that is not in Config.Location: every
+// job runs there, and BigQuery answers a job that reads or writes a
+// dataset elsewhere with "Not found: Dataset ... was not found in
+// location ...", after the pages were read, on every run.
+func (s *Sink) checkLocation(res string, meta *bq.DatasetMetadata) error {
+	if meta.Location == "" || strings.EqualFold(meta.Location, s.cfg.Location) {
+		return nil
+	}
+	return &Error{
+		Op: "checking the dataset's location", Resource: res, Kind: ErrInvalid,
+		Err:  fmt.Errorf("the dataset is in %s, but jobs run in %s and cannot use it", meta.Location, s.cfg.Location),
+		Hint: fmt.Sprintf("set FORMSYNC_BQ_LOCATION=%s (formsync's datasets, the staging one included, must share one location)", meta.Location),
+	}
 }
 
 // connect validates cfg and creates the client.
@@ -375,7 +393,10 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 		ds := s.client.Dataset(d.name)
 		res := "dataset " + s.cfg.Project + "." + d.name
 		err := s.retry(ctx, func() error {
-			_, err := ds.Metadata(ctx)
+			meta, err := ds.Metadata(ctx)
+			if err == nil {
+				return s.checkLocation(res, meta)
+			}
 			if !isNotFound(err) {
 				return s.scope.classify("reading the dataset", res, err)
 			}

@@ -1,6 +1,7 @@
 package bigquery
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -578,5 +579,55 @@ func TestDatasetReadRefusedSaysReading(t *testing.T) {
 	_, err := Open(t.Context(), cfg)
 	if !errors.Is(err, ErrAccessDenied) || !strings.Contains(err.Error(), "reading the dataset") || strings.Contains(err.Error(), "creating") {
 		t.Errorf("Open = %v, want access denied while reading the dataset", err)
+	}
+}
+
+// TestDatasetInAnotherLocationIsRefused: jobs run in Config.Location, and
+// BigQuery answers a job that uses a dataset elsewhere with "Not found"
+// after the pages were read. Open and OpenReadOnly refuse such a dataset
+// at once, naming where it is; the location is compared without case.
+func TestDatasetInAnotherLocationIsRefused(t *testing.T) {
+	fake := bqfake.New(bqfake.Options{})
+	t.Cleanup(fake.Close)
+	eu := testConfig(fake)
+	eu.Location = "EU"
+	s, err := Open(t.Context(), eu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	us := testConfig(fake) // the default location, US
+	for name, open := range map[string]func(context.Context, Config) (*Sink, error){"Open": Open, "OpenReadOnly": OpenReadOnly} {
+		s, err := open(t.Context(), us)
+		if err == nil {
+			s.Close()
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "the dataset is in EU, but jobs run in US") || !strings.Contains(err.Error(), "FORMSYNC_BQ_LOCATION=EU") {
+			t.Errorf("%s in US of a dataset in EU = %v, want it refused naming EU", name, err)
+		}
+	}
+	lower := testConfig(fake)
+	lower.Location = "eu"
+	s, err = Open(t.Context(), lower)
+	if err != nil {
+		t.Fatalf("Open with location eu of a dataset in EU: %v", err)
+	}
+	s.Close()
+
+	// A staging dataset made elsewhere by hand is refused too: the
+	// commit's MERGE reads it in the jobs' location.
+	other := testConfig(fake)
+	other.Dataset, other.StagingDataset = "formsync_other", "formsync_other_staging"
+	staging := other
+	staging.Dataset, staging.StagingDataset, staging.Location = other.StagingDataset, "", "EU"
+	if s, err = Open(t.Context(), staging); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = Open(t.Context(), other); err == nil {
+		s.Close()
+	}
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "formsync_other_staging") {
+		t.Errorf("Open in US with the staging dataset in EU = %v, want it refused naming the staging dataset", err)
 	}
 }
