@@ -284,3 +284,29 @@ func TestOpenRefusesAFileItCannotWrite(t *testing.T) {
 		t.Errorf("Open: %v, want it to say the file cannot be written", err)
 	}
 }
+
+// TestOpenSaysWhyItCannotOpen: SQLite's "unable to open database file"
+// names no cause; Open adds the one the file system shows, so that a
+// mistyped FORMSYNC_SQLITE_PATH or an unmounted volume is fixed at once.
+func TestOpenSaysWhyItCannotOpen(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plain")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		filepath.Join(dir, "missing", "f.db"): "the directory " + filepath.Join(dir, "missing") + " does not exist",
+		dir:                                   "it is a directory, not a file",
+		filepath.Join(file, "f.db"):           file + " is not a directory",
+	} {
+		s, err := Open(t.Context(), path)
+		if err == nil {
+			s.Close()
+			t.Errorf("Open(%s) succeeded", path)
+			continue
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%s) = %v, want it to say %q", path, err, want)
+		}
+	}
+}

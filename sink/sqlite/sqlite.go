@@ -4,6 +4,7 @@ import (
 	"github.com/formsync/formsync/sink"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"context"
 	"database/sql"
@@ -241,5 +242,33 @@ func (s *Sink) openError(err error) error {
 	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB {
 		return fmt.Errorf("sqlite: %s: %w (the file is not an SQLite database)", s.path, ErrNotFormsync)
 	}
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CANTOPEN {
+		if why := cantOpenReason(s.path); why != "" {
+			return fmt.Errorf("sqlite: opening %s: %s: %w", s.path, why, err)
+		}
+	}
 	return fmt.Errorf("sqlite: opening %s: %w", s.path, err)
+}
+
+// cantOpenReason says why SQLite could not open or create path, where
+// the file system tells: SQLite's own message ("unable to open database
+// file") names no cause. "" when no cause is found.
+func cantOpenReason(path string) string {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return "it is a directory, not a file"
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("the directory %s does not exist (create it, or fix the path)", dir)
+	case err != nil:
+		return fmt.Sprintf("the directory %s cannot be read: %v", dir, err)
+	case !fi.IsDir():
+		return fmt.Sprintf("%s is not a directory", dir)
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("the file cannot be created in %s (this process may not write there: the directory's permissions, or a read-only mount)", dir)
+	}
+	return ""
 }
