@@ -181,6 +181,21 @@ func TestReconcileLogsAReconcile(t *testing.T) {
 	}
 }
 
+// TestReconcileWithoutAFormSaysBothWays: reconcile takes its forms from
+// --form or FORMSYNC_FORMS; with neither, the problem names both.
+func TestReconcileWithoutAFormSaysBothWays(t *testing.T) {
+	apiEnv(t)
+	os.Unsetenv("FORMSYNC_FORMS")
+	code, _, errOut := run(t, "reconcile")
+	if code != exitUsage || !strings.Contains(errOut, "--form ID") || !strings.Contains(errOut, "FORMSYNC_FORMS") {
+		t.Errorf("reconcile without a form: exit %d, want %d naming --form and FORMSYNC_FORMS:\n%s", code, exitUsage, errOut)
+	}
+	t.Setenv("FORMSYNC_FORMS", "a,,b")
+	if code, _, errOut := run(t, "reconcile"); code != exitUsage || !strings.Contains(errOut, "entry 2 is empty") {
+		t.Errorf("reconcile with a bad FORMSYNC_FORMS: exit %d, want %d:\n%s", code, exitUsage, errOut)
+	}
+}
+
 // TestShortRetryAfterCapIsWarnedNotRefused: a Retry-After cap under a
 // second works (tests and a known-conservative API use it) but cuts every
 // wait the API asks for short, so the run says so and goes on.

@@ -24,7 +24,11 @@ func runReconcile(ctx context.Context, e *env, args []string) int {
 		}
 		e.cfg.Forms = []string{*form}
 	}
-	if err := e.cfg.Validate(Need{API: true, Forms: *form == "", Sink: true}); err != nil {
+	listed := *form == "" && len(e.cfg.Forms) > 0
+	if *form == "" && !listed {
+		problems = append(problems, "no form to reconcile: name one with --form ID, or list the forms in FORMSYNC_FORMS")
+	}
+	if err := e.cfg.Validate(Need{API: true, Forms: listed, Sink: true}); err != nil {
 		problems = append(problems, err.(*ConfigError).Problems...)
 	}
 	if len(problems) > 0 {
