@@ -1,8 +1,12 @@
 package state
 
 import (
+	"fmt"
 	"maps"
+	"math/rand/v2"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +201,66 @@ func TestForgottenPending(t *testing.T) {
 	bad.Pending = append(bad.Pending, "ff")
 	if err := (Form{FormID: "f", Forgotten: bad}).Validate(); err == nil {
 		t.Error("a pending tombstone that is not a tombstone was accepted")
+	}
+}
+
+// TestWatermarkBuilderIsAdvance: the builder gives, at every point, the
+// watermark chained Advance calls give, and what it returned earlier does
+// not change when it goes on.
+func TestWatermarkBuilderIsAdvance(t *testing.T) {
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var start Watermark
+		if seed%2 == 1 {
+			start = Watermark{}.Advance(at(3, 5), 40, "40").Advance(at(3, 1), 41, "41")
+		}
+		want, b := start, NewWatermarkBuilder(start)
+		var got []Watermark
+		var wants []Watermark
+		for range 300 {
+			ms := rng.IntN(6) // few milliseconds: many ties, some older
+			k := strconv.Itoa(rng.IntN(60))
+			id := int64(rng.IntN(100))
+			when := at(ms, rng.IntN(1000))
+			want = want.Advance(when, id, k)
+			b.Advance(when, id, k)
+			if rng.IntN(10) == 0 {
+				got, wants = append(got, b.Watermark()), append(wants, want)
+			}
+		}
+		got, wants = append(got, b.Watermark()), append(wants, want)
+		for i := range got {
+			if !reflect.DeepEqual(got[i], wants[i]) {
+				t.Fatalf("seed %d, snapshot %d: builder %+v, Advance %+v", seed, i, got[i], wants[i])
+			}
+		}
+	}
+}
+
+// BenchmarkWatermarkTies: n submissions in one millisecond, newest first
+// (keys falling), as a bulk import serves them.
+func BenchmarkWatermarkTies(b *testing.B) {
+	t0 := at(0, 0)
+	for _, n := range []int{1_000, 10_000, 50_000} {
+		b.Run(fmt.Sprintf("Advance/%d", n), func(b *testing.B) {
+			if n > 10_000 {
+				b.Skip("quadratic: 22 s at 50,000")
+			}
+			for b.Loop() {
+				var w Watermark
+				for k := n; k > 0; k-- {
+					w = w.Advance(t0, int64(k), strconv.Itoa(k))
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("Builder/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				w := NewWatermarkBuilder(Watermark{})
+				for k := n; k > 0; k-- {
+					w.Advance(t0, int64(k), strconv.Itoa(k))
+				}
+				w.Watermark()
+			}
+		})
 	}
 }

@@ -455,7 +455,7 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	// over is the one the checkpoint before left, known once that one is
 	// in (build).
 	next := b.formRun.next(now)
-	names, order, cursor, wm, minTotal := next.FieldNames, b.order, b.cursor, b.wm, b.minTotal
+	names, order, cursor, wm, minTotal := next.FieldNames, b.order, b.cursor, b.wm.Watermark(), b.minTotal
 	if !rep.ResumedFrom.IsZero() {
 		// This run read below the cursor only: the top of the form is
 		// what the first run read.

@@ -18,7 +18,7 @@ type formRun struct {
 	old   state.Form
 	spool *sink.Spool
 	// wm is the watermark after the rows staged so far.
-	wm      state.Watermark
+	wm      *state.WatermarkBuilder
 	order   state.Order
 	perPage int
 	fields  map[string]struct{}
@@ -62,7 +62,7 @@ type formRun struct {
 
 func (e *Engine) newRun(st state.Form) *formRun {
 	return &formRun{
-		e: e, old: st, wm: st.Watermark, fields: map[string]struct{}{}, minTotal: -1, start: e.cfg.Now(),
+		e: e, old: st, wm: state.NewWatermarkBuilder(st.Watermark), fields: map[string]struct{}{}, minTotal: -1, start: e.cfg.Now(),
 		report: FormReport{FormID: st.FormID, Total: -1},
 	}
 }
@@ -204,7 +204,7 @@ func (r *formRun) next(now time.Time) state.Form {
 	// Without a known order the reader could not choose the direction that
 	// never skips, so the watermark waits for a run that knows it.
 	if !(r.order == state.OrderUnknown && r.old.Watermark.IsZero()) {
-		st.Watermark = r.wm
+		st.Watermark = r.wm.Watermark()
 		st.LastTotal = r.minTotal
 	}
 	if r.order != state.OrderUnknown {
@@ -392,13 +392,13 @@ func (r *formRun) stage(row sink.Row, fieldNames []string) error {
 		if row.SubmissionID != nil {
 			id = *row.SubmissionID
 		}
-		r.wm = r.wm.Advance(row.CreatedAt, id, row.SubmissionKey)
+		r.wm.Advance(row.CreatedAt, id, row.SubmissionKey)
 		if row.ContentKey != row.SubmissionKey {
 			// Also by content: should the form answer in the older
 			// response form next time, the submissions at the watermark's
 			// millisecond are recognised as loaded rather than stored
 			// again under their content keys.
-			r.wm = r.wm.Advance(row.CreatedAt, id, row.ContentKey)
+			r.wm.Advance(row.CreatedAt, id, row.ContentKey)
 		}
 	}
 	for _, name := range fieldNames {
