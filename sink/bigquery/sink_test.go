@@ -469,12 +469,10 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
-// TestFailedLoadNamesTheBadRows: BigQuery's error for a load that refused
-// rows only counts them and says to look into the job's errors[]; the
-// sink's error names what errors[] says, which the job's error alone does
-// not, so that the message asked to be reported carries the cause.
-func TestFailedLoadNamesTheBadRows(t *testing.T) {
-	b := setup(t, bqfake.Options{})
+// oneRowSpool stages one row of form f in a spool of its own and returns
+// it, the row, and the spool's file.
+func oneRowSpool(t *testing.T, b *bundle) (*sink.Spool, []sink.Row, string) {
+	t.Helper()
 	dir := t.TempDir()
 	sp, err := sink.NewSpool(dir)
 	if err != nil {
@@ -487,16 +485,26 @@ func TestFailedLoadNamesTheBadRows(t *testing.T) {
 	if err := sp.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	// A staged line the staging table does not take (a spool written by
-	// another version, say).
 	files, err := filepath.Glob(filepath.Join(dir, "*"))
 	if err != nil || len(files) != 1 {
 		t.Fatalf("spool files %v: %v", files, err)
 	}
-	if err := os.WriteFile(files[0], []byte(`{"form_id":"f","bogus":1}`+"\n"), 0o600); err != nil {
+	return sp, rows, files[0]
+}
+
+// TestFailedLoadNamesTheBadRows: BigQuery's error for a load that refused
+// rows only counts them and says to look into the job's errors[]; the
+// sink's error names what errors[] says, which the job's error alone does
+// not, so that the message asked to be reported carries the cause.
+func TestFailedLoadNamesTheBadRows(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	sp, rows, file := oneRowSpool(t, b)
+	// A staged line the staging table does not take (a spool written by
+	// another version, say).
+	if err := os.WriteFile(file, []byte(`{"form_id":"f","bogus":1}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0, Forms: []sink.FormCommit{{State: formState("f", rows), Rows: sp}}})
+	_, err := b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0, Forms: []sink.FormCommit{{State: formState("f", rows), Rows: sp}}})
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("err = %v, want ErrInvalid", err)
 	}
@@ -524,26 +532,11 @@ func TestUnreadableSpoolIsNotABigQueryFailure(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := setup(t, bqfake.Options{})
-			dir := t.TempDir()
-			sp, err := sink.NewSpool(dir)
-			if err != nil {
+			sp, rows, file := oneRowSpool(t, b)
+			if err := tt.break_(file); err != nil {
 				t.Fatal(err)
 			}
-			rows := []sink.Row{b.row(t, "f", 1, 1, false)}
-			if err := sp.Append(rows[0]); err != nil {
-				t.Fatal(err)
-			}
-			if err := sp.Finish(); err != nil {
-				t.Fatal(err)
-			}
-			files, err := filepath.Glob(filepath.Join(dir, "*"))
-			if err != nil || len(files) != 1 {
-				t.Fatalf("spool files %v: %v", files, err)
-			}
-			if err := tt.break_(files[0]); err != nil {
-				t.Fatal(err)
-			}
-			_, err = b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0, Forms: []sink.FormCommit{{State: formState("f", rows), Rows: sp}}})
+			_, err := b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0, Forms: []sink.FormCommit{{State: formState("f", rows), Rows: sp}}})
 			if err == nil {
 				t.Fatal("commit of an unreadable spool succeeded")
 			}

@@ -296,11 +296,7 @@ func TestForgetDryRunReadsOnly(t *testing.T) {
 		t.Error("forget --dry-run changed the database file")
 	}
 
-	fake := bqfake.New(bqfake.Options{})
-	t.Cleanup(fake.Close)
-	t.Setenv("FORMSYNC_SINK", "bigquery")
-	t.Setenv("FORMSYNC_BQ_PROJECT", "p")
-	t.Setenv("FORMSYNC_BQ_ENDPOINT", fake.URL())
+	fake := bigQueryEnv(t)
 	if code, _, errOut := run(t, "sync"); code != exitOK {
 		t.Fatalf("sync: exit %d: %s", code, errOut)
 	}
@@ -312,6 +308,18 @@ func TestForgetDryRunReadsOnly(t *testing.T) {
 	if st := fake.Stats(); len(st.DDL)+len(st.DML)+st.LoadJobs != 0 {
 		t.Errorf("forget --dry-run wrote to BigQuery: DDL %v, DML %v, %d loads", st.DDL, st.DML, st.LoadJobs)
 	}
+}
+
+// bigQueryEnv points the commands at a BigQuery fake, with the default
+// dataset, and returns it.
+func bigQueryEnv(t *testing.T) *bqfake.Server {
+	t.Helper()
+	fake := bqfake.New(bqfake.Options{})
+	t.Cleanup(fake.Close)
+	t.Setenv("FORMSYNC_SINK", "bigquery")
+	t.Setenv("FORMSYNC_BQ_PROJECT", "p")
+	t.Setenv("FORMSYNC_BQ_ENDPOINT", fake.URL())
+	return fake
 }
 
 // TestForgetInAMissingStore: an erasure run against a mistyped SQLite path
@@ -336,11 +344,7 @@ func TestForgetInAMissingStore(t *testing.T) {
 		}
 	}
 
-	fake := bqfake.New(bqfake.Options{})
-	t.Cleanup(fake.Close)
-	t.Setenv("FORMSYNC_SINK", "bigquery")
-	t.Setenv("FORMSYNC_BQ_PROJECT", "p")
-	t.Setenv("FORMSYNC_BQ_ENDPOINT", fake.URL())
+	fake := bigQueryEnv(t)
 	if code, _, errOut := run(t, "sync"); code != exitOK {
 		t.Fatalf("sync: exit %d: %s", code, errOut)
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formsync/formsync/sink/bigquery/bqfake"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
@@ -32,11 +31,7 @@ func TestStatusOfAMissingDatabase(t *testing.T) {
 func TestStatusOfAMissingBigQueryDataset(t *testing.T) {
 	sim := apisim.New(apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"a"}, SubmissionsPerForm: 10})
 	syncEnv(t, sim, "a")
-	fake := bqfake.New(bqfake.Options{})
-	t.Cleanup(fake.Close)
-	t.Setenv("FORMSYNC_SINK", "bigquery")
-	t.Setenv("FORMSYNC_BQ_PROJECT", "p")
-	t.Setenv("FORMSYNC_BQ_ENDPOINT", fake.URL())
+	fake := bigQueryEnv(t)
 	t.Setenv("FORMSYNC_BQ_DATASET", "formsnyc")
 	code, out, errOut := run(t, "status")
 	// The hint for a sync (which creates missing tables) is not given to
