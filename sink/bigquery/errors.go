@@ -138,6 +138,10 @@ func (sc errorScope) classify(op, resource string, err error) error {
 		e.Hint = "a BigQuery quota is used up (e.g. 1,500 load jobs per table per day): run less often or raise the quota; the next run after the reset catches up"
 	case ErrInvalid:
 		e.Hint = "BigQuery refused the request; this is a formsync bug or a table changed by hand: report it with this message"
+		if e.Reason == "resourcesExceeded" {
+			// The commit's MERGE grows with the rows of one commit.
+			e.Hint = "BigQuery ran out of resources for the commit, which grows with the rows it carries: load a large form with `formsync backfill --form ID`, whose checkpoints commit --checkpoint-rows rows at a time (fewer if this recurs), and let the syncs carry on from there"
+		}
 	case ErrRetryable:
 		e.Hint = "a transient BigQuery failure; the next run retries it"
 	case ErrDuplicate:

@@ -404,6 +404,9 @@ func TestErrorClassification(t *testing.T) {
 		{"", 503, ErrRetryable, "transient"},
 		{"invalid", 400, ErrInvalid, "report"},
 		{"invalidQuery", 400, ErrInvalid, "report"},
+		// Not a bug to report: a commit too large for BigQuery's
+		// resources, which smaller commits avoid.
+		{"resourcesExceeded", 400, ErrInvalid, "--checkpoint-rows"},
 		{"quotaExceeded", 403, ErrQuotaExceeded, "quota"},
 		{"accessDenied", 403, ErrAccessDenied, "roles/bigquery.dataEditor on dataset d and roles/bigquery.jobUser on project p"},
 		{"notFound", 404, ErrNotFound, "FORMSYNC_BQ_DATASET"},
@@ -424,6 +427,9 @@ func TestErrorClassification(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tt.hint) || !strings.Contains(err.Error(), "table p.d.t") {
 			t.Errorf("%s: message %q lacks %q or the table", tt.reason, err, tt.hint)
+		}
+		if tt.hint != "report" && strings.Contains(err.Error(), "formsync bug") {
+			t.Errorf("%s: message %q calls it a formsync bug", tt.reason, err)
 		}
 	}
 }
