@@ -169,22 +169,23 @@ func (s *Server) start(j *job, stmt *statement, params map[string]param) {
 		s.runStatement(j, stmt, params)
 		return
 	}
-	if _, ok := s.takeFault(OpConcurrent); ok {
-		p, d, t, _ := splitRef(stmt.mutates[0])
-		j.j.Statistics.Query = &bqv2.JobStatistics2{StatementType: stmt.kind}
-		j.fail(invalidQuery("Transaction is aborted due to concurrent update against table %s:%s.%s. Transaction ID: injected", p, d, t))
-		s.stats.Aborted++
-		return
-	}
-	if _, ok := s.takeFault(OpSerialize); ok {
-		// BigQuery's other wording of a conflict between concurrent
-		// mutating DML on one table: the job fails with reason
-		// invalidQuery (HTTP 400) and its transaction is rolled back.
-		p, d, t, _ := splitRef(stmt.mutates[0])
-		j.j.Statistics.Query = &bqv2.JobStatistics2{StatementType: stmt.kind}
-		j.fail(invalidQuery("Could not serialize access to table %s:%s.%s due to concurrent update", p, d, t))
-		s.stats.Aborted++
-		return
+	// An injected conflict between concurrent mutating DML on one table,
+	// in either of BigQuery's wordings: the job fails with reason
+	// invalidQuery (HTTP 400) and its transaction is rolled back.
+	for _, c := range []struct {
+		op     Op
+		format string
+	}{
+		{OpConcurrent, "Transaction is aborted due to concurrent update against table %s:%s.%s. Transaction ID: injected"},
+		{OpSerialize, "Could not serialize access to table %s:%s.%s due to concurrent update"},
+	} {
+		if _, ok := s.takeFault(c.op); ok {
+			p, d, t, _ := splitRef(stmt.mutates[0])
+			j.j.Statistics.Query = &bqv2.JobStatistics2{StatementType: stmt.kind}
+			j.fail(invalidQuery(c.format, p, d, t))
+			s.stats.Aborted++
+			return
+		}
 	}
 	for _, other := range s.running {
 		for _, a := range stmt.mutates {
