@@ -174,8 +174,10 @@
 // FLOAT64, so a JSON column could not keep `123456789012345678901234567890`
 // or `1.000000000000000000001` as sent, and raw exists to keep everything
 // as sent. `fields` and `files` stay JSON (analysts query them with JSON
-// functions and the views read them), stored with PARSE_JSON(...,
-// wide_number_mode => 'round'); where SAFE.PARSE_JSON(..., 'exact') fails,
+// functions and the views read them), stored with SAFE.PARSE_JSON(...,
+// wide_number_mode => 'round'), which is NULL where a number is beyond
+// FLOAT64's range (1e400): 'round' fails on it, and one such value would
+// fail every commit that carries it. Where SAFE.PARSE_JSON(..., 'exact') fails,
 // i.e. a number that JSON cannot hold exactly, the exact text goes to
 // fields_text / files_text (NULL otherwise), and ReadRows, and every
 // comparison, read COALESCE(fields_text, TO_JSON_STRING(fields)). Ids travel

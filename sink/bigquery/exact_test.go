@@ -290,3 +290,37 @@ func TestReadOnlyReadsStateWithoutCopies(t *testing.T) {
 		t.Errorf("a read-only open did DDL: %v", ddl)
 	}
 }
+
+// TestNumberBeyondFloat64Commits: PARSE_JSON(..., 'round') fails on a
+// number no FLOAT64 can round to (1e400), which failed the whole commit,
+// every run: one such value in one submission stopped every form of the
+// run. The JSON column of that row is NULL (SAFE.PARSE_JSON); fields_text
+// and files_text keep the exact text, and ReadRows reads it.
+func TestNumberBeyondFloat64Commits(t *testing.T) {
+	b := setup(t, bqfake.Options{})
+	id := int64(5)
+	huge, err := sink.NewRow("huge", &id, b.t0.Truncate(time.Millisecond), false, json.RawMessage(`{"big":1e400,"n":1}`), json.RawMessage(`[{"size":-1e400}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := b.row(t, "plain", 6, 2, false)
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("huge", []sink.Row{huge}, "big", "n"), []sink.Row{huge}},
+		formRows{formState("plain", []sink.Row{plain}), []sink.Row{plain}})
+	got, err := b.sink.ReadRows(t.Context(), "huge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Fields != huge.Fields || got[0].Files != huge.Files {
+		t.Fatalf("read back %+v, want the exact fields %s and files %s", got, huge.Fields, huge.Files)
+	}
+	for _, r := range selectAll(t, b, "submissions") {
+		if r["submission_key"] == "5" && (r["fields"] != nil || r["fields_text"] != huge.Fields || r["files_text"] != huge.Files) {
+			t.Errorf("stored row: %v; want fields NULL and the exact texts", r)
+		}
+	}
+	// Read again, unchanged: nothing to update.
+	res := b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{formState("huge", []sink.Row{huge}, "big", "n"), []sink.Row{huge}})
+	if res["huge"] != (sink.Counts{}) {
+		t.Errorf("re-commit counted %+v", res["huge"])
+	}
+}

@@ -134,8 +134,8 @@ SELECT IF(EXISTS (
 {{- end}}
 
 {{define "rewritten"}}
-  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
-  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  fields = SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
   synced_at = @synced_at, deleted_at = NULL
 {{- end}}
 
@@ -313,8 +313,8 @@ WHEN MATCHED AND p.action = 'restore' THEN UPDATE SET
 WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
   INSERT (form_id, submission_id, submission_key, created_at, is_spam, fields, fields_text, files, files_text, raw, synced_at)
   VALUES (p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam,
-    PARSE_JSON(p.fields, wide_number_mode => 'round'), IF(p.fields_inexact, p.fields, NULL),
-    PARSE_JSON(p.files, wide_number_mode => 'round'), IF(p.files_inexact, p.files, NULL),
+    SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), IF(p.fields_inexact, p.fields, NULL),
+    SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), IF(p.files_inexact, p.files, NULL),
     p.raw, @synced_at);
 {{- end}}
 {{- if .Deletions}}

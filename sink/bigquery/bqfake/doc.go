@@ -44,7 +44,8 @@
 //     @value is a match on the member named exactly @field (json_each), and
 //     a view leaves out rows whose deleted_at is set. PARSE_JSON's wide_number_mode is
 //     honoured: 'exact' fails (SAFE.: NULL) on a number no INT64, UINT64 or
-//     FLOAT64 holds exactly, 'round' stores the nearest FLOAT64. Parameters
+//     FLOAT64 holds exactly, 'round' stores the nearest FLOAT64 and fails
+//     (SAFE.: NULL) on a number beyond FLOAT64's range. Parameters
 //     are bound from queryParameters, type-checked against what each shape
 //     needs; ARRAY parameters (ARRAY<STRING>, ARRAY<STRUCT>) become temp
 //     tables read by the translated UNNEST, and a NULL member inside a

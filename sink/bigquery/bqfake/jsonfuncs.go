@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql/driver"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"strconv"
@@ -14,16 +15,24 @@ import (
 
 // BigQuery's JSON type holds a number as an INT64, a UINT64 or a FLOAT64.
 // PARSE_JSON(text, wide_number_mode => 'exact') fails on a number none of
-// them holds exactly; 'round' stores the nearest FLOAT64. The fake's
-// translations call these SQLite functions for the two modes:
+// them holds exactly; 'round' stores the nearest FLOAT64, and fails on a
+// number no FLOAT64 can round to (beyond its range, such as 1e400). The
+// fake's translations call these SQLite functions:
 //
-//	bqfake_json_exact(text) -> the JSON text, or NULL where exact mode
-//	                          fails (SAFE.PARSE_JSON)
-//	bqfake_json_round(text) -> the JSON text with wide numbers rounded
+//	bqfake_json_exact(text)      -> the JSON text, or NULL where exact
+//	                                mode fails (SAFE.PARSE_JSON)
+//	bqfake_json_round(text)      -> the JSON text with wide numbers
+//	                                rounded; an error where that fails
+//	bqfake_json_round_safe(text) -> the same, or NULL where it fails
+//	                                (SAFE.PARSE_JSON)
 //
 // Exact numbers keep their text; object keys come out sorted.
 func init() {
-	for name, round := range map[string]bool{"bqfake_json_exact": false, "bqfake_json_round": true} {
+	for _, f := range []struct {
+		name        string
+		round, safe bool
+	}{{"bqfake_json_exact", false, true}, {"bqfake_json_round", true, false}, {"bqfake_json_round_safe", true, true}} {
+		name, round, safe := f.name, f.round, f.safe
 		err := sqlite.RegisterDeterministicScalarFunction(name, 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 			var text string
 			switch v := args[0].(type) {
@@ -37,6 +46,9 @@ func init() {
 				return nil, fmt.Errorf("%s: want text, got %T", name, v)
 			}
 			out, ok, err := normaliseJSON(text, round)
+			if errors.Is(err, errUnroundable) && safe {
+				return nil, nil
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -51,6 +63,10 @@ func init() {
 	}
 }
 
+// errUnroundable is PARSE_JSON's failure in 'round' mode: a number beyond
+// FLOAT64's range.
+var errUnroundable = errors.New("a number cannot be rounded to a FLOAT64")
+
 // normaliseJSON parses text as BigQuery's PARSE_JSON does; ok is false
 // when a number cannot be held exactly and round is false.
 func normaliseJSON(text string, round bool) (string, bool, error) {
@@ -61,6 +77,7 @@ func normaliseJSON(text string, round bool) (string, bool, error) {
 		return "", false, fmt.Errorf("PARSE_JSON: invalid JSON: %v", err)
 	}
 	ok := true
+	var unroundable error
 	var walk func(any) any
 	walk = func(v any) any {
 		switch x := v.(type) {
@@ -77,7 +94,10 @@ func normaliseJSON(text string, round bool) (string, bool, error) {
 				return x
 			}
 			ok = false
-			f, _ := strconv.ParseFloat(string(x), 64)
+			f, err := strconv.ParseFloat(string(x), 64)
+			if err != nil && unroundable == nil {
+				unroundable = fmt.Errorf("PARSE_JSON: %w: %s", errUnroundable, x)
+			}
 			return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
 		}
 		return v
@@ -85,6 +105,9 @@ func normaliseJSON(text string, round bool) (string, bool, error) {
 	v = walk(v)
 	if !ok && !round {
 		return "", false, nil
+	}
+	if unroundable != nil {
+		return "", false, unroundable
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

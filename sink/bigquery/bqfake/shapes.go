@@ -204,36 +204,36 @@ USING (
 ON t.form_id = p.form_id AND t.submission_key = p.match_key
 WHEN MATCHED AND p.twin AND p.action = 'rekey' AND p.raw IS NOT NULL THEN UPDATE SET
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam, raw = p.raw,
-  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
-  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  fields = SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
   synced_at = @synced_at, deleted_at = NULL
 WHEN MATCHED AND p.twin AND p.action = 'rekey' THEN UPDATE SET
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam,
-  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
-  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  fields = SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
   synced_at = @synced_at, deleted_at = NULL
 WHEN MATCHED AND p.twin THEN DELETE
 WHEN MATCHED AND p.action = 'update' AND p.raw IS NOT NULL THEN UPDATE SET
   submission_id = COALESCE(p.submission_id, t.submission_id),
   created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
   is_spam = p.is_spam, raw = p.raw,
-  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
-  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  fields = SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
   synced_at = @synced_at, deleted_at = NULL
 WHEN MATCHED AND p.action = 'update' THEN UPDATE SET
   submission_id = COALESCE(p.submission_id, t.submission_id),
   created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
   is_spam = p.is_spam,
-  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
-  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  fields = SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
   synced_at = @synced_at, deleted_at = NULL
 WHEN MATCHED AND p.action = 'restore' THEN UPDATE SET
   synced_at = @synced_at, deleted_at = NULL
 WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
   INSERT (form_id, submission_id, submission_key, created_at, is_spam, fields, fields_text, files, files_text, raw, synced_at)
   VALUES (p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam,
-    PARSE_JSON(p.fields, wide_number_mode => 'round'), IF(p.fields_inexact, p.fields, NULL),
-    PARSE_JSON(p.files, wide_number_mode => 'round'), IF(p.files_inexact, p.files, NULL),
+    SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), IF(p.fields_inexact, p.fields, NULL),
+    SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), IF(p.files_inexact, p.files, NULL),
     p.raw, @synced_at);
 
 MERGE ` + "`?`" + ` AS t
@@ -413,36 +413,36 @@ USING (
 ON t.form_id = p.form_id AND t.submission_key = p.match_key
 WHEN MATCHED AND p.twin AND p.action = 'rekey' AND p.raw IS NOT NULL THEN UPDATE SET
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam, raw = p.raw,
-  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
-  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  fields = SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
   synced_at = @synced_at, deleted_at = NULL
 WHEN MATCHED AND p.twin AND p.action = 'rekey' THEN UPDATE SET
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam,
-  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
-  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  fields = SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
   synced_at = @synced_at, deleted_at = NULL
 WHEN MATCHED AND p.twin THEN DELETE
 WHEN MATCHED AND p.action = 'update' AND p.raw IS NOT NULL THEN UPDATE SET
   submission_id = COALESCE(p.submission_id, t.submission_id),
   created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
   is_spam = p.is_spam, raw = p.raw,
-  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
-  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  fields = SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
   synced_at = @synced_at, deleted_at = NULL
 WHEN MATCHED AND p.action = 'update' THEN UPDATE SET
   submission_id = COALESCE(p.submission_id, t.submission_id),
   created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
   is_spam = p.is_spam,
-  fields = PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
-  files = PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
+  fields = SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
+  files = SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), files_text = IF(p.files_inexact, p.files, NULL),
   synced_at = @synced_at, deleted_at = NULL
 WHEN MATCHED AND p.action = 'restore' THEN UPDATE SET
   synced_at = @synced_at, deleted_at = NULL
 WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
   INSERT (form_id, submission_id, submission_key, created_at, is_spam, fields, fields_text, files, files_text, raw, synced_at)
   VALUES (p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam,
-    PARSE_JSON(p.fields, wide_number_mode => 'round'), IF(p.fields_inexact, p.fields, NULL),
-    PARSE_JSON(p.files, wide_number_mode => 'round'), IF(p.files_inexact, p.files, NULL),
+    SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), IF(p.fields_inexact, p.fields, NULL),
+    SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), IF(p.files_inexact, p.files, NULL),
     p.raw, @synced_at);
 
 CREATE TEMP TABLE _formsync_reconciled AS

@@ -751,8 +751,8 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 	} else if err != sql.ErrNoRows {
 		return 0, err
 	}
-	jsonSet := `fields = bqfake_json_round(p.fields), fields_text = CASE WHEN p.fields_inexact THEN p.fields END,
-			files = bqfake_json_round(p.files), files_text = CASE WHEN p.files_inexact THEN p.files END,
+	jsonSet := `fields = bqfake_json_round_safe(p.fields), fields_text = CASE WHEN p.fields_inexact THEN p.fields END,
+			files = bqfake_json_round_safe(p.files), files_text = CASE WHEN p.files_inexact THEN p.files END,
 			raw = COALESCE(p.raw, ` + subs + `.raw), synced_at = @synced_at, deleted_at = NULL`
 	matched := func(clause string) string {
 		return `(SELECT m.trow, s.* FROM temp._fake_match AS m JOIN temp._fake_src AS s ON s.rowid = m.prow WHERE m.clause = ` + clause + `) AS p`
@@ -771,8 +771,8 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 			FROM ` + matched("4") + ` WHERE ` + subs + `.rowid = p.trow`,
 		`INSERT INTO ` + subs + ` (form_id, submission_id, submission_key, created_at, is_spam, fields, fields_text, files, files_text, raw, synced_at)
 			SELECT p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam,
-			bqfake_json_round(p.fields), CASE WHEN p.fields_inexact THEN p.fields END,
-			bqfake_json_round(p.files), CASE WHEN p.files_inexact THEN p.files END, p.raw, @synced_at
+			bqfake_json_round_safe(p.fields), CASE WHEN p.fields_inexact THEN p.fields END,
+			bqfake_json_round_safe(p.files), CASE WHEN p.files_inexact THEN p.files END, p.raw, @synced_at
 			FROM temp._fake_src AS p WHERE NOT p.twin AND p.action = 'insert' AND p.rowid NOT IN (SELECT prow FROM temp._fake_match)`,
 	}
 	for _, q := range steps {
