@@ -83,35 +83,19 @@ func (w Watermark) IsOlder(createdAt time.Time) bool {
 
 // Advance returns the watermark after loading the submission
 // (createdAt, id, key). The watermark never moves backwards: an older
-// submission leaves it unchanged.
+// submission leaves it unchanged. It copies the boundary to add a key: over
+// many submissions, use a WatermarkBuilder.
 func (w Watermark) Advance(createdAt time.Time, id int64, key string) Watermark {
-	createdAt = createdAt.UTC().Truncate(time.Microsecond)
-	if w.IsZero() {
-		return Watermark{CreatedAt: createdAt, ID: id, Boundary: []string{key}}
-	}
-	a, b := createdAt.Truncate(Precision), w.CreatedAt.Truncate(Precision)
-	switch {
-	case a.After(b):
-		return Watermark{CreatedAt: createdAt, ID: id, Boundary: []string{key}}
-	case a.Before(b):
-		return w
-	}
-	out := Watermark{CreatedAt: w.CreatedAt, ID: max(w.ID, id), Boundary: w.Boundary}
-	if createdAt.After(out.CreatedAt) {
-		out.CreatedAt = createdAt
-	}
-	if i, found := slices.BinarySearch(out.Boundary, key); !found {
-		out.Boundary = slices.Insert(slices.Clone(out.Boundary), i, key)
-	}
-	return out
+	b := NewWatermarkBuilder(w)
+	b.Advance(createdAt, id, key)
+	return b.Watermark()
 }
 
 // A WatermarkBuilder advances a watermark over every submission a run
-// stages, as Watermark.Advance does one at a time. Advance copies the
-// boundary for each key it adds, which is quadratic in the submissions of
-// one millisecond (50,000 of them, a bulk import, took 22 s); the builder
-// collects a millisecond's new keys in a set and sorts them in when the
-// watermark is asked for. Not safe for concurrent use.
+// stages. Copying the boundary for each key added would be quadratic in
+// the submissions of one millisecond (50,000 of them, a bulk import, took
+// 22 s); the builder collects a millisecond's new keys in a set and sorts
+// them in when the watermark is asked for. Not safe for concurrent use.
 type WatermarkBuilder struct {
 	w Watermark
 	// extra are keys at w's millisecond not yet in w.Boundary.
@@ -120,11 +104,12 @@ type WatermarkBuilder struct {
 
 // NewWatermarkBuilder starts from w.
 func NewWatermarkBuilder(w Watermark) *WatermarkBuilder {
-	return &WatermarkBuilder{w: w, extra: map[string]struct{}{}}
+	return &WatermarkBuilder{w: w}
 }
 
-// Advance records the submission (createdAt, id, key), as w =
-// w.Advance(createdAt, id, key) would.
+// Advance records the submission (createdAt, id, key): the watermark
+// moves to a newer millisecond, gains the key in its own, and never moves
+// backwards.
 func (b *WatermarkBuilder) Advance(createdAt time.Time, id int64, key string) {
 	createdAt = createdAt.UTC().Truncate(time.Microsecond)
 	if !b.w.IsZero() {
@@ -138,6 +123,9 @@ func (b *WatermarkBuilder) Advance(createdAt time.Time, id int64, key string) {
 				b.w.CreatedAt = createdAt
 			}
 			if _, found := slices.BinarySearch(b.w.Boundary, key); !found {
+				if b.extra == nil {
+					b.extra = map[string]struct{}{}
+				}
 				b.extra[key] = struct{}{}
 			}
 			return
