@@ -225,8 +225,9 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 		if err != nil {
 			return s.scope.classify("reading table metadata", res, err)
 		}
-		if meta.Location != "" && !strings.EqualFold(meta.Location, s.cfg.Location) {
-			return s.checkLocation("dataset "+s.cfg.Project+"."+s.cfg.Dataset, &bq.DatasetMetadata{Location: meta.Location})
+		// A table is where its dataset is.
+		if err := s.checkLocation("dataset "+s.cfg.Project+"."+s.cfg.Dataset, meta.Location); err != nil {
+			return err
 		}
 		lacks := func(c string) bool { return lacksAny(meta.Schema, []string{c}) }
 		for _, c := range addedStateColumns {
@@ -256,14 +257,14 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 // job runs there, and BigQuery answers a job that reads or writes a
 // dataset elsewhere with "Not found: Dataset ... was not found in
 // location ...", after the pages were read, on every run.
-func (s *Sink) checkLocation(res string, meta *bq.DatasetMetadata) error {
-	if meta.Location == "" || strings.EqualFold(meta.Location, s.cfg.Location) {
+func (s *Sink) checkLocation(res, location string) error {
+	if location == "" || strings.EqualFold(location, s.cfg.Location) {
 		return nil
 	}
 	return &Error{
 		Op: "checking the dataset's location", Resource: res, Kind: ErrInvalid,
-		Err:  fmt.Errorf("the dataset is in %s, but jobs run in %s and cannot use it", meta.Location, s.cfg.Location),
-		Hint: fmt.Sprintf("set FORMSYNC_BQ_LOCATION=%s (formsync's datasets, the staging one included, must share one location)", meta.Location),
+		Err:  fmt.Errorf("the dataset is in %s, but jobs run in %s and cannot use it", location, s.cfg.Location),
+		Hint: fmt.Sprintf("set FORMSYNC_BQ_LOCATION=%s (formsync's datasets, the staging one included, must share one location)", location),
 	}
 }
 
@@ -395,7 +396,7 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 		err := s.retry(ctx, func() error {
 			meta, err := ds.Metadata(ctx)
 			if err == nil {
-				return s.checkLocation(res, meta)
+				return s.checkLocation(res, meta.Location)
 			}
 			if !isNotFound(err) {
 				return s.scope.classify("reading the dataset", res, err)
