@@ -424,7 +424,6 @@ func checkListenAddr(addr string) error {
 	return nil
 }
 
-// clientConfig is the API client's share of the configuration.
 // warnings are settings that work but are likely a mistake; the commands
 // that read the API log each once at start.
 func (c *Config) warnings() []string {
@@ -438,6 +437,7 @@ func (c *Config) warnings() []string {
 	return out
 }
 
+// clientConfig is the API client's share of the configuration.
 func (c *Config) clientConfig(token formsapi.Secret, observe func(formsapi.Event)) formsapi.Config {
 	return formsapi.Config{
 		BaseURL:        c.APIBaseURL,
