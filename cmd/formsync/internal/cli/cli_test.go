@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -276,16 +277,28 @@ func TestForgetRefusesAFormThatOnlyEverFailed(t *testing.T) {
 }
 
 // TestForgetDryRunReadsOnly: a dry run lists what would be forgotten
-// without writing: it reads a read-only copy of the database, as status
-// does, and leaves the file as it was; on BigQuery it creates and writes
-// nothing. (The file's mode stops only a user other than root, such as
-// the image's 65534, so as root the test sees the file unchanged.)
+// without writing: it reads the database as status does, without
+// migrating a file of the schema before this one, and leaves the file as
+// it was (read-only too, which stops a user other than root, such as the
+// image's 65534); on BigQuery it creates and writes nothing.
 func TestForgetDryRunReadsOnly(t *testing.T) {
 	sim := apisim.New(apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
 	db := syncEnv(t, sim, "contact")
 	if code, _, errOut := run(t, "sync"); code != exitOK {
 		t.Fatalf("sync exit %d:\n%s", code, errOut)
 	}
+	// The schema before this one, which a store opened for writing
+	// migrates.
+	raw, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`ALTER TABLE sync_state DROP COLUMN copies`, `PRAGMA user_version = 5`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
 	os.Chmod(db, 0o444)
 	before, _ := os.ReadFile(db)
 	code, out, errOut := run(t, "forget", "--form", "contact", "--key", "1001", "--dry-run")
@@ -293,7 +306,7 @@ func TestForgetDryRunReadsOnly(t *testing.T) {
 		t.Errorf("forget --dry-run on a read-only copy: exit %d, want %d listing the row:\n%s%s", code, exitOK, out, errOut)
 	}
 	if after, _ := os.ReadFile(db); string(after) != string(before) {
-		t.Error("forget --dry-run changed the database file")
+		t.Error("forget --dry-run changed the database file (migrated it)")
 	}
 
 	fake := bigQueryEnv(t)
