@@ -25,7 +25,6 @@ import (
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/enginetest"
-	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
@@ -577,10 +576,7 @@ func (s *spoolSpy) Commit(ctx context.Context, c *sink.Commit) (sink.Result, err
 // e-mail or phone value reaches the SQLite file, the spool directory, the
 // BigQuery fake or the logs; e-mails hash the same across runs and sinks.
 func TestFieldPolicyKeepsClearValuesOut(t *testing.T) {
-	pol, err := fieldpolicy.Parse("email=hash,phone=drop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := mustPolicy(t, "email=hash,phone=drop")
 	pol = pol.WithKey([]byte("a test key of at least 16 bytes"))
 	forms := []string{"contact", "signup"}
 	hashes := map[string]map[string]string{} // sink -> submission key -> stored email hash
@@ -685,10 +681,7 @@ func TestFieldPolicyChangeIsNoticed(t *testing.T) {
 	s := memSink(t)
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 36, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 40}, s)
 	h.MustSync(ctx)
-	pol, err := fieldpolicy.Parse("email=drop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := mustPolicy(t, "email=drop")
 	h.Config.FieldPolicy = pol
 	rep := h.Sync(ctx)
 	var pce *worker.PolicyChangedError

@@ -21,7 +21,6 @@ import (
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/enginetest"
-	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
@@ -712,10 +711,7 @@ func ids(a, b int) []int {
 // the form under a new field policy (what the failure asks for) while the
 // sync ran keeps the policy it recorded, and the next sync goes through.
 func TestFailedFormMergedKeepsAConcurrentReconcile(t *testing.T) {
-	pol, err := fieldpolicy.Parse("email=drop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := mustPolicy(t, "email=drop")
 	for _, sk := range deletionSinks {
 		t.Run(sk.name, func(t *testing.T) {
 			ctx := t.Context()

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
@@ -13,7 +14,6 @@ import (
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/enginetest"
-	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
@@ -95,79 +95,52 @@ func TestSyncInParts(t *testing.T) {
 // TestInterruptedSyncInParts stops a sync while its second part is being
 // committed, the form not read to its end: that part still commits (within
 // the shutdown grace), the watermark stays where it was, and the next sync
-// completes the table exactly.
+// completes the table exactly. Under a field policy, the parts' state
+// records it: the next sync goes on with the form instead of taking its
+// rows for rows of another policy.
 func TestInterruptedSyncInParts(t *testing.T) {
-	for _, sk := range deletionSinks {
-		t.Run(sk.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			base := sk.open(t)
-			second := make(chan struct{})
-			s := &onCommit{Sink: base, n: 2, hook: func(context.Context, *sink.Commit) error { cancel(); close(second); return nil }}
-			h := enginetest.NewHarness(t, apisim.Options{Seed: 42, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
-			h.Config.PartRows = 40
-			// Pages of 10: the second part is full after page 8; page 11
-			// waits for its commit to start, so the signal always comes
-			// with the form half read.
-			src := &gatedSource{Source: client(t, h, nil), after: 10, open: second}
-			rep, err := newEngine(t, h, src).Sync(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fr := enginetest.FormReport(t, rep, "f"); !errors.Is(fr.Err, context.Canceled) {
-				t.Fatalf("interrupted form: err %v, want context.Canceled", fr.Err)
-			}
-			st, err := base.ReadState(t.Context(), []string{"f"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if f := st["f"]; !f.Watermark.IsZero() || f.Rows != 80 {
-				t.Errorf("after the interruption: watermark %v, rows %d; want none, the two parts' 80", f.Watermark, f.Rows)
-			}
-			rep = h.MustSync(t.Context())
-			if fr := enginetest.FormReport(t, rep, "f"); fr.Inserted != 220 {
-				t.Errorf("the next sync inserted %d rows, want the 220 not committed", fr.Inserted)
-			}
-			h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
-		})
-	}
-}
-
-// TestInterruptedSyncInPartsKeepsTheFieldPolicy: the parts a first sync
-// under a field policy commits before it is stopped are stored under that
-// policy, and their state says so: the next sync goes on with the form
-// instead of taking its rows for rows of another policy.
-func TestInterruptedSyncInPartsKeepsTheFieldPolicy(t *testing.T) {
-	pol, err := fieldpolicy.Parse("email=drop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sk := range deletionSinks {
-		t.Run(sk.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			base := sk.open(t)
-			second := make(chan struct{})
-			s := &onCommit{Sink: base, n: 2, hook: func(context.Context, *sink.Commit) error { cancel(); close(second); return nil }}
-			h := enginetest.NewHarness(t, apisim.Options{Seed: 42, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
-			h.Config.PartRows = 40
-			h.Config.FieldPolicy = pol
-			src := &gatedSource{Source: client(t, h, nil), after: 10, open: second}
-			if _, err := newEngine(t, h, src).Sync(ctx); err != nil {
-				t.Fatal(err)
-			}
-			st, err := base.ReadState(t.Context(), []string{"f"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if f := st["f"]; f.Rows != 80 || f.FieldPolicy != pol.Identity() {
-				t.Errorf("after the interruption: %d rows stored under policy %q; want 80 under %q", f.Rows, f.FieldPolicy, pol.Identity())
-			}
-			fr := enginetest.FormReport(t, h.Sync(t.Context()), "f")
-			if fr.Err != nil || fr.Inserted != 220 {
-				t.Errorf("the next sync: err %v, %d inserted; want none, the 220 not committed", fr.Err, fr.Inserted)
-			}
-		})
+	for _, spec := range []string{"", "email=drop"} {
+		for _, sk := range deletionSinks {
+			t.Run(cmp.Or(spec, "no policy")+"/"+sk.name, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				base := sk.open(t)
+				second := make(chan struct{})
+				s := &onCommit{Sink: base, n: 2, hook: func(context.Context, *sink.Commit) error { cancel(); close(second); return nil }}
+				h := enginetest.NewHarness(t, apisim.Options{Seed: 42, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
+				h.Config.PartRows = 40
+				policy := ""
+				if spec != "" {
+					pol := mustPolicy(t, spec)
+					h.Config.FieldPolicy, policy = pol, pol.Identity()
+				}
+				// Pages of 10: the second part is full after page 8; page 11
+				// waits for its commit to start, so the signal always comes
+				// with the form half read.
+				src := &gatedSource{Source: client(t, h, nil), after: 10, open: second}
+				rep, err := newEngine(t, h, src).Sync(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fr := enginetest.FormReport(t, rep, "f"); !errors.Is(fr.Err, context.Canceled) {
+					t.Fatalf("interrupted form: err %v, want context.Canceled", fr.Err)
+				}
+				st, err := base.ReadState(t.Context(), []string{"f"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f := st["f"]; !f.Watermark.IsZero() || f.Rows != 80 || f.FieldPolicy != policy {
+					t.Errorf("after the interruption: watermark %v, %d rows under policy %q; want none, the two parts' 80 under %q", f.Watermark, f.Rows, f.FieldPolicy, policy)
+				}
+				rep = h.MustSync(t.Context())
+				if fr := enginetest.FormReport(t, rep, "f"); fr.Inserted != 220 {
+					t.Errorf("the next sync inserted %d rows, want the 220 not committed", fr.Inserted)
+				}
+				if spec == "" { // the expected table is the API's values, unchanged by a policy
+					h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
+				}
+			})
+		}
 	}
 }
 
@@ -175,10 +148,7 @@ func TestInterruptedSyncInPartsKeepsTheFieldPolicy(t *testing.T) {
 // a field policy that meets a concurrent commit of its form (a forget)
 // records that policy for its rows all the same.
 func TestPartMeetingACommitKeepsTheFieldPolicy(t *testing.T) {
-	pol, err := fieldpolicy.Parse("email=drop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := mustPolicy(t, "email=drop")
 	for _, sk := range deletionSinks {
 		t.Run(sk.name, func(t *testing.T) {
 			ctx := t.Context()

@@ -49,6 +49,16 @@ func client(t *testing.T, h *enginetest.Harness, observe func(formsapi.Event)) *
 	return c
 }
 
+// mustPolicy parses a field policy spec.
+func mustPolicy(t *testing.T, spec string) *fieldpolicy.Policy {
+	t.Helper()
+	pol, err := fieldpolicy.Parse(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
 func TestShardCoversEveryFormExactlyOnce(t *testing.T) {
 	var forms []string
 	for i := range 300 {
@@ -194,18 +204,12 @@ func TestResumedBackfillAdoptsTheFieldPolicy(t *testing.T) {
 			t.Fatalf("interrupted backfill: %v", err)
 		}
 	}
-	drop, err := fieldpolicy.Parse("email=drop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	drop := mustPolicy(t, "email=drop")
 	h.Config.FieldPolicy = drop
 	interrupted(newEngine(t, h, client(t, h, nil)))
 
 	// Under another policy it starts over.
-	dropMore, err := fieldpolicy.Parse("email=drop,name=drop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dropMore := mustPolicy(t, "email=drop,name=drop")
 	h.Config.FieldPolicy = dropMore
 	rep, err := newEngine(t, h, client(t, h, nil)).Backfill(ctx, "f", worker.BackfillOptions{CheckpointRows: 40})
 	if err != nil {
@@ -244,10 +248,7 @@ func TestBackfillOfAWindowRecordsTheFieldPolicy(t *testing.T) {
 	ctx := t.Context()
 	s := openSQLite(t)
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 13, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 100}, s)
-	drop, err := fieldpolicy.Parse("email=drop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	drop := mustPolicy(t, "email=drop")
 	h.Config.FieldPolicy = drop
 	window := worker.BackfillOptions{Window: worker.Window{Since: h.Sim.Submissions("f")[50].CreatedAt}}
 	if _, err := newEngine(t, h, client(t, h, nil)).Backfill(ctx, "f", window); err != nil {
@@ -264,10 +265,7 @@ func TestBackfillOfAWindowRecordsTheFieldPolicy(t *testing.T) {
 		t.Errorf("sync after the backfill: %v", fr.Err)
 	}
 
-	dropMore, err := fieldpolicy.Parse("email=drop,name=drop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dropMore := mustPolicy(t, "email=drop,name=drop")
 	h.Config.FieldPolicy = dropMore
 	if _, err := newEngine(t, h, client(t, h, nil)).Backfill(ctx, "f", window); !errors.Is(err, worker.ErrPolicyChanged) {
 		t.Errorf("backfill of a window under another policy: %v, want %v", err, worker.ErrPolicyChanged)
