@@ -114,21 +114,41 @@ func TestRunStopsWhenTheTokenIsRejected(t *testing.T) {
 	}
 }
 
-// TestInterruptedSyncSaysSo: a sync stopped by the signal says that the
-// forms it did not finish are retried, and exits 1.
-func TestInterruptedSyncSaysSo(t *testing.T) {
-	forms := []string{"a", "b", "c"}
-	sim := apisim.New(apisim.Options{Seed: 6, Variant: apisim.Newer, Forms: forms, SubmissionsPerForm: 400, Latency: 2 * time.Millisecond})
-	syncEnv(t, sim, forms...)
-	t.Setenv("FORMSYNC_PAGE_SIZE", "10")
-	t.Setenv("FORMSYNC_CONCURRENCY", "1")
-	logs, stop := start(t, "sync")
-	waitFor(t, "too few requests", func() bool { return sim.Stats().Requests >= 5 })
-	if code := stop(); code != exitFailed {
-		t.Errorf("exit %d, want %d", code, exitFailed)
-	}
-	if !strings.Contains(logs.String(), "sync interrupted by a shutdown signal, will be retried") {
-		t.Errorf("no interruption line:\n%s", logs)
+// TestInterruptedRunSaysSo: a sync stopped by the signal says that the
+// forms it did not finish are retried, and exits 1. Nothing retries a
+// reconcile (the next sync only reads what is new), so its line says to
+// run it again instead.
+func TestInterruptedRunSaysSo(t *testing.T) {
+	for _, tt := range []struct {
+		command       string
+		want, wantNot []string
+	}{
+		{"sync", []string{"sync interrupted by a shutdown signal, will be retried"}, nil},
+		{"reconcile", []string{"reconcile interrupted by a shutdown signal", "run the same command again"}, []string{"will be retried"}},
+	} {
+		t.Run(tt.command, func(t *testing.T) {
+			forms := []string{"a", "b", "c"}
+			sim := apisim.New(apisim.Options{Seed: 6, Variant: apisim.Newer, Forms: forms, SubmissionsPerForm: 400, Latency: 2 * time.Millisecond})
+			syncEnv(t, sim, forms...)
+			t.Setenv("FORMSYNC_PAGE_SIZE", "10")
+			t.Setenv("FORMSYNC_CONCURRENCY", "1")
+			logs, stop := start(t, tt.command)
+			waitFor(t, "too few requests", func() bool { return sim.Stats().Requests >= 5 })
+			if code := stop(); code != exitFailed {
+				t.Errorf("exit %d, want %d", code, exitFailed)
+			}
+			out := logs.String()
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("the interruption line lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tt.wantNot {
+				if strings.Contains(out, w) {
+					t.Errorf("the interruption line says %q:\n%s", w, out)
+				}
+			}
+		})
 	}
 }
 
@@ -170,25 +190,5 @@ func TestInterruptedSyncCountsCommittedParts(t *testing.T) {
 	out := logs.String()
 	if strings.Contains(out, "unchanged") || !strings.Contains(out, `"rows_committed_in_parts":20000`) {
 		t.Errorf("the interruption line misreports the rows committed in parts:\n%s", out)
-	}
-}
-
-// TestInterruptedReconcileSaysToRunItAgain: nothing retries a reconcile
-// stopped by the signal (the next sync only reads what is new), so its
-// line tells to run it again rather than that it will be retried.
-func TestInterruptedReconcileSaysToRunItAgain(t *testing.T) {
-	forms := []string{"a", "b", "c"}
-	sim := apisim.New(apisim.Options{Seed: 6, Variant: apisim.Newer, Forms: forms, SubmissionsPerForm: 400, Latency: 2 * time.Millisecond})
-	syncEnv(t, sim, forms...)
-	t.Setenv("FORMSYNC_PAGE_SIZE", "10")
-	t.Setenv("FORMSYNC_CONCURRENCY", "1")
-	logs, stop := start(t, "reconcile")
-	waitFor(t, "too few requests", func() bool { return sim.Stats().Requests >= 5 })
-	if code := stop(); code != exitFailed {
-		t.Errorf("exit %d, want %d", code, exitFailed)
-	}
-	if out := logs.String(); strings.Contains(out, "will be retried") || !strings.Contains(out, "reconcile interrupted by a shutdown signal") ||
-		!strings.Contains(out, "run the same command again") {
-		t.Errorf("the interruption line does not say to run the reconcile again:\n%s", out)
 	}
 }
