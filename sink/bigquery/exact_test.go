@@ -318,6 +318,16 @@ func TestNumberBeyondFloat64Commits(t *testing.T) {
 			t.Errorf("stored row: %v; want fields NULL and the exact texts", r)
 		}
 	}
+	// The view reads the JSON column: the row is there, its values NULL.
+	v := readView(t, b, "huge")
+	if len(v) != 1 {
+		t.Fatalf("view of the form: %v; want its one row", v)
+	}
+	for _, col := range []string{"big", "n"} {
+		if val, ok := v[0][col]; !ok || val != nil {
+			t.Errorf("view column %s: %v (present: %v); want it NULL", col, val, ok)
+		}
+	}
 	// Read again, unchanged: nothing to update.
 	res := b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{formState("huge", []sink.Row{huge}, "big", "n"), []sink.Row{huge}})
 	if res["huge"] != (sink.Counts{}) {
