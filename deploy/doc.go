@@ -27,7 +27,8 @@
 // so that a misspelt field fails, and check the properties a reviewer would:
 // a non-root, read-only, capability-free pod with limits; a writable emptyDir
 // at FORMSYNC_TMP_DIR; the token as a read-only file; a grace period longer
-// than FORMSYNC_SHUTDOWN_TIMEOUT; Forbid concurrency; shard counts that agree.
+// than FORMSYNC_SHUTDOWN_TIMEOUT (and, for a one-shot command, its metrics
+// push after it); Forbid concurrency; shard counts that agree.
 // Every FORMSYNC_* name in the manifests and the Dockerfile must be one that
 // `formsync env` lists, so renaming a variable breaks the build here rather
 // than a deployment. The Dockerfile test runs the image's own `go build` line

@@ -231,13 +231,18 @@ func healthMux(ready *atomic.Bool, metricsHandler http.Handler) *http.ServeMux {
 	return mux
 }
 
+// metricsPushTimeout bounds a one-shot command's metrics push.
+const metricsPushTimeout = 10 * time.Second
+
 // pushMetrics pushes a one-shot command's metrics when a Pushgateway is
-// configured; a failed push is logged, it does not fail the sync.
+// configured; a failed push is logged, it does not fail the sync. It takes
+// at most metricsPushTimeout, after a shutdown too: the manifests' grace
+// period counts it (deploy/manifests_test.go).
 func pushMetrics(ctx context.Context, e *env, m *metrics.Metrics) {
 	if e.cfg.PushgatewayURL == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), metricsPushTimeout)
 	defer cancel()
 	grouping := map[string]string{"shard": fmt.Sprint(e.cfg.ShardIndex)}
 	if err := m.PushGrouped(ctx, e.cfg.PushgatewayURL, "formsync", grouping); err != nil && !errors.Is(err, context.Canceled) {
