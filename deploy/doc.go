@@ -12,6 +12,9 @@
 //     from here; base/secret.example.yaml shows its shape.
 //   - backfill: a one-off Job running `formsync backfill --form ID`, reusing
 //     the ConfigMap, ServiceAccount and Secret that base created.
+//   - status: the backfill Job renamed formsync-status, running `formsync
+//     status` once, so that the state is read with the CronJob's own
+//     settings and pod.
 //   - overlays/sharded: base with the CronJob's Job made Indexed, so that N pods
 //     each sync the forms of one shard (JOB_COMPLETION_INDEX of
 //     FORMSYNC_SHARD_COUNT).

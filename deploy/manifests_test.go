@@ -30,7 +30,7 @@ import (
 
 // kustomizations are the directories a user applies. TestKustomizationsListed
 // keeps the list in step with the tree, so a new overlay is tested too.
-var kustomizations = []string{"backfill", "base", "overlays/scheduler", "overlays/sharded"}
+var kustomizations = []string{"backfill", "base", "overlays/scheduler", "overlays/sharded", "status"}
 
 // imageComponent is the kustomize Component that sets the image, the one
 // place a user changes it.
@@ -1067,6 +1067,34 @@ func TestBackfillJob(t *testing.T) {
 	}
 	if js.CompletionMode != nil && *js.CompletionMode == batchv1.IndexedCompletion {
 		t.Error("a backfill names its form: it is not sharded")
+	}
+}
+
+// TestStatusJob: deploy/status is the backfill Job running status once,
+// under its own name so that it never replaces a backfill in flight.
+func TestStatusJob(t *testing.T) {
+	const dir = "status"
+	_, ms := render(t, dir)
+	if len(ms) != 1 {
+		t.Errorf("%s renders %v: want only the Job, so applying it never resets base's ConfigMap", dir, ms)
+	}
+	j := only[batchv1.Job](t, dir, ms)
+	if j.Name != "formsync-status" {
+		t.Errorf("Job %q, want formsync-status: a status run must not take the backfill Job's name", j.Name)
+	}
+	js := j.Spec
+	checkJobPod(t, "Job", js, "status")
+	if args := js.Template.Spec.Containers[0].Args; len(args) != 1 {
+		t.Errorf("args %q, want [status]", args)
+	}
+	if c := js.Template.Labels["app.kubernetes.io/component"]; c != "status" {
+		t.Errorf("pod component label %q, want status", c)
+	}
+	if js.BackoffLimit == nil || *js.BackoffLimit != 0 {
+		t.Errorf("backoffLimit %v, want 0: a failed status is for a person to read", js.BackoffLimit)
+	}
+	if js.ActiveDeadlineSeconds == nil || *js.ActiveDeadlineSeconds > 600 || js.TTLSecondsAfterFinished == nil {
+		t.Error("activeDeadlineSeconds (at most 600) and ttlSecondsAfterFinished must be set")
 	}
 }
 
