@@ -106,7 +106,11 @@ type BackfillReport struct {
 	// RowsEstimate is how many submissions they hold, about.
 	FirstPage, LastPage int
 	RowsEstimate        int
-	Checkpoints         int
+	// RequestsEstimate is how many requests a backfill of the window
+	// makes when the form does not move meanwhile: those that located it,
+	// which it makes again, and one per page of the window not read then.
+	RequestsEstimate int
+	Checkpoints      int
 	// Conflicts counts checkpoints refused because a sync committed the
 	// form meanwhile, merged and committed again.
 	Conflicts int
@@ -238,12 +242,20 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	if b.forwardWalk() {
 		end = max(first.TotalPages, 1)
 	}
+	// beyond says that the walk reads the page after the end page too:
+	// none of the end page lies past the window, so the window may go on.
+	beyond := false
 	if !win.Since.IsZero() {
 		to, err := b.locate(ctx, first, win.Since, true)
 		if err != nil {
 			return err
 		}
 		end = to.page
+		next := end - 1
+		if b.forwardWalk() {
+			next = end + 1
+		}
+		beyond = to.content != nil && next >= 1 && next <= first.TotalPages && !reachesBefore(to.content, win.Since)
 	}
 	rep.FirstPage, rep.LastPage = start, end
 	if b.forwardWalk() && end < start || !b.forwardWalk() && end > start {
@@ -257,6 +269,16 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	// it. The walk finds it there.
 	if first.Total == 0 || b.empty(startPage, win) && rep.FirstPage == rep.LastPage && !from.moved {
 		rep.FirstPage, rep.LastPage, rep.RowsEstimate = 0, 0, 0
+	}
+	rep.RequestsEstimate = b.report.Requests
+	if rep.FirstPage != 0 {
+		rep.RequestsEstimate += rep.PagesToRead()
+		if startPage != nil {
+			rep.RequestsEstimate-- // the walk starts from it
+		}
+		if beyond {
+			rep.RequestsEstimate++
+		}
 	}
 	if b.opts.DryRun || rep.FirstPage == 0 && rep.ResumedFrom.IsZero() {
 		return nil
@@ -314,6 +336,17 @@ var (
 )
 
 func (b *backfill) forwardWalk() bool { return b.order != state.OrderOldestFirst }
+
+// reachesBefore reports whether a page holds a submission older than t:
+// then a walk from newer to older submissions ends on it (walker.consume).
+func reachesBefore(p *formsapi.Page, t time.Time) bool {
+	for _, s := range p.Submissions {
+		if s.CreatedAt.UTC().Truncate(time.Microsecond).Before(t) {
+			return true
+		}
+	}
+	return false
+}
 
 // empty reports whether a located page holds no submission of the window.
 func (b *backfill) empty(p *formsapi.Page, win Window) bool {

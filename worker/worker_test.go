@@ -349,6 +349,56 @@ func TestBackfillDryRunReadsNothing(t *testing.T) {
 	}
 }
 
+// TestBackfillDryRunEstimatesItsRequests: on a form that does not move, a
+// dry run's RequestsEstimate is what the backfill of the window then makes,
+// the requests that locate the window included, in either order and
+// response form.
+func TestBackfillDryRunEstimatesItsRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		variant apisim.Variant
+		order   apisim.Order
+	}{
+		{"older newest first", apisim.Older, apisim.NewestFirst},
+		{"newer newest first", apisim.Newer, apisim.NewestFirst},
+		{"newer oldest first", apisim.Newer, apisim.OldestFirst},
+		{"older oldest first", apisim.Older, apisim.OldestFirst},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			h := enginetest.NewHarness(t, apisim.Options{Seed: 21, Variant: tc.variant, Order: tc.order, Forms: []string{"f"}, SubmissionsPerForm: 500}, openSQLite(t))
+			subs := h.Sim.Submissions("f")
+			e := newEngine(t, h, client(t, h, nil))
+			wins := []worker.Window{
+				{},
+				{Since: subs[450].CreatedAt},
+				{Until: subs[30].CreatedAt},
+			}
+			// Windows ending on every side of a page border (25 or 100 a
+			// page), one submission long and longer.
+			for _, i := range []int{249, 250, 251, 299, 300, 301} {
+				wins = append(wins, worker.Window{Since: subs[i].CreatedAt, Until: subs[i].CreatedAt},
+					worker.Window{Since: subs[i].CreatedAt, Until: subs[i+60].CreatedAt},
+					worker.Window{Since: subs[i-60].CreatedAt, Until: subs[i].CreatedAt})
+			}
+			for _, win := range wins {
+				dry, err := e.Backfill(ctx, "f", worker.BackfillOptions{DryRun: true, Window: win})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rep, err := e.Backfill(ctx, "f", worker.BackfillOptions{Window: win})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if dry.RequestsEstimate != rep.Requests {
+					t.Errorf("window %v..%v (pages %d..%d): the dry run estimated %d requests, the backfill made %d",
+						win.Since, win.Until, dry.FirstPage, dry.LastPage, dry.RequestsEstimate, rep.Requests)
+				}
+			}
+		})
+	}
+}
+
 // A shutdown in the middle of a sync commits the forms read completely and
 // leaves the others as they were; the next run completes them.
 func TestShutdownMidRunLeavesConsistentState(t *testing.T) {

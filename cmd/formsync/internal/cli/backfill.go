@@ -185,21 +185,28 @@ func printDryRun(ctx context.Context, e *env, rep *worker.BackfillReport, win wo
 		if win.Since.IsZero() && win.Until.IsZero() {
 			what = "has no submissions"
 		}
-		fmt.Fprintf(e.stdout, "Dry run: form %s %s: a backfill would make 0 requests and load nothing.\n", rep.FormID, what)
+		fmt.Fprintf(e.stdout, "Dry run: form %s %s: a backfill would make %d requests, to find that out, and load nothing.\n", rep.FormID, what, rep.RequestsEstimate)
 		return
 	}
 	rows, ok := countWindow(ctx, e, rep, win)
 	switch {
 	case ok && rows == 0:
-		fmt.Fprintf(e.stdout, "Dry run: form %s (%s) has no submissions in the window: a backfill would read %d page(s) and load nothing.\n",
-			rep.FormID, rep.Order, pages)
+		fmt.Fprintf(e.stdout, "Dry run: form %s (%s) has no submissions in the window: a backfill would make %d requests and load nothing.\n",
+			rep.FormID, rep.Order, rep.RequestsEstimate)
 		return
 	case !ok:
 		rows = rep.RowsEstimate
 	}
-	fmt.Fprintf(e.stdout, "Dry run: form %s (%s) would be read from page %d to page %d: about %d submissions in %d requests, about %s at %g requests/s.\n",
-		rep.FormID, rep.Order, rep.FirstPage, rep.LastPage, rows, pages,
-		(time.Duration(float64(pages) / e.cfg.RateLimit * float64(time.Second))).Round(time.Second), e.cfg.RateLimit)
+	// The requests that located the window are made again, before the
+	// window's pages: a form that moves meanwhile costs more.
+	reqs := rep.RequestsEstimate
+	finding := ""
+	if n := reqs - pages; n > 0 {
+		finding = fmt.Sprintf(" (%d of them to find the window)", n)
+	}
+	fmt.Fprintf(e.stdout, "Dry run: form %s (%s) would be read from page %d to page %d: about %d submissions in about %d requests%s, about %s at %g requests/s.\n",
+		rep.FormID, rep.Order, rep.FirstPage, rep.LastPage, rows, reqs, finding,
+		(time.Duration(float64(reqs) / e.cfg.RateLimit * float64(time.Second))).Round(time.Second), e.cfg.RateLimit)
 }
 
 // countWindow counts the window's submissions on the located first and last

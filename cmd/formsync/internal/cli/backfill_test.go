@@ -4,6 +4,7 @@ import (
 	"errors"
 	iofs "io/fs"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -60,8 +61,16 @@ func TestBackfillMessages(t *testing.T) {
 	}
 	// The whole form: 60 submissions, counted rather than pages x 25.
 	code, out, errOut = run(t, "backfill", "--form", "a", "--dry-run")
-	if code != 0 || !strings.Contains(out, "about 60 submissions in 3 requests") {
+	if code != 0 || !strings.Contains(out, "about 60 submissions in about 3 requests,") {
 		t.Errorf("whole form: exit %d:\n%s%s", code, out, errOut)
+	}
+	// A window: the requests that find it are counted, since the backfill
+	// makes them again.
+	subs := sim.Submissions("a")
+	since := subs[10].CreatedAt.UTC().Format(time.RFC3339Nano)
+	code, out, errOut = run(t, "backfill", "--form", "a", "--since", since, "--dry-run")
+	if code != 0 || !regexp.MustCompile(`in about \d+ requests \(\d+ of them to find the window\)`).MatchString(out) {
+		t.Errorf("window: exit %d:\n%s%s", code, out, errOut)
 	}
 }
 
