@@ -1049,15 +1049,21 @@ func selects(selector, labels map[string]string) bool {
 	return true
 }
 
-func TestBackfillJob(t *testing.T) {
-	const dir = "backfill"
+// oneJob renders dir, a one-off Job's directory, and returns its Job, which
+// must run command.
+func oneJob(t *testing.T, dir, command string) *batchv1.Job {
+	t.Helper()
 	_, ms := render(t, dir)
 	if len(ms) != 1 {
 		t.Errorf("%s renders %v: want only the Job, so applying it never resets base's ConfigMap", dir, ms)
 	}
 	j := only[batchv1.Job](t, dir, ms)
-	js := j.Spec
-	checkJobPod(t, "Job", js, "backfill")
+	checkJobPod(t, "Job", j.Spec, command)
+	return j
+}
+
+func TestBackfillJob(t *testing.T) {
+	js := oneJob(t, "backfill", "backfill").Spec
 	args := js.Template.Spec.Containers[0].Args
 	if i := slices.Index(args, "--form"); i < 0 || i+1 >= len(args) || args[i+1] == "" {
 		t.Errorf("args %q: want --form FORM_ID", args)
@@ -1073,17 +1079,11 @@ func TestBackfillJob(t *testing.T) {
 // TestStatusJob: deploy/status is the backfill Job running status once,
 // under its own name so that it never replaces a backfill in flight.
 func TestStatusJob(t *testing.T) {
-	const dir = "status"
-	_, ms := render(t, dir)
-	if len(ms) != 1 {
-		t.Errorf("%s renders %v: want only the Job, so applying it never resets base's ConfigMap", dir, ms)
-	}
-	j := only[batchv1.Job](t, dir, ms)
+	j := oneJob(t, "status", "status")
 	if j.Name != "formsync-status" {
 		t.Errorf("Job %q, want formsync-status: a status run must not take the backfill Job's name", j.Name)
 	}
 	js := j.Spec
-	checkJobPod(t, "Job", js, "status")
 	if args := js.Template.Spec.Containers[0].Args; len(args) != 1 {
 		t.Errorf("args %q, want [status]", args)
 	}
