@@ -1090,8 +1090,10 @@ func TestStatusJob(t *testing.T) {
 	if c := js.Template.Labels["app.kubernetes.io/component"]; c != "status" {
 		t.Errorf("pod component label %q, want status", c)
 	}
-	if js.BackoffLimit == nil || *js.BackoffLimit != 0 {
-		t.Errorf("backoffLimit %v, want 0: a failed status is for a person to read", js.BackoffLimit)
+	if js.BackoffLimit == nil {
+		t.Error("backoffLimit unset, want 0: a failed status is for a person to read")
+	} else if *js.BackoffLimit != 0 {
+		t.Errorf("backoffLimit %d, want 0: a failed status is for a person to read", *js.BackoffLimit)
 	}
 	if js.ActiveDeadlineSeconds == nil || *js.ActiveDeadlineSeconds > 600 || js.TTLSecondsAfterFinished == nil {
 		t.Error("activeDeadlineSeconds (at most 600) and ttlSecondsAfterFinished must be set")
