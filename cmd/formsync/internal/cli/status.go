@@ -41,6 +41,55 @@ type formStatus struct {
 	// LagSeconds is how far the newest loaded submission is behind now.
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`
 	Backfill   bool     `json:"backfill_in_progress,omitempty"`
+	// BackfillProgress is where a backfill in progress got to, nil when
+	// none is.
+	BackfillProgress *backfillProgress `json:"backfill,omitempty"`
+}
+
+// backfillProgress is a backfill in progress: its window (nil ends are
+// open) and how far down it has committed (nil before its first
+// checkpoint). Running the same backfill again resumes there.
+type backfillProgress struct {
+	Since     *time.Time `json:"since,omitempty"`
+	Until     *time.Time `json:"until,omitempty"`
+	DownTo    *time.Time `json:"down_to,omitempty"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func progressOf(b *state.Backfill) *backfillProgress {
+	if b == nil {
+		return nil
+	}
+	return &backfillProgress{Since: timeOrNil(b.Since), Until: timeOrNil(b.Until), DownTo: timeOrNil(b.Cursor), StartedAt: timeOrNil(b.StartedAt)}
+}
+
+// fmtBackfill is the BACKFILL column: the window and how far down it got.
+func fmtBackfill(p *backfillProgress) string {
+	if p == nil {
+		return "-"
+	}
+	var window string
+	switch {
+	case p.Since != nil && p.Until != nil:
+		window = fmtTime(p.Since) + ".." + fmtTime(p.Until)
+	case p.Since != nil:
+		window = "since " + fmtTime(p.Since)
+	case p.Until != nil:
+		window = "until " + fmtTime(p.Until)
+	default:
+		window = "whole form"
+	}
+	if p.DownTo == nil {
+		return window + ", no checkpoint yet"
+	}
+	return window + ", down to " + fmtTime(p.DownTo)
 }
 
 func runStatus(ctx context.Context, e *env, args []string) int {
@@ -88,11 +137,21 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stdout, "No form has been synced yet.")
 		return exitOK
 	}
+	// A backfill in progress gets a last column, shown only then.
+	backfills := slices.ContainsFunc(out, func(s formStatus) bool { return s.BackfillProgress != nil })
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FORM\tWATERMARK\tLAG\tROWS\tDELETED UPSTREAM\tLAST RECONCILE\tLAST SUCCESS\tLAST ERROR")
+	head := "FORM\tWATERMARK\tLAG\tROWS\tDELETED UPSTREAM\tLAST RECONCILE\tLAST SUCCESS\tLAST ERROR"
+	if backfills {
+		head += "\tBACKFILL IN PROGRESS"
+	}
+	fmt.Fprintln(tw, head)
 	for _, s := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", s.Form, fmtTime(s.Watermark), fmtLag(s.LagSeconds), s.Rows, s.Deleted,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s", s.Form, fmtTime(s.Watermark), fmtLag(s.LagSeconds), s.Rows, s.Deleted,
 			fmtTime(s.LastReconcileAt), fmtTime(s.LastSuccessAt), shorten(s.LastError, 80))
+		if backfills {
+			fmt.Fprintf(tw, "\t%s", fmtBackfill(s.BackfillProgress))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	return exitOK
@@ -121,7 +180,8 @@ func openStatusSink(ctx context.Context, cfg Config) (sink.Sink, error) {
 }
 
 func statusOf(st state.Form, now time.Time) formStatus {
-	s := formStatus{Form: st.FormID, Order: string(st.Order), Rows: st.Rows, LastError: st.LastError, WatermarkID: st.Watermark.ID, Backfill: st.Backfill != nil}
+	s := formStatus{Form: st.FormID, Order: string(st.Order), Rows: st.Rows, LastError: st.LastError, WatermarkID: st.Watermark.ID,
+		Backfill: st.Backfill != nil, BackfillProgress: progressOf(st.Backfill)}
 	if !st.Watermark.IsZero() {
 		w := st.Watermark.CreatedAt
 		s.Watermark = &w

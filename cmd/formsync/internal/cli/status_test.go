@@ -1,13 +1,18 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
@@ -90,5 +95,63 @@ func TestCopiesInTheLogAndStatus(t *testing.T) {
 	code, out, errOut := run(t, "status", "--json")
 	if code != exitOK || !strings.Contains(out, `"copies": 1`) || !strings.Contains(out, `"rows": 20`) {
 		t.Errorf("status --json: exit %d, stdout %s, stderr %s", code, out, errOut)
+	}
+}
+
+// TestStatusShowsABackfillInProgress: an interrupted backfill's window and
+// how far down it committed are in the table, in a last column shown only
+// then, and in --json.
+func TestStatusShowsABackfillInProgress(t *testing.T) {
+	ctx := t.Context()
+	sim := apisim.New(apisim.Options{Seed: 8, Variant: apisim.Newer, Forms: []string{"a", "b"}, SubmissionsPerForm: 10})
+	db := syncEnv(t, sim, "a", "b")
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync: exit %d: %s", code, errOut)
+	}
+	if code, out, errOut := run(t, "status"); code != exitOK || strings.Contains(out, "BACKFILL") {
+		t.Errorf("status without a backfill: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	// The state a backfill of March leaves when stopped after a checkpoint.
+	s, err := sqlite.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := s.ReadState(ctx, []string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(v string) time.Time {
+		tm, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	a := states["a"]
+	a.Backfill = &state.Backfill{Since: at("2026-03-01T00:00:00Z"), Until: at("2026-03-31T23:59:59Z"),
+		Cursor: at("2026-03-15T12:00:00Z"), StartedAt: at("2026-11-24T10:00:00Z")}
+	if _, err := s.Commit(ctx, &sink.Commit{Forms: []sink.FormCommit{{State: a}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := run(t, "status")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != exitOK || len(lines) != 3 || !strings.HasSuffix(lines[0], "BACKFILL IN PROGRESS") ||
+		!strings.HasSuffix(lines[1], "2026-03-01T00:00:00Z..2026-03-31T23:59:59Z, down to 2026-03-15T12:00:00Z") ||
+		!strings.HasPrefix(lines[2], "b ") || !strings.HasSuffix(lines[2], " -") {
+		t.Errorf("status with a backfill of a: exit %d, stdout:\n%s\nstderr %q", code, out, errOut)
+	}
+	code, out, errOut = run(t, "status", "--json")
+	var got []formStatus
+	if err := json.Unmarshal([]byte(out), &got); code != exitOK || err != nil || len(got) != 2 {
+		t.Fatalf("status --json: exit %d, %v, stdout %q, stderr %q", code, err, out, errOut)
+	}
+	if p := got[0].BackfillProgress; !got[0].Backfill || p == nil || p.DownTo == nil || !p.DownTo.Equal(at("2026-03-15T12:00:00Z")) ||
+		p.Since == nil || p.Until == nil || got[1].BackfillProgress != nil || !strings.Contains(out, `"down_to": "2026-03-15T12:00:00Z"`) {
+		t.Errorf("status --json:\n%s", out)
 	}
 }
