@@ -791,3 +791,40 @@ func TestReconcileMergedWithAConcurrentSync(t *testing.T) {
 		})
 	}
 }
+
+// purgeSink is a memsink whose old copies of removed rows cannot be erased
+// until blocked is cleared; purges counts the calls.
+type purgeSink struct {
+	*memsink.Sink
+	blocked error
+	purges  int
+}
+
+func (s *purgeSink) Purge(context.Context) error {
+	s.purges++
+	return s.blocked
+}
+
+// TestForgetPurges: a forget has the sink erase its old copies of the
+// removed rows, reports why it could not, and a second forget of the same
+// person, with nothing left to remove, purges again; a dry run does not.
+func TestForgetPurges(t *testing.T) {
+	ctx := t.Context()
+	s := &purgeSink{Sink: memsink.New(), blocked: errors.New("a reader holds old pages")}
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 35, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 30}, s)
+	h.MustSync(ctx)
+	m := sink.Match{Field: "email", Value: fieldOf(t, h.Sim.Submissions("contact")[3], "email")}
+	e := h.Engine()
+	if rep, err := e.Forget(ctx, "contact", m, true); err != nil || rep.Purge != nil || s.purges != 0 {
+		t.Fatalf("dry run: %v, purge %v, %d purges; want none", err, rep.Purge, s.purges)
+	}
+	rep, err := e.Forget(ctx, "contact", m, false)
+	if err != nil || rep.Removed == 0 || !errors.Is(rep.Purge, s.blocked) || s.purges != 1 {
+		t.Fatalf("forget: %v, %d removed, purge %v, %d purges", err, rep.Removed, rep.Purge, s.purges)
+	}
+	s.blocked = nil
+	rep, err = e.Forget(ctx, "contact", m, false)
+	if err != nil || len(rep.Rows) != 0 || rep.Purge != nil || s.purges != 2 {
+		t.Errorf("forget again: %v, %d rows, purge %v, %d purges; want it to purge what the first left", err, len(rep.Rows), rep.Purge, s.purges)
+	}
+}

@@ -126,6 +126,9 @@
 // read skips a tombstoned submission before staging it (it still moves the
 // watermark: it is handled), and every sink skips one staged before the
 // forget, so a commit merged after a concurrent forget stores nothing of it.
+// A sink that keeps old copies of rewritten pages for a while (SQLite's
+// write-ahead log) is then asked to erase them, and ForgetReport.Purge says
+// when it could not yet; a forget with nothing left to remove asks again.
 //
 // Config.FieldPolicy rewrites each row's fields and raw object as the page
 // is decoded, after the content key is computed, so that nothing it drops or

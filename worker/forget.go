@@ -25,6 +25,30 @@ type ForgetReport struct {
 	// Conflicts counts commits refused because another process committed
 	// the form meanwhile; the match was then made again.
 	Conflicts int
+	// Purge is why the sink could not yet erase the old copies of what it
+	// removed (see purger); nil when it did, or keeps none.
+	Purge error
+}
+
+// purger is a sink that keeps the pages a commit rewrote, the removed
+// rows' bytes in them, beside its data for a while (SQLite's write-ahead
+// log) and can erase them. Forget purges after every commit, and after a
+// run that had nothing left to remove, so that running the same forget
+// again finishes an erasure a reader held up.
+type purger interface {
+	Purge(ctx context.Context) error
+}
+
+// purge erases what the sink still keeps of removed rows, when it keeps
+// any, and says in rep why it could not.
+func (e *Engine) purge(ctx context.Context, rep *ForgetReport) {
+	p, ok := e.dst.(purger)
+	if !ok {
+		return
+	}
+	if rep.Purge = p.Purge(ctx); rep.Purge != nil {
+		e.cfg.Logger.Warn("the removed rows' bytes are not erased from the store yet", "form", rep.FormID, "error", rep.Purge.Error())
+	}
 }
 
 // ErrNothingToForget is returned by Forget for a match that selects nothing
@@ -62,6 +86,9 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		rep.Unstored = unstored(m.Keys, rows)
 		if dryRun || len(rows) == 0 && !newTombstones(st.Forgotten, rep.Unstored) {
 			// Nothing to remove and nothing to tombstone: no commit.
+			if !dryRun {
+				e.purge(ctx, rep)
+			}
 			return rep, nil
 		}
 		fc, err := forgetCommit(st, rows, rep.Unstored)
@@ -82,6 +109,7 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		rep.Removed = res[formID].Forgotten
 		e.cfg.Logger.Info("forgot submissions", "form", formID, "rows_removed", rep.Removed,
 			"tombstones_for_unstored_keys", len(rep.Unstored))
+		e.purge(ctx, rep)
 		return rep, nil
 	}
 }

@@ -184,17 +184,50 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlite: committing: %w", err)
 	}
-	for _, fc := range c.Forms {
-		if len(fc.Forget) > 0 {
-			// The write-ahead log still holds the pages as they were before
-			// the forget, the forgotten rows in them: copy the log into the
-			// file and empty it. Best effort: a reader holding an old
-			// snapshot makes it wait for the next checkpoint.
-			s.db.ExecContext(context.WithoutCancel(ctx), "PRAGMA wal_checkpoint(TRUNCATE)")
-			break
-		}
-	}
 	return res, nil
+}
+
+// ErrPurgeBlocked is wrapped by Purge's error when a reader of the file
+// holds a snapshot older than the last commit.
+var ErrPurgeBlocked = errors.New("a reader of the database holds an older snapshot")
+
+// purgeWait is how long Purge waits for readers of older snapshots to
+// finish: busyTimeout, shorter in tests.
+var purgeWait = busyTimeout
+
+// Purge erases from the file what a commit removed: the pages as they
+// were before it (a forgotten row's bytes among them) stay in the database
+// file, and earlier versions in the write-ahead log, until a checkpoint
+// copies the log's newer pages over them. Purge runs that checkpoint to
+// its end and empties the log (wal_checkpoint(TRUNCATE)). A reader holding
+// an older snapshot (another process in the middle of a read) keeps the
+// old pages in use: Purge waits for it up to purgeWait, then returns an
+// error wrapping ErrPurgeBlocked, and the old pages go at the first
+// checkpoint after that reader ends (a later commit, or the last
+// connection to the file closing).
+func (s *Sink) Purge(ctx context.Context) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite: purging %s: %w", s.path, err)
+	}
+	defer conn.Close()
+	if purgeWait != busyTimeout {
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", purgeWait.Milliseconds())); err != nil {
+			return fmt.Errorf("sqlite: purging %s: %w", s.path, err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds()))
+	}
+	var busy, logFrames, copied int
+	if err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &copied); err != nil {
+		return fmt.Errorf("sqlite: purging %s: %w", s.path, err)
+	}
+	if busy != 0 {
+		return fmt.Errorf("sqlite: purging %s: %w, so the pages as they were before the last commit stay in the file until it ends (waited %v)",
+			s.path, ErrPurgeBlocked, purgeWait)
+	}
+	return nil
 }
 
 // createdIndexSQL is the index on created_at, as the first migration

@@ -255,17 +255,26 @@ func TestForgetAndTombstonesKeepCountersExact(t *testing.T) {
 	}
 }
 
-// A forgotten row leaves no byte of itself in the database file or its
-// write-ahead log.
-func TestForgetLeavesNoBytesBehind(t *testing.T) {
-	s, path := open(t)
+// forgetRow117 commits 200 rows of form a into s, each with its own
+// e-mail, calls between (when not nil), then forgets the 118th
+// (person-117). Every tenth row, that one among them, carries a message of
+// some 20 KB: longer than a page, so that it spills into overflow pages.
+func forgetRow117(t *testing.T, s *Sink, between func()) {
+	t.Helper()
 	var rows []sink.Row
 	for i := range 200 {
+		msg := fmt.Sprint(i)
+		if i%10 == 7 {
+			msg = strings.Repeat(fmt.Sprintf("secret-%03d ", i), 2000)
+		}
 		rows = append(rows, sinktest.Row(t, "a", sinktest.ID(int64(i+1)), t0.Add(time.Duration(i)*time.Second), false,
-			fmt.Sprintf(`{"email":"person-%03d@forget.example","n":"%d"}`, i, i)))
+			fmt.Sprintf(`{"email":"person-%03d@forget.example","n":%q}`, i, msg)))
 	}
 	st := state.New("a")
 	commitAt(t, s, t0, sink.FormCommit{State: st, Rows: sinktest.Spool(t, rows...)})
+	if between != nil {
+		between()
+	}
 	gone := rows[117]
 	fg, err := state.NewForgotten()
 	if err != nil {
@@ -275,6 +284,15 @@ func TestForgetLeavesNoBytesBehind(t *testing.T) {
 	if c := commitAt(t, s, t0.Add(time.Hour), sink.FormCommit{State: st, Forget: []string{gone.SubmissionKey}}); c.Forgotten != 1 {
 		t.Fatalf("forgot %d rows, want 1", c.Forgotten)
 	}
+}
+
+// holdingRow117 names the files of the database at path (the file and its
+// write-ahead log) that hold the e-mail or the message of forgetRow117's
+// forgotten row.
+func holdingRow117(t *testing.T, path string) []string {
+	t.Helper()
+	var holding []string
+	kept := false
 	for _, f := range []string{path, path + "-wal"} {
 		data, err := os.ReadFile(f)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -283,11 +301,64 @@ func TestForgetLeavesNoBytesBehind(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bytes.Contains(data, []byte("person-117@forget.example")) {
-			t.Errorf("%s still holds the forgotten row's e-mail", filepath.Base(f))
+		if bytes.Contains(data, []byte("person-117@forget.example")) || bytes.Contains(data, []byte("secret-117 ")) {
+			holding = append(holding, filepath.Base(f))
 		}
-		if f == path && !bytes.Contains(data, []byte("person-116@forget.example")) {
-			t.Errorf("%s does not hold a row that was kept: the search looks in the wrong place", filepath.Base(f))
+		kept = kept || bytes.Contains(data, []byte("person-116@forget.example")) && bytes.Contains(data, []byte("secret-107 "))
+	}
+	if !kept {
+		t.Error("no file holds a row that was kept: the search looks in the wrong place")
+	}
+	return holding
+}
+
+// A forgotten row, once purged, leaves no byte of itself in the database
+// file or its write-ahead log.
+func TestForgetLeavesNoBytesBehind(t *testing.T) {
+	s, path := open(t)
+	forgetRow117(t, s, nil)
+	if err := s.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if files := holdingRow117(t, path); len(files) > 0 {
+		t.Errorf("%v still hold the forgotten row's e-mail or message", files)
+	}
+}
+
+// TestPurgeSaysAReaderHoldsTheOldPages: while another connection reads an
+// older snapshot, the pages from before a forget stay in the file; Purge
+// says so rather than succeed, and once the reader ends it erases them.
+func TestPurgeSaysAReaderHoldsTheOldPages(t *testing.T) {
+	defer setPurgeWait(100 * time.Millisecond)()
+	s, path := open(t)
+	reader, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	var tx *sql.Tx
+	// The reader's snapshot holds the rows as committed, before the forget.
+	forgetRow117(t, s, func() {
+		if tx, err = reader.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true}); err != nil {
+			t.Fatal(err)
 		}
+		var n int
+		if err := tx.QueryRow("SELECT count(*) FROM submissions").Scan(&n); err != nil || n != 200 {
+			t.Fatalf("the reader sees %d rows (%v), want 200", n, err)
+		}
+	})
+	err = s.Purge(t.Context())
+	if !errors.Is(err, ErrPurgeBlocked) {
+		t.Fatalf("purge under a reader: %v, want ErrPurgeBlocked", err)
+	}
+	if files := holdingRow117(t, path); len(files) == 0 {
+		t.Error("no file holds the forgotten row while a reader keeps the old pages: the test shows nothing")
+	}
+	tx.Rollback()
+	if err := s.Purge(t.Context()); err != nil {
+		t.Fatalf("purge once the reader ended: %v", err)
+	}
+	if files := holdingRow117(t, path); len(files) > 0 {
+		t.Errorf("%v still hold the forgotten row's e-mail or message", files)
 	}
 }

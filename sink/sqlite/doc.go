@@ -39,7 +39,12 @@
 // state.Forgotten is skipped (checked while the spool is read ahead, off the
 // statements' path), so that no later commit stores it again. Find, which
 // selects the rows such a request names (by key, or by a field holding a
-// given string), reads marked rows too.
+// given string), reads marked rows too. The pages as they were before such
+// a commit, the removed rows' bytes in them, stay in the file and its
+// write-ahead log until a checkpoint copies the new ones over them; Purge
+// runs it to its end (secure_delete zeroes what the new pages no longer
+// hold, and the overflow pages of long rows that the removal freed), or
+// says that a reader of an older snapshot holds it up.
 //
 // sync_state's row_count counts a form's rows not marked deleted and
 // deleted_count the rows marked. The sink keeps both from the stored values

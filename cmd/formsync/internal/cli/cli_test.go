@@ -323,6 +323,45 @@ func TestForgetDryRunReadsOnly(t *testing.T) {
 	}
 }
 
+// TestForgetUnderAReaderExitsOne: while another connection reads an older
+// snapshot of the file, forget removes the rows but cannot erase their old
+// bytes: it says so and exits 1, and the same command run again once the
+// reader has finished erases them and exits 0. It waits out the 30 s that
+// forget gives the reader, so it runs with FORMSYNC_SLOW_TESTS=1.
+func TestForgetUnderAReaderExitsOne(t *testing.T) {
+	if os.Getenv("FORMSYNC_SLOW_TESTS") != "1" {
+		t.Skip("waits 30 s for a reader; set FORMSYNC_SLOW_TESTS=1")
+	}
+	sim := apisim.New(apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
+	db := syncEnv(t, sim, "contact")
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync exit %d:\n%s", code, errOut)
+	}
+	reader, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	tx, err := reader.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow("SELECT count(*) FROM submissions").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "forget", "--form", "contact", "--key", "1001")
+	if code != exitFailed || !strings.Contains(out, "Forgot 1 stored row(s)") || !strings.Contains(out, "Not erased from the file yet") ||
+		!strings.Contains(out, "run this command again") {
+		t.Errorf("forget under a reader: exit %d, want %d saying the bytes are not erased yet:\n%s%s", code, exitFailed, out, errOut)
+	}
+	tx.Rollback()
+	code, out, errOut = run(t, "forget", "--form", "contact", "--key", "1001")
+	if code != exitOK || strings.Contains(out, "Not erased") {
+		t.Errorf("forget again once the reader ended: exit %d, want %d:\n%s%s", code, exitOK, out, errOut)
+	}
+}
+
 // bigQueryEnv points the commands at a BigQuery fake, with the default
 // dataset, and returns it.
 func bigQueryEnv(t *testing.T) *bqfake.Server {

@@ -113,7 +113,7 @@ func runForget(ctx context.Context, e *env, args []string) int {
 	}
 	if len(rep.Rows) == 0 && len(rep.Unstored) == 0 {
 		fmt.Fprintf(e.stdout, "No stored row of form %s matches: nothing changed.\n", *form)
-		return exitOK
+		return purgeResult(e, rep)
 	}
 	verb := "Forgot"
 	if *dry {
@@ -137,7 +137,19 @@ func runForget(ctx context.Context, e *env, args []string) int {
 	if !*dry {
 		fmt.Fprintln(e.stdout, "No later sync, lookback, backfill or reconcile will store these submissions again.")
 	}
-	return exitOK
+	return purgeResult(e, rep)
+}
+
+// purgeResult is forget's exit code once its commit is done: 1 when the
+// sink could not erase the removed rows' old bytes yet (a reader of an
+// older snapshot of the SQLite file), which running the command again
+// finishes.
+func purgeResult(e *env, rep *worker.ForgetReport) int {
+	if rep.Purge == nil {
+		return exitOK
+	}
+	fmt.Fprintf(e.stdout, "Not erased from the file yet: %v.\nOnce that reader has finished, run this command again: it finds nothing more to remove and erases them.\n", rep.Purge)
+	return exitFailed
 }
 
 // everRead reports whether a stored state shows the form was ever read or
