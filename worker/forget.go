@@ -22,6 +22,9 @@ type ForgetReport struct {
 	// all the same, so that they are never loaded.
 	Unstored []string
 	DryRun   bool
+	// Committed says that the forget wrote: it removed rows or added
+	// tombstones. False for a dry run, and for keys all tombstoned before.
+	Committed bool
 	// Conflicts counts commits refused because another process committed
 	// the form meanwhile; the match was then made again.
 	Conflicts int
@@ -106,7 +109,7 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		if err != nil {
 			return rep, fmt.Errorf("forget in form %s: committing: %w", formID, err)
 		}
-		rep.Removed = res[formID].Forgotten
+		rep.Removed, rep.Committed = res[formID].Forgotten, true
 		e.cfg.Logger.Info("forgot submissions", "form", formID, "rows_removed", rep.Removed,
 			"tombstones_for_unstored_keys", len(rep.Unstored))
 		e.purge(ctx, rep)

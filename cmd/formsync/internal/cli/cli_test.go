@@ -276,6 +276,25 @@ func TestForgetRefusesAFormThatOnlyEverFailed(t *testing.T) {
 	}
 }
 
+// TestForgetAgainSaysNothingIsNew: the same forget by key run a second
+// time (as forget asks when a reader held up the erasure) says the keys
+// were forgotten before, not that it forgot them.
+func TestForgetAgainSaysNothingIsNew(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 3, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
+	syncEnv(t, sim, "contact")
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync exit %d:\n%s", code, errOut)
+	}
+	if code, out, errOut := run(t, "forget", "--form", "contact", "--key", "1001,999999"); code != exitOK || !strings.Contains(out, "Forgot 1 stored row(s)") {
+		t.Fatalf("forget: exit %d:\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := run(t, "forget", "--form", "contact", "--key", "1001,999999")
+	if code != exitOK || !strings.Contains(out, "Nothing new to forget in form contact") || !strings.Contains(out, "1001, 999999") ||
+		strings.Contains(out, "Forgot") {
+		t.Errorf("forget again: exit %d:\n%s%s", code, out, errOut)
+	}
+}
+
 // TestForgetDryRunReadsOnly: a dry run lists what would be forgotten
 // without writing: it reads the database as status does, without
 // migrating a file of the schema before this one, and leaves the file as

@@ -115,6 +115,12 @@ func runForget(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "No stored row of form %s matches: nothing changed.\n", *form)
 		return purgeResult(e, rep)
 	}
+	if !*dry && !rep.Committed {
+		// Only keys, every one forgotten before (the command run again).
+		fmt.Fprintf(e.stdout, "Nothing new to forget in form %s: no stored row has these keys, and they were tombstoned before: %s\n",
+			*form, strings.Join(rep.Unstored, ", "))
+		return purgeResult(e, rep)
+	}
 	verb := "Forgot"
 	if *dry {
 		verb = "Dry run: would forget"
