@@ -259,11 +259,7 @@ func TestSimulateRefusesNonLoopback(t *testing.T) {
 // of the form was ever stored, so an erasure there would report a success
 // that removed nothing.
 func TestForgetRefusesAFormThatOnlyEverFailed(t *testing.T) {
-	sim := apisim.New(apisim.Options{Seed: 3, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
-	syncEnv(t, sim, "contact")
-	if code, _, errOut := run(t, "sync"); code != exitOK {
-		t.Fatalf("sync exit %d:\n%s", code, errOut)
-	}
+	syncedContact(t, 3)
 	if code, _, errOut := run(t, "reconcile", "--form", "contcat"); code != exitFailed {
 		t.Fatalf("reconcile of an unknown form: exit %d, want %d:\n%s", code, exitFailed, errOut)
 	}
@@ -280,11 +276,7 @@ func TestForgetRefusesAFormThatOnlyEverFailed(t *testing.T) {
 // time (as forget asks when a reader held up the erasure) says the keys
 // were forgotten before, not that it forgot them.
 func TestForgetAgainSaysNothingIsNew(t *testing.T) {
-	sim := apisim.New(apisim.Options{Seed: 3, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
-	syncEnv(t, sim, "contact")
-	if code, _, errOut := run(t, "sync"); code != exitOK {
-		t.Fatalf("sync exit %d:\n%s", code, errOut)
-	}
+	syncedContact(t, 3)
 	if code, out, errOut := run(t, "forget", "--form", "contact", "--key", "1001,999999"); code != exitOK || !strings.Contains(out, "Forgot 1 stored row(s)") {
 		t.Fatalf("forget: exit %d:\n%s%s", code, out, errOut)
 	}
@@ -301,11 +293,7 @@ func TestForgetAgainSaysNothingIsNew(t *testing.T) {
 // it was (read-only too, which stops a user other than root, such as the
 // image's 65534); on BigQuery it creates and writes nothing.
 func TestForgetDryRunReadsOnly(t *testing.T) {
-	sim := apisim.New(apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
-	db := syncEnv(t, sim, "contact")
-	if code, _, errOut := run(t, "sync"); code != exitOK {
-		t.Fatalf("sync exit %d:\n%s", code, errOut)
-	}
+	db := syncedContact(t, 5)
 	// The schema before this one, which a store opened for writing
 	// migrates.
 	raw, err := sql.Open("sqlite", db)
@@ -351,11 +339,7 @@ func TestForgetUnderAReaderExitsOne(t *testing.T) {
 	if os.Getenv("FORMSYNC_SLOW_TESTS") != "1" {
 		t.Skip("waits 30 s for a reader; set FORMSYNC_SLOW_TESTS=1")
 	}
-	sim := apisim.New(apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
-	db := syncEnv(t, sim, "contact")
-	if code, _, errOut := run(t, "sync"); code != exitOK {
-		t.Fatalf("sync exit %d:\n%s", code, errOut)
-	}
+	db := syncedContact(t, 5)
 	reader, err := sql.Open("sqlite", db)
 	if err != nil {
 		t.Fatal(err)
@@ -379,6 +363,19 @@ func TestForgetUnderAReaderExitsOne(t *testing.T) {
 	if code != exitOK || strings.Contains(out, "Not erased") {
 		t.Errorf("forget again once the reader ended: exit %d, want %d:\n%s%s", code, exitOK, out, errOut)
 	}
+}
+
+// syncedContact syncs form contact of a newer-form simulator of 5
+// submissions (seed seed) into a new SQLite file, as syncEnv sets up, and
+// returns the file's path.
+func syncedContact(t *testing.T, seed int64) string {
+	t.Helper()
+	sim := apisim.New(apisim.Options{Seed: seed, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
+	db := syncEnv(t, sim, "contact")
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync exit %d:\n%s", code, errOut)
+	}
+	return db
 }
 
 // bigQueryEnv points the commands at a BigQuery fake, with the default
