@@ -807,7 +807,8 @@ func (s *purgeSink) Purge(context.Context) error {
 
 // TestForgetPurges: a forget has the sink erase its old copies of the
 // removed rows, reports why it could not, and a second forget of the same
-// person, with nothing left to remove, purges again; a dry run does not.
+// person, with nothing left to remove, purges again; a dry run does not,
+// nor a forget matching nothing in a form nothing was forgotten from.
 func TestForgetPurges(t *testing.T) {
 	ctx := t.Context()
 	s := &purgeSink{Sink: memsink.New(), blocked: errors.New("a reader holds old pages")}
@@ -817,6 +818,12 @@ func TestForgetPurges(t *testing.T) {
 	e := h.Engine()
 	if rep, err := e.Forget(ctx, "contact", m, true); err != nil || rep.Purge != nil || s.purges != 0 {
 		t.Fatalf("dry run: %v, purge %v, %d purges; want none", err, rep.Purge, s.purges)
+	}
+	// Nothing was ever forgotten from the form: nothing to erase, and no
+	// reader can make a forget that matches nothing fail.
+	nobody := sink.Match{Field: "email", Value: "nobody@nowhere.example"}
+	if rep, err := e.Forget(ctx, "contact", nobody, false); err != nil || rep.Purge != nil || s.purges != 0 {
+		t.Fatalf("forget of nobody in a form never forgotten from: %v, purge %v, %d purges; want none", err, rep.Purge, s.purges)
 	}
 	rep, err := e.Forget(ctx, "contact", m, false)
 	if err != nil || rep.Removed == 0 || !errors.Is(rep.Purge, s.blocked) || s.purges != 1 {

@@ -36,8 +36,8 @@ type ForgetReport struct {
 // purger is a sink that keeps the pages a commit rewrote, the removed
 // rows' bytes in them, beside its data for a while (SQLite's write-ahead
 // log) and can erase them. Forget purges after every commit, and after a
-// run that had nothing left to remove, so that running the same forget
-// again finishes an erasure a reader held up.
+// run in a form with tombstones that had nothing left to remove, so that
+// running the same forget again finishes an erasure a reader held up.
 type purger interface {
 	Purge(ctx context.Context) error
 }
@@ -88,8 +88,11 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		rep.Rows = rows
 		rep.Unstored = unstored(m.Keys, rows)
 		if dryRun || len(rows) == 0 && !newTombstones(st.Forgotten, rep.Unstored) {
-			// Nothing to remove and nothing to tombstone: no commit.
-			if !dryRun {
+			// Nothing to remove and nothing to tombstone: no commit. A
+			// form that something was forgotten from may still hold its
+			// bytes, if a reader held up the purge of that forget: this is
+			// the run that finishes it.
+			if !dryRun && st.Forgotten != nil {
 				e.purge(ctx, rep)
 			}
 			return rep, nil
