@@ -698,7 +698,19 @@ func checkPod(t *testing.T, pt podTemplate, objs []manifest) {
 	if _, ok := env["FORMSYNC_API_TOKEN"]; ok {
 		t.Errorf("%s: FORMSYNC_API_TOKEN is set; give the token as a file (FORMSYNC_API_TOKEN_FILE)", pt.owner)
 	}
-	checkTokenFile(t, pt.owner, env["FORMSYNC_API_TOKEN_FILE"], mounts, volumes)
+	if readsAPI(c.Args) {
+		checkTokenFile(t, pt.owner, env["FORMSYNC_API_TOKEN_FILE"], mounts, volumes)
+	} else {
+		// A pod that only reads the sink holds no secret it does not use.
+		if f, ok := env["FORMSYNC_API_TOKEN_FILE"]; ok {
+			t.Errorf("%s: %v reads only the sink, yet FORMSYNC_API_TOKEN_FILE is set (%s)", pt.owner, c.Args, f)
+		}
+		for _, v := range spec.Volumes {
+			if v.Secret != nil {
+				t.Errorf("%s: %v reads only the sink, yet mounts Secret %s (volume %s)", pt.owner, c.Args, v.Secret.SecretName, v.Name)
+			}
+		}
+	}
 
 	// SIGTERM leaves FORMSYNC_SHUTDOWN_TIMEOUT to the in-flight commit;
 	// SIGKILL must come later.
@@ -809,6 +821,12 @@ func parseGoMemLimit(s string) (int64, error) {
 
 // checkTokenFile asserts FORMSYNC_API_TOKEN_FILE names a file that a
 // read-only mount of the token Secret provides, with the key of the template.
+// readsAPI reports whether the formsync command line args reads the form
+// API (and so needs its token); status only reads the sink.
+func readsAPI(args []string) bool {
+	return len(args) == 0 || args[0] != "status"
+}
+
 func checkTokenFile(t *testing.T, owner, file string, mounts map[string]corev1.VolumeMount, volumes map[string]corev1.Volume) {
 	t.Helper()
 	if file == "" {
@@ -848,8 +866,8 @@ func checkTokenFile(t *testing.T, owner, file string, mounts map[string]corev1.V
 func checkConfigLoads(t *testing.T, pt podTemplate, env map[string]string) {
 	t.Helper()
 	command := "sync"
-	if args := pt.tmpl.Spec.Containers[0].Args; len(args) > 0 && args[0] == "run" {
-		command = "run"
+	if args := pt.tmpl.Spec.Containers[0].Args; len(args) > 0 && (args[0] == "run" || args[0] == "status") {
+		command = args[0]
 	}
 	podEnv := maps.Clone(env)
 	// The token file is the Secret's mount (checkTokenFile): formsync reads
@@ -1142,8 +1160,10 @@ func TestShutdownTimeoutDefault(t *testing.T) {
 
 // TestFieldHashKeyMounted: the ConfigMap offers a field policy that hashes,
 // commented out, and the path of its key file beside it. Uncommenting them
-// must be all it takes: every pod mounts that file read-only from a Secret,
-// optional, so that pods without a policy start without the Secret.
+// must be all it takes: every pod that reads the API mounts that file
+// read-only from a Secret, optional, so that pods without a policy start
+// without the Secret. (status applies no policy; checkPod checks it mounts
+// no Secret.)
 func TestFieldHashKeyMounted(t *testing.T) {
 	raw, err := os.ReadFile("base/configmap.yaml")
 	if err != nil {
@@ -1160,6 +1180,9 @@ func TestFieldHashKeyMounted(t *testing.T) {
 			_, ms := render(t, k)
 			for _, pt := range podTemplates(ms) {
 				spec := pt.tmpl.Spec
+				if !readsAPI(spec.Containers[0].Args) {
+					continue
+				}
 				var mount *corev1.VolumeMount
 				for i, vm := range spec.Containers[0].VolumeMounts {
 					if vm.MountPath == strings.TrimSuffix(dir, "/") {

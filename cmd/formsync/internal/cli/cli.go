@@ -92,21 +92,9 @@ func usage(w io.Writer) {
 // whether it is complete for a command (exit 2 with every problem if not).
 func runEnv(_ context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("env", flag.ContinueOnError)
-	check := fs.String("check", "", "validate the configuration for this command (sync, run, backfill, reconcile or forget) instead of printing it")
+	check := fs.String("check", "", "validate the configuration for this command ("+checkable()+") instead of printing it")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
-	}
-	need, ok := map[string]Need{
-		"":          {},
-		"sync":      {API: true, Forms: true, Sink: true},
-		"backfill":  {API: true, Sink: true},
-		"reconcile": {API: true, Forms: true, Sink: true},
-		"forget":    {Sink: true, Policy: true},
-		"run":       {API: true, Forms: true, Sink: true, Sched: true},
-	}[*check]
-	if !ok {
-		fmt.Fprintf(e.stderr, "formsync env: -check %q: use sync, run, backfill, reconcile or forget\n", *check)
-		return exitUsage
 	}
 	if *check == "" {
 		writeEnv(e.stdout, e.cfg)
@@ -114,6 +102,11 @@ func runEnv(_ context.Context, e *env, args []string) int {
 			return configError(e, err)
 		}
 		return exitOK
+	}
+	need, ok := commandNeeds[*check]
+	if !ok {
+		fmt.Fprintf(e.stderr, "formsync env: -check %q: use %s\n", *check, checkable())
+		return exitUsage
 	}
 	if err := e.cfg.Validate(need); err != nil {
 		return configError(e, err)

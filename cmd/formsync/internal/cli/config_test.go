@@ -468,3 +468,22 @@ func TestScheduleThatCannotRun(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusNeedsOnlyTheSink: status reads the sink and nothing else, so a
+// pod that runs it (deploy/status) holds neither the API token nor the
+// field hash key, and `env -check status` says that is enough.
+func TestStatusNeedsOnlyTheSink(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("FORMSYNC_SQLITE_PATH", filepath.Join(t.TempDir(), "formsync.db"))
+	t.Setenv("FORMSYNC_FIELD_POLICY", "email=hash") // no key file
+	if code, out, errOut := run(t, "env", "-check", "status"); code != exitOK || !strings.Contains(out, "complete for formsync status") {
+		t.Errorf("env -check status: exit %d\n%s%s", code, out, errOut)
+	}
+	code, _, errOut := run(t, "env", "-check", "sync")
+	if code != exitUsage || !strings.Contains(errOut, "no API token") || !strings.Contains(errOut, "FORMSYNC_FIELD_HASH_KEY_FILE") {
+		t.Errorf("env -check sync without a token or hash key: exit %d, want 2 naming both\n%s", code, errOut)
+	}
+	if code, _, errOut := run(t, "env", "-check", "bogus"); code != exitUsage || !strings.Contains(errOut, "forget or status") {
+		t.Errorf("env -check bogus: exit %d, want 2 listing the commands\n%s", code, errOut)
+	}
+}

@@ -24,7 +24,7 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
-	if err := e.cfg.Validate(Need{API: true, Forms: true, Sink: true, Sched: true}); err != nil {
+	if err := e.cfg.Validate(commandNeeds["run"]); err != nil {
 		return configError(e, err)
 	}
 	defer prepareTmpDir(e)()

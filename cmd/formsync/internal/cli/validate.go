@@ -33,6 +33,24 @@ type Need struct {
 	Policy bool
 }
 
+// commandNeeds is what each command checks before it starts, and what
+// `formsync env -check COMMAND` checks. (reconcile given form names on its
+// command line does not need FORMSYNC_FORMS.)
+var commandNeeds = map[string]Need{
+	"sync":      {API: true, Forms: true, Sink: true},
+	"run":       {API: true, Forms: true, Sink: true, Sched: true},
+	"backfill":  {API: true, Sink: true},
+	"reconcile": {API: true, Forms: true, Sink: true},
+	"forget":    {Sink: true, Policy: true},
+	"status":    {Sink: true},
+}
+
+// checkable lists the commands `formsync env -check` takes.
+func checkable() string {
+	names := []string{"sync", "run", "backfill", "reconcile", "forget", "status"}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 func (n Need) groups() []string {
 	g := []string{"log"}
 	if n.API {
