@@ -71,7 +71,11 @@
 //     BigQuery's wordings ("Transaction is aborted due to concurrent
 //     update ..." or "Could not serialize access to table ... due to
 //     concurrent update").
-//     Options.PendingPolls makes jobs look running for a few polls.
+//     Options.PendingPolls (SetPendingPolls) makes jobs look running for
+//     a few polls.
+//   - Cancellation (jobs.cancel): a running job ends DONE with reason
+//     "stopped"; a transaction's work is never applied. Stats.Cancelled
+//     counts them.
 //     OnStatement lets a test act between a client's steps.
 //   - Counters (Stats): load and query jobs, multipart/resumable uploads,
 //     DML statements (each MERGE, DELETE and UPDATE of a script, even one
@@ -86,11 +90,12 @@
 // enforced: tables never expire), REPEATED/RECORD columns, types other than
 // STRING, JSON, INT64, FLOAT64, BOOL and TIMESTAMP, CSV/Avro/Parquet,
 // loads from GCS, the Storage Read API, streaming inserts, copy/extract
-// jobs, table patches other than appended columns, job cancellation,
+// jobs, table patches other than appended columns,
 // sessions, dry runs and any SQL beyond the shapes above. JSON values keep
 // the text of exact numbers (BigQuery may print them differently); object
 // keys are sorted. Every request is served under one lock; the lock is not
 // what orders transactions (see above). A transaction whose client never
 // polls it again stays running and cancels every later transaction on its
-// tables.
+// tables, until jobs.cancel stops it. A cancelled load job's rows stay in
+// its table (the fake loads when the job is created).
 package bqfake

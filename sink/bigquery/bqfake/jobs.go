@@ -252,6 +252,27 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// cancelJob serves jobs.cancel. A job still running stops with reason
+// "stopped", as BigQuery reports a cancelled job; a transaction's work is
+// not done (rolled back), and it no longer cancels later transactions on
+// its tables. A finished job is left as it is. Work other than a
+// transaction's was done when the job was created (a load's rows stay).
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	j, ok := s.jobs[r.PathValue("project")+"."+r.PathValue("job")]
+	if !ok {
+		return errorf(http.StatusNotFound, "notFound", "Not found: Job %s:%s", r.PathValue("project"), r.PathValue("job"))
+	}
+	if j.pending > 0 || j.finish != nil {
+		j.pending, j.finish = 0, nil
+		delete(s.running, j.j.Id)
+		j.res = nil
+		j.fail(&apiError{status: http.StatusBadRequest, reason: "stopped", message: "Job execution was cancelled: User requested cancellation"})
+		s.stats.Cancelled++
+	}
+	writeJSON(w, http.StatusOK, &bqv2.JobCancelResponse{Kind: "bigquery#jobCancelResponse", Job: j.view()})
+	return nil
+}
+
 // runQuery serves jobs.query: the statement runs at once and the first page
 // of its result comes back in the response.
 func (s *Server) runQuery(w http.ResponseWriter, r *http.Request) error {

@@ -105,6 +105,8 @@ type Stats struct {
 	// Aborted counts transactions cancelled because another running
 	// transaction mutated one of their tables.
 	Aborted int
+	// Cancelled counts jobs that jobs.cancel stopped while they ran.
+	Cancelled int
 	// MergePlan is SQLite's EXPLAIN QUERY PLAN of the last submissions
 	// MERGE join, one step a line.
 	MergePlan string
@@ -175,6 +177,15 @@ func (s *Server) FailNext(op Op, status int, reason string) {
 	s.faults[op] = append(s.faults[op], fault{status: status, reason: reason})
 }
 
+// SetPendingPolls sets Options.PendingPolls for the jobs created from now
+// on: how many polls each reports it running. 1<<30 makes a job that
+// never finishes unless it is cancelled.
+func (s *Server) SetPendingPolls(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.PendingPolls = n
+}
+
 // Pending is how many faults queued at op have not fired yet.
 func (s *Server) Pending(op Op) int {
 	s.mu.Lock()
@@ -223,6 +234,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+p+"/datasets/{dataset}/tables/{table}/data", s.lock(s.listTableData))
 	mux.HandleFunc("POST "+p+"/jobs", s.lock(s.insertJob))
 	mux.HandleFunc("GET "+p+"/jobs/{job}", s.lock(s.getJob))
+	mux.HandleFunc("POST "+p+"/jobs/{job}/cancel", s.lock(s.cancelJob))
 	mux.HandleFunc("POST "+p+"/queries", s.lock(s.runQuery))
 	mux.HandleFunc("GET "+p+"/queries/{job}", s.lock(s.getQueryResults))
 	mux.HandleFunc("POST /upload"+p+"/jobs", s.lock(s.upload))
