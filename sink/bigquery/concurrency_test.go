@@ -318,3 +318,61 @@ func TestJobTimeoutSaysSo(t *testing.T) {
 		t.Errorf("err = %v, want one saying the job did not finish within 50ms", err)
 	}
 }
+
+// TestTimedOutJobIsCancelled: a transaction still running when
+// Config.JobTimeout is up is cancelled, not left to run on. Left running,
+// it would go on holding its tables, and BigQuery would cancel every later
+// commit of the forms in it for a concurrent update until it ended.
+func TestTimedOutJobIsCancelled(t *testing.T) {
+	b := setup(t, bqfake.Options{}, func(c *Config) { c.JobTimeout = 300 * time.Millisecond })
+	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
+
+	// A commit of the state alone is one transaction, which never finishes
+	// by itself.
+	b.fake.SetPendingPolls(1 << 30)
+	st := formState("f", rows)
+	st.LastTotal = 5
+	_, err := b.commit(t, b.t0.Add(2*time.Hour), formRows{state: st})
+	if !Retryable(err) || !strings.Contains(fmt.Sprint(err), "did not finish within 300ms") {
+		t.Fatalf("err = %v, want a retryable timeout", err)
+	}
+	if !strings.Contains(err.Error(), "asked BigQuery to cancel it") {
+		t.Errorf("err = %v, want it to say the job was asked to stop", err)
+	}
+	if n := b.fake.Stats().Cancelled; n != 1 {
+		t.Errorf("%d jobs cancelled, want 1", n)
+	}
+	if got := readState(t, b.sink, "f")["f"]; got.Revision != 1 || got.LastTotal != 1 {
+		t.Errorf("state %+v: the cancelled transaction must not have applied", got)
+	}
+
+	// The next run's commit is not cancelled by the one that timed out.
+	b.fake.SetPendingPolls(0)
+	more := append(rows, b.row(t, "f", 2, 2, false))
+	res := b.mustCommit(t, b.t0.Add(3*time.Hour), formRows{formState("f", more), more[1:]})
+	if res["f"] != (sink.Counts{Inserted: 1}) {
+		t.Errorf("counts %+v", res["f"])
+	}
+	if a := b.sink.aborted.Load(); a != 0 {
+		t.Errorf("%d transactions cancelled for a concurrent update, want 0", a)
+	}
+	checkRows(t, b.sink, "f", more)
+}
+
+// TestStoppedRunLeavesItsJobBe: a run stopped (SIGTERM past the shutdown
+// timeout) while its commit's job runs does not cancel the job, which may
+// yet commit what the run read.
+func TestStoppedRunLeavesItsJobBe(t *testing.T) {
+	b := setup(t, bqfake.Options{PendingPolls: 1 << 30})
+	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err := b.sink.Commit(ctx, &sink.Commit{SyncedAt: b.t0, Forms: []sink.FormCommit{{State: formState("f", rows)}}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the caller's deadline", err)
+	}
+	if n := b.fake.Stats().Cancelled; n != 0 {
+		t.Errorf("%d jobs cancelled, want 0: the run was stopped, the job was not late", n)
+	}
+}

@@ -210,8 +210,13 @@
 // failed transiently is retried under the next id. A job whose status
 // cannot be read (jobs.get failing beyond its retries) is never replaced:
 // it may still be running, and a second identical transaction must not
-// start beside it; the commit fails saying so. Job.Wait returns nil for a
-// failed job, so the sink polls the status itself and checks its error.
+// start beside it; the commit fails saying so. A job still running after
+// Config.JobTimeout is cancelled (jobs.cancel) before the commit fails:
+// left running, a transaction would have every later commit of its forms
+// cancelled for a concurrent update until it ended. A commit whose caller
+// gives up (its context ends) leaves its job running: it may yet commit.
+// Job.Wait returns nil for a failed job, so the sink polls the status
+// itself and checks its error.
 //
 // # Statements
 //

@@ -124,9 +124,10 @@ func (sc errorScope) classify(op, resource string, err error) error {
 	var timeout *jobTimeoutError
 	if errors.As(err, &timeout) {
 		// Still running, not failed: the next run tries again and its
-		// revision check sees whatever the job went on to commit.
+		// revision check sees whatever the job went on to commit before
+		// the cancellation took.
 		e.Kind = ErrRetryable
-		e.Hint = "BigQuery had not finished the job (queued behind other jobs on the same tables, or short of slots); it may still complete, and the next run carries on from whatever it stored"
+		e.Hint = "BigQuery had not finished the job (queued behind other jobs on the same tables, or short of slots); it may still complete before it stops, and the next run carries on from whatever it stored"
 		return e
 	}
 	switch e.Kind {

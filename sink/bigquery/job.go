@@ -22,7 +22,10 @@ import (
 // A failure to read the status is retried (bounded by MaxRetries); when it
 // persists, or the job is still running after JobTimeout, the result is a
 // *pollError: the job may still be running, so the caller must not start
-// another in its place.
+// another in its place. A job still running after JobTimeout is also asked
+// to stop (jobs.cancel): BigQuery cancels a transaction that mutates a
+// table another running one mutates, so a commit left running would have
+// every later commit of its forms cancelled until it ended.
 func (s *Sink) waitJob(ctx context.Context, job *bq.Job) error {
 	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.JobTimeout)
@@ -38,7 +41,7 @@ func (s *Sink) waitJob(ctx context.Context, job *bq.Job) error {
 		select {
 		case <-ctx.Done():
 			if timedOut() {
-				return &pollError{job: job.ID(), err: &jobTimeoutError{s.cfg.JobTimeout}}
+				return &pollError{job: job.ID(), err: s.cancelLate(caller, job)}
 			}
 			return &pollError{job: job.ID(), err: ctx.Err()}
 		case <-t.C:
@@ -46,7 +49,7 @@ func (s *Sink) waitJob(ctx context.Context, job *bq.Job) error {
 		st, err := job.Status(ctx)
 		if err != nil {
 			if timedOut() {
-				return &pollError{job: job.ID(), err: &jobTimeoutError{s.cfg.JobTimeout}}
+				return &pollError{job: job.ID(), err: s.cancelLate(caller, job)}
 			}
 			failures++
 			if failures > s.cfg.MaxRetries || !Retryable(s.scope.classify("", "", err)) {
@@ -112,12 +115,34 @@ func (e *pollError) Error() string {
 
 func (e *pollError) Unwrap() error { return e.err }
 
+// cancelTimeout bounds the jobs.cancel request of a job that ran past
+// JobTimeout.
+const cancelTimeout = 30 * time.Second
+
+// cancelLate asks BigQuery to cancel job, which was still running when
+// JobTimeout was up, and returns the *jobTimeoutError saying so. The
+// request is made while the caller's context lives (a run that was
+// stopped leaves its job be: it may yet commit, and the next run sees
+// whatever it stored). BigQuery cancels asynchronously: the job may still
+// finish, or even commit, before it stops.
+func (s *Sink) cancelLate(caller context.Context, job *bq.Job) error {
+	ctx, cancel := context.WithTimeout(caller, cancelTimeout)
+	defer cancel()
+	return &jobTimeoutError{timeout: s.cfg.JobTimeout, cancelErr: job.Cancel(ctx)}
+}
+
 // jobTimeoutError says that a job was still running when Config.JobTimeout
-// was up.
-type jobTimeoutError struct{ timeout time.Duration }
+// was up, and whether asking BigQuery to cancel it failed.
+type jobTimeoutError struct {
+	timeout   time.Duration
+	cancelErr error
+}
 
 func (e *jobTimeoutError) Error() string {
-	return fmt.Sprintf("it did not finish within %v", e.timeout)
+	if e.cancelErr != nil {
+		return fmt.Sprintf("it did not finish within %v, and asking BigQuery to cancel it failed (%v)", e.timeout, e.cancelErr)
+	}
+	return fmt.Sprintf("it did not finish within %v; formsync asked BigQuery to cancel it", e.timeout)
 }
 
 func (s *Sink) jobResource(id string) string {
