@@ -22,6 +22,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/state"
 )
 
@@ -132,10 +133,20 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 				continue
 			}
 		}
-		viewsMade[id] = desc
 		if err := s.createView(ctx, id, ddl); err != nil {
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			// The view is derived from the rows: a view that cannot be
+			// made (a table of the user's under its name) must not hold
+			// them up, nor every other form of the commit. Known not to
+			// be in place, it is made again at the next commit.
+			s.forgetView(id)
+			s.cfg.Logger.Warn("the view of a form could not be made: its rows are committed without it, and the next commit tries again (if a table of yours has the view's name, rename it)",
+				"form", id, "view", s.cfg.Project+"."+s.cfg.Dataset+"."+sqlname.ViewName(id), "error", err.Error())
+			continue
 		}
+		viewsMade[id] = desc
 	}
 	base, err := commitID(s.cfg, syncedAt, c.Forms)
 	if err != nil {

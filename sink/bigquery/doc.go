@@ -59,7 +59,10 @@
 //     process may have committed other names meanwhile) is repaired by that
 //     process's retry, or by the next process to commit the form, as is a
 //     view without that description (made before views carried one, or
-//     replaced by hand). Only the description is compared.
+//     replaced by hand). Only the description is compared. A view that
+//     cannot be made (a table of the user's under its name) does not stop
+//     the commit: the form's rows are committed without it, Config.Logger
+//     gets a warning, and the next commit tries again.
 //  3. All forms' spools, concatenated and numbered line by line (a `seq`
 //     column, so the commit's row order survives the load), go into ONE
 //     load job into a staging table of this commit's own,

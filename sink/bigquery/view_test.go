@@ -1,7 +1,9 @@
 package bigquery
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -192,4 +194,60 @@ func TestViewLeftByAnotherProcessIsRepaired(t *testing.T) {
 func revisionOf(t *testing.T, b *bundle, form string) int64 {
 	t.Helper()
 	return readState(t, b.sink, form)[form].Revision
+}
+
+// TestTableInTheViewsPlace: someone made a table under the name of a
+// form's view. The view cannot be made, but the form's rows are committed
+// all the same (the view is derived from them), and the sink says so in a
+// warning; once the table is gone, the next commit makes the view.
+func TestTableInTheViewsPlace(t *testing.T) {
+	var logs bytes.Buffer
+	b := setup(t, bqfake.Options{}, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	client, err := bq.NewClient(t.Context(), b.cfg.Project, clientOptions(b.fake)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	table := client.Dataset(b.cfg.Dataset).Table(sqlname.ViewName("f"))
+	if err := table.Create(t.Context(), &bq.TableMetadata{Schema: bq.Schema{{Name: "note", Type: bq.StringFieldType}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	rows := []sink.Row{b.row(t, "f", 1, 1, false), b.row(t, "f", 2, 2, false)}
+	other := []sink.Row{b.row(t, "g", 1, 1, false)}
+	res := b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows, "email"), rows}, formRows{formState("g", other, "email"), other})
+	if res["f"].Inserted != 2 || res["g"].Inserted != 1 {
+		t.Errorf("counts %+v", res)
+	}
+	checkRows(t, b.sink, "f", rows)
+	if got := readState(t, b.sink, "f")["f"]; got.Revision != 1 {
+		t.Errorf("state of f %+v, want revision 1", got)
+	}
+	if len(readView(t, b, "g")) != 1 {
+		t.Error("the other form's view was not made")
+	}
+	if msg := logs.String(); !strings.Contains(msg, "level=WARN") || !strings.Contains(msg, "form=f") || !strings.Contains(msg, sqlname.ViewName("f")) {
+		t.Errorf("log %q: want a warning naming the form and its view", msg)
+	}
+
+	// The table stays: every commit tries again, and warns again.
+	logs.Reset()
+	b.mustCommit(t, b.t0.Add(2*time.Hour), formRows{state: formState("f", rows, "email")})
+	if !strings.Contains(logs.String(), "form=f") {
+		t.Errorf("second commit, table still there: log %q, want the warning again", logs.String())
+	}
+
+	if err := table.Delete(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	b.mustCommit(t, b.t0.Add(3*time.Hour), formRows{state: formState("f", rows, "email")})
+	if v := readView(t, b, "f"); len(v) != 2 || v[0]["email"] != "user1@example.com" {
+		t.Errorf("view after the table went: %v", v)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("log %q, want none once the view is made", logs.String())
+	}
 }
