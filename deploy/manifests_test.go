@@ -819,14 +819,14 @@ func parseGoMemLimit(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// checkTokenFile asserts FORMSYNC_API_TOKEN_FILE names a file that a
-// read-only mount of the token Secret provides, with the key of the template.
 // readsAPI reports whether the formsync command line args reads the form
 // API (and so needs its token); status only reads the sink.
 func readsAPI(args []string) bool {
 	return len(args) == 0 || args[0] != "status"
 }
 
+// checkTokenFile asserts FORMSYNC_API_TOKEN_FILE names a file that a
+// read-only mount of the token Secret provides, with the key of the template.
 func checkTokenFile(t *testing.T, owner, file string, mounts map[string]corev1.VolumeMount, volumes map[string]corev1.Volume) {
 	t.Helper()
 	if file == "" {

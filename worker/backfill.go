@@ -337,28 +337,23 @@ var (
 
 func (b *backfill) forwardWalk() bool { return b.order != state.OrderOldestFirst }
 
+// anyStored reports whether a submission on page p has a created_at that,
+// as stored (to the microsecond), satisfies f.
+func anyStored(p *formsapi.Page, f func(time.Time) bool) bool {
+	return slices.ContainsFunc(p.Submissions, func(s formsapi.Submission) bool {
+		return f(s.CreatedAt.UTC().Truncate(time.Microsecond))
+	})
+}
+
 // reachesBefore reports whether a page holds a submission older than t:
 // then a walk from newer to older submissions ends on it (walker.consume).
 func reachesBefore(p *formsapi.Page, t time.Time) bool {
-	for _, s := range p.Submissions {
-		if s.CreatedAt.UTC().Truncate(time.Microsecond).Before(t) {
-			return true
-		}
-	}
-	return false
+	return anyStored(p, func(c time.Time) bool { return c.Before(t) })
 }
 
 // empty reports whether a located page holds no submission of the window.
 func (b *backfill) empty(p *formsapi.Page, win Window) bool {
-	if p == nil {
-		return false
-	}
-	for _, s := range p.Submissions {
-		if win.contains(s.CreatedAt.UTC().Truncate(time.Microsecond)) {
-			return false
-		}
-	}
-	return true
+	return p != nil && !anyStored(p, win.contains)
 }
 
 // staged moves the cursor down to a staged row.

@@ -22,7 +22,6 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/state"
 )
 
@@ -143,7 +142,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 			// be in place, it is made again at the next commit.
 			s.forgetView(id)
 			s.cfg.Logger.Warn("the view of a form could not be made: its rows are committed without it, and the next commit tries again (if a table of yours has the view's name, rename it)",
-				"form", id, "view", s.cfg.Project+"."+s.cfg.Dataset+"."+sqlname.ViewName(id), "error", err.Error())
+				"form", id, "view", s.viewRef(id), "error", err.Error())
 			continue
 		}
 		viewsMade[id] = desc

@@ -505,8 +505,12 @@ func (s *Sink) recreateViews(ctx context.Context) error {
 
 // createView runs ddl, the view of form formID as viewDDL makes it.
 func (s *Sink) createView(ctx context.Context, formID, ddl string) error {
-	view := s.cfg.Project + "." + s.cfg.Dataset + "." + sqlname.ViewName(formID)
-	return s.runDDL(ctx, "creating the view of form "+formID, "view "+view, ddl)
+	return s.runDDL(ctx, "creating the view of form "+formID, "view "+s.viewRef(formID), ddl)
+}
+
+// viewRef is the view of form formID as project.dataset.view.
+func (s *Sink) viewRef(formID string) string {
+	return s.cfg.Project + "." + s.cfg.Dataset + "." + sqlname.ViewName(formID)
 }
 
 // knownView is a view's description and when this Sink last made or read
@@ -538,12 +542,11 @@ func (s *Sink) viewInPlace(ctx context.Context, formID, want string) (bool, erro
 	if ok && known.description == want && s.cfg.Now().Sub(known.at) < viewRecheck {
 		return true, nil
 	}
-	name := sqlname.ViewName(formID)
-	res := "view " + s.cfg.Project + "." + s.cfg.Dataset + "." + name
+	res := "view " + s.viewRef(formID)
 	var meta *bq.TableMetadata
 	err := s.retry(ctx, func() error {
 		var err error
-		meta, err = s.dataset().Table(name).Metadata(ctx)
+		meta, err = s.dataset().Table(sqlname.ViewName(formID)).Metadata(ctx)
 		if isNotFound(err) {
 			meta = nil
 			return nil

@@ -213,12 +213,10 @@ func (s *Sink) Purge(ctx context.Context) error {
 		return fmt.Errorf("sqlite: purging %s: %w", s.path, err)
 	}
 	defer conn.Close()
-	if purgeWait != busyTimeout {
-		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", purgeWait.Milliseconds())); err != nil {
-			return fmt.Errorf("sqlite: purging %s: %w", s.path, err)
-		}
-		defer conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds()))
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", purgeWait.Milliseconds())); err != nil {
+		return fmt.Errorf("sqlite: purging %s: %w", s.path, err)
 	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds()))
 	var busy, logFrames, copied int
 	if err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &copied); err != nil {
 		return fmt.Errorf("sqlite: purging %s: %w", s.path, err)

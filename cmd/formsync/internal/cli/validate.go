@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -47,7 +48,7 @@ var commandNeeds = map[string]Need{
 
 // checkable lists the commands `formsync env -check` takes.
 func checkable() string {
-	names := []string{"sync", "run", "backfill", "reconcile", "forget", "status"}
+	names := slices.Sorted(maps.Keys(commandNeeds))
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
