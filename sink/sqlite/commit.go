@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
 	"strings"
 	"time"
 
@@ -59,7 +58,7 @@ const (
 	// keyed by content, so the answer costs a page or two.
 	hasLegacySQL = `SELECT EXISTS (SELECT 1 FROM submissions INDEXED BY submissions_legacy
 		WHERE form_id = ? AND submission_id IS NULL)`
-	prevStateSQL = `SELECT row_count, deleted_count, field_names, revision FROM sync_state WHERE form_id = ?`
+	prevStateSQL = `SELECT row_count, deleted_count, revision FROM sync_state WHERE form_id = ?`
 	// forgetSQL removes rows by key, saying of each whether it was marked
 	// deleted.
 	forgetSQL = `DELETE FROM submissions WHERE form_id = ? AND submission_key IN (SELECT value FROM json_each(?))
@@ -181,10 +180,41 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 			return nil, err
 		}
 	}
+	taken, err := ensureViews(ctx, tx, c.Forms)
+	if err != nil {
+		return nil, err
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlite: committing: %w", err)
 	}
+	s.warnViewsTaken(taken)
 	return res, nil
+}
+
+// ensureViews makes the view of every form of a commit match the field
+// names the commit stores for it (a form listed twice: its last entry's),
+// and returns those it could not make. A view that could not be made does
+// not fail the commit: the rows are what the user asked for, and a later
+// commit makes the view once its name is free.
+func ensureViews(ctx context.Context, tx *sql.Tx, forms []sink.FormCommit) ([]viewTaken, error) {
+	last := map[string]int{}
+	for i, fc := range forms {
+		last[fc.State.FormID] = i
+	}
+	var taken []viewTaken
+	for i, fc := range forms {
+		if last[fc.State.FormID] != i {
+			continue
+		}
+		t, err := ensureView(ctx, tx, fc.State.FormID, fc.State.FieldNames)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: committing form %s: %w", fc.State.FormID, err)
+		}
+		if t != nil {
+			taken = append(taken, *t)
+		}
+	}
+	return taken, nil
 }
 
 // ErrPurgeBlocked is wrapped by Purge's error when a reader of the file
@@ -325,22 +355,14 @@ func (t *rowTally) removed(wasDeleted bool) {
 func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc sink.FormCommit, revision int64, check bool, syncedAt time.Time, before sink.Counts) (sink.Counts, error) {
 	formID := fc.State.FormID
 	var (
-		tally      rowTally
-		prevFields []string
-		stored     int64
-		existed    = true
+		tally  rowTally
+		stored int64
 	)
-	var fieldsJSON string
-	err := st.prevState.QueryRowContext(ctx, formID).Scan(&tally.live, &tally.deleted, &fieldsJSON, &stored)
+	err := st.prevState.QueryRowContext(ctx, formID).Scan(&tally.live, &tally.deleted, &stored)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		existed = false
 	case err != nil:
 		return sink.Counts{}, fmt.Errorf("reading previous state: %w", err)
-	default:
-		if err := json.Unmarshal([]byte(fieldsJSON), &prevFields); err != nil {
-			return sink.Counts{}, fmt.Errorf("reading previous field names: %w", err)
-		}
 	}
 	if check && stored != revision {
 		return sink.Counts{}, sink.ErrStateConflict
@@ -372,11 +394,6 @@ func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc s
 	}
 	if _, err := st.writeState.ExecContext(ctx, args...); err != nil {
 		return tally.Counts, fmt.Errorf("writing state: %w", err)
-	}
-	if !existed || !slices.Equal(prevFields, fc.State.FieldNames) {
-		if err := writeView(ctx, tx, formID, fc.State.FieldNames); err != nil {
-			return tally.Counts, err
-		}
 	}
 	return tally.Counts, nil
 }

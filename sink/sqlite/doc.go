@@ -8,8 +8,9 @@
 // stages a run's rows in sink.Spools and hands them to Commit, which applies
 // the whole sink.Commit in ONE SQL transaction: every form's rows are
 // streamed from its spool and upserted on (form_id, submission_key), every
-// form's sync_state row is written, and a form's view is re-created when its
-// field names changed. Either all of it lands or none of it does, so a
+// form's sync_state row is written, and each form's view is made again when
+// its definition (stored in sqlite_schema) is not the one the form's field
+// names call for. Either all of it lands or none of it does, so a
 // watermark never runs ahead of the data and a retried run only repeats
 // upserts that change nothing.
 //
@@ -68,5 +69,8 @@
 // only ever enter SQL as double-quoted sanitised identifiers or as escaped
 // string literals. A view carries at most sqlname.MaxViewFields field columns
 // (SQLite limits a view to 2000 columns); further fields stay reachable
-// through the fields JSON column.
+// through the fields JSON column. A view whose name something of the user's
+// holds (a table, an index) is left out: the commit succeeds without it, and
+// the logger given by WithLogger gets a warning naming the form and the view
+// each time, until the name is free.
 package sqlite
