@@ -103,25 +103,30 @@ func TestOpenCreatesAndReopens(t *testing.T) {
 
 // TestOpenMigratesVersion1 opens a file written with the first schema:
 // its rows and state survive the rename of sync_state's columns.
-func TestOpenMigratesVersion1(t *testing.T) {
+// version1File writes a formsync file of schema version 1 holding what
+// stmts insert, and returns its path.
+func version1File(t *testing.T, stmts ...string) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "v1.db")
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{
-		migrations[0],
-		fmt.Sprintf("PRAGMA application_id = %d", applicationID),
-		"PRAGMA user_version = 1",
-		`INSERT INTO submissions VALUES ('f', 7, '7', '2026-01-01T00:00:00.000000Z', 0, '{"a":1}', '[]', '2026-01-01T00:00:01.000000Z')`,
-		`INSERT INTO sync_state (form_id, watermark_created_at, watermark_id, watermark_boundary, sort_order, last_total, "rows", field_names, updated_at)
-		 VALUES ('f', '2026-01-01T00:00:00.000000Z', 7, '["7"]', 'newest', 1, 1, '["a"]', '2026-01-01T00:00:01.000000Z')`,
-	} {
+	defer db.Close()
+	for _, q := range append([]string{migrations[0], fmt.Sprintf("PRAGMA application_id = %d", applicationID), "PRAGMA user_version = 1"}, stmts...) {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	db.Close()
+	return path
+}
+
+func TestOpenMigratesVersion1(t *testing.T) {
+	path := version1File(t,
+		`INSERT INTO submissions VALUES ('f', 7, '7', '2026-01-01T00:00:00.000000Z', 0, '{"a":1}', '[]', '2026-01-01T00:00:01.000000Z')`,
+		`INSERT INTO sync_state (form_id, watermark_created_at, watermark_id, watermark_boundary, sort_order, last_total, "rows", field_names, updated_at)
+		 VALUES ('f', '2026-01-01T00:00:00.000000Z', 7, '["7"]', 'newest', 1, 1, '["a"]', '2026-01-01T00:00:01.000000Z')`,
+	)
 
 	s, err := Open(t.Context(), path)
 	if err != nil {

@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"bytes"
-	"database/sql"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -124,23 +122,10 @@ func TestViewMadeOnlyWhenItDiffers(t *testing.T) {
 // view again (schema version 4) opens a file in which a table of the
 // user's holds a view's name, and warns of it.
 func TestMigrationLeavesATableInTheViewsPlace(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v1.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
-		migrations[0],
-		fmt.Sprintf("PRAGMA application_id = %d", applicationID),
-		"PRAGMA user_version = 1",
+	path := version1File(t,
 		`INSERT INTO sync_state (form_id, field_names, updated_at) VALUES ('f', '["a"]', '2026-01-01T00:00:01.000000Z')`,
 		`CREATE TABLE form_f (note TEXT)`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	db.Close()
+	)
 
 	var logs bytes.Buffer
 	s, err := Open(t.Context(), path, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
