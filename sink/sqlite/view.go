@@ -62,7 +62,7 @@ func ensureView(ctx context.Context, tx *sql.Tx, formID string, fieldNames []str
 // warnViewsTaken logs each view that could not be made.
 func (s *Sink) warnViewsTaken(taken []viewTaken) {
 	for _, v := range taken {
-		s.log.Warn("the view of a form could not be made: its rows are committed without it, and the next commit tries again (if a "+v.kind+" of yours has the view's name, rename it)",
+		s.log.Warn("the view of a form could not be made: its rows are committed without it, and the next commit tries again (rename the table or index of yours that has the view's name)",
 			"form", v.form, "view", v.view, "file", s.path, "held_by", v.kind)
 	}
 }
