@@ -84,6 +84,9 @@ func Retryable(err error) bool { return errors.Is(err, ErrRetryable) }
 // errorScope is what classify needs to write a useful hint.
 type errorScope struct {
 	Project, Dataset, StagingDataset string
+	// Endpoint is Config.Endpoint: a server that is not Google's, which a
+	// resource not found may also come from.
+	Endpoint string
 }
 
 // classify wraps err, from the client or from a job's status, into an
@@ -134,7 +137,7 @@ func (sc errorScope) classify(op, resource string, err error) error {
 	case ErrAccessDenied:
 		e.Hint = fmt.Sprintf("grant roles/bigquery.dataEditor on dataset %s%s and roles/bigquery.jobUser on project %s to the service account formsync runs as", sc.Dataset, sc.alsoStaging(), sc.Project)
 	case ErrNotFound:
-		e.Hint = fmt.Sprintf("check FORMSYNC_BQ_PROJECT (%s), FORMSYNC_BQ_DATASET (%s) and FORMSYNC_BQ_LOCATION; formsync creates missing tables when it starts", sc.Project, sc.Dataset)
+		e.Hint = fmt.Sprintf("check FORMSYNC_BQ_PROJECT (%s), FORMSYNC_BQ_DATASET (%s)%s and FORMSYNC_BQ_LOCATION; formsync creates missing tables when it starts", sc.Project, sc.Dataset, sc.endpointNamed())
 	case ErrQuotaExceeded:
 		e.Hint = "a BigQuery quota is used up (e.g. 1,500 load jobs per table per day): run less often or raise the quota; the next run after the reset catches up"
 	case ErrInvalid:
@@ -151,6 +154,15 @@ func (sc errorScope) classify(op, resource string, err error) error {
 		e.Hint = "other formsync processes (shards, a backfill) kept committing at the same time; the next run retries"
 	}
 	return e
+}
+
+// endpointNamed names the endpoint among the settings to check, when one
+// is set.
+func (sc errorScope) endpointNamed() string {
+	if sc.Endpoint == "" {
+		return ""
+	}
+	return ", FORMSYNC_BQ_ENDPOINT (" + sc.Endpoint + ")"
 }
 
 func (sc errorScope) alsoStaging() string {

@@ -39,9 +39,10 @@ type Config struct {
 	// FORMSYNC_BQ_LOCATION, default "US".
 	Location string
 	// Endpoint is the base URL of a BigQuery emulator or fake (e.g.
-	// "http://127.0.0.1:9050"); empty for Google's. The client does not
-	// read BIGQUERY_EMULATOR_HOST. FORMSYNC_BQ_ENDPOINT, optional; when set
-	// no credentials are sent.
+	// "http://127.0.0.1:9050", with or without the API's path
+	// "/bigquery/v2/"); empty for Google's. The client does not read
+	// BIGQUERY_EMULATOR_HOST. FORMSYNC_BQ_ENDPOINT, optional; when set no
+	// credentials are sent.
 	Endpoint string
 	// StagingTable is the prefix of the staging tables: each commit loads
 	// its rows into a table of its own, <StagingTable>_<commit id>, in
@@ -253,7 +254,7 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 			if errors.As(err, &be) {
 				be.Hint = ""
 			}
-			return nil, fmt.Errorf("bigquery: %s does not exist: formsync has not synced into dataset %s of project %s (check FORMSYNC_BQ_PROJECT and FORMSYNC_BQ_DATASET): %w", res, s.cfg.Dataset, s.cfg.Project, err)
+			return nil, fmt.Errorf("bigquery: %s does not exist: formsync has not synced into dataset %s of project %s (check FORMSYNC_BQ_PROJECT and FORMSYNC_BQ_DATASET%s): %w", res, s.cfg.Dataset, s.cfg.Project, s.scope.endpointNamed(), err)
 		}
 		return nil, err
 	}
@@ -275,6 +276,14 @@ func (s *Sink) checkLocation(res, location string) error {
 	}
 }
 
+// apiRoot is the server an Endpoint names, without the API's path: the
+// endpoint may be given bare ("http://127.0.0.1:9050") or as the Go
+// client's own option takes it (".../bigquery/v2/").
+func apiRoot(endpoint string) string {
+	e := strings.TrimSuffix(endpoint, "/")
+	return strings.TrimSuffix(strings.TrimSuffix(e, "/bigquery/v2"), "/")
+}
+
 // connect validates cfg and creates the client.
 func connect(ctx context.Context, cfg Config) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
@@ -283,7 +292,7 @@ func connect(ctx context.Context, cfg Config) (*Sink, error) {
 	cfg = cfg.withDefaults()
 	var opts []option.ClientOption
 	if cfg.Endpoint != "" {
-		opts = append(opts, option.WithEndpoint(strings.TrimSuffix(cfg.Endpoint, "/")+"/bigquery/v2/"), option.WithoutAuthentication())
+		opts = append(opts, option.WithEndpoint(apiRoot(cfg.Endpoint)+"/bigquery/v2/"), option.WithoutAuthentication())
 	}
 	opts = append(opts, cfg.ClientOptions...)
 	client, err := bq.NewClient(ctx, cfg.Project, opts...)
@@ -294,7 +303,7 @@ func connect(ctx context.Context, cfg Config) (*Sink, error) {
 	s := &Sink{
 		cfg:    cfg,
 		client: client,
-		scope:  errorScope{Project: cfg.Project, Dataset: cfg.Dataset, StagingDataset: cfg.StagingDataset},
+		scope:  errorScope{Project: cfg.Project, Dataset: cfg.Dataset, StagingDataset: cfg.StagingDataset, Endpoint: cfg.Endpoint},
 		t: tables{
 			Submissions: ref(cfg.Project, cfg.Dataset, submissionsTable),
 			State:       ref(cfg.Project, cfg.Dataset, stateTable),

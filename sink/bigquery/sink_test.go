@@ -630,3 +630,17 @@ func TestDatasetInAnotherLocationIsRefused(t *testing.T) {
 		t.Errorf("Open in US with the staging dataset in EU = %v, want it refused naming the staging dataset", err)
 	}
 }
+
+// TestEndpointWithItsAPIPath: an endpoint given with the API's path (the
+// form the Go client's own option takes) reaches the same server as the
+// bare host, not /bigquery/v2/bigquery/v2/.
+func TestEndpointWithItsAPIPath(t *testing.T) {
+	for _, suffix := range []string{"/bigquery/v2/", "/bigquery/v2", "/"} {
+		t.Run(suffix, func(t *testing.T) {
+			b := setup(t, bqfake.Options{}, func(c *Config) { c.Endpoint += suffix })
+			rows := []sink.Row{b.row(t, "f", 1, 1, false)}
+			b.mustCommit(t, b.t0, formRows{formState("f", rows, "email"), rows})
+			checkRows(t, b.sink, "f", rows)
+		})
+	}
+}
