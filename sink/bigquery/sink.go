@@ -395,11 +395,17 @@ func stagingSchema() bq.Schema {
 	}
 }
 
-func (s *Sink) ensureSchema(ctx context.Context) error {
-	for _, d := range []struct {
+// ensureDatasets makes the dataset and the staging dataset where they are
+// missing, in Config.Location. Both are looked at before either is made:
+// one that exists elsewhere is refused (jobs run in Config.Location and
+// cannot use it) before the other is made in the wrong place.
+func (s *Sink) ensureDatasets(ctx context.Context) error {
+	type dataset struct {
 		name string
 		meta *bq.DatasetMetadata
-	}{
+	}
+	var missing []dataset
+	for _, d := range []dataset{
 		{s.cfg.Dataset, &bq.DatasetMetadata{Location: s.cfg.Location, Description: "formsync: form submissions and sync state"}},
 		{s.cfg.StagingDataset, &bq.DatasetMetadata{
 			Location:               s.cfg.Location,
@@ -407,17 +413,26 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 			Description:            "formsync: one staging table per commit, expiring on their own",
 		}},
 	} {
-		ds := s.client.Dataset(d.name)
 		res := "dataset " + s.cfg.Project + "." + d.name
 		err := s.retry(ctx, func() error {
-			meta, err := ds.Metadata(ctx)
-			if err == nil {
+			meta, err := s.client.Dataset(d.name).Metadata(ctx)
+			switch {
+			case err == nil:
 				return s.checkLocation(res, meta.Location)
+			case isNotFound(err):
+				missing = append(missing, d)
+				return nil
 			}
-			if !isNotFound(err) {
-				return s.scope.classify("reading the dataset", res, err)
-			}
-			err = ds.Create(ctx, d.meta)
+			return s.scope.classify("reading the dataset", res, err)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, d := range missing {
+		res := "dataset " + s.cfg.Project + "." + d.name
+		err := s.retry(ctx, func() error {
+			err := s.client.Dataset(d.name).Create(ctx, d.meta)
 			if isDuplicate(err) { // created concurrently by another pod
 				err = nil
 			}
@@ -426,6 +441,13 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func (s *Sink) ensureSchema(ctx context.Context) error {
+	if err := s.ensureDatasets(ctx); err != nil {
+		return err
 	}
 	for _, t := range []struct {
 		name  string

@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/sink/internal/sqlname"
+	bq "cloud.google.com/go/bigquery"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery/bqfake"
+	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/state"
 )
@@ -628,6 +629,16 @@ func TestDatasetInAnotherLocationIsRefused(t *testing.T) {
 	}
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "formsync_other_staging") {
 		t.Errorf("Open in US with the staging dataset in EU = %v, want it refused naming the staging dataset", err)
+	}
+	// Refused before anything is made: once the location is set right,
+	// the main dataset is made there, not left behind in US.
+	client, err := bq.NewClient(t.Context(), other.Project, clientOptions(fake)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if meta, err := client.Dataset(other.Dataset).Metadata(t.Context()); err == nil {
+		t.Errorf("the refused Open made dataset %s in %s", other.Dataset, meta.Location)
 	}
 }
 
