@@ -142,7 +142,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 			// be in place, it is made again at the next commit.
 			s.forgetView(id)
 			s.cfg.Logger.Warn("the view of a form could not be made: its rows are committed without it, and the next commit tries again (if a table of yours has the view's name, rename it)",
-				"form", id, "view", s.viewRef(id), "error", err.Error())
+				"form", id, "view", s.viewRef(id), "error", withoutHint(err))
 			continue
 		}
 		viewsMade[id] = desc

@@ -156,6 +156,17 @@ func (sc errorScope) classify(op, resource string, err error) error {
 	return e
 }
 
+// withoutHint is err's message for a caller that says itself what to do
+// about it: the operation and BigQuery's answer, without the hint that
+// classify added (which a wrapping error may have copied into its text).
+func withoutHint(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return fmt.Sprintf("bigquery: %s (%s): %v", e.Op, e.Resource, e.Err)
+	}
+	return err.Error()
+}
+
 // endpointNamed names the endpoint among the settings to check, when one
 // is set.
 func (sc errorScope) endpointNamed() string {

@@ -231,6 +231,9 @@ func TestTableInTheViewsPlace(t *testing.T) {
 	if msg := logs.String(); !strings.Contains(msg, "level=WARN") || !strings.Contains(msg, "form=f") || !strings.Contains(msg, sqlname.ViewName("f")) {
 		t.Errorf("log %q: want a warning naming the form and its view", msg)
 	}
+	if msg := logs.String(); strings.Contains(msg, "report it") {
+		t.Errorf("log %q: the warning calls an expected situation a bug to report", msg)
+	}
 
 	// The table stays: every commit tries again, and warns again.
 	logs.Reset()
