@@ -127,16 +127,24 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 }
 
 // progressPrinter shows backfill progress: a bar redrawn in place on a
-// terminal, a log line every 10 s otherwise (a Kubernetes Job's log).
+// terminal, a log line every progressLogEvery otherwise (a Kubernetes
+// Job's log), the first one progressLogEvery after the reading starts: a
+// rate from the first page or two says nothing, and a backfill done
+// sooner logs only its end.
 type progressPrinter struct {
 	e     *env
 	tty   io.Writer
+	now   func() time.Time
 	last  time.Time
 	drawn bool
 }
 
+// progressLogEvery is how often a backfill without a terminal logs its
+// progress.
+const progressLogEvery = 10 * time.Second
+
 func newProgressPrinter(e *env) *progressPrinter {
-	p := &progressPrinter{e: e}
+	p := &progressPrinter{e: e, now: time.Now}
 	if f, ok := e.stderr.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			p.tty = f
@@ -146,7 +154,7 @@ func newProgressPrinter(e *env) *progressPrinter {
 }
 
 func (p *progressPrinter) update(pr worker.Progress) {
-	now := time.Now()
+	now := p.now()
 	if p.tty != nil {
 		if now.Sub(p.last) < 100*time.Millisecond && pr.Pages < pr.PagesTotal {
 			return
@@ -159,12 +167,20 @@ func (p *progressPrinter) update(pr worker.Progress) {
 			strings.Repeat("=", filled), strings.Repeat(" ", width-filled), pr.Pages, pr.PagesTotal, pr.Rows, rate, pr.ETA.Round(time.Second))
 		return
 	}
-	if now.Sub(p.last) < 10*time.Second {
+	if p.last.IsZero() {
+		p.last = now
+		return
+	}
+	if now.Sub(p.last) < progressLogEvery {
 		return
 	}
 	p.last = now
-	p.e.log.Info("backfill progress", "form", pr.FormID, "pages", pr.Pages, "pages_total", pr.PagesTotal, "rows", pr.Rows,
-		"pages_per_second", float64(pr.Pages)/max(pr.Elapsed.Seconds(), 1e-9), "eta", pr.ETA.Round(time.Second).String())
+	attrs := []any{"form", pr.FormID, "pages", pr.Pages, "pages_total", pr.PagesTotal, "rows", pr.Rows,
+		"pages_per_second", float64(pr.Pages) / max(pr.Elapsed.Seconds(), 1e-9)}
+	if pr.ETA > 0 {
+		attrs = append(attrs, "eta", pr.ETA.Round(time.Second).String())
+	}
+	p.e.log.Info("backfill progress", attrs...)
 }
 
 func (p *progressPrinter) done() {

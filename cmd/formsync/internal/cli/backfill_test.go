@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
@@ -89,5 +90,32 @@ func TestBackfillDryRunCreatesNoDatabase(t *testing.T) {
 	}
 	if code, _, errOut := run(t, "status"); code != exitFailed {
 		t.Errorf("status after a dry run on a missing database: exit %d, want %d:\n%s", code, exitFailed, errOut)
+	}
+}
+
+// TestProgressLogEveryTenSeconds: without a terminal a backfill logs its
+// progress every 10 s, the first time 10 s after it starts reading (a
+// rate over the first page says nothing), and no ETA while none is known.
+func TestProgressLogEveryTenSeconds(t *testing.T) {
+	var logs strings.Builder
+	e := &env{stdout: &logs, stderr: &logs, log: newLogger(&logs, Config{})}
+	p := newProgressPrinter(e)
+	var clock time.Time
+	p.now = func() time.Time { return clock }
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i, at := range []time.Duration{0, 100 * time.Millisecond, 9 * time.Second, 10 * time.Second, 15 * time.Second, 21 * time.Second} {
+		clock = start.Add(at)
+		eta := time.Duration(0)
+		if i > 2 {
+			eta = time.Minute
+		}
+		p.update(worker.Progress{FormID: "f", Pages: i + 1, PagesTotal: 100, Rows: 100 * (i + 1), Elapsed: at, ETA: eta})
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"pages":4`) || !strings.Contains(lines[1], `"pages":6`) {
+		t.Fatalf("progress lines %q, want two: at 10 s (page 4) and at 21 s (page 6)", lines)
+	}
+	if !strings.Contains(lines[0], `"pages_per_second":0.4`) || !strings.Contains(lines[0], `"eta":"1m0s"`) {
+		t.Errorf("first line %q: want the rate over 10 s and the ETA", lines[0])
 	}
 }
