@@ -92,7 +92,7 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 			// form that something was forgotten from may still hold its
 			// bytes, if a reader held up the purge of that forget: this is
 			// the run that finishes it.
-			if !dryRun && st.Forgotten != nil {
+			if !dryRun && !st.Forgotten.Empty() {
 				e.purge(ctx, rep)
 			}
 			return rep, nil

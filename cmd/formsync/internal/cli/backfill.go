@@ -74,7 +74,7 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 		problems = append(problems, "--until is before --since")
 	}
 	e.cfg.Forms = []string{*form}
-	if err := e.cfg.Validate(commandNeeds["backfill"]); err != nil {
+	if err := e.cfg.Validate(needs("backfill")); err != nil {
 		problems = append(problems, err.(*ConfigError).Problems...)
 	}
 	if len(problems) > 0 {

@@ -55,7 +55,7 @@ func runForget(ctx context.Context, e *env, args []string) int {
 	case *field != "" && (!hasField || name == ""):
 		problems = append(problems, fmt.Sprintf("--field %q: use NAME=VALUE, e.g. --field email=person@example.com", *field))
 	}
-	if err := e.cfg.Validate(commandNeeds["forget"]); err != nil {
+	if err := e.cfg.Validate(needs("forget")); err != nil {
 		problems = append(problems, err.(*ConfigError).Problems...)
 	}
 	m := sink.Match{Keys: keys}

@@ -28,7 +28,9 @@ func runReconcile(ctx context.Context, e *env, args []string) int {
 	if *form == "" && !listed {
 		problems = append(problems, "no form to reconcile: name one with --form ID, or list the forms in FORMSYNC_FORMS")
 	}
-	if err := e.cfg.Validate(Need{API: true, Forms: listed, Sink: true}); err != nil {
+	need := needs("reconcile")
+	need.Forms = listed // forms named by --form need no FORMSYNC_FORMS
+	if err := e.cfg.Validate(need); err != nil {
 		problems = append(problems, err.(*ConfigError).Problems...)
 	}
 	if len(problems) > 0 {

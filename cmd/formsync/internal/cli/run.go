@@ -24,7 +24,7 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
-	if err := e.cfg.Validate(commandNeeds["run"]); err != nil {
+	if err := e.cfg.Validate(needs("run")); err != nil {
 		return configError(e, err)
 	}
 	defer prepareTmpDir(e)()

@@ -98,7 +98,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
-	if err := e.cfg.Validate(commandNeeds["status"]); err != nil {
+	if err := e.cfg.Validate(needs("status")); err != nil {
 		return configError(e, err)
 	}
 	dst, err := openStatusSink(ctx, e.cfg)

@@ -13,7 +13,7 @@ func runSync(ctx context.Context, e *env, args []string) int {
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
-	if err := e.cfg.Validate(commandNeeds["sync"]); err != nil {
+	if err := e.cfg.Validate(needs("sync")); err != nil {
 		return configError(e, err)
 	}
 	m := metrics.New()

@@ -46,6 +46,16 @@ var commandNeeds = map[string]Need{
 	"status":    {Sink: true},
 }
 
+// needs is what command checks before it starts. A name without an entry
+// is a formsync bug, never a configuration that checks nothing.
+func needs(command string) Need {
+	n, ok := commandNeeds[command]
+	if !ok {
+		panic("cli: no configuration needs for command " + command)
+	}
+	return n
+}
+
 // checkable lists the commands `formsync env -check` takes.
 func checkable() string {
 	names := slices.Sorted(maps.Keys(commandNeeds))
