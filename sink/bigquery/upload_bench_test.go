@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -15,37 +16,19 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/bigquery/bqfake"
 )
 
-// fakeServeEnv, set, makes the test binary serve a bqfake on loopback
-// instead of running tests: it prints the fake's URL and serves until its
-// stdin closes. BenchmarkCommitUploadSide runs the fake so, in a process
-// of its own, so that the benchmark's CPU is the sink's alone.
-const fakeServeEnv = "FORMSYNC_BQFAKE_SERVE"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(fakeServeEnv) != "" {
-		f := bqfake.New(bqfake.Options{})
-		fmt.Println(f.URL())
-		io.Copy(io.Discard, os.Stdin)
-		f.Close()
-		return
-	}
-	os.Exit(m.Run())
-}
-
-// fakeProcess starts a bqfake in a child process and returns its URL; the
-// child ends with the benchmark.
+// fakeProcess builds cmd/bqfake and serves the fake from it, in a process
+// of its own, so that the benchmark's CPU is the sink's alone; it returns
+// the fake's URL. The process ends with the benchmark.
 func fakeProcess(b *testing.B) string {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fakeServeEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
+	bin := filepath.Join(b.TempDir(), "bqfake")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/formsync/formsync/cmd/bqfake").CombinedOutput(); err != nil {
+		b.Fatalf("building cmd/bqfake: %v\n%s", err, out)
 	}
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
+	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -54,14 +37,16 @@ func fakeProcess(b *testing.B) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		stdin.Close()
+		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
 	})
-	url, err := bufio.NewReader(stdout).ReadString('\n')
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	url, _, _ := strings.Cut(strings.TrimPrefix(line, "BigQuery fake listening on "), " ")
 	if err != nil || !strings.HasPrefix(url, "http://127.0.0.1:") {
-		b.Fatalf("the fake's process printed %q (%v), want its loopback URL", url, err)
+		b.Fatalf("cmd/bqfake printed %q (%v), want its loopback URL", line, err)
 	}
-	return strings.TrimSpace(url)
+	go io.Copy(io.Discard, stdout)
+	return url
 }
 
 // processCPU is the CPU time this process has used, user and system.
