@@ -38,9 +38,10 @@ type FormCommit struct {
 	Forget []string
 }
 
-// Counts says what a commit did to one form's rows. As JSON it is what
-// the sinks store in sync_state.last_commit (BigQuery's adds the commit's
-// id).
+// Counts says what a commit did to one form's rows, and whether it could
+// make the form's view. As JSON it is what the sinks store in
+// sync_state.last_commit (BigQuery's adds the commit's id); View is not
+// stored.
 type Counts struct {
 	// Inserted counts rows that were not stored before.
 	Inserted int64 `json:"inserted"`
@@ -54,13 +55,24 @@ type Counts struct {
 	Deleted int64 `json:"deleted"`
 	// Forgotten counts rows removed by Forget.
 	Forgotten int64 `json:"forgotten"`
+	// View, when not nil, says why the commit could not make the form's
+	// view (something of the user's holds its name). The commit stored
+	// the form's rows and state all the same: the view only shows them,
+	// and each later commit tries again. The caller tells the user.
+	View error `json:"-"`
 }
 
-// Add returns the sum of c and o: the counts of two commits of one form.
+// Add returns the sum of c and o: the counts of two commits of one form,
+// o the later. Its View is o's, or c's when o has none.
 func (c Counts) Add(o Counts) Counts {
+	view := o.View
+	if view == nil {
+		view = c.View
+	}
 	return Counts{
 		Inserted: c.Inserted + o.Inserted, Updated: c.Updated + o.Updated,
 		Deleted: c.Deleted + o.Deleted, Restored: c.Restored + o.Restored, Forgotten: c.Forgotten + o.Forgotten,
+		View: view,
 	}
 }
 

@@ -665,6 +665,7 @@ func (b *backfill) settle(rep *BackfillReport, keep int) error {
 		rep.Checkpoints++
 		b.e.cfg.Logger.Info("backfill checkpoint", "form", b.old.FormID, "rows", p.spool.Len(), "new", got.Inserted, "updated", got.Updated,
 			"cursor", p.cursor, "final", p.final)
+		b.e.warnView(b.old.FormID, got)
 	}
 	return failed
 }

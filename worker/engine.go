@@ -462,6 +462,9 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) (
 		rep.CommitErr = fmt.Errorf("committing %d forms: %w", len(c.Forms), err)
 		return nil
 	}
+	for _, fc := range c.Forms {
+		e.warnView(fc.State.FormID, res[fc.State.FormID])
+	}
 	for i, r := range committed {
 		r.committed = true
 		got := res[r.old.FormID]
@@ -477,6 +480,16 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) (
 		}
 	}
 	return remarked
+}
+
+// warnView tells the user when a commit could not make a form's view. The
+// parts of a sync do not: its last commit, which takes in every form it
+// read, says it once for the run.
+func (e *Engine) warnView(formID string, c sink.Counts) {
+	if c.View != nil {
+		e.cfg.Logger.Warn("the view of a form could not be made: its rows are committed without it, and the next commit tries again",
+			"form", formID, "error", c.View.Error())
+	}
 }
 
 // graceful returns a context that ends Config.ShutdownGrace after ctx does

@@ -115,6 +115,7 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		rep.Removed, rep.Committed = res[formID].Forgotten, true
 		e.cfg.Logger.Info("forgot submissions", "form", formID, "rows_removed", rep.Removed,
 			"tombstones_for_unstored_keys", len(rep.Unstored))
+		e.warnView(formID, res[formID])
 		e.purge(ctx, rep)
 		return rep, nil
 	}

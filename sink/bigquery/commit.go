@@ -42,7 +42,26 @@ import (
 // views are (re)created, before the transaction, only for forms whose field
 // names changed or whose view is not the one the stored names call for
 // (Sink.viewInPlace).
+//
+// A form whose view could not be made is committed without it, and its
+// counts' View says why.
 func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
+	views := map[string]error{}
+	res, err := s.commit(ctx, c, views)
+	if err != nil {
+		return nil, err
+	}
+	for id, verr := range views {
+		counts := res[id]
+		counts.View = verr
+		res[id] = counts
+	}
+	return res, nil
+}
+
+// commit is Commit, with the forms whose view could not be made put in
+// views.
+func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]error) (sink.Result, error) {
 	if c == nil || len(c.Forms) == 0 {
 		return sink.Result{}, nil
 	}
@@ -141,8 +160,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 			// them up, nor every other form of the commit. Known not to
 			// be in place, it is made again at the next commit.
 			s.forgetView(id)
-			s.cfg.Logger.Warn("the view of a form could not be made: its rows are committed without it, and the next commit tries again (if a table of yours has the view's name, rename it)",
-				"form", id, "view", s.viewRef(id), "error", withoutHint(err))
+			views[id] = &viewError{view: s.viewRef(id), err: err}
 			continue
 		}
 		viewsMade[id] = desc

@@ -61,8 +61,8 @@
 //     view without that description (made before views carried one, or
 //     replaced by hand). Only the description is compared. A view that
 //     cannot be made (a table of the user's under its name) does not stop
-//     the commit: the form's rows are committed without it, Config.Logger
-//     gets a warning, and the next commit tries again.
+//     the commit: the form's rows are committed without it, the form's
+//     sink.Counts.View says why, and the next commit tries again.
 //  3. All forms' spools, concatenated and numbered line by line (a `seq`
 //     column, so the commit's row order survives the load), go into ONE
 //     load job into a staging table of this commit's own,

@@ -156,6 +156,20 @@ func (sc errorScope) classify(op, resource string, err error) error {
 	return e
 }
 
+// viewError is why a commit could not make a form's view; the commit
+// stores the form's rows without it, and reports it in the form's
+// sink.Counts.View.
+type viewError struct {
+	view string
+	err  error
+}
+
+func (e *viewError) Error() string {
+	return fmt.Sprintf("view %s cannot be made: %s; if a table of yours has that name, rename it, and the next commit makes the view", e.view, withoutHint(e.err))
+}
+
+func (e *viewError) Unwrap() error { return e.err }
+
 // withoutHint is err's message for a caller that says itself what to do
 // about it: the operation and BigQuery's answer, without the hint that
 // classify added (which a wrapping error may have copied into its text).

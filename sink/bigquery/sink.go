@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"regexp"
 	"slices"
@@ -87,9 +86,6 @@ type Config struct {
 	// same tables (another shard or a backfill committing at the same
 	// time). Default 20.
 	MaxConcurrentRetries int
-	// Logger receives the warnings of commits that succeed all the same
-	// (a form's view that could not be made). Default: discarded.
-	Logger *slog.Logger
 }
 
 var (
@@ -114,9 +110,6 @@ func (c Config) withDefaults() Config {
 	c.JobTimeout = cmp.Or(c.JobTimeout, 10*time.Minute)
 	c.RetryInitial = cmp.Or(c.RetryInitial, time.Second)
 	c.MaxRetries = cmp.Or(c.MaxRetries, 5)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
 	return c
 }
 

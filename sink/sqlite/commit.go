@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/internal/sqlname"
 )
 
 // Per-row statements. Arguments are repeated rather than numbered so that
@@ -187,31 +188,36 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlite: committing: %w", err)
 	}
-	s.warnViewsTaken(taken)
+	for id, kind := range taken {
+		counts := res[id]
+		counts.View = &viewTakenError{View: sqlname.ViewName(id), Kind: kind, Path: s.path}
+		res[id] = counts
+	}
 	return res, nil
 }
 
 // ensureViews makes the view of every form of a commit match the field
 // names the commit stores for it (a form listed twice: its last entry's),
-// and returns those it could not make. A view that could not be made does
-// not fail the commit: the rows are what the user asked for, and a later
-// commit makes the view once its name is free.
-func ensureViews(ctx context.Context, tx *sql.Tx, forms []sink.FormCommit) ([]viewTaken, error) {
+// and returns those it could not make: what holds each one's name, by
+// form id. A view that could not be made does not fail the commit: the
+// rows are what the user asked for, and a later commit makes the view
+// once its name is free.
+func ensureViews(ctx context.Context, tx *sql.Tx, forms []sink.FormCommit) (map[string]string, error) {
 	last := map[string]int{}
 	for i, fc := range forms {
 		last[fc.State.FormID] = i
 	}
-	var taken []viewTaken
+	taken := map[string]string{}
 	for i, fc := range forms {
 		if last[fc.State.FormID] != i {
 			continue
 		}
-		t, err := ensureView(ctx, tx, fc.State.FormID, fc.State.FieldNames)
+		kind, err := ensureView(ctx, tx, fc.State.FormID, fc.State.FieldNames)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: committing form %s: %w", fc.State.FormID, err)
 		}
-		if t != nil {
-			taken = append(taken, *t)
+		if kind != "" {
+			taken[fc.State.FormID] = kind
 		}
 	}
 	return taken, nil

@@ -71,6 +71,6 @@
 // (SQLite limits a view to 2000 columns); further fields stay reachable
 // through the fields JSON column. A view whose name something of the user's
 // holds (a table, an index) is left out: the commit succeeds without it, and
-// the logger given by WithLogger gets a warning naming the form and the view
-// each time, until the name is free.
+// says so in the form's sink.Counts.View, naming the view and the file, each
+// time until the name is free.
 package sqlite

@@ -10,7 +10,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -50,27 +49,11 @@ type Sink struct {
 	// stateColumns, or, on a read-only file of an older schema, with the
 	// columns added since read as NULL.
 	stateSelect string
-	// log receives the warnings of commits that succeed all the same.
-	log *slog.Logger
-}
-
-// An Option sets something of a Sink that Open opens.
-type Option func(*Sink)
-
-// WithLogger sends the sink's warnings to l: those of a commit that
-// succeeds all the same (a form's view that could not be made). Without
-// it they are discarded.
-func WithLogger(l *slog.Logger) Option {
-	return func(s *Sink) {
-		if l != nil {
-			s.log = l
-		}
-	}
 }
 
 // Open opens the formsync database at path, creating the file if it is
 // missing, and creates or migrates its schema.
-func Open(ctx context.Context, path string, opts ...Option) (*Sink, error) {
+func Open(ctx context.Context, path string) (*Sink, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
 	}
@@ -117,10 +100,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Sink, error) {
 		return nil, fmt.Errorf("sqlite: opening %s: %w", path, err)
 	}
 	db.SetMaxIdleConns(4)
-	s := &Sink{db: db, path: path, now: time.Now, log: slog.New(slog.DiscardHandler)}
-	for _, o := range opts {
-		o(s)
-	}
+	s := &Sink{db: db, path: path, now: time.Now}
 	if err := s.checkWritable(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -235,7 +215,6 @@ func (s *Sink) migrate(ctx context.Context) error {
 	if version == SchemaVersion {
 		return nil
 	}
-	var taken []viewTaken
 	for v := version; v < SchemaVersion; v++ {
 		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
 			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, v+1, err)
@@ -244,8 +223,7 @@ func (s *Sink) migrate(ctx context.Context) error {
 	if version < viewsLeaveOutDeleted {
 		// Views created before leave out nothing: each is created again
 		// as a commit would create it now.
-		var err error
-		if taken, err = rewriteViews(ctx, tx); err != nil {
+		if err := rewriteViews(ctx, tx); err != nil {
 			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, viewsLeaveOutDeleted, err)
 		}
 	}
@@ -259,7 +237,6 @@ func (s *Sink) migrate(ctx context.Context) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: %s: committing schema: %w", s.path, err)
 	}
-	s.warnViewsTaken(taken)
 	return nil
 }
 

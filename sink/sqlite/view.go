@@ -18,53 +18,56 @@ import (
 // created again when it is migrated.
 const viewsLeaveOutDeleted = 4
 
-// viewTaken is a form whose view could not be made: something of the
-// user's (a table, an index) holds the view's name in the file.
-type viewTaken struct{ form, view, kind string }
+// viewTakenError is why a commit could not make a form's view: something
+// of the user's (a table, an index) holds the view's name in the file. The
+// commit stored the form's rows all the same, and reports it in the form's
+// sink.Counts.View.
+type viewTakenError struct {
+	View string
+	// Kind is what holds the name: "table" or "index".
+	Kind string
+	Path string
+}
+
+func (e *viewTakenError) Error() string {
+	return fmt.Sprintf("view %s cannot be made: %s %s holds that name in %s; rename it, and the next commit makes the view", e.View, e.Kind, e.View, e.Path)
+}
 
 // ensureView makes the view of one form hold what viewSQL says for
 // fieldNames, (re)creating it when it is missing or differs (a new form,
 // new field names, a view edited by hand), and doing nothing when it is
 // as it should be. When something other than a view holds the name, it
-// leaves that alone and returns what holds it.
+// leaves that alone and returns what holds it ("table", "index").
 //
 // The view holds the form's rows not marked deleted upstream: the table
 // keeps those too, with their deleted_at. Views cannot take parameters, so
 // the form id and the JSON paths enter the statement as escaped string
 // literals and the column names as double-quoted sanitised identifiers.
-func ensureView(ctx context.Context, tx *sql.Tx, formID string, fieldNames []string) (*viewTaken, error) {
+func ensureView(ctx context.Context, tx *sql.Tx, formID string, fieldNames []string) (takenBy string, err error) {
 	name := sqlname.ViewName(formID)
 	want := viewSQL(formID, fieldNames)
 	// Tables, views and indexes share one namespace, in which names
 	// compare without regard to ASCII case.
 	var kind, stored sql.NullString
-	err := tx.QueryRowContext(ctx, `SELECT type, sql FROM sqlite_schema
+	err = tx.QueryRowContext(ctx, `SELECT type, sql FROM sqlite_schema
 		WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view', 'index')`, name).Scan(&kind, &stored)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
-		return nil, fmt.Errorf("looking for view %s: %w", name, err)
+		return "", fmt.Errorf("looking for view %s: %w", name, err)
 	case kind.String != "view":
-		return &viewTaken{form: formID, view: name, kind: kind.String}, nil
+		return kind.String, nil
 	case stored.String == want:
-		return nil, nil
+		return "", nil
 	default:
 		if _, err := tx.ExecContext(ctx, "DROP VIEW "+quoteIdent(name)); err != nil {
-			return nil, fmt.Errorf("dropping view %s: %w", name, err)
+			return "", fmt.Errorf("dropping view %s: %w", name, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, want); err != nil {
-		return nil, fmt.Errorf("creating view %s: %w", name, err)
+		return "", fmt.Errorf("creating view %s: %w", name, err)
 	}
-	return nil, nil
-}
-
-// warnViewsTaken logs each view that could not be made.
-func (s *Sink) warnViewsTaken(taken []viewTaken) {
-	for _, v := range taken {
-		s.log.Warn("the view of a form could not be made: its rows are committed without it, and the next commit tries again (rename the table or index of yours that has the view's name)",
-			"form", v.form, "view", v.view, "file", s.path, "held_by", v.kind)
-	}
+	return "", nil
 }
 
 func viewSQL(formID string, fieldNames []string) string {
@@ -91,41 +94,38 @@ func viewSQL(formID string, fieldNames []string) string {
 }
 
 // rewriteViews creates the view of every form in sync_state again, from
-// its stored field names, and returns those it could not make.
-func rewriteViews(ctx context.Context, tx *sql.Tx) ([]viewTaken, error) {
+// its stored field names. A view whose name something of the user's holds
+// is left out, as a commit leaves it out; the form's next commit reports
+// it.
+func rewriteViews(ctx context.Context, tx *sql.Tx) error {
 	type form struct{ id, names string }
 	var forms []form
 	rows, err := tx.QueryContext(ctx, `SELECT form_id, field_names FROM sync_state ORDER BY form_id`)
 	if err != nil {
-		return nil, fmt.Errorf("listing forms: %w", err)
+		return fmt.Errorf("listing forms: %w", err)
 	}
 	for rows.Next() {
 		var f form
 		if err := rows.Scan(&f.id, &f.names); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("listing forms: %w", err)
+			return fmt.Errorf("listing forms: %w", err)
 		}
 		forms = append(forms, f)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing forms: %w", err)
+		return fmt.Errorf("listing forms: %w", err)
 	}
-	var taken []viewTaken
 	for _, f := range forms {
 		var names []string
 		if err := json.Unmarshal([]byte(f.names), &names); err != nil {
-			return nil, fmt.Errorf("field names of form %s: %w", f.id, err)
+			return fmt.Errorf("field names of form %s: %w", f.id, err)
 		}
-		t, err := ensureView(ctx, tx, f.id, names)
-		if err != nil {
-			return nil, fmt.Errorf("form %s: %w", f.id, err)
-		}
-		if t != nil {
-			taken = append(taken, *t)
+		if _, err := ensureView(ctx, tx, f.id, names); err != nil {
+			return fmt.Errorf("form %s: %w", f.id, err)
 		}
 	}
-	return taken, nil
+	return nil
 }
 
 // jsonPath is the SQLite JSON path of one object key: the key as a JSON

@@ -1,8 +1,7 @@
 package sqlite
 
 import (
-	"bytes"
-	"log/slog"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,12 +13,11 @@ import (
 
 // TestTableInTheViewsPlace: a table of the user's holding the name of a
 // form's view does not hold up the commit of that form or of any other;
-// the sink warns, makes the view once the name is free, and touches the
-// table never.
+// the commit says so in the form's counts, makes the view once the name is
+// free, and touches the table never.
 func TestTableInTheViewsPlace(t *testing.T) {
-	var logs bytes.Buffer
 	path := filepath.Join(t.TempDir(), "formsync.db")
-	s, err := Open(t.Context(), path, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	s, err := Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,29 +51,42 @@ func TestTableInTheViewsPlace(t *testing.T) {
 	if err := s.db.QueryRow(`SELECT note FROM ` + view).Scan(&note); err != nil || note != "mine" {
 		t.Errorf("the user's table: %q, %v", note, err)
 	}
-	if msg := logs.String(); !strings.Contains(msg, "level=WARN") || !strings.Contains(msg, "form=f") || !strings.Contains(msg, sqlname.ViewName("f")) {
-		t.Errorf("log %q: want a warning naming the form and its view", msg)
+	wantViewTaken(t, res["f"], path)
+	if res["g"].View != nil {
+		t.Errorf("the other form's view: %v", res["g"].View)
 	}
 
-	// The table stays: the next commit of the form warns again, its field
-	// names unchanged.
-	logs.Reset()
-	commit(t, s, sink.FormCommit{State: stateOf("f", "email", "name")})
-	if !strings.Contains(logs.String(), "form=f") {
-		t.Errorf("second commit, table still there: log %q, want the warning again", logs.String())
-	}
+	// The table stays: the next commit of the form says so again, its
+	// field names unchanged.
+	res = commit(t, s, sink.FormCommit{State: stateOf("f", "email", "name")})
+	wantViewTaken(t, res["f"], path)
 
 	if _, err := s.db.Exec(`DROP TABLE ` + view); err != nil {
 		t.Fatal(err)
 	}
-	logs.Reset()
-	commit(t, s, sink.FormCommit{State: stateOf("f", "email", "name")})
+	res = commit(t, s, sink.FormCommit{State: stateOf("f", "email", "name")})
 	var name string
 	if err := s.db.QueryRow(`SELECT name FROM ` + view + ` WHERE submission_id = 2`).Scan(&name); err != nil || name != "B" {
 		t.Errorf("view after the table went: %q, %v", name, err)
 	}
-	if logs.Len() != 0 {
-		t.Errorf("log %q, want none once the view is made", logs.String())
+	if res["f"].View != nil {
+		t.Errorf("view made, yet the commit says %v", res["f"].View)
+	}
+}
+
+// wantViewTaken checks that a commit reported form f's view as held by a
+// table, in words that name the view, the file and what to do.
+func wantViewTaken(t *testing.T, c sink.Counts, path string) {
+	t.Helper()
+	var taken *viewTakenError
+	if !errors.As(c.View, &taken) {
+		t.Fatalf("the commit's View = %v, want the view reported as taken", c.View)
+	}
+	msg := c.View.Error()
+	for _, want := range []string{sqlname.ViewName("f"), "table", path, "rename it"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q does not say %q", msg, want)
+		}
 	}
 }
 
@@ -120,15 +131,14 @@ func TestViewMadeOnlyWhenItDiffers(t *testing.T) {
 
 // TestMigrationLeavesATableInTheViewsPlace: the migration that makes every
 // view again (schema version 4) opens a file in which a table of the
-// user's holds a view's name, and warns of it.
+// user's holds a view's name; the form's next commit says so.
 func TestMigrationLeavesATableInTheViewsPlace(t *testing.T) {
 	path := version1File(t,
 		`INSERT INTO sync_state (form_id, field_names, updated_at) VALUES ('f', '["a"]', '2026-01-01T00:00:01.000000Z')`,
 		`CREATE TABLE form_f (note TEXT)`,
 	)
 
-	var logs bytes.Buffer
-	s, err := Open(t.Context(), path, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	s, err := Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +147,5 @@ func TestMigrationLeavesATableInTheViewsPlace(t *testing.T) {
 	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != SchemaVersion {
 		t.Errorf("user_version = %d (%v), want %d", version, err, SchemaVersion)
 	}
-	if msg := logs.String(); !strings.Contains(msg, "level=WARN") || !strings.Contains(msg, "view=form_f") {
-		t.Errorf("log %q: want a warning naming the view", msg)
-	}
+	wantViewTaken(t, commit(t, s, sink.FormCommit{State: stateOf("f", "a")})["f"], path)
 }

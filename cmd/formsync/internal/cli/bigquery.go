@@ -21,5 +21,5 @@ func openBigQuery(ctx context.Context, cfg Config) (sink.Sink, error) {
 
 // bigQuery is the BigQuery sink's share of the configuration.
 func (c Config) bigQuery() bigquery.Config {
-	return bigquery.Config{Project: c.BQProject, Dataset: c.BQDataset, Location: c.BQLocation, Endpoint: c.BQEndpoint, Logger: c.logger}
+	return bigquery.Config{Project: c.BQProject, Dataset: c.BQDataset, Location: c.BQLocation, Endpoint: c.BQEndpoint}
 }

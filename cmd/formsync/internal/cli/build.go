@@ -78,7 +78,7 @@ func wireFailed(e *env, err error) int {
 func openSink(ctx context.Context, cfg Config) (sink.Sink, error) {
 	switch cfg.Sink {
 	case "sqlite":
-		s, err := sqlite.Open(ctx, cfg.SQLitePath, sqlite.WithLogger(cfg.logger))
+		s, err := sqlite.Open(ctx, cfg.SQLitePath)
 		if err != nil {
 			return nil, fmt.Errorf("opening SQLite sink %s: %w", cfg.SQLitePath, err)
 		}

@@ -71,7 +71,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// ones it reads (its Validate): version, demo and simulate read none.
 		cfg, _ := LoadConfig()
 		e := &env{stdout: stdout, stderr: stderr, cfg: cfg, log: newLogger(stderr, cfg)}
-		e.cfg.logger = e.log
 		return c.run(ctx, e, args[1:])
 	}
 	fmt.Fprintf(stderr, "formsync: unknown command %q\n\n", name)

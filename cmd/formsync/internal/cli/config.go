@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"os"
 	"reflect"
@@ -112,9 +111,6 @@ type Config struct {
 	token formsapi.Secret
 	// policy is FieldPolicy parsed, with its key, by Validate; nil for none.
 	policy *fieldpolicy.Policy
-	// logger is the process logger (the command's env sets it), for the
-	// warnings of a sink's commits that succeed all the same.
-	logger *slog.Logger
 }
 
 // defaultValue is a variable's default: the value parsed when the variable

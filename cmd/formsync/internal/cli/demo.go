@@ -71,7 +71,6 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	e.cfg.ShardIndex, e.cfg.ShardCount = 0, 1
 	e.cfg.RateLimit = 30
 	e.log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	e.cfg.logger = e.log
 	out := e.stdout
 	fmt.Fprintf(out, "formsync demo: the API simulator serves %d forms of %d submissions at %s\n", len(e.cfg.Forms), *n, e.cfg.APIBaseURL)
 	fmt.Fprintf(out, "(it answers like the real API: pages of JSON, newest first, a rate limit answered by 429)\n\n")
