@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/formsync/formsync/state"
@@ -8,11 +9,34 @@ import (
 
 // Commit is what a sink applies atomically: every form's staged rows,
 // upserted on (form_id, submission_key), and every form's new state.
+//
+// A form may be listed more than once: the rows, forgotten keys and
+// reconcile of every entry count, and the last entry's State is stored.
+// Every entry of one form carries the same State.Revision, the one the
+// commit is checked against (Validate).
 type Commit struct {
 	// SyncedAt is stored as synced_at on every row the commit inserts or
-	// changes.
+	// changes; the sink's clock when zero.
 	SyncedAt time.Time
 	Forms    []FormCommit
+}
+
+// Validate checks what every sink requires of a commit before it writes
+// anything: valid states, and one revision for every entry of a form
+// (which the sinks would otherwise check against different entries).
+func (c *Commit) Validate() error {
+	revision := make(map[string]int64, len(c.Forms))
+	for _, fc := range c.Forms {
+		if err := fc.State.Validate(); err != nil {
+			return err
+		}
+		id := fc.State.FormID
+		if rev, seen := revision[id]; seen && rev != fc.State.Revision {
+			return fmt.Errorf("form %s is listed with revisions %d and %d: every entry of a form carries the revision it was read at", id, rev, fc.State.Revision)
+		}
+		revision[id] = fc.State.Revision
+	}
+	return nil
 }
 
 // FormCommit is one form's part of a Commit.

@@ -65,8 +65,11 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 	if c == nil || len(c.Forms) == 0 {
 		return sink.Result{}, nil
 	}
-	// A form listed twice keeps its last state (and the revision it
-	// carries); its rows, the keys it forgets and its reconcile all count.
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("bigquery: commit: %w", err)
+	}
+	// A form listed twice keeps its last state; its rows, the keys it
+	// forgets and its reconcile all count.
 	order := []string{}
 	states := map[string]state.Form{}
 	var spools []staged
@@ -75,9 +78,6 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 	forgetting := map[forgetParam]bool{}
 	reconcile := []string{}
 	for _, fc := range c.Forms {
-		if err := fc.State.Validate(); err != nil {
-			return nil, fmt.Errorf("bigquery: commit: %w", err)
-		}
 		id := fc.State.FormID
 		if _, ok := states[id]; !ok {
 			order = append(order, id)

@@ -131,12 +131,14 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if c == nil {
 		return sink.Result{}, nil
 	}
-	for _, fc := range c.Forms {
-		if err := fc.State.Validate(); err != nil {
-			return nil, fmt.Errorf("memsink: commit: %w", err)
-		}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("memsink: commit: %w", err)
 	}
-	syncedAt := c.SyncedAt.UTC().Truncate(time.Microsecond)
+	syncedAt := c.SyncedAt
+	if syncedAt.IsZero() {
+		syncedAt = time.Now()
+	}
+	syncedAt = syncedAt.UTC().Truncate(time.Microsecond)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -49,6 +49,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("StateRoundTrip", func(t *testing.T) { testStateRoundTrip(t, open(t)) })
 	t.Run("StateOnlyCommit", func(t *testing.T) { testStateOnly(t, open(t)) })
 	t.Run("SameFormTwiceInOneCommit", func(t *testing.T) { testSameFormTwice(t, open(t)) })
+	t.Run("SameFormAtTwoRevisionsRefused", func(t *testing.T) { testSameFormTwoRevisions(t, open(t)) })
 	t.Run("FailureInsideCommitWritesNothing", func(t *testing.T) { testFailureInside(t, open(t)) })
 	t.Run("CancelledCommitWritesNothing", func(t *testing.T) { testCancelled(t, open(t)) })
 	t.Run("StaleRevisionIsRefused", func(t *testing.T) { testConflict(t, open(t)) })
@@ -499,6 +500,31 @@ func testSameFormTwice(t *testing.T, s Sink) {
 	f.checkRows("a", r1, r2b)
 	if st := f.state("a"); st.LastError != "" || !st.LastSuccessAt.Equal(t0) || st.Revision != 1 {
 		t.Errorf("state = %+v, want the last one at revision 1", st)
+	}
+}
+
+// testSameFormTwoRevisions: a commit whose entries of one form carry
+// different revisions says nothing of which one to check the stored
+// revision against, so every sink refuses it and writes nothing.
+func testSameFormTwoRevisions(t *testing.T, s Sink) {
+	f := newFixture(t, s)
+	f.commit(map[string][]sink.Row{"a": {Row(t, "a", ID(1), t0, false, `{"x":"1"}`)}})
+	stored := f.state("a")
+	older := stored
+	older.Revision--
+	r2 := Row(t, "a", ID(2), t0.Add(time.Second), false, `{"x":"2"}`)
+	for _, forms := range [][]sink.FormCommit{
+		{{State: stored, Rows: Spool(t, r2)}, {State: older}},
+		{{State: older}, {State: stored, Rows: Spool(t, r2)}},
+	} {
+		_, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: forms})
+		if err == nil || !strings.Contains(err.Error(), "revisions") {
+			t.Errorf("commit of form a at revisions %d and %d: %v, want it refused", forms[0].State.Revision, forms[1].State.Revision, err)
+		}
+	}
+	f.checkRows("a", Row(t, "a", ID(1), t0, false, `{"x":"1"}`))
+	if st := f.state("a"); st.Revision != stored.Revision {
+		t.Errorf("revision %d after refused commits, want %d", st.Revision, stored.Revision)
 	}
 }
 

@@ -125,10 +125,8 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if c == nil {
 		return sink.Result{}, nil
 	}
-	for _, fc := range c.Forms {
-		if err := fc.State.Validate(); err != nil {
-			return nil, fmt.Errorf("sqlite: commit: %w", err)
-		}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: commit: %w", err)
 	}
 	syncedAt := c.SyncedAt
 	if syncedAt.IsZero() {
