@@ -1,6 +1,15 @@
 package worker
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/formsync/formsync/sink/sqlite"
+)
+
+// The SQLite sink keeps removed rows' bytes in its write-ahead log until it
+// purges them: if its Purge stopped being a purger, Forget would stop
+// erasing them without a word.
+var _ purger = (*sqlite.Sink)(nil)
 
 // SetContentCheckpointRows makes a backfill's checkpoints of rows keyed by
 // content hold from least to most rows, rather than from

@@ -68,43 +68,12 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("bigquery: commit: %w", err)
 	}
-	// A form listed twice keeps its last state; its rows, the keys it
-	// forgets and its reconcile all count.
-	order := []string{}
-	states := map[string]state.Form{}
-	var spools []staged
-	var nRows int
-	forget := []forgetParam{}
-	forgetting := map[forgetParam]bool{}
-	reconcile := []string{}
-	for _, fc := range c.Forms {
-		id := fc.State.FormID
-		if _, ok := states[id]; !ok {
-			order = append(order, id)
-		}
-		states[id] = fc.State
-		if fc.Rows != nil && fc.Rows.Len() > 0 {
-			if err := fc.Rows.Finish(); err != nil {
-				return nil, fmt.Errorf("bigquery: commit: form %s: %w", id, err)
-			}
-			sp := staged{spool: fc.Rows}
-			if !fc.State.Forgotten.Empty() {
-				sp.forgotten = fc.State.Forgotten
-			}
-			spools = append(spools, sp)
-			nRows += fc.Rows.Len()
-		}
-		for _, k := range fc.Forget {
-			if f := (forgetParam{FormID: id, SubmissionKey: k}); !forgetting[f] {
-				forgetting[f] = true
-				forget = append(forget, f)
-			}
-		}
-		if fc.Reconcile && !slices.Contains(reconcile, id) {
-			reconcile = append(reconcile, id)
-		}
+	p, err := planCommit(c)
+	if err != nil {
+		return nil, err
 	}
-	deletions := len(forget) > 0 || len(reconcile) > 0
+	order, states, spools, nRows := p.order, p.states, p.spools, p.nRows
+	deletions := len(p.forget) > 0 || len(p.reconcile) > 0
 	syncedAt := c.SyncedAt
 	if syncedAt.IsZero() {
 		syncedAt = s.cfg.Now()
@@ -139,31 +108,8 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 			}
 		}
 	}()
-	for _, id := range order {
-		next := states[id]
-		ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, id, next.FieldNames)
-		if p, ok := prev[id]; ok && sameFields(p.FieldNames, next.FieldNames) {
-			in, err := s.viewInPlace(ctx, id, desc)
-			if err != nil {
-				return nil, err
-			}
-			if in {
-				continue
-			}
-		}
-		if err := s.createView(ctx, id, ddl); err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			// The view is derived from the rows: a view that cannot be
-			// made (a table of the user's under its name) must not hold
-			// them up, nor every other form of the commit. Known not to
-			// be in place, it is made again at the next commit.
-			s.forgetView(id)
-			views[id] = &viewError{view: s.viewRef(id), err: err}
-			continue
-		}
-		viewsMade[id] = desc
+	if err := s.makeViews(ctx, order, prev, states, viewsMade, views); err != nil {
+		return nil, err
 	}
 	base, err := commitID(s.cfg, syncedAt, c.Forms)
 	if err != nil {
@@ -172,11 +118,11 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 	params := []bq.QueryParameter{{Name: "synced_at", Value: syncedAt}, {Name: "commit_id", Value: base}}
 	sp := make([]stateParam, 0, len(order))
 	for _, id := range order {
-		p, err := newStateParam(states[id])
+		param, err := newStateParam(states[id])
 		if err != nil {
 			return nil, fmt.Errorf("bigquery: encoding state of form %s: %w", id, err)
 		}
-		sp = append(sp, p)
+		sp = append(sp, param)
 	}
 	params = append(params, bq.QueryParameter{Name: "states", Value: sp})
 
@@ -192,8 +138,8 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 	params = append(params, bq.QueryParameter{Name: "form_ids", Value: order})
 	if deletions {
 		params = append(params,
-			bq.QueryParameter{Name: "forget", Value: forget},
-			bq.QueryParameter{Name: "reconcile_forms", Value: reconcile},
+			bq.QueryParameter{Name: "forget", Value: p.forget},
+			bq.QueryParameter{Name: "reconcile_forms", Value: p.reconcile},
 		)
 	}
 	if scr.Rows {
@@ -247,6 +193,84 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 		return allCounts(base, order, got, err)
 	}
 	return res, nil
+}
+
+// commitPlan is what a commit writes, gathered from its entries: a form
+// listed twice keeps its last state, and its rows, the keys it forgets and
+// its reconcile all count.
+type commitPlan struct {
+	order     []string // form ids, in the order of their first entry
+	states    map[string]state.Form
+	spools    []staged
+	nRows     int
+	forget    []forgetParam
+	reconcile []string
+}
+
+func planCommit(c *sink.Commit) (*commitPlan, error) {
+	p := &commitPlan{order: []string{}, states: map[string]state.Form{}, forget: []forgetParam{}, reconcile: []string{}}
+	forgetting := map[forgetParam]bool{}
+	for _, fc := range c.Forms {
+		id := fc.State.FormID
+		if _, ok := p.states[id]; !ok {
+			p.order = append(p.order, id)
+		}
+		p.states[id] = fc.State
+		if fc.Rows != nil && fc.Rows.Len() > 0 {
+			if err := fc.Rows.Finish(); err != nil {
+				return nil, fmt.Errorf("bigquery: commit: form %s: %w", id, err)
+			}
+			sp := staged{spool: fc.Rows}
+			if !fc.State.Forgotten.Empty() {
+				sp.forgotten = fc.State.Forgotten
+			}
+			p.spools = append(p.spools, sp)
+			p.nRows += fc.Rows.Len()
+		}
+		for _, k := range fc.Forget {
+			if f := (forgetParam{FormID: id, SubmissionKey: k}); !forgetting[f] {
+				forgetting[f] = true
+				p.forget = append(p.forget, f)
+			}
+		}
+		if fc.Reconcile && !slices.Contains(p.reconcile, id) {
+			p.reconcile = append(p.reconcile, id)
+		}
+	}
+	return p, nil
+}
+
+// makeViews makes the view of every form of a commit whose view is not the
+// one its field names call for, and records each one it made in made (its
+// description) and each one it could not make in failed. A failure other
+// than the commit's end does not stop it: the view is derived from the
+// rows, and a view that cannot be made (a table of the user's under its
+// name) must not hold them up, nor every other form of the commit. Known
+// not to be in place, it is made again at the next commit.
+func (s *Sink) makeViews(ctx context.Context, order []string, prev, states map[string]state.Form, made map[string]string, failed map[string]error) error {
+	for _, id := range order {
+		next := states[id]
+		ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, id, next.FieldNames)
+		if p, ok := prev[id]; ok && sameFields(p.FieldNames, next.FieldNames) {
+			in, err := s.viewInPlace(ctx, id, desc)
+			if err != nil {
+				return err
+			}
+			if in {
+				continue
+			}
+		}
+		if err := s.createView(ctx, id, ddl); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			s.forgetView(id)
+			failed[id] = &viewError{view: s.viewRef(id), err: err}
+			continue
+		}
+		made[id] = desc
+	}
+	return nil
 }
 
 // appliedAnyway is what Commit returns when the transaction of the commit

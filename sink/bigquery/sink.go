@@ -59,9 +59,6 @@ type Config struct {
 	// StagingExpiration is the staging dataset's default table
 	// expiration, set when Open creates the dataset. Default 6 hours.
 	StagingExpiration time.Duration
-	// TempDir is unused by the sink itself (spools come from the worker);
-	// kept so all sinks share one configuration shape.
-	TempDir string
 	// ClientOptions are passed to the BigQuery client after the endpoint
 	// options (tests, custom credentials).
 	ClientOptions []option.ClientOption

@@ -370,18 +370,12 @@ func render(name string, data any) string {
 	return strings.TrimSpace(b.String()) + "\n"
 }
 
-// viewSQL is the DDL of one form's view: a column per field name, read with
-// the JSON subscript operator so that no character of a field name is ever
-// parsed as JSON path syntax.
-func viewSQL(project, dataset, formID string, fieldNames []string) string {
-	ddl, _ := viewDDL(project, dataset, formID, fieldNames)
-	return ddl
-}
-
-// viewDDL is viewSQL and the description it gives the view. The description
-// ends with a digest of the view's query, so that a commit can tell from the
-// view's metadata alone whether the view in place is the one the stored
-// field names call for (see Sink.viewInPlace).
+// viewDDL is the DDL of one form's view, and the description it gives the
+// view. The view has a column per field name, read with the JSON subscript
+// operator so that no character of a field name is ever parsed as JSON
+// path syntax. The description ends with a digest of the view's query, so
+// that a commit can tell from the view's metadata alone whether the view in
+// place is the one the stored field names call for (see Sink.viewInPlace).
 func viewDDL(project, dataset, formID string, fieldNames []string) (ddl, description string) {
 	var b strings.Builder
 	b.WriteString("SELECT ")

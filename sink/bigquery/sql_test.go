@@ -12,6 +12,12 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
+// viewSQL is viewDDL's DDL alone.
+func viewSQL(project, dataset, formID string, fieldNames []string) string {
+	ddl, _ := viewDDL(project, dataset, formID, fieldNames)
+	return ddl
+}
+
 // goldenTables are the tables of the golden renderings.
 func goldenTables() tables {
 	return tables{

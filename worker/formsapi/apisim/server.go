@@ -155,13 +155,6 @@ func (s *Server) SetFaults(f Faults) {
 	s.faults = f
 }
 
-// Faults returns the current fault settings.
-func (s *Server) Faults() Faults {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.faults
-}
-
 // Stats returns a copy of the counters.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()

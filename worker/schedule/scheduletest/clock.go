@@ -71,13 +71,6 @@ func (c *Clock) Advance(d time.Duration) {
 	c.signal()
 }
 
-// Waiters returns how many After channels have not fired yet.
-func (c *Clock) Waiters() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.waiters)
-}
-
 // BlockUntilWaiters returns once at least n After channels are pending, or
 // ctx's error when ctx is done first.
 func (c *Clock) BlockUntilWaiters(ctx context.Context, n int) error {
