@@ -1,6 +1,7 @@
 package formsapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -216,15 +217,15 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 		return c, nil, fmt.Errorf("formsapi: invalid configuration: %w", errors.Join(problems...))
 	}
 
-	c.UserAgent = cmpOr(c.UserAgent, "formsync/"+Version)
-	c.RequestTimeout = cmpOr(c.RequestTimeout, DefaultRequestTimeout)
-	c.RateLimit = cmpOr(c.RateLimit, DefaultRateLimit)
-	c.MaxWait = cmpOr(c.MaxWait, DefaultMaxWait)
-	c.MaxRetryAfter = cmpOr(c.MaxRetryAfter, DefaultMaxRetryAfter)
-	c.InitialBackoff = cmpOr(c.InitialBackoff, DefaultInitialBackoff)
-	c.MaxBackoff = cmpOr(c.MaxBackoff, DefaultMaxBackoff)
+	c.UserAgent = cmp.Or(c.UserAgent, "formsync/"+Version)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	c.RateLimit = cmp.Or(c.RateLimit, DefaultRateLimit)
+	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
+	c.MaxRetryAfter = cmp.Or(c.MaxRetryAfter, DefaultMaxRetryAfter)
+	c.InitialBackoff = cmp.Or(c.InitialBackoff, DefaultInitialBackoff)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
 	c.MaxBackoff = max(c.MaxBackoff, c.InitialBackoff)
-	c.MaxBodyBytes = cmpOr(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	if c.HTTPClient == nil {
 		c.HTTPClient = defaultHTTPClient(c.RequestTimeout)
 	}
@@ -238,14 +239,6 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 		c.Rand = rand.Float64
 	}
 	return c, base, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 func parseBaseURL(raw string) (*url.URL, error) {
@@ -269,7 +262,7 @@ func parseBaseURL(raw string) (*url.URL, error) {
 	switch strings.ToLower(u.Scheme) {
 	case "https":
 	case "http":
-		if u.Host != "" && !isLoopback(u.Hostname()) {
+		if u.Host != "" && !IsLoopback(u.Hostname()) {
 			problems = append(problems, fmt.Errorf("the API base URL %q uses plain http, which would send the token in clear: use https (http is allowed only for loopback hosts): %w", redactURL(raw), ErrInsecureURL))
 		}
 	case "":
@@ -283,9 +276,12 @@ func parseBaseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// isLoopback reports whether host (no port, no brackets) is a loopback
-// address or the name localhost.
-func isLoopback(host string) bool {
+// IsLoopback reports whether host (no port, no brackets) is a loopback
+// address (127.0.0.0/8, ::1) or the name localhost, in any case: the hosts
+// to which the token may go over plain http, and the only ones the local
+// servers (formsync simulate, cmd/bqfake) listen on, since they check no
+// credentials. Anything else, the empty host of ":8080" included, is not.
+func IsLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}

@@ -1,6 +1,7 @@
 package formsapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -73,7 +74,7 @@ func newLimiter(ratePerSec float64, maxWait time.Duration, now func() time.Time,
 		ceiling: rate.NewLimiter(lim, 1),
 		now:     now,
 		sleep:   sleep,
-		maxWait: cmpOr(maxWait, DefaultMaxRetryAfter),
+		maxWait: cmp.Or(maxWait, DefaultMaxRetryAfter),
 		changed: make(chan struct{}),
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
@@ -23,8 +24,7 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
-	host, _, err := net.SplitHostPort(*addr)
-	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+	if host, _, err := net.SplitHostPort(*addr); err != nil || !formsapi.IsLoopback(host) {
 		fmt.Fprintf(e.stderr, "formsync simulate: -addr %q: the simulator only listens on loopback (127.0.0.1:PORT, [::1]:PORT or localhost:PORT)\n", *addr)
 		return exitUsage
 	}
@@ -35,12 +35,6 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 		return exitFailed
 	}
 	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(shut)
-	}()
 	fmt.Fprintf(e.stdout, "API simulator: http://%s/api/forms/{%s}/submissions (token from -token, default %q)\n",
 		ln.Addr(), strings.Join(sim.FormIDs(), ","), apisim.DefaultToken)
 	fmt.Fprintf(e.stdout, "response form: %s\n", variantsText(opts))
@@ -50,7 +44,27 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "plan limit: %d requests per %s window (not announced; X-RateLimit-* headers sent)\n", n, w)
 	}
 	e.log.Info("simulator listening", "addr", ln.Addr().String(), "forms", len(sim.FormIDs()))
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		fmt.Fprintf(e.stderr, "formsync simulate: %v\n", err)
+		return exitFailed
+	case <-ctx.Done():
+	}
+	// Serve returns as soon as Shutdown starts: wait for Shutdown, which
+	// lets the requests in flight finish.
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil {
+		srv.Close()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = errors.New("requests still in flight after 5s were cut off")
+		}
+		fmt.Fprintf(e.stderr, "formsync simulate: stopping: %v\n", err)
+		return exitFailed
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(e.stderr, "formsync simulate: %v\n", err)
 		return exitFailed
 	}

@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/worker/formsapi/apisim"
+)
+
+// TestSimulateListensOnLoopbackOnly: the simulator checks no real
+// credentials, so it listens on loopback addresses and the name localhost
+// (in any case) only.
+func TestSimulateListensOnLoopbackOnly(t *testing.T) {
+	clearEnv(t)
+	for _, addr := range []string{"0.0.0.0:8080", ":8080", "10.0.0.1:8080", "[::2]:8080", "example.com:8080", "localhost.example.com:8080", "127.0.0.1"} {
+		if code, _, errOut := run(t, "simulate", "-addr", addr); code != exitUsage || !strings.Contains(errOut, "only listens on loopback") {
+			t.Errorf("-addr %s: exit %d, want %d refusing it: %s", addr, code, exitUsage, errOut)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // stops as soon as it listens
+	for _, addr := range []string{"127.0.0.1:0", "localhost:0", "LOCALHOST:0"} {
+		var out syncBuffer
+		if code := Main(ctx, []string{"simulate", "-addr", addr}, &out, &out); code != exitOK || !strings.Contains(out.String(), "API simulator: http://127.0.0.1:") {
+			t.Errorf("-addr %s: exit %d: %s", addr, code, out.String())
+		}
+	}
+}
+
+// TestSimulateWaitsForRequestsInFlight: stopped while a response is half
+// sent (a stalled body), simulate returns only once that request has
+// ended, not as soon as it stops accepting new ones.
+func TestSimulateWaitsForRequestsInFlight(t *testing.T) {
+	clearEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"simulate", "-addr", "127.0.0.1:0", "-forms", "contact", "-stall", "1", "-stall-for", "1h"}, &out, &out)
+	}()
+	listening := regexp.MustCompile(`API simulator: http://(\S+)/api/forms/`)
+	waitFor(t, "simulate does not say where it listens", func() bool { return listening.MatchString(out.String()) })
+	addr := listening.FindStringSubmatch(out.String())[1]
+
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/api/forms/contact/submissions", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+apisim.DefaultToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadFull(resp.Body, make([]byte, 1)); resp.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("status %d, %v: want the first part of a stalled body", resp.StatusCode, err)
+	}
+
+	// The body stalls for an hour, so a simulate that waits for it cannot
+	// return in this window: the wait can only miss a simulate that does
+	// not wait, never fail one that does.
+	cancel()
+	select {
+	case code := <-done:
+		t.Fatalf("simulate returned (exit %d) while a request was in flight:\n%s", code, out.String())
+	case <-time.After(300 * time.Millisecond):
+	}
+	resp.Body.Close() // the client gives up, which ends the request
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("exit %d after the last request ended, want %d:\n%s", code, exitOK, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("simulate did not return once the last request ended:\n%s", out.String())
+	}
+}
