@@ -64,7 +64,10 @@ func bqSink(t *testing.T) (enginetest.Sink, *recorder) {
 // bqSinkOnFake is bqSink with the fake, for tests that inject faults.
 func bqSinkOnFake(t *testing.T) (enginetest.Sink, *recorder, *bqfake.Server) {
 	t.Helper()
-	fake := bqfake.New(bqfake.Options{})
+	fake, err := bqfake.New(bqfake.Options{}) // served below, behind the recorder
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(fake.Close)
 	rec := &recorder{}
 	srv := httptest.NewServer(rec.wrap(fake.Handler()))

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/sink/bigquery/bqfake"
+	"github.com/formsync/formsync/worker/formsapi"
 )
 
 func main() {
@@ -50,7 +51,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-addr %q: %w", *addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !formsapi.IsLoopback(host) {
 		// Anyone who reaches it may read and write what it holds.
 		return fmt.Errorf("-addr %q: give a loopback address (127.0.0.1, ::1 or localhost); the fake checks no credentials", *addr)
 	}
@@ -58,7 +59,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fake := bqfake.New(bqfake.Options{})
+	fake, err := bqfake.New(bqfake.Options{})
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	defer fake.Close()
 	srv := &http.Server{Handler: fake.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String()

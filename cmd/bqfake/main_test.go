@@ -71,9 +71,16 @@ func TestServesTheSink(t *testing.T) {
 }
 
 func TestRefusesAddressesBeyondLoopback(t *testing.T) {
-	for _, addr := range []string{"0.0.0.0:9050", ":9050", "10.0.0.1:9050", "example.com:9050"} {
+	for _, addr := range []string{"0.0.0.0:9050", ":9050", "10.0.0.1:9050", "[::2]:9050", "example.com:9050", "localhost.example.com:9050"} {
 		if err := run(t.Context(), []string{"-addr", addr}, io.Discard); err == nil || !strings.Contains(err.Error(), "loopback") {
 			t.Errorf("-addr %s: %v, want it refused", addr, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // stops as soon as it listens
+	for _, addr := range []string{"127.0.0.1:0", "localhost:0", "LOCALHOST:0"} {
+		if err := run(ctx, []string{"-addr", addr}, io.Discard); err != nil {
+			t.Errorf("-addr %s: %v, want it served", addr, err)
 		}
 	}
 }

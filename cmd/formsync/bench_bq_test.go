@@ -55,16 +55,22 @@ func BenchmarkBackfillBigQueryFake(b *testing.B) {
 			)
 			for b.Loop() {
 				b.StopTimer()
-				fake := bqfake.New(bqfake.Options{}) // a fresh, empty BigQuery per run
+				fake, err := bqfake.New(bqfake.Options{}) // a fresh, empty BigQuery per run
+				if err != nil {
+					b.Fatal(err)
+				}
+				bqSrv := httptest.NewServer(fake.Handler())
 				sim.ResetStats()
 				env := baseEnv(srv.URL, "big", filepath.Join(b.TempDir(), "unused.db"), b.TempDir(),
 					"FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000",
 					"FORMSYNC_SINK=bigquery", "FORMSYNC_BQ_PROJECT="+benchBQProject,
-					"FORMSYNC_BQ_DATASET="+benchBQDataset, "FORMSYNC_BQ_ENDPOINT="+fake.URL())
+					"FORMSYNC_BQ_DATASET="+benchBQDataset, "FORMSYNC_BQ_ENDPOINT="+bqSrv.URL)
 				b.StartTimer()
 				last = runProc(b, bin, env, "backfill", "--form", "big")
 				b.StopTimer()
-				if got := countBQTable(b, fake, "submissions"); got != uint64(n) {
+				got := countBQTable(b, bqSrv.URL, "submissions")
+				bqSrv.Close()
+				if got != uint64(n) {
 					fake.Close()
 					b.Fatalf("fake's submissions table holds %d rows, want %d", got, n)
 				}
@@ -82,10 +88,10 @@ func BenchmarkBackfillBigQueryFake(b *testing.B) {
 
 // countBQTable reads a table's row count from the fake through the real
 // client, as formsync talks to it (tables.get reports numRows).
-func countBQTable(tb testing.TB, fake *bqfake.Server, table string) uint64 {
+func countBQTable(tb testing.TB, endpoint, table string) uint64 {
 	tb.Helper()
 	ctx := context.Background()
-	c, err := bq.NewClient(ctx, benchBQProject, option.WithEndpoint(fake.URL()+"/bigquery/v2/"), option.WithoutAuthentication())
+	c, err := bq.NewClient(ctx, benchBQProject, option.WithEndpoint(endpoint+"/bigquery/v2/"), option.WithoutAuthentication())
 	if err != nil {
 		tb.Fatal(err)
 	}

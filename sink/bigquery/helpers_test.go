@@ -37,8 +37,7 @@ func testConfig(fake *bqfake.Server) Config {
 // setup starts a fake and opens a sink on it.
 func setup(t *testing.T, opts bqfake.Options, adjust ...func(*Config)) *bundle {
 	t.Helper()
-	fake := bqfake.New(opts)
-	t.Cleanup(fake.Close)
+	fake := bqfake.Start(t, opts)
 	cfg := testConfig(fake)
 	for _, a := range adjust {
 		a(&cfg)
@@ -179,8 +178,7 @@ func clientOptions(fake *bqfake.Server) []option.ClientOption {
 // the fake, the config and the dataset (its client closed at cleanup).
 func olderDataset(t *testing.T, tables map[string]bq.Schema) (*bqfake.Server, Config, *bq.Dataset) {
 	t.Helper()
-	fake := bqfake.New(bqfake.Options{})
-	t.Cleanup(fake.Close)
+	fake := bqfake.Start(t, bqfake.Options{})
 	cfg := testConfig(fake)
 	client, err := bq.NewClient(t.Context(), cfg.Project, clientOptions(fake)...)
 	if err != nil {

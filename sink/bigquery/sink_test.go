@@ -562,8 +562,7 @@ func TestUnreadableSpoolIsNotABigQueryFailure(t *testing.T) {
 // on its metadata) is reported as a read refused, not as a dataset
 // formsync failed to create: the fix is a role on it, not a create.
 func TestDatasetReadRefusedSaysReading(t *testing.T) {
-	fake := bqfake.New(bqfake.Options{})
-	t.Cleanup(fake.Close)
+	fake := bqfake.Start(t, bqfake.Options{})
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/datasets/formsync_test") {
 			w.Header().Set("Content-Type", "application/json")
@@ -587,8 +586,7 @@ func TestDatasetReadRefusedSaysReading(t *testing.T) {
 // after the pages were read. Open and OpenReadOnly refuse such a dataset
 // at once, naming where it is; the location is compared without case.
 func TestDatasetInAnotherLocationIsRefused(t *testing.T) {
-	fake := bqfake.New(bqfake.Options{})
-	t.Cleanup(fake.Close)
+	fake := bqfake.Start(t, bqfake.Options{})
 	eu := testConfig(fake)
 	eu.Location = "EU"
 	s, err := Open(t.Context(), eu)

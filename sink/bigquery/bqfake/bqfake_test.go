@@ -15,8 +15,7 @@ import (
 
 func setup(t *testing.T, opts bqfake.Options) (*bqfake.Server, *bq.Client, *bq.Table) {
 	t.Helper()
-	f := bqfake.New(opts)
-	t.Cleanup(f.Close)
+	f := bqfake.Start(t, opts)
 	c, err := bq.NewClient(t.Context(), "proj", option.WithEndpoint(f.URL()+"/bigquery/v2/"), option.WithoutAuthentication())
 	if err != nil {
 		t.Fatal(err)

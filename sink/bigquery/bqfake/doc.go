@@ -1,7 +1,13 @@
-// Package bqfake is an in-process fake of the BigQuery REST API v2, served
-// on loopback by httptest, for testing formsync's BigQuery sink through the
-// real cloud.google.com/go/bigquery client (point it at
-// option.WithEndpoint(URL()+"/bigquery/v2/") and option.WithoutAuthentication()).
+// Package bqfake is an in-process fake of the BigQuery REST API v2, for
+// testing formsync's BigQuery sink through the real
+// cloud.google.com/go/bigquery client.
+//
+// Start makes a fake for a test, served on a loopback port by httptest
+// and closed when the test ends: point the client at
+// option.WithEndpoint(URL()+"/bigquery/v2/") with
+// option.WithoutAuthentication(). New makes one that opens no listener,
+// for a caller that serves its Handler itself (cmd/bqfake, or a test
+// that puts a handler of its own in front of it).
 //
 // # What it covers
 //

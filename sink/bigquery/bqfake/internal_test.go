@@ -28,7 +28,10 @@ func TestNormaliseJSON(t *testing.T) {
 }
 
 func TestNullStructMemberRefused(t *testing.T) {
-	s := New(Options{})
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	raw := `{"queryParameters":[{"name":"states","parameterType":{"type":"ARRAY","arrayType":{"type":"STRUCT","structTypes":[
 		{"name":"form_id","type":{"type":"STRING"}},{"name":"at","type":{"type":"TIMESTAMP"}}]}},
@@ -52,7 +55,10 @@ func TestNullStructMemberRefused(t *testing.T) {
 // test: on the same tables, the join on one match key is an index search,
 // and the former condition (key = k OR key = legacy key) is not.
 func TestExplainTellsEqualityFromOr(t *testing.T) {
-	s := New(Options{})
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	tx, err := s.db.Begin()
 	if err != nil {

@@ -112,10 +112,11 @@ type Stats struct {
 	MergePlan string
 }
 
-// Server is a BigQuery fake. Create it with New; it listens on loopback.
+// Server is a BigQuery fake. New makes one that serves nothing by itself
+// (serve its Handler); Start makes one listening on loopback for a test.
 type Server struct {
 	opts Options
-	srv  *httptest.Server
+	srv  *httptest.Server // nil unless made by Start
 
 	mu       sync.Mutex
 	db       *sql.DB
@@ -130,8 +131,9 @@ type Server struct {
 	seq      int
 }
 
-// New starts a fake on a loopback port.
-func New(opts Options) *Server {
+// New makes an empty fake and opens no listener: serve Handler() where
+// you want it, and Close the fake when done.
+func New(opts Options) (*Server, error) {
 	if opts.PageRows <= 0 {
 		opts.PageRows = 10000
 	}
@@ -140,12 +142,18 @@ func New(opts Options) *Server {
 	}
 	db, err := sql.Open("sqlite", ":memory:")
 	if err != nil {
-		panic(fmt.Sprintf("bqfake: opening sqlite: %v", err))
+		return nil, fmt.Errorf("bqfake: opening its SQLite database: %w", err)
 	}
 	// One connection: an in-memory database (and its temp tables) lives
 	// in the connection that made it.
 	db.SetMaxOpenConns(1)
-	s := &Server{
+	// sql.Open connects lazily: make the connection now, so that a
+	// failure is New's error rather than the first request's.
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("bqfake: opening its SQLite database: %w", err)
+	}
+	return &Server{
 		opts:     opts,
 		db:       db,
 		datasets: map[string]*bqv2.Dataset{},
@@ -155,17 +163,48 @@ func New(opts Options) *Server {
 		uploads:  map[string]*resumable{},
 		faults:   map[Op][]fault{},
 		stats:    Stats{DML: map[string]int{}, DDL: map[string]int{}, TableGets: map[string]int{}},
+	}, nil
+}
+
+// TB is the part of testing.TB that Start uses (the package does not
+// import testing, so that cmd/bqfake does not link it).
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// Start makes a fake served on a loopback port for the test tb, closed
+// when the test ends; it fails the test if the fake cannot be made.
+func Start(tb TB, opts Options) *Server {
+	tb.Helper()
+	s, err := New(opts)
+	if err != nil {
+		tb.Fatalf("%v", err)
+		return nil
 	}
+	tb.Cleanup(s.Close)
 	s.srv = httptest.NewServer(s.Handler())
 	return s
 }
 
-// URL is the base URL to give a client: option.WithEndpoint(URL()+"/bigquery/v2/").
-func (s *Server) URL() string { return s.srv.URL }
+// URL is the base URL of a fake made by Start, to give a client:
+// option.WithEndpoint(URL()+"/bigquery/v2/"). A fake made by New has
+// none: its URL is where its Handler is served.
+func (s *Server) URL() string {
+	if s.srv == nil {
+		panic("bqfake: URL of a fake made by New, which serves nothing by itself (use Start, or the address you serve Handler() on)")
+	}
+	return s.srv.URL
+}
 
-// Close stops the server and drops every table.
+// Close drops every table, after stopping the server if Start started
+// one (waiting for the requests it is serving). Closing again does
+// nothing.
 func (s *Server) Close() {
-	s.srv.Close()
+	if s.srv != nil {
+		s.srv.Close()
+	}
 	s.db.Close()
 }
 

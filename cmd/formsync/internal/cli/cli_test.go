@@ -382,8 +382,7 @@ func syncedContact(t *testing.T, seed int64) string {
 // dataset, and returns it.
 func bigQueryEnv(t *testing.T) *bqfake.Server {
 	t.Helper()
-	fake := bqfake.New(bqfake.Options{})
-	t.Cleanup(fake.Close)
+	fake := bqfake.Start(t, bqfake.Options{})
 	t.Setenv("FORMSYNC_SINK", "bigquery")
 	t.Setenv("FORMSYNC_BQ_PROJECT", "p")
 	t.Setenv("FORMSYNC_BQ_ENDPOINT", fake.URL())
