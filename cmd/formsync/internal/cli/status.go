@@ -129,6 +129,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 			out = []formStatus{}
 		}
 		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(e.stderr, "formsync status: writing the JSON: %v\n", err)
 			return exitFailed
 		}
 		return exitOK

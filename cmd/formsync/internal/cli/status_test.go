@@ -155,3 +155,30 @@ func TestStatusShowsABackfillInProgress(t *testing.T) {
 		t.Errorf("status --json:\n%s", out)
 	}
 }
+
+// failingWriter is a stdout that cannot be written, such as a closed pipe.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) {
+	return 0, errors.New("write /dev/stdout: broken pipe")
+}
+
+// TestStatusJSONThatCannotBeWritten: a --json that cannot be written
+// fails with a message saying why, not silently.
+func TestStatusJSONThatCannotBeWritten(t *testing.T) {
+	clearEnv(t)
+	db := filepath.Join(t.TempDir(), "f.db")
+	t.Setenv("FORMSYNC_SQLITE_PATH", db)
+	s, err := sqlite.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var errOut strings.Builder
+	code := Main(t.Context(), []string{"status", "--json"}, failingWriter{}, &errOut)
+	if code != exitFailed || !strings.Contains(errOut.String(), "formsync status: writing the JSON: write /dev/stdout: broken pipe") {
+		t.Errorf("exit %d, stderr %q: want %d and why", code, errOut.String(), exitFailed)
+	}
+}
