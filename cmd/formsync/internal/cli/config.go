@@ -27,82 +27,107 @@ const envPrefix = "FORMSYNC"
 // variables. The envconfig tag names the variable, desc is its line in
 // `formsync help`, and group says which commands read it (see Need): a
 // command never fails on a variable it does not read. Defaults are in
-// defaults, not in the tags.
+// defaults, not in the tags; each field's comment states its default too,
+// and TestConfigDocsStateDefaults keeps the two in step.
 type Config struct {
 	// API_BASE_URL: base address of the Form Submissions Read API, e.g.
 	// https://forms.example.com. http:// is accepted only for loopback hosts.
+	// Default: none (required by the commands that read the API).
 	APIBaseURL string `envconfig:"API_BASE_URL" group:"api" desc:"base URL of the Form Submissions Read API (https; http only on loopback)"`
-	// API_TOKEN / API_TOKEN_FILE: the personal access token, given directly or
-	// as a file (a mounted Kubernetes Secret). Exactly one is needed.
-	APIToken     formsapi.Secret `envconfig:"API_TOKEN" group:"api" desc:"API personal access token (prefer FORMSYNC_API_TOKEN_FILE)"`
-	APITokenFile string          `envconfig:"API_TOKEN_FILE" group:"api" desc:"file holding the API token (e.g. a mounted Secret)"`
-	// FORMS: comma-separated form ids to sync.
+	// API_TOKEN: the personal access token, given directly. Exactly one of
+	// API_TOKEN and API_TOKEN_FILE is needed; prefer the file.
+	// Default: none.
+	APIToken formsapi.Secret `envconfig:"API_TOKEN" group:"api" desc:"API personal access token (prefer FORMSYNC_API_TOKEN_FILE)"`
+	// API_TOKEN_FILE: a file holding the personal access token (a mounted
+	// Kubernetes Secret). Exactly one of API_TOKEN and API_TOKEN_FILE is
+	// needed. Default: none.
+	APITokenFile string `envconfig:"API_TOKEN_FILE" group:"api" desc:"file holding the API token (e.g. a mounted Secret)"`
+	// FORMS: comma-separated form ids to sync. Default: none (required by
+	// sync, run and reconcile without form names).
 	Forms []string `envconfig:"FORMS" group:"api" desc:"comma-separated form ids to sync"`
 	// PAGE_SIZE: the limit asked per page (the older API form ignores it and
-	// pages by 25).
+	// pages by 25). Default 100.
 	PageSize int `envconfig:"PAGE_SIZE" group:"api" desc:"submissions asked per page (1-100)"`
-	// CONCURRENCY: forms synced at once.
+	// CONCURRENCY: forms synced at once. Default 4.
 	Concurrency int `envconfig:"CONCURRENCY" group:"api" desc:"forms synced at once"`
 	// RATE_LIMIT: requests per second to the API, shared by all forms.
+	// Default 5.
 	RateLimit float64 `envconfig:"RATE_LIMIT" group:"api" desc:"most API requests per second, all forms together; below it the server's rate-limit headers set the pace"`
-	// REQUEST_TIMEOUT: limit of one HTTP attempt, body included.
+	// REQUEST_TIMEOUT: limit of one HTTP attempt, body included. Default 30s.
 	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" group:"api" desc:"timeout of one API request, body included"`
 	// MAX_WAIT: how long one page may spend waiting on retries (429, 5xx)
-	// before its form fails for this run, watermark untouched.
+	// before its form fails for this run, watermark untouched. Default 2m.
 	MaxWait time.Duration `envconfig:"MAX_WAIT" group:"api" desc:"retry wait budget per page before the form fails for this run"`
-	// MAX_RETRY_AFTER: the longest Retry-After honoured; longer ones are capped.
+	// MAX_RETRY_AFTER: the longest Retry-After honoured; longer ones are
+	// capped. Default 1m.
 	MaxRetryAfter time.Duration `envconfig:"MAX_RETRY_AFTER" group:"api" desc:"cap on an honoured Retry-After"`
-	// BACKOFF_INITIAL and BACKOFF_MAX shape the exponential backoff (with
+	// BACKOFF_INITIAL: the first wait of the exponential backoff (with
 	// jitter) used when no usable Retry-After came with a 429, and on 5xx
-	// and timeouts.
+	// and timeouts; it doubles per attempt. Default 500ms.
 	BackoffInitial time.Duration `envconfig:"BACKOFF_INITIAL" group:"api" desc:"first retry wait without a Retry-After; doubles per attempt"`
-	BackoffMax     time.Duration `envconfig:"BACKOFF_MAX" group:"api" desc:"longest retry wait without a Retry-After"`
+	// BACKOFF_MAX: the longest wait of that backoff. Default 30s.
+	BackoffMax time.Duration `envconfig:"BACKOFF_MAX" group:"api" desc:"longest retry wait without a Retry-After"`
 	// FORM_TIMEOUT: everything one form may wait on in a run (requests,
 	// retries, the rate limiter); past it the form fails for this run.
+	// Default 10m.
 	FormTimeout time.Duration `envconfig:"FORM_TIMEOUT" group:"api" desc:"time budget of one form in a run, retries and rate limit included"`
 	// LOOKBACK: re-read submissions newer than watermark minus this, so
-	// later changes (a submission marked as spam) reach the table. 0 = off.
+	// later changes (a submission marked as spam) reach the table.
+	// Default 0s (off).
 	Lookback time.Duration `envconfig:"LOOKBACK" group:"api" desc:"re-read this far behind the watermark to pick up changes (e.g. 24h)"`
 	// RECONCILE_EVERY: sync and run reconcile a form (read every page, mark
 	// the rows no longer served as deleted) once this long has passed since
-	// its last reconcile. 0 = only `formsync reconcile` does.
+	// its last reconcile. 0 = only `formsync reconcile` does. Default 0s.
 	ReconcileEvery time.Duration `envconfig:"RECONCILE_EVERY" group:"api" desc:"reconcile each form (mark rows deleted upstream) this often during syncs, e.g. 24h; 0 = only 'formsync reconcile'"`
-	// FIELD_POLICY / FIELD_HASH_KEY_FILE: personal fields hashed or dropped
-	// before anything is staged, e.g. email=hash,phone=drop; hash is
-	// HMAC-SHA256 under the key in the file.
-	FieldPolicy      string `envconfig:"FIELD_POLICY" group:"policy" desc:"fields to hash or drop before staging, e.g. email=hash,phone=drop,*password*=drop"`
+	// FIELD_POLICY: personal fields hashed or dropped before anything is
+	// staged, e.g. email=hash,phone=drop; hash is HMAC-SHA256 under the key
+	// in FIELD_HASH_KEY_FILE. Default: none (every field kept as served).
+	FieldPolicy string `envconfig:"FIELD_POLICY" group:"policy" desc:"fields to hash or drop before staging, e.g. email=hash,phone=drop,*password*=drop"`
+	// FIELD_HASH_KEY_FILE: the file holding the secret key of FIELD_POLICY's
+	// hash. Default: none (required when FIELD_POLICY hashes a field).
 	FieldHashKeyFile string `envconfig:"FIELD_HASH_KEY_FILE" group:"policy" desc:"file holding the secret key of FORMSYNC_FIELD_POLICY's hash (at least 16 bytes)"`
-	// SINK: sqlite (embedded, the default) or bigquery.
+	// SINK: sqlite (embedded) or bigquery. Default sqlite.
 	Sink string `envconfig:"SINK" group:"sink" desc:"destination: sqlite or bigquery"`
-	// SQLITE_PATH: the SQLite database file.
+	// SQLITE_PATH: the SQLite database file. Default formsync.db.
 	SQLitePath string `envconfig:"SQLITE_PATH" group:"sink" desc:"SQLite database file"`
-	// BQ_*: BigQuery destination. Credentials come from Application Default
-	// Credentials (Workload Identity on GKE).
-	BQProject  string `envconfig:"BQ_PROJECT" group:"sink" desc:"BigQuery project (required with FORMSYNC_SINK=bigquery)"`
-	BQDataset  string `envconfig:"BQ_DATASET" group:"sink" desc:"BigQuery dataset"`
+	// BQ_PROJECT: the BigQuery project. Credentials come from Application
+	// Default Credentials (Workload Identity on GKE). Default: none
+	// (required with SINK=bigquery).
+	BQProject string `envconfig:"BQ_PROJECT" group:"sink" desc:"BigQuery project (required with FORMSYNC_SINK=bigquery)"`
+	// BQ_DATASET: the BigQuery dataset. Default formsync.
+	BQDataset string `envconfig:"BQ_DATASET" group:"sink" desc:"BigQuery dataset"`
+	// BQ_LOCATION: the BigQuery location of the dataset and jobs. Default US.
 	BQLocation string `envconfig:"BQ_LOCATION" group:"sink" desc:"BigQuery location of the dataset and jobs"`
+	// BQ_ENDPOINT: overrides the BigQuery API base URL (emulators, tests).
+	// Default: none (Google's endpoint).
 	BQEndpoint string `envconfig:"BQ_ENDPOINT" group:"sink" desc:"BigQuery API base URL override (emulators, tests)"`
 	// TMP_DIR: where a run stages rows as NDJSON before committing them.
+	// Default: system temp dir (os.TempDir).
 	TmpDir string `envconfig:"TMP_DIR" group:"api" desc:"directory for staged rows"`
-	// SCHEDULE: cron spec of `formsync run`.
+	// SCHEDULE: cron spec of `formsync run`. Default `*/15 * * * *`.
 	Schedule string `envconfig:"SCHEDULE" group:"sched" desc:"cron schedule of 'formsync run' (robfig/cron spec, UTC)"`
 	// SYNC_AT_START: `formsync run` syncs once as soon as it starts rather
 	// than waiting up to a whole schedule period for the first tick.
+	// Default true.
 	SyncAtStart bool `envconfig:"SYNC_AT_START" group:"sched" desc:"'formsync run' syncs once at start, before the first tick"`
 	// HTTP_ADDR: where `formsync run` serves /healthz, /readyz, /metrics.
+	// Default `:9090`.
 	HTTPAddr string `envconfig:"HTTP_ADDR" group:"sched" desc:"address of /healthz, /readyz and /metrics in 'formsync run'"`
 	// PUSHGATEWAY_URL: one-shot commands push their metrics here when set.
+	// Default: none (no push).
 	PushgatewayURL string `envconfig:"PUSHGATEWAY_URL" group:"api" desc:"Prometheus Pushgateway URL for one-shot runs"`
-	// SHARD_INDEX / SHARD_COUNT: split forms across pods of an Indexed Job.
-	// The index defaults to JOB_COMPLETION_INDEX.
+	// SHARD_INDEX: this pod's shard, when SHARD_COUNT splits the forms
+	// across pods of an Indexed Job. Default: JOB_COMPLETION_INDEX, else 0.
 	ShardIndex int `envconfig:"SHARD_INDEX" group:"api" desc:"this pod's shard"`
+	// SHARD_COUNT: the number of shards the forms are split into. Default 1.
 	ShardCount int `envconfig:"SHARD_COUNT" group:"api" desc:"number of shards the forms are split into"`
 	// SHUTDOWN_TIMEOUT: after SIGTERM, how long the commit of what was read
-	// completely may take.
+	// completely may take. Default 20s.
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" group:"api" desc:"bound on the commit after SIGTERM"`
-	// LOG_FORMAT / LOG_LEVEL: json (Cloud Logging keys) or text; debug, info, warn, error.
+	// LOG_FORMAT: json (Cloud Logging keys) or text. Default json.
 	LogFormat string `envconfig:"LOG_FORMAT" group:"log" desc:"log format: json or text"`
-	LogLevel  string `envconfig:"LOG_LEVEL" group:"log" desc:"log level: debug, info, warn or error"`
+	// LOG_LEVEL: debug, info, warn or error. Default info.
+	LogLevel string `envconfig:"LOG_LEVEL" group:"log" desc:"log level: debug, info, warn or error"`
 
 	// problems are the variables that did not parse, by name; Validate
 	// reports those of the groups a command reads.
