@@ -21,6 +21,16 @@ type Commit struct {
 	Forms    []FormCommit
 }
 
+// SyncTime is the synced_at a sink stores for c: SyncedAt, or now() when
+// it is zero, in UTC and to the microsecond, as every sink stores times.
+func (c *Commit) SyncTime(now func() time.Time) time.Time {
+	at := c.SyncedAt
+	if at.IsZero() {
+		at = now()
+	}
+	return at.UTC().Truncate(time.Microsecond)
+}
+
 // Validate checks what every sink requires of a commit before it writes
 // anything: valid states, and one revision for every entry of a form
 // (which the sinks would otherwise check against different entries).

@@ -74,11 +74,7 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 	}
 	order, states, spools, nRows := p.order, p.states, p.spools, p.nRows
 	deletions := len(p.forget) > 0 || len(p.reconcile) > 0
-	syncedAt := c.SyncedAt
-	if syncedAt.IsZero() {
-		syncedAt = s.cfg.Now()
-	}
-	syncedAt = syncedAt.UTC().Truncate(time.Microsecond)
+	syncedAt := c.SyncTime(s.cfg.Now)
 
 	res := make(sink.Result, len(order))
 	for _, id := range order {

@@ -134,11 +134,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("memsink: commit: %w", err)
 	}
-	syncedAt := c.SyncedAt
-	if syncedAt.IsZero() {
-		syncedAt = time.Now()
-	}
-	syncedAt = syncedAt.UTC().Truncate(time.Microsecond)
+	syncedAt := c.SyncTime(time.Now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -128,11 +128,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("sqlite: commit: %w", err)
 	}
-	syncedAt := c.SyncedAt
-	if syncedAt.IsZero() {
-		syncedAt = s.now()
-	}
-	syncedAt = syncedAt.UTC().Truncate(time.Microsecond)
+	syncedAt := c.SyncTime(s.now)
 
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
