@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"net/http/httptest"
 	"os"
@@ -238,19 +237,6 @@ func TestDemoRunsWithoutConfiguration(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
-	}
-}
-
-func TestSimulateRefusesNonLoopback(t *testing.T) {
-	clearEnv(t)
-	if code, _, errOut := run(t, "simulate", "-addr", "0.0.0.0:8080"); code != exitUsage || !strings.Contains(errOut, "loopback") {
-		t.Errorf("exit %d: %s", code, errOut)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	var out bytes.Buffer
-	if code := Main(ctx, []string{"simulate", "-addr", "127.0.0.1:0"}, &out, &out); code != 0 {
-		t.Errorf("simulate on loopback exited %d: %s", code, out.String())
 	}
 }
 
