@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 // Forgotten holds the tombstones of a form's submissions that were
@@ -194,4 +195,30 @@ func (f *Forgotten) validate() error {
 		}
 	}
 	return nil
+}
+
+// Scrub returns w without the keys f has tombstones for: they leave the
+// boundary, and ID becomes the largest id left in it (0 when none), so that
+// the state names no forgotten submission in clear. A forgotten submission
+// that a read meets at w's millisecond reads as new again, and its
+// tombstone keeps it out. w itself when nothing of it is forgotten.
+func (f *Forgotten) Scrub(w Watermark) Watermark {
+	if f.Empty() || w.IsZero() {
+		return w
+	}
+	idKey := strconv.FormatInt(w.ID, 10)
+	forgotten := func(k string) bool { return f.Has(k) }
+	if !slices.ContainsFunc(w.Boundary, forgotten) && (w.ID == 0 || !f.Has(idKey)) {
+		return w
+	}
+	out := Watermark{CreatedAt: w.CreatedAt, Boundary: slices.DeleteFunc(slices.Clone(w.Boundary), forgotten)}
+	if w.ID != 0 && !f.Has(idKey) {
+		out.ID = w.ID
+	}
+	for _, k := range out.Boundary {
+		if id, err := strconv.ParseInt(k, 10, 64); err == nil && strconv.FormatInt(id, 10) == k {
+			out.ID = max(out.ID, id)
+		}
+	}
+	return out
 }

@@ -246,6 +246,24 @@ type Backfill struct {
 	Total     int64
 }
 
+// WithoutForgotten returns f with the watermarks it keeps (its own, and an
+// interrupted backfill's) scrubbed of forgotten submissions
+// (Forgotten.Scrub). A state is written this way whenever it has
+// tombstones: a forget removes a submission that a watermark names, and a
+// concurrent commit merged with the forget's state may name it again.
+func (f Form) WithoutForgotten() Form {
+	if f.Forgotten.Empty() {
+		return f
+	}
+	f.Watermark = f.Forgotten.Scrub(f.Watermark)
+	if f.Backfill != nil {
+		b := *f.Backfill
+		b.Watermark = f.Forgotten.Scrub(b.Watermark)
+		f.Backfill = &b
+	}
+	return f
+}
+
 // Validate reports a state that cannot have been written by formsync.
 func (f Form) Validate() error {
 	if f.FormID == "" {

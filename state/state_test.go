@@ -290,3 +290,35 @@ func BenchmarkWatermarkTies(b *testing.B) {
 		})
 	}
 }
+
+// TestScrubLeavesNoForgottenKey: a scrubbed watermark keeps its time and
+// every key that is not forgotten, and its id is the largest id left.
+func TestScrubLeavesNoForgottenKey(t *testing.T) {
+	fg, err := NewForgotten()
+	if err != nil {
+		t.Fatal(err)
+	}
+	when := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+	w := Watermark{CreatedAt: when, ID: 4030, Boundary: []string{"4028", "4030", "9f3a"}}
+	if got := fg.Scrub(w); !reflect.DeepEqual(got, w) {
+		t.Errorf("nothing forgotten: %+v, want %+v", got, w)
+	}
+	for _, c := range []struct {
+		forget []string
+		want   Watermark
+	}{
+		{[]string{"4030"}, Watermark{CreatedAt: when, ID: 4028, Boundary: []string{"4028", "9f3a"}}},
+		{[]string{"9f3a"}, Watermark{CreatedAt: when, ID: 4030, Boundary: []string{"4028", "4030"}}},
+		{[]string{"4028"}, Watermark{CreatedAt: when, ID: 4030, Boundary: []string{"4030", "9f3a"}}},
+		{[]string{"4028", "4030", "9f3a"}, Watermark{CreatedAt: when, Boundary: []string{}}},
+		{[]string{"1"}, w},
+	} {
+		got := fg.With(int64(len(c.forget)), c.forget...).Scrub(w)
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("forget %v: %+v, want %+v", c.forget, got, c.want)
+		}
+	}
+	if got := w.Boundary; !slices.Equal(got, []string{"4028", "4030", "9f3a"}) {
+		t.Errorf("the scrubbed watermark's boundary was changed in place: %v", got)
+	}
+}

@@ -515,6 +515,11 @@ func interrupted(err error) bool {
 func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, ours state.Form) state.Form) (sink.Result, int, error) {
 	conflicts := 0
 	for attempt := 1; ; attempt++ {
+		for i := range c.Forms {
+			// A read that began before a forget, or a state merged with
+			// one, may name a forgotten submission in its watermark.
+			c.Forms[i].State = c.Forms[i].State.WithoutForgotten()
+		}
 		res, err := e.dst.Commit(ctx, c)
 		if !errors.Is(err, sink.ErrStateConflict) {
 			return res, conflicts, err

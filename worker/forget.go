@@ -165,7 +165,7 @@ func forgetCommit(st state.Form, rows []sink.Row, unstored []string) (sink.FormC
 	// A key no row has may name no submission the API serves: its
 	// tombstone is counted once a read meets it (state.Forgotten.Pending).
 	st.Forgotten = fg.With(int64(len(rows))+copies, keys...).WithUnstored(unstored...)
-	return sink.FormCommit{State: st, Forget: remove}, nil
+	return sink.FormCommit{State: st.WithoutForgotten(), Forget: remove}, nil
 }
 
 // newTombstones reports whether some key has no tombstone yet.
