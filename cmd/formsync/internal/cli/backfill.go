@@ -61,6 +61,7 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
+	configured := e.cfg.Forms
 	var problems []string
 	if msg := formIDProblem(*form); *form == "" {
 		problems = append(problems, "--form is required: the id of the form to backfill")
@@ -79,6 +80,9 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	}
 	if len(problems) > 0 {
 		return configError(e, &ConfigError{Problems: problems})
+	}
+	if code, ok := checkFormKnown(ctx, e, configured, *form); !ok {
+		return code
 	}
 	defer prepareTmpDir(e)()
 	m := metrics.New()

@@ -47,9 +47,16 @@ func TestBackfillMessages(t *testing.T) {
 	t.Setenv("FORMSYNC_PAGE_SIZE", "25")
 
 	code, _, errOut := run(t, "backfill", "--form", "nosuch")
-	if code != exitFailed || !strings.Contains(errOut, "--form") || strings.Contains(errOut, "FORMSYNC_FORMS") {
+	if code != exitUsage || !strings.Contains(errOut, "--form nosuch: not in FORMSYNC_FORMS") {
 		t.Errorf("unknown form: exit %d:\n%s", code, errOut)
 	}
+	// A configured form the API no longer has: its 404, in --form's words.
+	t.Setenv("FORMSYNC_FORMS", "a,nosuch")
+	code, _, errOut = run(t, "backfill", "--form", "nosuch")
+	if code != exitFailed || !strings.Contains(errOut, "check the id given to --form") {
+		t.Errorf("configured form answering 404: exit %d:\n%s", code, errOut)
+	}
+	t.Setenv("FORMSYNC_FORMS", "a")
 	code, _, errOut = run(t, "backfill", "--form", "..")
 	if code != exitUsage || !strings.Contains(errOut, `--form ".." is not a form id`) {
 		t.Errorf("--form ..: exit %d:\n%s", code, errOut)

@@ -17,6 +17,7 @@ func runReconcile(ctx context.Context, e *env, args []string) int {
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
+	configured := e.cfg.Forms
 	var problems []string
 	if *form != "" {
 		if msg := formIDProblem(*form); msg != "" {
@@ -37,7 +38,11 @@ func runReconcile(ctx context.Context, e *env, args []string) int {
 		return configError(e, &ConfigError{Problems: problems})
 	}
 	forms := []string{*form}
-	if *form == "" {
+	if *form != "" {
+		if code, ok := checkFormKnown(ctx, e, configured, *form); !ok {
+			return code
+		}
+	} else {
 		if forms = shardForms(e.cfg); len(forms) == 0 {
 			e.log.Warn("no form falls in this shard", "shard_index", e.cfg.ShardIndex, "shard_count", e.cfg.ShardCount)
 			return exitOK
