@@ -809,6 +809,10 @@ func (e *Engine) logReport(what string, rep *Report) {
 		log.Error(what+" stopped", append(attrs, slog.String("error", rep.Fatal.Error()))...)
 	case rep.CommitErr != nil:
 		log.Error(what+" failed", append(attrs, slog.String("error", rep.CommitErr.Error()))...)
+	case rep.Failed() > 0:
+		// Said at WARNING so that a filter on severity sees a run in
+		// which forms failed without reading every form's line.
+		log.Warn(what+" finished", attrs...)
 	default:
 		log.Info(what+" finished", attrs...)
 	}

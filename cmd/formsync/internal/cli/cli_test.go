@@ -130,7 +130,7 @@ func TestSyncExitCodesAndSummaries(t *testing.T) {
 	if code != exitFailed {
 		t.Fatalf("a failing form must exit %d, got %d", exitFailed, code)
 	}
-	for _, want := range []string{`"message":"form synced"`, `"form":"a"`, `"severity":"ERROR"`, `"message":"sync finished"`, "FORMSYNC_FORMS"} {
+	for _, want := range []string{`"message":"form synced"`, `"form":"a"`, `"severity":"ERROR"`, `"severity":"WARNING","message":"sync finished"`, "FORMSYNC_FORMS"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("log lacks %s:\n%s", want, errOut)
 		}
