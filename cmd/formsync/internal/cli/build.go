@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
+	"log/slog"
+	"net/http"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery"
@@ -40,7 +42,10 @@ func wire(ctx context.Context, e *env, forms []string, m *metrics.Metrics) (*pip
 
 // wireSink is wire with the sink opened by open.
 func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, open func(context.Context, Config) (sink.Sink, error)) (*pipeline, error) {
-	client, err := newClient(e.cfg, m.ObserveRequest)
+	client, err := newClient(e.cfg, func(ev formsapi.Event) {
+		m.ObserveRequest(ev)
+		logRetry(e.log, ev)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
@@ -61,6 +66,27 @@ func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, o
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
 	return &pipeline{engine: eng, sink: dst, metrics: m, forms: forms}, nil
+}
+
+// logRetry says when a failed API request is about to be tried again, so
+// that an API that is down shows in the log while the worker waits on it,
+// not only when a form gives up minutes later. A 429 is said at debug
+// level: the rate limit is expected and its count is in every form's
+// summary (rate_limited). The attempt that gives up is said by the form's
+// failure.
+func logRetry(log *slog.Logger, ev formsapi.Event) {
+	if ev.Err == nil || ev.Wait == 0 {
+		return
+	}
+	attrs := []any{
+		slog.String("form", ev.FormID), slog.Int("page", ev.Page), slog.Int("attempt", ev.Attempt),
+		slog.Int("status", ev.Status), slog.Float64("retry_in_seconds", ev.Wait.Seconds()), slog.String("error", ev.Err.Error()),
+	}
+	if ev.Status == http.StatusTooManyRequests {
+		log.Debug("rate limited by the API; retrying", attrs...)
+		return
+	}
+	log.Warn("API request failed; retrying", attrs...)
 }
 
 // wireFailed reports a wire error on the one channel failures take (the
