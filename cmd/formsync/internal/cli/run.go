@@ -36,17 +36,21 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		e.log.Warn("no form falls in this shard: serving health and metrics, syncing nothing", "shard_index", e.cfg.ShardIndex, "shard_count", e.cfg.ShardCount)
 		return idle(ctx, e, m)
 	}
-	p, err := wire(ctx, e, forms, m)
-	if err != nil {
-		return wireFailed(e, err)
-	}
-	defer p.Close()
-
+	// The port first: a busy or unusable address fails before the sink is
+	// opened (and a SQLite file or BigQuery dataset made for nothing), and
+	// a liveness probe is answered while a slow open or migration runs;
+	// /readyz says not ready until the scheduler starts.
 	var ready atomic.Bool
 	srv, addr, ok := serveHealth(e, &ready, m)
 	if !ok {
 		return exitFailed
 	}
+	defer srv.Close()
+	p, err := wire(ctx, e, forms, m)
+	if err != nil {
+		return wireFailed(e, err)
+	}
+	defer p.Close()
 
 	// A rejected token stops the process: the client refuses every later
 	// request once the API answered 401, and the token is read at start, so
@@ -83,7 +87,7 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		Spec: e.cfg.Schedule,
 		Run:  func(ctx context.Context) { syncNow(ctx, "schedule") },
 		OnSkip: func(t time.Time) {
-			e.log.Warn("skipping a scheduled sync: the previous one is still running", "scheduled", t)
+			e.log.Warn("skipping a scheduled sync: the previous one is still running", "trigger", "schedule", "scheduled", t)
 		},
 	})
 	if err != nil {
@@ -106,7 +110,12 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 
 	<-ctx.Done()
 	ready.Store(false)
-	e.log.Info("stopping: finishing the running sync, committing what was read completely", "bound", e.cfg.ShutdownTimeout.String())
+	if busy.TryLock() {
+		// Held until the end: no sync starts while the process stops.
+		e.log.Info("stopping: no sync is running")
+	} else {
+		e.log.Info("stopping: finishing the running sync, committing what was read completely", "bound", e.cfg.ShutdownTimeout.String())
+	}
 	// The engine bounds the commit after the signal by ShutdownTimeout;
 	// stopMargin is for what comes around it (the reading noticing the
 	// cancellation, closing the server).
@@ -125,6 +134,7 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	if rejected.Load() {
 		code = exitFailed
 	}
+	e.log.Info("stopped", "exit_code", code)
 	return code
 }
 
@@ -215,8 +225,9 @@ func logInterrupted(ctx context.Context, e *env, rep *worker.Report, reconcile b
 	return true
 }
 
-// healthMux serves /healthz (the process answers), /readyz (the sink is
-// open and the scheduler is taking ticks) and /metrics.
+// healthMux serves /healthz (the process answers), /readyz (ready: the
+// sink is open and the scheduler started, and no shutdown has begun; a sync
+// that hangs does not change it) and /metrics.
 func healthMux(ready *atomic.Bool, metricsHandler http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })

@@ -3,7 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,6 +87,36 @@ func TestRunSyncsAtStart(t *testing.T) {
 	before := sim.Stats().Requests
 	if code := stop(); code != 0 || sim.Stats().Requests != before || strings.Contains(logs.String(), "sync finished") {
 		t.Errorf("FORMSYNC_SYNC_AT_START=false: exit %d, a sync ran:\n%s", code, logs)
+	}
+	// Stopped while idle, it says no sync was running, then that it stopped.
+	for _, want := range []string{`"message":"stopping: no sync is running"`, `"message":"stopped","exit_code":0`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("stopped while idle: no %s in\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs.String(), "finishing the running sync") {
+		t.Errorf("stopped while idle, it says it finishes a sync:\n%s", logs)
+	}
+}
+
+// TestRunRefusesABusyPortBeforeOpeningTheSink: an address it cannot serve
+// on fails `run` (exit 1) before the sink is opened, so no SQLite file (or
+// BigQuery dataset) is made for a process that never syncs.
+func TestRunRefusesABusyPortBeforeOpeningTheSink(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"a"}, SubmissionsPerForm: 10})
+	db := syncEnv(t, sim, "a")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	t.Setenv("FORMSYNC_HTTP_ADDR", ln.Addr().String())
+	code, _, errOut := run(t, "run")
+	if code != exitFailed || !strings.Contains(errOut, "cannot serve health and metrics") {
+		t.Errorf("busy port: exit %d:\n%s", code, errOut)
+	}
+	if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the database was made before the port was refused (%v)", err)
 	}
 }
 
