@@ -32,6 +32,7 @@ func (f *timeFlag) String() string {
 }
 
 func (f *timeFlag) Set(s string) error {
+	s = rfc3339Canonical(s)
 	if t, err := time.Parse("2006-01-02", s); err == nil {
 		f.t = t.UTC()
 		if f.until {
@@ -47,6 +48,23 @@ func (f *timeFlag) Set(s string) error {
 		return nil
 	}
 	return fmt.Errorf("%q is not a time: use RFC 3339 (2026-03-01T00:00:00Z) or a date (2026-03-01)", s)
+}
+
+// rfc3339Canonical writes the forms RFC 3339 also allows (section 5.6: a
+// lower-case "t" and "z", a space between date and time) as Go's parser
+// takes them: "2026-03-01 10:00:00z" as "2026-03-01T10:00:00Z".
+func rfc3339Canonical(s string) string {
+	if len(s) <= len("2006-01-02") {
+		return s
+	}
+	b := []byte(s)
+	if b[10] == 't' || b[10] == ' ' {
+		b[10] = 'T'
+	}
+	if b[len(b)-1] == 'z' {
+		b[len(b)-1] = 'Z'
+	}
+	return string(b)
 }
 
 func runBackfill(ctx context.Context, e *env, args []string) int {
@@ -69,7 +87,7 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 		problems = append(problems, "--form "+msg)
 	}
 	if *checkpoint < 0 {
-		problems = append(problems, "--checkpoint-rows must be at least 1")
+		problems = append(problems, "--checkpoint-rows must not be negative (0, or leaving it out, means the default)")
 	}
 	if !since.t.IsZero() && !until.t.IsZero() && until.t.Before(since.t) {
 		problems = append(problems, "--until is before --since")
@@ -112,9 +130,12 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 		if rep != nil && rep.Checkpoints > 0 {
 			attrs = append(attrs, "rows_committed", rep.Staged, "hint", "run the same command again to resume")
 		}
-		if ctx.Err() != nil {
-			e.log.Warn("backfill interrupted by a shutdown signal: what was committed stays; run the same command again to resume", attrs...)
-		} else {
+		switch {
+		case ctx.Err() != nil && rep != nil && rep.Checkpoints > 0:
+			e.log.Warn("backfill interrupted by a shutdown signal: the checkpoints committed stay; run the same command again to resume", attrs...)
+		case ctx.Err() != nil:
+			e.log.Warn("backfill interrupted by a shutdown signal before this run committed a checkpoint: run the same command again (it goes on from the last checkpoint an earlier run committed, if any)", attrs...)
+		default:
 			e.log.Error("backfill failed", attrs...)
 		}
 		pushMetrics(ctx, e, m)
