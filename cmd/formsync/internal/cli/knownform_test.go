@@ -31,6 +31,7 @@ func TestFormFlagNamesAKnownForm(t *testing.T) {
 		{[]string{"backfill", "--form", "zz", "--dry-run"}, "--form zz: not in FORMSYNC_FORMS"},
 		{[]string{"reconcile", "--form", "a,b"}, "--form a,b: name one form"},
 		{[]string{"backfill", "--form", "a,b"}, "--form a,b: name one form"},
+		{[]string{"reconcile", "--form", ""}, "--form is empty"},
 	} {
 		if code, _, errOut := run(t, c.args...); code != exitUsage || !strings.Contains(errOut, c.says) {
 			t.Errorf("%s: exit %d, want %d saying %q:\n%s", strings.Join(c.args, " "), code, exitUsage, c.says, errOut)

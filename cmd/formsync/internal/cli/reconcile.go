@@ -19,6 +19,13 @@ func runReconcile(ctx context.Context, e *env, args []string) int {
 	}
 	configured := e.cfg.Forms
 	var problems []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "form" && *form == "" {
+			// An empty --form (a script's unset variable) must not
+			// reconcile every form.
+			problems = append(problems, "--form is empty: give a form id, or leave --form out to reconcile every form of FORMSYNC_FORMS")
+		}
+	})
 	if *form != "" {
 		if msg := formIDProblem(*form); msg != "" {
 			problems = append(problems, "--form "+msg)
