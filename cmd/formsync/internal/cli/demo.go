@@ -22,8 +22,11 @@ import (
 	"github.com/formsync/formsync/worker/metrics"
 )
 
-// demoQuery is the query the demo runs and suggests.
-const demoQuery = `SELECT form_id, COUNT(*) AS submissions, SUM(is_spam) AS spam, COUNT(deleted_at) AS deleted_upstream, MAX(created_at) AS newest
+// demoQuery is the query the demo runs and suggests. submissions and spam
+// count what the form service shows today, as the README's queries do;
+// the rows deleted upstream are counted apart.
+const demoQuery = `SELECT form_id, COUNT(*) FILTER (WHERE deleted_at IS NULL) AS submissions,
+SUM(is_spam) FILTER (WHERE deleted_at IS NULL) AS spam, COUNT(deleted_at) AS deleted_upstream, MAX(created_at) AS newest
 FROM submissions GROUP BY form_id ORDER BY form_id`
 
 func runDemo(ctx context.Context, e *env, args []string) int {
