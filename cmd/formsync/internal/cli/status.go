@@ -41,6 +41,10 @@ type formStatus struct {
 	// LagSeconds is how far the newest loaded submission is behind now.
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`
 	Backfill   bool     `json:"backfill_in_progress,omitempty"`
+	// NeverSynced is a form of FORMSYNC_FORMS that has no sync state yet:
+	// no run has read it (a form just added, or one whose runs never got
+	// to it).
+	NeverSynced bool `json:"never_synced,omitempty"`
 	// BackfillProgress is where a backfill in progress got to, nil when
 	// none is.
 	BackfillProgress *backfillProgress `json:"backfill,omitempty"`
@@ -121,6 +125,11 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	for _, st := range states {
 		out = append(out, statusOf(st, now))
 	}
+	for _, id := range e.cfg.Forms {
+		if _, ok := states[id]; !ok && !slices.ContainsFunc(out, func(s formStatus) bool { return s.Form == id }) {
+			out = append(out, formStatus{Form: id, NeverSynced: true})
+		}
+	}
 	slices.SortFunc(out, func(a, b formStatus) int { return strings.Compare(a.Form, b.Form) })
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -147,8 +156,12 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	}
 	fmt.Fprintln(tw, head)
 	for _, s := range out {
+		success := fmtTime(s.LastSuccessAt)
+		if s.NeverSynced {
+			success = "not synced yet"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s", s.Form, fmtTime(s.Watermark), fmtLag(s.LagSeconds), s.Rows, s.Deleted,
-			fmtTime(s.LastReconcileAt), fmtTime(s.LastSuccessAt), shorten(s.LastError, 80))
+			fmtTime(s.LastReconcileAt), success, shorten(s.LastError, 80))
 		if backfills {
 			fmt.Fprintf(tw, "\t%s", fmtBackfill(s.BackfillProgress))
 		}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,25 @@ func TestStatusJSONThatCannotBeWritten(t *testing.T) {
 	code := Main(t.Context(), []string{"status", "--json"}, failingWriter{}, &errOut)
 	if code != exitFailed || !strings.Contains(errOut.String(), "formsync status: writing the JSON: write /dev/stdout: broken pipe") {
 		t.Errorf("exit %d, stderr %q: want %d and why", code, errOut.String(), exitFailed)
+	}
+}
+
+// TestStatusListsConfiguredFormsNotSyncedYet: a form of FORMSYNC_FORMS
+// that no run has read is listed as such, not left out as if it did not
+// exist.
+func TestStatusListsConfiguredFormsNotSyncedYet(t *testing.T) {
+	syncedContact(t, 7)
+	t.Setenv("FORMSYNC_FORMS", "contact,newform")
+	code, out, errOut := run(t, "status")
+	if code != exitOK || !regexp.MustCompile(`(?m)^newform\s.*not synced yet`).MatchString(out) || !strings.Contains(out, "contact ") {
+		t.Errorf("status: exit %d:\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = run(t, "status", "--json")
+	var got []formStatus
+	if err := json.Unmarshal([]byte(out), &got); code != exitOK || err != nil {
+		t.Fatalf("status --json: exit %d, %v:\n%s%s", code, err, out, errOut)
+	}
+	if len(got) != 2 || got[0].Form != "contact" || got[0].NeverSynced || got[1].Form != "newform" || !got[1].NeverSynced || got[1].Rows != 0 {
+		t.Errorf("status --json: %+v, want contact, then newform never synced", got)
 	}
 }
