@@ -21,7 +21,9 @@ type ForgetReport struct {
 	// Unstored are the keys asked for that no stored row has: tombstoned
 	// all the same, so that they are never loaded.
 	Unstored []string
-	DryRun   bool
+	// Before are the keys of Unstored an earlier forget tombstoned already.
+	Before []string
+	DryRun bool
 	// Committed says that the forget wrote: it removed rows or added
 	// tombstones. False for a dry run, and for keys all tombstoned before.
 	Committed bool
@@ -87,6 +89,12 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		}
 		rep.Rows = rows
 		rep.Unstored = unstored(m.Keys, rows)
+		rep.Before = nil
+		for _, k := range rep.Unstored {
+			if st.Forgotten.Has(k) {
+				rep.Before = append(rep.Before, k)
+			}
+		}
 		if dryRun || len(rows) == 0 && !newTombstones(st.Forgotten, rep.Unstored) {
 			// Nothing to remove and nothing to tombstone: no commit. A
 			// form that something was forgotten from may still hold its

@@ -273,6 +273,12 @@ func TestForgetAgainSaysNothingIsNew(t *testing.T) {
 		strings.Contains(out, "Forgot") {
 		t.Errorf("forget again: exit %d:\n%s%s", code, out, errOut)
 	}
+	// A dry run says the same of them, and tells a new key from those.
+	code, out, errOut = run(t, "forget", "--form", "contact", "--key", "1001,777777", "--dry-run")
+	if code != exitOK || !strings.Contains(out, "Keys tombstoned before, nothing to do: 1001") ||
+		!strings.Contains(out, "Keys not stored (would be tombstoned anyway): 777777") || !strings.Contains(out, "check --form") {
+		t.Errorf("dry run of a forget half done before: exit %d:\n%s%s", code, out, errOut)
+	}
 }
 
 // TestForgetDryRunReadsOnly: a dry run lists what would be forgotten

@@ -133,12 +133,22 @@ func runForget(ctx context.Context, e *env, args []string) int {
 		}
 		fmt.Fprintf(e.stdout, "  %s  created %s%s\n", r.SubmissionKey, r.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"), state)
 	}
-	if len(rep.Unstored) > 0 {
+	var fresh []string
+	for _, k := range rep.Unstored {
+		if !slices.Contains(rep.Before, k) {
+			fresh = append(fresh, k)
+		}
+	}
+	if len(fresh) > 0 {
 		what := "tombstoned anyway, so that no later sync loads them"
 		if *dry {
 			what = "would be tombstoned anyway"
 		}
-		fmt.Fprintf(e.stdout, "Keys not stored (%s): %s\n", what, strings.Join(rep.Unstored, ", "))
+		fmt.Fprintf(e.stdout, "Keys not stored (%s): %s\n", what, strings.Join(fresh, ", "))
+		fmt.Fprintf(e.stdout, "(A key is a submission's id in form %s: if these were meant to match stored rows, check --form.)\n", *form)
+	}
+	if len(rep.Before) > 0 {
+		fmt.Fprintf(e.stdout, "Keys tombstoned before, nothing to do: %s\n", strings.Join(rep.Before, ", "))
 	}
 	if !*dry {
 		fmt.Fprintln(e.stdout, "No later sync, lookback, backfill or reconcile will store these submissions again.")
