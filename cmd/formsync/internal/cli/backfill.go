@@ -220,6 +220,11 @@ func (p *progressPrinter) done() {
 // submissions inside the window counted: at most two requests, and an
 // empty window is said to be empty.
 func printDryRun(ctx context.Context, e *env, rep *worker.BackfillReport, win worker.Window) {
+	if !rep.ResumedFrom.IsZero() {
+		// The estimate below is of what is left.
+		fmt.Fprintf(e.stdout, "Dry run: an interrupted backfill of this window got down to %s; run, it resumes there. What is left:\n",
+			rep.ResumedFrom.UTC().Format(time.RFC3339Nano))
+	}
 	pages := rep.PagesToRead()
 	if pages == 0 {
 		what := "has no submissions in the window"

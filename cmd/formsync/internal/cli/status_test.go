@@ -155,6 +155,14 @@ func TestStatusShowsABackfillInProgress(t *testing.T) {
 		p.Since == nil || p.Until == nil || got[1].BackfillProgress != nil || !strings.Contains(out, `"down_to": "2026-03-15T12:00:00Z"`) {
 		t.Errorf("status --json:\n%s", out)
 	}
+
+	// A dry run of the same backfill (the window as recorded: a time with
+	// a fraction is taken as written) says it would resume, and estimates
+	// what is left.
+	code, out, errOut = run(t, "backfill", "--form", "a", "--since", "2026-03-01", "--until", "2026-03-31T23:59:59.0Z", "--dry-run")
+	if code != exitOK || !strings.Contains(out, "an interrupted backfill of this window got down to 2026-03-15T12:00:00Z; run, it resumes there") {
+		t.Errorf("dry run of the interrupted backfill: exit %d:\n%s%s", code, out, errOut)
+	}
 }
 
 // failingWriter is a stdout that cannot be written, such as a closed pipe.
