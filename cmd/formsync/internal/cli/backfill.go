@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/formsync/formsync/worker"
@@ -108,12 +109,17 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	if *dry {
 		open = openDryRunSink
 	}
+	prog := newProgressPrinter(e)
+	if prog.tty != nil {
+		// Log lines (a checkpoint's) go to the terminal the bar is drawn
+		// on: each clears the bar's line first.
+		e.log = newLogger(lineClearer{prog}, e.cfg)
+	}
 	p, err := wireSink(ctx, e, []string{*form}, m, open) // a backfill names its form: no sharding
 	if err != nil {
 		return wireFailed(e, err)
 	}
 	defer p.Close()
-	prog := newProgressPrinter(e)
 	rep, err := p.engine.Backfill(ctx, *form, worker.BackfillOptions{
 		Window: worker.Window{Since: since.t, Until: until.t}, DryRun: *dry, CheckpointRows: *checkpoint, Progress: prog.update,
 	})
@@ -157,11 +163,29 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 // rate from the first page or two says nothing, and a backfill done
 // sooner logs only its end.
 type progressPrinter struct {
-	e     *env
-	tty   io.Writer
-	now   func() time.Time
+	e   *env
+	tty io.Writer
+	now func() time.Time
+	// mu guards what follows: the walk draws the bar while a checkpoint's
+	// commit logs.
+	mu    sync.Mutex
 	last  time.Time
-	drawn bool
+	drawn bool // the bar is on the terminal's current line
+}
+
+// lineClearer writes a log line under a progress bar: it clears the bar's
+// line first, so that the line does not run on after the bar; the next
+// update draws the bar again below it.
+type lineClearer struct{ p *progressPrinter }
+
+func (c lineClearer) Write(b []byte) (int, error) {
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	if c.p.drawn {
+		io.WriteString(c.p.tty, "\r\033[K")
+		c.p.drawn = false
+	}
+	return c.p.tty.Write(b)
 }
 
 // progressLogEvery is how often a backfill without a terminal logs its
@@ -179,6 +203,8 @@ func newProgressPrinter(e *env) *progressPrinter {
 }
 
 func (p *progressPrinter) update(pr worker.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	now := p.now()
 	if p.tty != nil {
 		if now.Sub(p.last) < 100*time.Millisecond && pr.Pages < pr.PagesTotal {
@@ -209,6 +235,8 @@ func (p *progressPrinter) update(pr worker.Progress) {
 }
 
 func (p *progressPrinter) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.drawn {
 		fmt.Fprintln(p.tty)
 	}

@@ -129,3 +129,28 @@ func TestProgressLogEveryTenSeconds(t *testing.T) {
 		t.Errorf("first line %q: want the rate over 10 s and the ETA", lines[0])
 	}
 }
+
+// TestLogLinesClearTheProgressBar: on a terminal, a log line (a
+// checkpoint's) clears the bar's line before it is written, rather than
+// running on after the bar, and the next update draws the bar below it.
+func TestLogLinesClearTheProgressBar(t *testing.T) {
+	var term strings.Builder
+	p := newProgressPrinter(&env{})
+	p.tty = &term
+	log := newLogger(lineClearer{p}, Config{LogFormat: "text"})
+	p.update(worker.Progress{FormID: "f", Pages: 1, PagesTotal: 10, Elapsed: time.Second})
+	log.Info("backfill checkpoint", "form", "f")
+	p.update(worker.Progress{FormID: "f", Pages: 10, PagesTotal: 10, Elapsed: 2 * time.Second})
+	p.done()
+	out := term.String()
+	bar1 := strings.Index(out, "\rf [")
+	clear := strings.Index(out, "\r\033[K")
+	line := strings.Index(out, "msg=\"backfill checkpoint\"")
+	bar2 := strings.LastIndex(out, "\rf [")
+	if bar1 != 0 || clear < bar1 || line < clear || !strings.Contains(out[clear:line], "\r\033[K") || bar2 < line || !strings.HasSuffix(out, "\n") {
+		t.Errorf("terminal output %q: want bar, clear, log line, bar, newline", out)
+	}
+	if strings.Count(out, "\r\033[K") != 1 {
+		t.Errorf("terminal output %q: want the line cleared once", out)
+	}
+}
