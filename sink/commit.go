@@ -96,17 +96,12 @@ type Counts struct {
 	View error `json:"-"`
 }
 
-// Add returns the sum of c and o: the counts of two commits of one form,
-// o the later. Its View is o's, or c's when o has none.
+// Add returns the sum of c and o: the counts of two commits of one form.
+// View is left out: it is one commit's own.
 func (c Counts) Add(o Counts) Counts {
-	view := o.View
-	if view == nil {
-		view = c.View
-	}
 	return Counts{
 		Inserted: c.Inserted + o.Inserted, Updated: c.Updated + o.Updated,
 		Deleted: c.Deleted + o.Deleted, Restored: c.Restored + o.Restored, Forgotten: c.Forgotten + o.Forgotten,
-		View: view,
 	}
 }
 

@@ -206,18 +206,18 @@ func (f *Forgotten) Scrub(w Watermark) Watermark {
 	if f.Empty() || w.IsZero() {
 		return w
 	}
-	idKey := strconv.FormatInt(w.ID, 10)
-	forgotten := func(k string) bool { return f.Has(k) }
-	if !slices.ContainsFunc(w.Boundary, forgotten) && (w.ID == 0 || !f.Has(idKey)) {
+	kept := slices.DeleteFunc(slices.Clone(w.Boundary), f.Has)
+	idForgotten := w.ID != 0 && f.Has(strconv.FormatInt(w.ID, 10))
+	if len(kept) == len(w.Boundary) && !idForgotten {
 		return w
 	}
-	out := Watermark{CreatedAt: w.CreatedAt, Boundary: slices.DeleteFunc(slices.Clone(w.Boundary), forgotten)}
-	if w.ID != 0 && !f.Has(idKey) {
-		out.ID = w.ID
-	}
-	for _, k := range out.Boundary {
-		if id, err := strconv.ParseInt(k, 10, 64); err == nil && strconv.FormatInt(id, 10) == k {
-			out.ID = max(out.ID, id)
+	out := Watermark{CreatedAt: w.CreatedAt, ID: w.ID, Boundary: kept}
+	if idForgotten {
+		out.ID = 0
+		for _, k := range kept {
+			if id, err := strconv.ParseInt(k, 10, 64); err == nil && strconv.FormatInt(id, 10) == k {
+				out.ID = max(out.ID, id)
+			}
 		}
 	}
 	return out

@@ -18,10 +18,12 @@ type ForgetReport struct {
 	Rows []sink.Row
 	// Removed counts the rows the commit removed.
 	Removed int64
-	// Unstored are the keys asked for that no stored row has: tombstoned
-	// all the same, so that they are never loaded.
+	// Unstored are the keys asked for that no stored row has and no
+	// earlier forget tombstoned: tombstoned all the same, so that they are
+	// never loaded.
 	Unstored []string
-	// Before are the keys of Unstored an earlier forget tombstoned already.
+	// Before are the keys asked for that no stored row has because an
+	// earlier forget tombstoned them: nothing to do.
 	Before []string
 	DryRun bool
 	// Committed says that the forget wrote: it removed rows or added
@@ -88,14 +90,15 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 			return rep, fmt.Errorf("forget in form %s: finding the rows: %w", formID, err)
 		}
 		rep.Rows = rows
-		rep.Unstored = unstored(m.Keys, rows)
-		rep.Before = nil
-		for _, k := range rep.Unstored {
+		rep.Unstored, rep.Before = nil, nil
+		for _, k := range unstored(m.Keys, rows) {
 			if st.Forgotten.Has(k) {
 				rep.Before = append(rep.Before, k)
+			} else {
+				rep.Unstored = append(rep.Unstored, k)
 			}
 		}
-		if dryRun || len(rows) == 0 && !newTombstones(st.Forgotten, rep.Unstored) {
+		if dryRun || len(rows) == 0 && len(rep.Unstored) == 0 {
 			// Nothing to remove and nothing to tombstone: no commit. A
 			// form that something was forgotten from may still hold its
 			// bytes, if a reader held up the purge of that forget: this is
@@ -174,16 +177,6 @@ func forgetCommit(st state.Form, rows []sink.Row, unstored []string) (sink.FormC
 	// tombstone is counted once a read meets it (state.Forgotten.Pending).
 	st.Forgotten = fg.With(int64(len(rows))+copies, keys...).WithUnstored(unstored...)
 	return sink.FormCommit{State: st.WithoutForgotten(), Forget: remove}, nil
-}
-
-// newTombstones reports whether some key has no tombstone yet.
-func newTombstones(fg *state.Forgotten, keys []string) bool {
-	for _, k := range keys {
-		if !fg.Has(k) {
-			return true
-		}
-	}
-	return false
 }
 
 // unstored are the keys no row has.

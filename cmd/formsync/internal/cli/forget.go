@@ -111,14 +111,14 @@ func runForget(ctx context.Context, e *env, args []string) int {
 		e.log.Error("forget failed: nothing was removed", "form", *form, "error", err.Error())
 		return exitFailed
 	}
-	if len(rep.Rows) == 0 && len(rep.Unstored) == 0 {
+	if len(rep.Rows) == 0 && len(rep.Unstored) == 0 && len(rep.Before) == 0 {
 		fmt.Fprintf(e.stdout, "No stored row of form %s matches: nothing changed.\n", *form)
 		return purgeResult(e, rep)
 	}
 	if !*dry && !rep.Committed {
 		// Only keys, every one forgotten before (the command run again).
 		fmt.Fprintf(e.stdout, "Nothing new to forget in form %s: no stored row has these keys, and they were tombstoned before: %s\n",
-			*form, strings.Join(rep.Unstored, ", "))
+			*form, strings.Join(rep.Before, ", "))
 		return purgeResult(e, rep)
 	}
 	verb := "Forgot"
@@ -133,18 +133,12 @@ func runForget(ctx context.Context, e *env, args []string) int {
 		}
 		fmt.Fprintf(e.stdout, "  %s  created %s%s\n", r.SubmissionKey, r.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"), state)
 	}
-	var fresh []string
-	for _, k := range rep.Unstored {
-		if !slices.Contains(rep.Before, k) {
-			fresh = append(fresh, k)
-		}
-	}
-	if len(fresh) > 0 {
+	if len(rep.Unstored) > 0 {
 		what := "tombstoned anyway, so that no later sync loads them"
 		if *dry {
 			what = "would be tombstoned anyway"
 		}
-		fmt.Fprintf(e.stdout, "Keys not stored (%s): %s\n", what, strings.Join(fresh, ", "))
+		fmt.Fprintf(e.stdout, "Keys not stored (%s): %s\n", what, strings.Join(rep.Unstored, ", "))
 		fmt.Fprintf(e.stdout, "(A key is a submission's id in form %s: if these were meant to match stored rows, check --form.)\n", *form)
 	}
 	if len(rep.Before) > 0 {
