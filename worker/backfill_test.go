@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/enginetest"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // interruptedBackfill runs a backfill with opts that is stopped after its

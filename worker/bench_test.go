@@ -17,11 +17,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/formsapi"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // renderedSource serves pages rendered once by the simulator, from memory,

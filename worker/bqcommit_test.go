@@ -4,9 +4,9 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/formsync/formsync/sink/bigquery/bqfake"
-	"github.com/formsync/formsync/worker/enginetest"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
+	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
 )
 
 // TestSyncThroughACommitJobFailingAfterItsCommit: BigQuery reports the

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/testkit/memsink"
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/memsink"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/enginetest"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // distinct is rows with one row per key: what a table holds of

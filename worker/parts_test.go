@@ -11,11 +11,11 @@ import (
 	"time"
 	"weak"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/formsapi"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // onCommit runs hook before the n-th commit (from 1) the sink receives,

@@ -8,17 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/testkit/memsink"
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/memsink"
 	"github.com/formsync/formsync/state"
-	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/formsapi"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // open returns a fresh, empty sink for one test: the in-memory reference
 // sink, since what these scenarios prove is about reading the API, and
-// every sink's own promises are checked by sink/sinktest.
+// every sink's own promises are checked by internal/testkit/sinktest.
 type open func(t *testing.T) enginetest.Sink
 
 func memSink(t *testing.T) enginetest.Sink {

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/enginetest"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // viewless reports the view of one form as not made in every commit of

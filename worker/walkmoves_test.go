@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/sink/memsink"
+	"github.com/formsync/formsync/internal/testkit/memsink"
 	"github.com/formsync/formsync/worker"
 )
 

@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/enginetest"
 	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 func openSQLite(t *testing.T) *sqlite.Sink {

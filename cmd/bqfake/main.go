@@ -1,5 +1,5 @@
 // Command bqfake serves formsync's in-memory BigQuery fake (package
-// sink/bigquery/bqfake) on a loopback address, so that the BigQuery sink
+// internal/testkit/bqfake) on a loopback address, so that the BigQuery sink
 // can be tried end to end without a Google Cloud project:
 //
 //	go run ./cmd/bqfake -addr 127.0.0.1:9050
@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/formsync/formsync/sink/bigquery/bqfake"
+	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/worker/formsapi"
 )
 

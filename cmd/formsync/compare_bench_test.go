@@ -48,7 +48,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/worker/formsapi/apisim"
+	"github.com/formsync/formsync/internal/testkit/apisim"
 )
 
 type workload struct {

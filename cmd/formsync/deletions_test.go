@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/worker/formsapi/apisim"
+	"github.com/formsync/formsync/internal/testkit/apisim"
 )
 
 // deletedKeys reads the keys of db's rows of form that carry deleted_at.

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
 	_ "github.com/formsync/formsync/sink/sqlite" // registers the "sqlite" driver for row counts
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // Helpers of the tests and benchmarks that run the formsync binary as a

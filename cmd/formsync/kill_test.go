@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/enginetest"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // TestSIGKILLNeverLosesOrDuplicates kills a real `formsync sync` process at

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/bigquery/bqfake"
 	"github.com/formsync/formsync/sink/internal/sqlname"
-	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/state"
 )
 

@@ -3,8 +3,8 @@ package bigquery
 import (
 	"testing"
 
-	"github.com/formsync/formsync/sink/bigquery/bqfake"
-	"github.com/formsync/formsync/sink/sinktest"
+	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/testkit/sinktest"
 )
 
 // TestContract runs the shared sink contract against the sink on the fake,

@@ -15,11 +15,11 @@ import (
 
 	bq "cloud.google.com/go/bigquery"
 
+	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/testkit/memsink"
+	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/bigquery/bqfake"
 	"github.com/formsync/formsync/sink/internal/sqlname"
-	"github.com/formsync/formsync/sink/memsink"
-	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/state"
 )
 

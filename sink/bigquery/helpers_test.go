@@ -8,9 +8,9 @@ import (
 	"time"
 
 	bq "cloud.google.com/go/bigquery"
+	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/bigquery/bqfake"
-	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/state"
 	"google.golang.org/api/option"
 )

@@ -9,8 +9,8 @@ import (
 
 	"github.com/formsync/formsync/sink/internal/sqlname"
 
+	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/bigquery/bqfake"
 )
 
 var hostile = []string{

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/bigquery/bqfake"
 )
 
 // TestMergeJoinsOnEquality commits a 50,000-row checkpoint (a backfill's)

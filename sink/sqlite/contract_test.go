@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/formsync/formsync/sink/sinktest"
+	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
 )
 

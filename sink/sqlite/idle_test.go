@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/sinktest"
 )
 
 // readChars is this process's rchar from /proc/self/io: bytes read through

@@ -16,8 +16,8 @@ import (
 
 	"github.com/formsync/formsync/sink/internal/sqlname"
 
+	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/state"
 )
 

@@ -13,8 +13,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // benchPages renders the pages of one form of 20,000 submissions.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/worker/formsapi/apisim"
+	"github.com/formsync/formsync/internal/testkit/apisim"
 )
 
 // simClient serves a simulator on loopback and returns a client for it that

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/scheduletest"
 	"github.com/formsync/formsync/worker/schedule"
-	"github.com/formsync/formsync/worker/schedule/scheduletest"
 )
 
 // A sync that outlasts its interval makes the next tick be skipped, not

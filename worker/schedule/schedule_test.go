@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/scheduletest"
 	"github.com/formsync/formsync/worker/schedule"
-	"github.com/formsync/formsync/worker/schedule/scheduletest"
 )
 
 // safety bounds how long a test waits for something that must happen; it

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 func TestUntilIncludesTheWholeUnitGiven(t *testing.T) {

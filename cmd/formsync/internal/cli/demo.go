@@ -16,9 +16,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 	"github.com/formsync/formsync/worker/metrics"
 )
 

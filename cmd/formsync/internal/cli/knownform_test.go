@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/sink/sqlite"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // TestFormFlagNamesAKnownForm: backfill and reconcile refuse a --form that

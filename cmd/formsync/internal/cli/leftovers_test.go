@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // aged creates a file of name in dir, modified age ago.

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger and the test at once.

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/worker/formsapi"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 func runSimulate(ctx context.Context, e *env, args []string) int {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/worker/formsapi/apisim"
+	"github.com/formsync/formsync/internal/testkit/apisim"
 )
 
 // TestSimulateListensOnLoopbackOnly: the simulator checks no real

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/state"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // TestStatusOfAMissingDatabase: a mistyped path is an error, and no file

@@ -3,8 +3,8 @@ package memsink_test
 import (
 	"testing"
 
-	"github.com/formsync/formsync/sink/memsink"
-	"github.com/formsync/formsync/sink/sinktest"
+	"github.com/formsync/formsync/internal/testkit/memsink"
+	"github.com/formsync/formsync/internal/testkit/sinktest"
 )
 
 func TestContract(t *testing.T) {

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
-	"github.com/formsync/formsync/worker/formsapi/apisim"
 )
 
 // Sink is what a harness needs of a sink: what the engine uses, and a way

@@ -13,7 +13,7 @@
 //
 // It drives no engine, client or simulator: what the engine does with the
 // API is tested once, in package worker, on the in-memory reference sink
-// (sink/memsink), which passes this contract too.
+// (internal/testkit/memsink), which passes this contract too.
 //
 // A sink's test calls
 //

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/formsync/formsync/internal/testkit/memsink"
+	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/memsink"
-	"github.com/formsync/formsync/sink/sinktest"
 	"github.com/formsync/formsync/state"
 )
 
