@@ -36,7 +36,7 @@ func runForget(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("forget", flag.ContinueOnError)
 	form := fs.String("form", "", "form id (required)")
 	var keys listFlag
-	fs.Var(&keys, "key", "submission key to forget (the id, or the content key of a form without ids); repeat or comma-separate")
+	fs.Var(&keys, "key", "submission key to forget: the submission's id, or, in a form of the older response form (no ids), its content key, 32 hex digits of a hash of its content (the submission_key column); repeat or comma-separate")
 	field := fs.String("field", "", "forget every submission whose field NAME holds VALUE exactly: NAME=VALUE (a hashed field takes the clear value)")
 	dry := fs.Bool("dry-run", false, "list what would be forgotten, change nothing")
 	if ok, code := parseFlags(fs, e, args); !ok {
@@ -139,7 +139,7 @@ func runForget(ctx context.Context, e *env, args []string) int {
 			what = "would be tombstoned anyway"
 		}
 		fmt.Fprintf(e.stdout, "Keys not stored (%s): %s\n", what, strings.Join(rep.Unstored, ", "))
-		fmt.Fprintf(e.stdout, "(A key is a submission's id in form %s: if these were meant to match stored rows, check --form.)\n", *form)
+		fmt.Fprintf(e.stdout, "(A key is a submission's id in form %s, or, for a submission of the older response form, which has no id, its content key: 32 hex digits of a hash of its content. If these were meant to match stored rows, check --form and the keys.)\n", *form)
 	}
 	if len(rep.Before) > 0 {
 		fmt.Fprintf(e.stdout, "Keys tombstoned before, nothing to do: %s\n", strings.Join(rep.Before, ", "))
