@@ -147,7 +147,7 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 // views are not in the analyzer's catalog).
 func readmeQueries(t *testing.T) []string {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "bigquery.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

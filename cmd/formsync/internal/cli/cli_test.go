@@ -55,7 +55,7 @@ func TestHelpListsEveryVariableAndNoSecret(t *testing.T) {
 // step with the binary: a new or renamed variable fails here until its row
 // is written.
 func TestREADMEDocumentsEveryVariable(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

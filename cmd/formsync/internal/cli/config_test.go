@@ -354,7 +354,7 @@ func TestFormIDNotUTF8Refused(t *testing.T) {
 // TestREADMEDefaults: the README's table shows each variable's default as
 // formsync help does.
 func TestREADMEDefaults(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

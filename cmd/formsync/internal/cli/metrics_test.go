@@ -24,7 +24,7 @@ import (
 // TestREADMEDocumentsEveryMetric: every formsync_ metric the binary
 // exposes has a row in the README's metrics table.
 func TestREADMEDocumentsEveryMetric(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
