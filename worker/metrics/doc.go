@@ -1,22 +1,15 @@
-// Package metrics exposes formsync's Prometheus metrics.
+// Package metrics exposes formsync's Prometheus metrics, on a registry of
+// its own (never the global one).
 //
-// Everything lives on the Metrics' own registry, never the global one, so
-// that tests and several workers in one process do not collide. Data flows
-// in from two places:
+//	m := metrics.New()
+//	client, _ := formsapi.New(formsapi.Config{..., Observer: m.ObserveRequest})
+//	m.ObserveRun(report, commitDuration)       // after each sync
+//	http.Handle("/metrics", m.Handler())       // formsync run
+//	m.Push(ctx, pushgatewayURL, "formsync")    // or once, at the end of a one-shot run
 //
-//   - ObserveRequest takes every API attempt from the formsapi client, as
-//     its Observer (usually through worker.NewRequestStats(m.ObserveRequest)),
-//     retries and 429s included: request counts by status, rate limiting,
-//     backoff waited and request latency.
-//   - ObserveRun takes the worker.Report of each sync: runs by result, rows
-//     inserted and updated, pages, failures, last success and watermark lag
-//     per form, run and commit durations.
-//
-// and out through two: Handler serves the registry for scraping in the
-// long-running mode; Push sends it to a Pushgateway at the end of a one-shot
-// run (Kubernetes CronJob), which lives too briefly to be scraped.
-//
-// Label cardinality stays bounded: form takes the configured form ids only,
-// status the HTTP status codes the API answers plus "error" for attempts
-// that got no response.
+// ObserveRequest takes every API attempt (requests by status, 429s,
+// backoff, latency); ObserveRun takes each worker.Report (runs, rows,
+// pages, failures, last success and watermark lag per form, durations).
+// Labels stay bounded: form takes the configured form ids only, status the
+// HTTP statuses plus "error". docs/operations.md lists every metric.
 package metrics
