@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/formsync/formsync/worker/formsapi"
 )
@@ -84,4 +85,31 @@ func ExampleError() {
 	// status: 400
 	// access disabled: true
 	// whole run stops: false
+}
+
+// Retry-After comes as seconds or as an HTTP date; zero and garbage are
+// told apart from a usable wait.
+func ExampleParseRetryAfter() {
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	for _, v := range []string{"120", "Sun, 01 Mar 2026 10:00:30 GMT", "0", "soon"} {
+		d, ok := formsapi.ParseRetryAfter(v, now)
+		fmt.Printf("%q: %v %v\n", v, d, ok)
+	}
+	// Output:
+	// "120": 2m0s true
+	// "Sun, 01 Mar 2026 10:00:30 GMT": 30s true
+	// "0": 0s true
+	// "soon": 0s false
+}
+
+// Both response forms' timestamps, six digits and three, parse to UTC
+// microseconds.
+func ExampleParseCreatedAt() {
+	for _, v := range []string{"2026-03-01T10:05:00.123456Z", "2026-03-01T11:05:00.123+01:00"} {
+		t, err := formsapi.ParseCreatedAt(v)
+		fmt.Println(t.Format(time.RFC3339Nano), err)
+	}
+	// Output:
+	// 2026-03-01T10:05:00.123456Z <nil>
+	// 2026-03-01T10:05:00.123Z <nil>
 }
