@@ -15,7 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/formsync/formsync/sink/bigquery"
+	"github.com/formsync/formsync/config"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -297,8 +297,7 @@ func (c *Config) libraryProblems(p *problems, err error) {
 }
 
 // libraryFields maps the fields of the libraries' configurations (named by
-// their *worker.FieldError, *formsapi.FieldError and *bigquery.FieldError)
-// to the variables that set them, once.
+// their *config.FieldError) to the variables that set them, once.
 var libraryFields = map[string]string{
 	// worker.Config
 	"PageSize":       "PAGE_SIZE",
@@ -328,16 +327,9 @@ var libraryFields = map[string]string{
 // and the problem in words that follow the variable's name; "" when the
 // problem names no field a variable sets.
 func libraryField(err error) (name, msg string) {
-	var we *worker.FieldError
-	var ae *formsapi.FieldError
-	var be *bigquery.FieldError
-	switch {
-	case errors.As(err, &we):
-		return libraryFields[we.Field], we.Problem
-	case errors.As(err, &ae):
-		return libraryFields[ae.Field], err.Error()
-	case errors.As(err, &be):
-		return libraryFields[be.Field], be.Problem
+	var fe *config.FieldError
+	if errors.As(err, &fe) {
+		return libraryFields[fe.Field], fe.Err.Error()
 	}
 	return "", err.Error()
 }
