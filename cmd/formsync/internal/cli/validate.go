@@ -487,15 +487,6 @@ func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
 		Logger:         log,
 		FieldPolicy:    c.fieldPolicy(),
 	}
-	if c.Sink == "sqlite" {
-		// SQLite writes a form's rows while the rest is read; a commit
-		// costs it nothing of note. Each BigQuery commit is load jobs and
-		// DML against the table's daily quota of table operations: there a
-		// sync commits once per run. SQLite inserts rows keyed by content
-		// in key order, BigQuery gains nothing from it.
-		cfg.PartRows = worker.DefaultPartRows
-		cfg.SortContentKeys = true
-	}
 	return cfg
 }
 
