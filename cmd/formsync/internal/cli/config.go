@@ -15,7 +15,6 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/formsync/formsync/config"
 	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/fieldpolicy"
@@ -526,34 +525,4 @@ func Usage() string {
 	}
 	tw.Flush()
 	return b.String()
-}
-
-// libraryProblems reports each problem of lib's Validate error under the
-// variable that sets the field it names.
-func (c *Config) libraryProblems(p *problems, lib string, err error) {
-	for _, leaf := range config.Problems(err) {
-		var fe *config.FieldError
-		if !errors.As(leaf, &fe) {
-			p.other = append(p.other, leaf.Error())
-			continue
-		}
-		f := libraryVariable(lib, fe.Field)
-		if f.name == "" {
-			p.other = append(p.other, leaf.Error())
-			continue
-		}
-		if f.name == "API_TOKEN" && c.APITokenFile != "" {
-			f = fieldByName("API_TOKEN_FILE") // the token came from the file
-		}
-		if p.has(f.name) {
-			continue
-		}
-		switch f.name {
-		case "API_TOKEN", "API_TOKEN_FILE", "FORMS":
-			// The problem is the token's or the list's, said without them.
-			p.add(f.name, "%s: %v", f.env(), fe.Err)
-		default:
-			p.add(f.name, "%s=%s: %v", f.env(), quote(f, c.valueText(f)), fe.Err)
-		}
-	}
 }
