@@ -42,8 +42,8 @@ const envPrefix = "FORMSYNC"
 //   - group: which commands read it (see Need): a command never fails on
 //     a variable it does not read. desc: its line in `formsync help`.
 //
-// Adding a setting is adding a field here (and its row to the README's
-// table, which TestREADMEDocumentsEveryVariable asks for). The tags are
+// Adding a setting is adding a field here (and its row in the manual's
+// table of variables, which TestREADMEDocumentsEveryVariable asks for). The tags are
 // envconfig's (help is printed by envconfig.Usaget); why envconfig.Process
 // does not read them is said at readConfig. TestConfigDocsStateDefaults
 // keeps each comment's default and the default tag in step.
