@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/formsync/formsync/config"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -111,21 +112,14 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// FieldError is one problem of a Config, naming its field.
-type FieldError struct {
-	Field   string // the Config field, e.g. "PageSize"
-	Problem string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
-
 // Validate reports every problem of the configuration at once (errors.Join
-// of *FieldError); zero fields stand for their defaults.
+// of *config.FieldError, naming the fields of Config); zero fields stand
+// for their defaults.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+		errs = append(errs, config.Errorf(field, format, args...))
 	}
 	if len(c.Forms) == 0 {
 		bad("Forms", "no forms to sync")

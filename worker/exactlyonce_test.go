@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/config"
 	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/internal/testkit/memsink"
@@ -500,7 +501,7 @@ func TestConfigValidateListsEveryProblem(t *testing.T) {
 	err := worker.Config{PageSize: 101, Concurrency: -1, FormTimeout: -time.Second, Lookback: -time.Hour, ShutdownGrace: -1}.Validate()
 	var fields []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-		var fe *worker.FieldError
+		var fe *config.FieldError
 		if !errors.As(e, &fe) {
 			t.Fatalf("%v is not a *FieldError", e)
 		}

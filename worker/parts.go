@@ -32,11 +32,12 @@ import (
 // order (sink.Spool.RowsByKey), parts of 50,000, each in key order, were
 // still no faster: 31.5-31.8 s against 30.9-31.0 s (section 8.3).
 
-// DefaultPartRows is the part size the command gives a sync into SQLite
-// (Config.PartRows). A million-row first sync, in process, took 11.3-11.8 s
-// in parts of 10,000, 11.4-11.7 s in parts of 50,000 and 14.2-16.2 s in one
-// commit (BENCHMARKS.md section 8.2); the smaller part starts writing
-// sooner, and also overlaps the reading of forms of 10,000 to 50,000 rows.
+// DefaultPartRows is the part size Config.TunedFor gives a sync into a
+// sink that commits in parts, SQLite (Config.PartRows). A million-row
+// first sync, in process, took 11.3-11.8 s in parts of 10,000, 11.4-11.7 s
+// in parts of 50,000 and 14.2-16.2 s in one commit (BENCHMARKS.md section
+// 8.2); the smaller part starts writing sooner, and also overlaps the
+// reading of forms of 10,000 to 50,000 rows.
 const DefaultPartRows = 10_000
 
 // part is rows of one form handed over for an early commit.

@@ -11,6 +11,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/formsync/formsync/config"
 	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/sink"
@@ -299,7 +300,7 @@ func TestReconcileIsNeverInParts(t *testing.T) {
 // TestPartRowsIsValidated: a negative part size is refused.
 func TestPartRowsIsValidated(t *testing.T) {
 	err := worker.Config{Forms: []string{"f"}, PartRows: -1}.Validate()
-	var fe *worker.FieldError
+	var fe *config.FieldError
 	if !errors.As(err, &fe) || fe.Field != "PartRows" {
 		t.Errorf("Validate: %v, want a PartRows problem", err)
 	}

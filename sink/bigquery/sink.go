@@ -15,6 +15,7 @@ import (
 
 	bq "cloud.google.com/go/bigquery"
 	"github.com/cenkalti/backoff/v4"
+	"github.com/formsync/formsync/config"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
 	"google.golang.org/api/googleapi"
@@ -110,23 +111,16 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// FieldError is a problem with one field of Config.
-type FieldError struct {
-	Field   string // the Config field, e.g. "Dataset"
-	Problem string // in words, after the field's name and value
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
-
-// Validate reports every problem of c at once (errors.Join of *FieldError,
-// wrapped), its zero fields standing for their defaults: what Open
-// refuses, for a caller to check settings before it connects. Identifiers
-// are checked strictly because they are spliced into SQL text.
+// Validate reports every problem of c at once (errors.Join of
+// *config.FieldError, naming the fields of Config, wrapped), its zero
+// fields standing for their defaults: what Open refuses, for a caller to
+// check settings before it connects. Identifiers are checked strictly
+// because they are spliced into SQL text.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+		errs = append(errs, config.Errorf(field, format, args...))
 	}
 	if c.Project == "" {
 		bad("Project", "is required")

@@ -16,6 +16,7 @@ import (
 
 	bq "cloud.google.com/go/bigquery"
 
+	"github.com/formsync/formsync/config"
 	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
@@ -457,7 +458,7 @@ func TestConfigValidation(t *testing.T) {
 	var fields []string
 	if joined, ok := errors.Unwrap(err).(interface{ Unwrap() []error }); ok {
 		for _, e := range joined.Unwrap() {
-			var fe *FieldError
+			var fe *config.FieldError
 			if errors.As(e, &fe) {
 				fields = append(fields, fe.Field)
 			}

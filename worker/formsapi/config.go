@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/formsync/formsync/config"
 )
 
 // Version is the formsync version sent in the default User-Agent. It is
@@ -158,21 +160,20 @@ func redactURL(raw string) string {
 	return u.String()
 }
 
-// FieldError is one problem of a Config, naming its field, so that a
-// caller can say it in the words of whatever sets the field.
-type FieldError struct {
-	Field string // the Config field, e.g. "RateLimit"
-	Err   error
+// Validate reports every problem of c at once (errors.Join of
+// *config.FieldError, naming the fields of Config, wrapped), its zero
+// fields standing for their defaults: what New refuses, for a caller to
+// check settings before it builds a Client.
+func (c Config) Validate() error {
+	_, _, err := c.withDefaults()
+	return err
 }
 
-func (e *FieldError) Error() string { return e.Err.Error() }
-func (e *FieldError) Unwrap() error { return e.Err }
-
 // withDefaults fills zero fields and returns every problem with what is set
-// (errors.Join of *FieldError).
+// (errors.Join of *config.FieldError).
 func (c Config) withDefaults() (Config, *url.URL, error) {
 	var problems []error
-	bad := func(field string, err error) { problems = append(problems, &FieldError{Field: field, Err: err}) }
+	bad := func(field string, err error) { problems = append(problems, &config.FieldError{Field: field, Err: err}) }
 	base, err := parseBaseURL(c.BaseURL)
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range joined.Unwrap() { // each problem of the URL on its own

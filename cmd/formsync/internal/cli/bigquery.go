@@ -21,5 +21,7 @@ func openBigQuery(ctx context.Context, cfg Config) (sink.Sink, error) {
 
 // bigQuery is the BigQuery sink's share of the configuration.
 func (c Config) bigQuery() bigquery.Config {
-	return bigquery.Config{Project: c.BQProject, Dataset: c.BQDataset, Location: c.BQLocation, Endpoint: c.BQEndpoint}
+	var cfg bigquery.Config
+	c.setLibraryFields("bigquery", &cfg)
+	return cfg
 }

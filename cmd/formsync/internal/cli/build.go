@@ -60,7 +60,10 @@ func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, o
 	if err != nil {
 		return nil, err
 	}
-	eng, err := worker.New(client, dst, cfg)
+	// The sink says how it is best written to (SQLite: in parts, rows
+	// keyed by content sorted); BigQuery, whose every commit spends its
+	// tables' daily quotas, says nothing and gets one commit per run.
+	eng, err := worker.New(client, dst, cfg.TunedFor(dst))
 	if err != nil {
 		dst.Close()
 		return nil, fmt.Errorf("%w: %w", errConfig, err)

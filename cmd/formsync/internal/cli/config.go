@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -11,9 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
+	"text/template"
 	"time"
 
+	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -24,61 +26,77 @@ import (
 const envPrefix = "FORMSYNC"
 
 // Config is formsync's whole configuration, read from FORMSYNC_* environment
-// variables. The envconfig tag names the variable, desc is its line in
-// `formsync help`, and group says which commands read it (see Need): a
-// command never fails on a variable it does not read. Defaults are in
-// defaults, not in the tags; each field's comment states its default too,
-// and TestConfigDocsStateDefaults keeps the two in step.
+// variables. Each field declares one variable, once: its comment says what
+// it does and its default, and its tags are the rest of it.
+//
+//   - envconfig: the variable's name, without the prefix.
+//   - default: its value when unset or empty (none when absent); show:
+//     the default as help says it, when the value alone would not.
+//   - field: the library Config field it sets, as package.Field
+//     (formsapi, worker or bigquery). The library checks the value itself
+//     (its Validate) and names the field in its *config.FieldError; the
+//     problem is reported under this variable.
+//   - check: a check of its own (checks): positive (0 is refused: the
+//     libraries read 0 as "the default"), cron, listen, staging,
+//     pushgateway. oneof: the words it takes, in any case.
+//   - group: which commands read it (see Need): a command never fails on
+//     a variable it does not read. desc: its line in `formsync help`.
+//
+// Adding a setting is adding a field here (and its row in the manual's
+// table of variables, which TestREADMEDocumentsEveryVariable asks for). The tags are
+// envconfig's (help is printed by envconfig.Usaget); why envconfig.Process
+// does not read them is said at readConfig. TestConfigDocsStateDefaults
+// keeps each comment's default and the default tag in step.
 type Config struct {
 	// API_BASE_URL: base address of the Form Submissions Read API, e.g.
 	// https://forms.example.com. http:// is accepted only for loopback hosts.
 	// Default: none (required by the commands that read the API).
-	APIBaseURL string `envconfig:"API_BASE_URL" group:"api" desc:"base URL of the Form Submissions Read API (https; http only on loopback)"`
+	APIBaseURL string `envconfig:"API_BASE_URL" field:"formsapi.BaseURL" group:"api" desc:"base URL of the Form Submissions Read API (https; http only on loopback)"`
 	// API_TOKEN: the personal access token, given directly. Exactly one of
 	// API_TOKEN and API_TOKEN_FILE is needed; prefer the file.
 	// Default: none.
-	APIToken formsapi.Secret `envconfig:"API_TOKEN" group:"api" desc:"API personal access token (prefer FORMSYNC_API_TOKEN_FILE)"`
+	APIToken formsapi.Secret `envconfig:"API_TOKEN" field:"formsapi.Token" group:"api" desc:"API personal access token (prefer FORMSYNC_API_TOKEN_FILE)"`
 	// API_TOKEN_FILE: a file holding the personal access token (a mounted
 	// Kubernetes Secret). Exactly one of API_TOKEN and API_TOKEN_FILE is
 	// needed. Default: none.
 	APITokenFile string `envconfig:"API_TOKEN_FILE" group:"api" desc:"file holding the API token (e.g. a mounted Secret)"`
 	// FORMS: comma-separated form ids to sync. Default: none (required by
 	// sync, run and reconcile without form names).
-	Forms []string `envconfig:"FORMS" group:"api" desc:"comma-separated form ids to sync"`
+	Forms []string `envconfig:"FORMS" field:"worker.Forms" group:"api" desc:"comma-separated form ids to sync"`
 	// PAGE_SIZE: the limit asked per page (the older API form ignores it and
 	// pages by 25). Default 100.
-	PageSize int `envconfig:"PAGE_SIZE" group:"api" desc:"submissions asked per page (1-100)"`
+	PageSize int `envconfig:"PAGE_SIZE" default:"100" field:"worker.PageSize" check:"positive" group:"api" desc:"submissions asked per page (1-100)"`
 	// CONCURRENCY: forms synced at once. Default 4.
-	Concurrency int `envconfig:"CONCURRENCY" group:"api" desc:"forms synced at once"`
+	Concurrency int `envconfig:"CONCURRENCY" default:"4" field:"worker.Concurrency" check:"positive" group:"api" desc:"forms synced at once"`
 	// RATE_LIMIT: requests per second to the API, shared by all forms.
 	// Default 5.
-	RateLimit float64 `envconfig:"RATE_LIMIT" group:"api" desc:"most API requests per second, all forms together; below it the server's rate-limit headers set the pace"`
+	RateLimit float64 `envconfig:"RATE_LIMIT" default:"5" field:"formsapi.RateLimit" check:"positive" group:"api" desc:"most API requests per second, all forms together; below it the server's rate-limit headers set the pace"`
 	// REQUEST_TIMEOUT: limit of one HTTP attempt, body included. Default 30s.
-	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" group:"api" desc:"timeout of one API request, body included"`
+	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" default:"30s" field:"formsapi.RequestTimeout" check:"positive" group:"api" desc:"timeout of one API request, body included"`
 	// MAX_WAIT: how long one page may spend waiting on retries (429, 5xx)
 	// before its form fails for this run, watermark untouched. Default 2m.
-	MaxWait time.Duration `envconfig:"MAX_WAIT" group:"api" desc:"retry wait budget per page before the form fails for this run"`
+	MaxWait time.Duration `envconfig:"MAX_WAIT" default:"2m" field:"formsapi.MaxWait" check:"positive" group:"api" desc:"retry wait budget per page before the form fails for this run"`
 	// MAX_RETRY_AFTER: the longest Retry-After honoured; longer ones are
 	// capped. Default 1m.
-	MaxRetryAfter time.Duration `envconfig:"MAX_RETRY_AFTER" group:"api" desc:"cap on an honoured Retry-After"`
+	MaxRetryAfter time.Duration `envconfig:"MAX_RETRY_AFTER" default:"1m" field:"formsapi.MaxRetryAfter" check:"positive" group:"api" desc:"cap on an honoured Retry-After"`
 	// BACKOFF_INITIAL: the first wait of the exponential backoff (with
 	// jitter) used when no usable Retry-After came with a 429, and on 5xx
 	// and timeouts; it doubles per attempt. Default 500ms.
-	BackoffInitial time.Duration `envconfig:"BACKOFF_INITIAL" group:"api" desc:"first retry wait without a Retry-After; doubles per attempt"`
+	BackoffInitial time.Duration `envconfig:"BACKOFF_INITIAL" default:"500ms" field:"formsapi.InitialBackoff" check:"positive" group:"api" desc:"first retry wait without a Retry-After; doubles per attempt"`
 	// BACKOFF_MAX: the longest wait of that backoff. Default 30s.
-	BackoffMax time.Duration `envconfig:"BACKOFF_MAX" group:"api" desc:"longest retry wait without a Retry-After"`
+	BackoffMax time.Duration `envconfig:"BACKOFF_MAX" default:"30s" field:"formsapi.MaxBackoff" check:"positive" group:"api" desc:"longest retry wait without a Retry-After"`
 	// FORM_TIMEOUT: everything one form may wait on in a run (requests,
 	// retries, the rate limiter); past it the form fails for this run.
 	// Default 10m.
-	FormTimeout time.Duration `envconfig:"FORM_TIMEOUT" group:"api" desc:"time budget of one form in a run, retries and rate limit included"`
+	FormTimeout time.Duration `envconfig:"FORM_TIMEOUT" default:"10m" field:"worker.FormTimeout" check:"positive" group:"api" desc:"time budget of one form in a run, retries and rate limit included"`
 	// LOOKBACK: re-read submissions newer than watermark minus this, so
 	// later changes (a submission marked as spam) reach the table.
 	// Default 0s (off).
-	Lookback time.Duration `envconfig:"LOOKBACK" group:"api" desc:"re-read this far behind the watermark to pick up changes (e.g. 24h)"`
+	Lookback time.Duration `envconfig:"LOOKBACK" default:"0s" field:"worker.Lookback" group:"api" desc:"re-read this far behind the watermark to pick up changes (e.g. 24h)"`
 	// RECONCILE_EVERY: sync and run reconcile a form (read every page, mark
 	// the rows no longer served as deleted) once this long has passed since
 	// its last reconcile. 0 = only `formsync reconcile` does. Default 0s.
-	ReconcileEvery time.Duration `envconfig:"RECONCILE_EVERY" group:"api" desc:"reconcile each form (mark rows deleted upstream) this often during syncs, e.g. 24h; 0 = only 'formsync reconcile'"`
+	ReconcileEvery time.Duration `envconfig:"RECONCILE_EVERY" default:"0s" field:"worker.ReconcileEvery" group:"api" desc:"reconcile each form (mark rows deleted upstream) this often during syncs, e.g. 24h; 0 = only 'formsync reconcile'"`
 	// FIELD_POLICY: personal fields hashed or dropped before anything is
 	// staged, e.g. email=hash,phone=drop; hash is HMAC-SHA256 under the key
 	// in FIELD_HASH_KEY_FILE. Default: none (every field kept as served).
@@ -87,47 +105,47 @@ type Config struct {
 	// hash. Default: none (required when FIELD_POLICY hashes a field).
 	FieldHashKeyFile string `envconfig:"FIELD_HASH_KEY_FILE" group:"policy" desc:"file holding the secret key of FORMSYNC_FIELD_POLICY's hash (at least 16 bytes)"`
 	// SINK: sqlite (embedded) or bigquery. Default sqlite.
-	Sink string `envconfig:"SINK" group:"sink" desc:"destination: sqlite or bigquery"`
+	Sink string `envconfig:"SINK" default:"sqlite" oneof:"sqlite,bigquery" group:"sink" desc:"destination: sqlite or bigquery"`
 	// SQLITE_PATH: the SQLite database file. Default formsync.db.
-	SQLitePath string `envconfig:"SQLITE_PATH" group:"sink" desc:"SQLite database file"`
+	SQLitePath string `envconfig:"SQLITE_PATH" default:"formsync.db" group:"sink" desc:"SQLite database file"`
 	// BQ_PROJECT: the BigQuery project. Credentials come from Application
 	// Default Credentials (Workload Identity on GKE). Default: none
 	// (required with SINK=bigquery).
-	BQProject string `envconfig:"BQ_PROJECT" group:"sink" desc:"BigQuery project (required with FORMSYNC_SINK=bigquery)"`
+	BQProject string `envconfig:"BQ_PROJECT" field:"bigquery.Project" group:"sink" desc:"BigQuery project (required with FORMSYNC_SINK=bigquery)"`
 	// BQ_DATASET: the BigQuery dataset. Default formsync.
-	BQDataset string `envconfig:"BQ_DATASET" group:"sink" desc:"BigQuery dataset"`
+	BQDataset string `envconfig:"BQ_DATASET" default:"formsync" field:"bigquery.Dataset" group:"sink" desc:"BigQuery dataset"`
 	// BQ_LOCATION: the BigQuery location of the dataset and jobs. Default US.
-	BQLocation string `envconfig:"BQ_LOCATION" group:"sink" desc:"BigQuery location of the dataset and jobs"`
+	BQLocation string `envconfig:"BQ_LOCATION" default:"US" field:"bigquery.Location" group:"sink" desc:"BigQuery location of the dataset and jobs"`
 	// BQ_ENDPOINT: overrides the BigQuery API base URL (emulators, tests).
 	// Default: none (Google's endpoint).
-	BQEndpoint string `envconfig:"BQ_ENDPOINT" group:"sink" desc:"BigQuery API base URL override (emulators, tests)"`
+	BQEndpoint string `envconfig:"BQ_ENDPOINT" field:"bigquery.Endpoint" group:"sink" desc:"BigQuery API base URL override (emulators, tests)"`
 	// TMP_DIR: where a run stages rows as NDJSON before committing them.
 	// Default: system temp dir (os.TempDir).
-	TmpDir string `envconfig:"TMP_DIR" group:"api" desc:"directory for staged rows"`
+	TmpDir string `envconfig:"TMP_DIR" show:"system temp dir" field:"worker.TmpDir" check:"staging" group:"api" desc:"directory for staged rows"`
 	// SCHEDULE: cron spec of `formsync run`. Default `*/15 * * * *`.
-	Schedule string `envconfig:"SCHEDULE" group:"sched" desc:"cron schedule of 'formsync run' (robfig/cron spec, UTC)"`
+	Schedule string `envconfig:"SCHEDULE" default:"*/15 * * * *" check:"cron" group:"sched" desc:"cron schedule of 'formsync run' (robfig/cron spec, UTC)"`
 	// SYNC_AT_START: `formsync run` syncs once as soon as it starts rather
 	// than waiting up to a whole schedule period for the first tick.
 	// Default true.
-	SyncAtStart bool `envconfig:"SYNC_AT_START" group:"sched" desc:"'formsync run' syncs once at start, before the first tick"`
+	SyncAtStart bool `envconfig:"SYNC_AT_START" default:"true" group:"sched" desc:"'formsync run' syncs once at start, before the first tick"`
 	// HTTP_ADDR: where `formsync run` serves /healthz, /readyz, /metrics.
 	// Default `:9090`.
-	HTTPAddr string `envconfig:"HTTP_ADDR" group:"sched" desc:"address of /healthz, /readyz and /metrics in 'formsync run'"`
+	HTTPAddr string `envconfig:"HTTP_ADDR" default:":9090" check:"listen" group:"sched" desc:"address of /healthz, /readyz and /metrics in 'formsync run'"`
 	// PUSHGATEWAY_URL: one-shot commands push their metrics here when set.
 	// Default: none (no push).
-	PushgatewayURL string `envconfig:"PUSHGATEWAY_URL" group:"api" desc:"Prometheus Pushgateway URL for one-shot runs"`
+	PushgatewayURL string `envconfig:"PUSHGATEWAY_URL" check:"pushgateway" group:"api" desc:"Prometheus Pushgateway URL for one-shot runs"`
 	// SHARD_INDEX: this pod's shard, when SHARD_COUNT splits the forms
 	// across pods of an Indexed Job. Default: JOB_COMPLETION_INDEX, else 0.
-	ShardIndex int `envconfig:"SHARD_INDEX" group:"api" desc:"this pod's shard"`
+	ShardIndex int `envconfig:"SHARD_INDEX" default:"0" show:"JOB_COMPLETION_INDEX, else 0" group:"api" desc:"this pod's shard"`
 	// SHARD_COUNT: the number of shards the forms are split into. Default 1.
-	ShardCount int `envconfig:"SHARD_COUNT" group:"api" desc:"number of shards the forms are split into"`
+	ShardCount int `envconfig:"SHARD_COUNT" default:"1" check:"positive" group:"api" desc:"number of shards the forms are split into"`
 	// SHUTDOWN_TIMEOUT: after SIGTERM, how long the commit of what was read
 	// completely may take. Default 20s.
-	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" group:"api" desc:"bound on the commit after SIGTERM"`
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" field:"worker.ShutdownGrace" check:"positive" group:"api" desc:"bound on the commit after SIGTERM"`
 	// LOG_FORMAT: json (Cloud Logging keys) or text. Default json.
-	LogFormat string `envconfig:"LOG_FORMAT" group:"log" desc:"log format: json or text"`
+	LogFormat string `envconfig:"LOG_FORMAT" default:"json" oneof:"json,text" group:"log" desc:"log format: json or text"`
 	// LOG_LEVEL: debug, info, warn or error. Default info.
-	LogLevel string `envconfig:"LOG_LEVEL" group:"log" desc:"log level: debug, info, warn or error"`
+	LogLevel string `envconfig:"LOG_LEVEL" default:"info" oneof:"debug,info,warn,error" group:"log" desc:"log level: debug, info, warn or error"`
 
 	// problems are the variables that did not parse, by name; Validate
 	// reports those of the groups a command reads.
@@ -138,47 +156,112 @@ type Config struct {
 	policy *fieldpolicy.Policy
 }
 
-// defaultValue is a variable's default: the value parsed when the variable
-// is unset, and what `formsync help` shows (show, when the value alone would
-// not say it).
-type defaultValue struct{ value, show string }
-
-// defaults is every variable's default, declared once: where a library has
-// the setting, its exported constant (formsapi.Default*, worker.Default*),
-// so that the library used on its own and the binary cannot disagree; the
-// binary's own settings are declared here.
-var defaults = map[string]defaultValue{
-	"PAGE_SIZE":        {value: strconv.Itoa(worker.DefaultPageSize)},
-	"CONCURRENCY":      {value: strconv.Itoa(worker.DefaultConcurrency)},
-	"RATE_LIMIT":       {value: strconv.FormatFloat(formsapi.DefaultRateLimit, 'g', -1, 64)},
-	"REQUEST_TIMEOUT":  {value: shortDuration(formsapi.DefaultRequestTimeout)},
-	"MAX_WAIT":         {value: shortDuration(formsapi.DefaultMaxWait)},
-	"MAX_RETRY_AFTER":  {value: shortDuration(formsapi.DefaultMaxRetryAfter)},
-	"BACKOFF_INITIAL":  {value: shortDuration(formsapi.DefaultInitialBackoff)},
-	"BACKOFF_MAX":      {value: shortDuration(formsapi.DefaultMaxBackoff)},
-	"FORM_TIMEOUT":     {value: shortDuration(worker.DefaultFormTimeout)},
-	"LOOKBACK":         {value: "0s"},
-	"RECONCILE_EVERY":  {value: "0s"},
-	"SINK":             {value: "sqlite"},
-	"SQLITE_PATH":      {value: "formsync.db"},
-	"BQ_DATASET":       {value: "formsync"},
-	"BQ_LOCATION":      {value: "US"},
-	"TMP_DIR":          {show: "system temp dir"},
-	"SCHEDULE":         {value: "*/15 * * * *"},
-	"SYNC_AT_START":    {value: "true"},
-	"HTTP_ADDR":        {value: ":9090"},
-	"SHARD_INDEX":      {value: "0", show: "JOB_COMPLETION_INDEX, else 0"},
-	"SHARD_COUNT":      {value: "1"},
-	"SHUTDOWN_TIMEOUT": {value: shortDuration(worker.DefaultShutdownGrace)},
-	"LOG_FORMAT":       {value: "json"},
-	"LOG_LEVEL":        {value: "info"},
+// field is one variable of Config: its field's tags.
+type field struct {
+	name  string // without the prefix: PAGE_SIZE
+	index int    // in Config
+	group string
+	desc  string
+	def   string // the default value; "" for none
+	show  string // the default as help shows it, when not def
+	// lib and libField are the library Config field the variable sets:
+	// "worker", "PageSize".
+	lib, libField string
+	check         string
+	words         []string // oneof
+	secret        bool
 }
 
-// positive lists the variables whose libraries take 0 for "use the
-// default": set to 0 they are refused rather than silently replaced.
-var positive = map[string]bool{
-	"PAGE_SIZE": true, "CONCURRENCY": true, "RATE_LIMIT": true, "REQUEST_TIMEOUT": true, "MAX_WAIT": true,
-	"MAX_RETRY_AFTER": true, "BACKOFF_INITIAL": true, "FORM_TIMEOUT": true, "BACKOFF_MAX": true, "SHUTDOWN_TIMEOUT": true, "SHARD_COUNT": true,
+func (f field) env() string { return envPrefix + "_" + f.name }
+
+// defaultText is the variable's default as help and the README show it.
+func (f field) defaultText() string {
+	if f.show != "" {
+		return f.show
+	}
+	return f.def
+}
+
+// libraries are the Config types a variable can set a field of (the field
+// tag's package), each validated by its own Validate.
+var libraries = map[string]reflect.Type{
+	"formsapi": reflect.TypeFor[formsapi.Config](),
+	"worker":   reflect.TypeFor[worker.Config](),
+	"bigquery": reflect.TypeFor[bigquery.Config](),
+}
+
+// configFields is every variable, in the order of Config (and of help).
+// A tag that names no library field of the variable's type, or no check,
+// is a formsync bug: it panics, at the first use, in every test.
+var configFields = sync.OnceValue(func() []field {
+	var out []field
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name := sf.Tag.Get("envconfig")
+		if name == "" {
+			continue
+		}
+		f := field{name: name, index: i, group: sf.Tag.Get("group"), desc: sf.Tag.Get("desc"),
+			def: sf.Tag.Get("default"), show: sf.Tag.Get("show"), check: sf.Tag.Get("check"),
+			secret: sf.Type == reflect.TypeFor[formsapi.Secret]()}
+		if w := sf.Tag.Get("oneof"); w != "" {
+			f.words = strings.Split(w, ",")
+		}
+		if lf := sf.Tag.Get("field"); lf != "" {
+			f.lib, f.libField, _ = strings.Cut(lf, ".")
+			lt, ok := libraries[f.lib]
+			if !ok {
+				panic(fmt.Sprintf("cli: %s sets a field of %q, not a library of libraries", name, f.lib))
+			}
+			if target, ok := lt.FieldByName(f.libField); !ok || target.Type != sf.Type {
+				panic(fmt.Sprintf("cli: %s sets %s.Config.%s, which is not a field of type %s", name, f.lib, f.libField, sf.Type))
+			}
+		}
+		if _, ok := checks[f.check]; f.check != "" && f.check != "positive" && !ok {
+			panic(fmt.Sprintf("cli: %s has check %q, which checks does not hold", name, f.check))
+		}
+		out = append(out, f)
+	}
+	return out
+})
+
+// fieldByName is the variable of that name (without the prefix); the zero
+// field if there is none.
+func fieldByName(name string) field {
+	for _, f := range configFields() {
+		if f.name == name {
+			return f
+		}
+	}
+	return field{}
+}
+
+// fieldsOf returns the fields of the given groups.
+func fieldsOf(groups ...string) []field {
+	return slices.DeleteFunc(slices.Clone(configFields()), func(f field) bool { return !slices.Contains(groups, f.group) })
+}
+
+// setLibraryFields sets the fields of lib's Config that the variables set;
+// dst points at a formsapi.Config, a worker.Config or a bigquery.Config.
+func (c *Config) setLibraryFields(lib string, dst any) {
+	dv, cv := reflect.ValueOf(dst).Elem(), reflect.ValueOf(c).Elem()
+	for _, f := range configFields() {
+		if f.lib == lib {
+			dv.FieldByName(f.libField).Set(cv.Field(f.index))
+		}
+	}
+}
+
+// libraryVariable is the variable that sets field of lib's Config; the
+// zero field if none does.
+func libraryVariable(lib, libField string) field {
+	for _, f := range configFields() {
+		if f.lib == lib && f.libField == libField {
+			return f
+		}
+	}
+	return field{}
 }
 
 // shortDuration prints d as people write it in a variable: 2m, 60s, 500ms.
@@ -196,85 +279,12 @@ func shortDuration(d time.Duration) string {
 	return d.String()
 }
 
-// envText is a variable as envconfig found it. Its Decode never fails, so
-// that envconfig.Process visits every variable instead of stopping at the
-// first one that does not parse; the values are parsed afterwards, every
-// problem in words of its own.
-type envText struct {
-	Value string
-	Set   bool
-}
-
-func (t *envText) Decode(v string) error {
-	t.Value, t.Set = v, true
-	return nil
-}
-
-// field is one variable of Config.
-type field struct {
-	name  string // without the prefix: PAGE_SIZE
-	index int    // in Config
-	group string
-	desc  string
-}
-
-func (f field) env() string { return envPrefix + "_" + f.name }
-
-func configFields() []field {
-	var out []field
-	t := reflect.TypeFor[Config]()
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		if name := sf.Tag.Get("envconfig"); name != "" {
-			out = append(out, field{name: name, index: i, group: sf.Tag.Get("group"), desc: sf.Tag.Get("desc")})
-		}
-	}
-	return out
-}
-
-// readEnv has envconfig read every variable of Config as text: a struct of
-// the same field names and tags whose fields are envText.
-func readEnv() (map[string]envText, error) {
-	fields := configFields()
-	sfs := make([]reflect.StructField, len(fields))
-	ct := reflect.TypeFor[Config]()
-	for i, f := range fields {
-		sf := ct.Field(f.index)
-		sfs[i] = reflect.StructField{Name: sf.Name, Type: reflect.TypeFor[envText](), Tag: reflect.StructTag(`envconfig:"` + f.name + `"`)}
-	}
-	v := reflect.New(reflect.StructOf(sfs))
-	if err := envconfig.Process(envPrefix, v.Interface()); err != nil {
-		return nil, err
-	}
-	out := map[string]envText{}
-	for i, f := range fields {
-		t := v.Elem().Field(i).Interface().(envText)
-		// envconfig falls back to the unprefixed name (PAGE_SIZE, SINK,
-		// LOG_LEVEL) when FORMSYNC_… is unset. Such generic names are often
-		// set for other programs in the same container: formsync reads
-		// FORMSYNC_* only, as documented.
-		if _, ok := os.LookupEnv(f.env()); !ok {
-			t = envText{}
-		}
-		// An empty value is unset: a blank ConfigMap entry takes the default.
-		if t.Value == "" {
-			t.Set = false
-		}
-		out[f.name] = t
-	}
-	return out, nil
-}
-
 // LoadConfig reads the configuration from the process environment (tests
 // set it with t.Setenv). The error lists every variable that does not
 // parse; the Config is complete anyway (a variable that does not parse
 // keeps its default), so that a command can use the variables it reads.
 func LoadConfig() (Config, error) {
-	raw, err := readEnv()
-	if err != nil {
-		return defaultConfig(), &ConfigError{Problems: []string{err.Error()}}
-	}
-	c := parseConfig(raw)
+	c := readConfig(os.LookupEnv)
 	if len(c.problems) > 0 {
 		var p []string
 		for _, f := range configFields() {
@@ -288,48 +298,56 @@ func LoadConfig() (Config, error) {
 }
 
 // defaultConfig is the configuration of an empty environment.
-func defaultConfig() Config { return parseConfig(nil) }
+func defaultConfig() Config {
+	return readConfig(func(string) (string, bool) { return "", false })
+}
 
-// parseConfig parses raw values over the defaults.
-func parseConfig(raw map[string]envText) Config {
+// readConfig reads every variable of Config through lookup (os.LookupEnv),
+// over the defaults.
+//
+// Config is an envconfig specification, and a test checks that
+// envconfig.Process reads a well-formed environment into the same Config.
+// Process does not read it here because four of formsync's documented
+// rules are not envconfig's: Process stops at the first value it cannot
+// convert, and says it in its own words, where formsync reports every
+// problem at once, each in words a user can act on; it falls back to the
+// unprefixed name (PAGE_SIZE, LOG_LEVEL), often set for other programs in
+// the same container, where formsync reads FORMSYNC_* only; it takes a
+// variable set empty as set, where a blank ConfigMap entry takes the
+// default here; and it cannot tell a variable set to 0 from an unset one
+// (check:"positive"). Reading is therefore this loop over the same tags.
+func readConfig(lookup func(string) (string, bool)) Config {
 	var c Config
 	c.problems = map[string]string{}
 	v := reflect.ValueOf(&c).Elem()
 	for _, f := range configFields() {
-		t := raw[f.name]
-		if !t.Set {
-			t.Value = defaults[f.name].value
+		text, _ := lookup(f.env())
+		text = strings.TrimSpace(text)
+		set := text != ""
+		if !set {
+			text = f.def
 		}
-		if err := setField(v.Field(f.index), t.Value); err != nil {
-			c.problems[f.name] = fmt.Sprintf("%s=%s: %v", f.env(), quote(f, t.Value), err)
-			setField(v.Field(f.index), defaults[f.name].value) // a default always parses
+		if err := setField(v.Field(f.index), text); err != nil {
+			c.problems[f.name] = fmt.Sprintf("%s=%s: %v", f.env(), quote(f, text), err)
+			setField(v.Field(f.index), f.def) // a default always parses
 			continue
 		}
-		if positive[f.name] && t.Set && v.Field(f.index).IsZero() {
-			c.problems[f.name] = fmt.Sprintf("%s=%s: must be above 0 (unset it for the default, %s)", f.env(), quote(f, t.Value), defaults[f.name].value)
+		if f.check == "positive" && set && v.Field(f.index).IsZero() {
+			c.problems[f.name] = fmt.Sprintf("%s=%s: must be above 0 (unset it for the default, %s)", f.env(), quote(f, text), f.def)
+		}
+		// A word from a list is read in any case, as FORMSYNC_FIELD_POLICY's
+		// actions are: TEXT, BigQuery and Debug say what they mean. Anything
+		// else is left as written, for the problem to quote.
+		if lower := strings.ToLower(text); f.words != nil && slices.Contains(f.words, lower) {
+			v.Field(f.index).SetString(lower)
 		}
 	}
-	// A word from a list is read in any case, as FORMSYNC_FIELD_POLICY's
-	// actions are: TEXT, BigQuery and Debug say what they mean. Anything
-	// else is left as written, for the problem to quote.
-	for _, w := range []struct {
-		v     *string
-		words []string
-	}{
-		{&c.Sink, []string{"sqlite", "bigquery"}},
-		{&c.LogFormat, []string{"json", "text"}},
-		{&c.LogLevel, []string{"debug", "info", "warn", "error"}},
-	} {
-		if lower := strings.ToLower(*w.v); slices.Contains(w.words, lower) {
-			*w.v = lower
-		}
-	}
-	if !raw["SHARD_INDEX"].Set {
+	if idx, _ := lookup(fieldByName("SHARD_INDEX").env()); strings.TrimSpace(idx) == "" {
 		// An Indexed Job tells each pod its index.
-		if v, ok := os.LookupEnv("JOB_COMPLETION_INDEX"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
+		if s, ok := lookup("JOB_COMPLETION_INDEX"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil {
-				c.problems["SHARD_INDEX"] = fmt.Sprintf("JOB_COMPLETION_INDEX=%q (the shard index when FORMSYNC_SHARD_INDEX is unset) is not a whole number", v)
+				c.problems["SHARD_INDEX"] = fmt.Sprintf("JOB_COMPLETION_INDEX=%q (the shard index when FORMSYNC_SHARD_INDEX is unset) is not a whole number", s)
 			}
 			c.ShardIndex = n
 		}
@@ -339,7 +357,7 @@ func parseConfig(raw map[string]envText) Config {
 
 // quote shows a value in a problem; a secret is never shown.
 func quote(f field, v string) string {
-	if f.name == "API_TOKEN" {
+	if f.secret {
 		return formsapi.Redacted
 	}
 	return strconv.Quote(v)
@@ -493,28 +511,18 @@ func (c *Config) valueText(f field) string {
 	}
 }
 
-// defaultText is a variable's default as help and the README show it.
-func defaultText(name string) string {
-	d := defaults[name]
-	return cmp.Or(d.show, d.value)
-}
+// usageTemplate is envconfig's usage of Config in the columns of `formsync help`:
+// variable, default as shown, description.
+var usageTemplate = template.Must(template.New("usage").Parse(
+	`{{range .}}  {{.Key}}{{"\t"}}{{or (.Tags.Get "show") (.Tags.Get "default") "-"}}{{"\t"}}{{.Tags.Get "desc"}}{{"\n"}}{{end}}`))
 
 // Usage describes every variable with its default.
 func Usage() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	for _, f := range configFields() {
-		def := defaultText(f.name)
-		if def == "" {
-			def = "-"
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.env(), def, f.desc)
+	if err := envconfig.Usaget(envPrefix, &Config{}, tw, usageTemplate); err != nil {
+		panic(fmt.Sprintf("cli: help of Config: %v", err)) // a template or tag bug
 	}
 	tw.Flush()
 	return b.String()
-}
-
-// fieldsOf returns the fields of the given groups.
-func fieldsOf(groups ...string) []field {
-	return slices.DeleteFunc(configFields(), func(f field) bool { return !slices.Contains(groups, f.group) })
 }

@@ -15,7 +15,7 @@ import (
 
 // TestConfigDocsStateDefaults: the comment of every variable of Config in
 // config.go starts with its name and states its default as `formsync help`
-// shows it (from defaults), or "Default: none" when it has none, so that a
+// shows it (its default and show tags), or "Default: none" when it has none, so that a
 // default changed in one place and not the other fails here.
 func TestConfigDocsStateDefaults(t *testing.T) {
 	docs := configDocs(t)
@@ -85,8 +85,8 @@ func configDocs(t *testing.T) map[string]string {
 var defaultSentence = regexp.MustCompile(`(?:^|[.)] )Default:? `)
 
 // docStatesDefault checks that doc, the comment of variable name (without
-// the prefix) of type typ, starts with the name and states the default of
-// defaults. A value that is not text is compared parsed, as the variable
+// the prefix) of type typ, starts with the name and states its default (its
+// default tag, or show tag). A value that is not text is compared parsed, as the variable
 // would be: "Default 60s" states a default of 1m, "Default 0" one of 0s.
 func docStatesDefault(doc, name string, typ reflect.Type) error {
 	if !strings.HasPrefix(doc, name+":") {
@@ -97,9 +97,9 @@ func docStatesDefault(doc, name string, typ reflect.Type) error {
 		return fmt.Errorf("has %d sentences starting with Default, want one (e.g. \"Default 100.\" or \"Default: none.\")", len(m))
 	}
 	said := strings.TrimLeft(doc[m[0][1]:], "`\"")
-	d := defaults[name]
+	d := fieldByName(name)
 	switch {
-	case d.show == "" && d.value == "":
+	case d.show == "" && d.def == "":
 		if !strings.HasPrefix(said, "none") {
 			return fmt.Errorf("states a default, but %s has none: write \"Default: none\"", name)
 		}
@@ -112,19 +112,19 @@ func docStatesDefault(doc, name string, typ reflect.Type) error {
 		}
 		return nil
 	case typ.Kind() == reflect.String:
-		if !strings.HasPrefix(said, d.value) {
-			return fmt.Errorf("does not state the default: \"Default %s\"", d.value)
+		if !strings.HasPrefix(said, d.def) {
+			return fmt.Errorf("does not state the default: \"Default %s\"", d.def)
 		}
 		return nil
 	}
 	word, _, _ := strings.Cut(said, " ")
 	word = strings.TrimRight(word, ".,;:)`\"")
 	got, want := reflect.New(typ).Elem(), reflect.New(typ).Elem()
-	if err := setField(want, d.value); err != nil {
-		return fmt.Errorf("the default %q does not parse: %v", d.value, err)
+	if err := setField(want, d.def); err != nil {
+		return fmt.Errorf("the default %q does not parse: %v", d.def, err)
 	}
 	if err := setField(got, word); err != nil || !got.Equal(want) {
-		return fmt.Errorf("states a default of %q, not %s's %s", word, name, d.value)
+		return fmt.Errorf("states a default of %q, not %s's %s", word, name, d.def)
 	}
 	return nil
 }

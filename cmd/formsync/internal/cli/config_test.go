@@ -3,15 +3,20 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/formsync/formsync/config"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/kelseyhightower/envconfig"
 )
 
 // TestEveryProblemAtOnce sets one bad value in each part of the
@@ -252,11 +257,6 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 	if len(c.problems) != 0 {
 		t.Errorf("the defaults do not parse: %v", c.problems)
 	}
-	for name := range defaults {
-		if fieldByName(name).name == "" {
-			t.Errorf("default for %s, which is not a variable", name)
-		}
-	}
 }
 
 func TestHelpAndEnvShowDefaults(t *testing.T) {
@@ -368,7 +368,7 @@ func TestREADMEDefaults(t *testing.T) {
 		if !ok {
 			continue // TestREADMEDocumentsEveryVariable reports it
 		}
-		if want := defaultText(f.name); got != want {
+		if want := f.defaultText(); got != want {
 			t.Errorf("README: %s default %q, formsync help says %q", f.env(), got, want)
 		}
 	}
@@ -485,5 +485,67 @@ func TestStatusNeedsOnlyTheSink(t *testing.T) {
 	}
 	if code, _, errOut := run(t, "env", "-check", "bogus"); code != exitUsage || !strings.Contains(errOut, "reconcile, run, status or sync") {
 		t.Errorf("env -check bogus: exit %d, want 2 listing the commands\n%s", code, errOut)
+	}
+}
+
+// TestConfigIsAnEnvconfigSpec: Config is read by formsync's own loop
+// (readConfig says why), from the same tags envconfig reads: given every
+// variable, well formed, envconfig.Process fills the same Config.
+func TestConfigIsAnEnvconfigSpec(t *testing.T) {
+	clearEnv(t)
+	for _, f := range configFields() {
+		v := f.def
+		if v == "" {
+			v = "x"
+			if f.name == "FORMS" {
+				v = "contact,signup"
+			}
+		}
+		t.Setenv(f.env(), v)
+	}
+	got, err := LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want Config
+	if err := envconfig.Process(envPrefix, &want); err != nil {
+		t.Fatal(err)
+	}
+	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
+	for _, f := range configFields() {
+		if g, w := gv.Field(f.index).Interface(), wv.Field(f.index).Interface(); !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: formsync read %#v, envconfig %#v", f.env(), g, w)
+		}
+	}
+}
+
+// TestLibraryFieldsAreSet: every variable bound to a library field (its
+// field tag) reaches that field, and a library's problem with the field is
+// reported under the variable.
+func TestLibraryFieldsAreSet(t *testing.T) {
+	c := defaultConfig()
+	libs := map[string]reflect.Value{
+		"formsapi": reflect.ValueOf(c.clientConfig(c.APIToken, nil)),
+		"worker":   reflect.ValueOf(c.engineConfig(c.Forms, nil)),
+		"bigquery": reflect.ValueOf(c.bigQuery()),
+	}
+	cv := reflect.ValueOf(c)
+	bound := 0
+	for _, f := range configFields() {
+		if f.lib == "" {
+			continue
+		}
+		bound++
+		if g, w := libs[f.lib].FieldByName(f.libField).Interface(), cv.Field(f.index).Interface(); !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: %s.Config.%s is %#v, the variable %#v", f.env(), f.lib, f.libField, g, w)
+		}
+		var p problems
+		c.libraryProblems(&p, f.lib, fmt.Errorf("%s: invalid configuration: %w", f.lib, errors.Join(config.Errorf(f.libField, "is wrong"))))
+		if msgs := p.byVar[f.name]; len(msgs) != 1 || !strings.HasPrefix(msgs[0], f.env()) || !strings.HasSuffix(msgs[0], ": is wrong") {
+			t.Errorf("%s.Config.%s's problem reported as %q, want it under %s", f.lib, f.libField, p.byVar, f.env())
+		}
+	}
+	if bound < 19 {
+		t.Errorf("%d variables set a library field, want the 19 that do", bound)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/formsync/formsync/sink/bigquery"
+	"github.com/formsync/formsync/config"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -58,8 +59,7 @@ func needs(command string) Need {
 
 // checkable lists the commands `formsync env -check` takes.
 func checkable() string {
-	names := slices.Sorted(maps.Keys(commandNeeds))
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return orList(slices.Sorted(maps.Keys(commandNeeds)))
 }
 
 func (n Need) groups() []string {
@@ -121,7 +121,6 @@ func (c *Config) Validate(n Need) error {
 	}
 	if n.API {
 		c.validateAPI(&p, n.Forms)
-		c.validateRunOutputs(&p)
 	}
 	if n.API || n.Policy {
 		c.validatePolicy(&p)
@@ -139,27 +138,86 @@ func (c *Config) Validate(n Need) error {
 			// What the sink would refuse when it opens, checked now: exit
 			// 2, every problem at once, before any connection.
 			if err := c.bigQuery().Validate(); err != nil {
-				c.libraryProblems(&p, err)
+				c.libraryProblems(&p, "bigquery", err)
 			}
 		default:
 			p.add("SINK", "FORMSYNC_SINK=%q is not a sink: use sqlite or bigquery", c.Sink)
 		}
 	}
-	if n.Sched {
-		if err := checkSchedule(c.Schedule); err != nil && !p.has("SCHEDULE") {
-			p.add("SCHEDULE", "FORMSYNC_SCHEDULE=%q %v", c.Schedule, err)
+	// Each variable's own check (its check and oneof tags), unless it has
+	// a problem already.
+	for _, f := range fieldsOf(groups...) {
+		if p.has(f.name) {
+			continue
 		}
-		if err := checkListenAddr(c.HTTPAddr); err != nil && !p.has("HTTP_ADDR") {
-			p.add("HTTP_ADDR", "FORMSYNC_HTTP_ADDR=%q: %v", c.HTTPAddr, err)
+		value := reflect.ValueOf(c).Elem().Field(f.index)
+		switch {
+		case f.words != nil:
+			if !slices.Contains(f.words, value.String()) {
+				p.add(f.name, "%s=%q: use %s", f.env(), value.String(), orList(f.words))
+			}
+		case checks[f.check] != nil:
+			if msg := checks[f.check](value.String()); msg != "" {
+				p.add(f.name, "%s=%s", f.env(), msg)
+			}
 		}
-	}
-	if !slices.Contains([]string{"json", "text"}, c.LogFormat) && !p.has("LOG_FORMAT") {
-		p.add("LOG_FORMAT", "FORMSYNC_LOG_FORMAT=%q: use json or text", c.LogFormat)
-	}
-	if !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(c.LogLevel)) && !p.has("LOG_LEVEL") {
-		p.add("LOG_LEVEL", "FORMSYNC_LOG_LEVEL=%q: use debug, info, warn or error", c.LogLevel)
 	}
 	return p.err()
+}
+
+// orList is words as a sentence says them: "a, b or c".
+func orList(words []string) string {
+	if len(words) == 1 {
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// checks are the checks a variable's check tag names (positive is made
+// when the variable is read). Each takes the value and returns what
+// follows "FORMSYNC_NAME=" in the problem, "" when the value is fine.
+var checks = map[string]func(value string) string{
+	"cron": func(v string) string {
+		if err := checkSchedule(v); err != nil {
+			return fmt.Sprintf("%q %v", v, err)
+		}
+		return ""
+	},
+	"listen": func(v string) string {
+		if err := checkListenAddr(v); err != nil {
+			return fmt.Sprintf("%q: %v", v, err)
+		}
+		return ""
+	},
+	// Rows are staged there: a missing directory failed every form of
+	// every run, exit 1, after the configuration was called complete.
+	"staging": func(v string) string {
+		if v == "" {
+			return ""
+		}
+		if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
+			return fmt.Sprintf("%q is not a directory: rows are staged there; create it or point at one (the system temp dir when unset)", v)
+		}
+		f, err := os.CreateTemp(v, ".formsync-check-*")
+		if err != nil {
+			// A read-only root filesystem without its emptyDir.
+			return fmt.Sprintf("%q: cannot write there (%v): rows are staged there; point it at a writable directory", v, errors.Unwrap(err))
+		}
+		f.Close()
+		os.Remove(f.Name())
+		return ""
+	},
+	// A push that cannot happen was a warning after each run, its metrics
+	// lost.
+	"pushgateway": func(v string) string {
+		if v == "" {
+			return ""
+		}
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Sprintf("%q is not an http(s) URL with a host, e.g. http://pushgateway:9091", redactedURL(v))
+		}
+		return ""
+	},
 }
 
 // validatePolicy parses the field policy and reads its key: a policy that
@@ -168,7 +226,7 @@ func (c *Config) validatePolicy(p *problems) {
 	c.policy = nil
 	pol, err := fieldpolicy.Parse(c.FieldPolicy)
 	if err != nil {
-		for _, leaf := range leaves(err) {
+		for _, leaf := range config.Problems(err) {
 			p.add("FIELD_POLICY", "FORMSYNC_FIELD_POLICY=%q: %v", c.FieldPolicy, leaf)
 		}
 		return
@@ -187,31 +245,6 @@ func (c *Config) validatePolicy(p *problems) {
 		return
 	}
 	c.policy = pol.WithKey(key)
-}
-
-// validateRunOutputs checks where a command that reads the API writes
-// besides the sink: the staging directory and the Pushgateway.
-func (c *Config) validateRunOutputs(p *problems) {
-	// Rows are staged there: a missing directory failed every form of
-	// every run, exit 1, after the configuration was called complete.
-	if c.TmpDir != "" && !p.has("TMP_DIR") {
-		if fi, err := os.Stat(c.TmpDir); err != nil || !fi.IsDir() {
-			p.add("TMP_DIR", "FORMSYNC_TMP_DIR=%q is not a directory: rows are staged there; create it or point at one (the system temp dir when unset)", c.TmpDir)
-		} else if f, err := os.CreateTemp(c.TmpDir, ".formsync-check-*"); err != nil {
-			// A read-only root filesystem without its emptyDir.
-			p.add("TMP_DIR", "FORMSYNC_TMP_DIR=%q: cannot write there (%v): rows are staged there; point it at a writable directory", c.TmpDir, errors.Unwrap(err))
-		} else {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}
-	// A push that cannot happen was a warning after each run, its metrics
-	// lost.
-	if u := c.PushgatewayURL; u != "" && !p.has("PUSHGATEWAY_URL") {
-		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			p.add("PUSHGATEWAY_URL", "FORMSYNC_PUSHGATEWAY_URL=%q is not an http(s) URL with a host, e.g. http://pushgateway:9091", redactedURL(u))
-		}
-	}
 }
 
 // minBackoffMax is the shortest FORMSYNC_BACKOFF_MAX accepted.
@@ -261,112 +294,45 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 	if tok == "" {
 		tok = "unset" // reported above; keeps the client from saying it again
 	}
-	if _, err := formsapi.New(c.clientConfig(tok, nil)); err != nil {
-		c.libraryProblems(p, err)
+	if err := c.clientConfig(tok, nil).Validate(); err != nil {
+		c.libraryProblems(p, "formsapi", err)
 	}
 	if err := c.engineConfig(c.Forms, nil).Validate(); err != nil {
-		c.libraryProblems(p, err)
+		c.libraryProblems(p, "worker", err)
 	}
 	if !forms {
 		delete(p.byVar, "FORMS") // the command names its form otherwise
 	}
 }
 
-// libraryProblems maps each problem of a library's configuration error to
-// the variable that sets the field it names.
-func (c *Config) libraryProblems(p *problems, err error) {
-	for _, leaf := range leaves(err) {
-		name, msg := libraryField(leaf)
-		if name == "API_TOKEN" && c.APITokenFile != "" {
-			name = "API_TOKEN_FILE" // the token came from the file
-		}
-		if name == "" {
+// libraryProblems reports each problem of lib's Validate error under the
+// variable that sets the field it names.
+func (c *Config) libraryProblems(p *problems, lib string, err error) {
+	for _, leaf := range config.Problems(err) {
+		var fe *config.FieldError
+		if !errors.As(leaf, &fe) {
 			p.other = append(p.other, leaf.Error())
 			continue
 		}
-		if p.has(name) {
+		f := libraryVariable(lib, fe.Field)
+		if f.name == "" {
+			p.other = append(p.other, leaf.Error())
 			continue
 		}
-		f := fieldByName(name)
-		if f.name == "" || f.name == "API_TOKEN" || f.name == "API_TOKEN_FILE" || f.name == "FORMS" {
-			p.add(name, "%s: %s", envPrefix+"_"+name, msg)
+		if f.name == "API_TOKEN" && c.APITokenFile != "" {
+			f = fieldByName("API_TOKEN_FILE") // the token came from the file
+		}
+		if p.has(f.name) {
 			continue
 		}
-		p.add(name, "%s=%s: %s", f.env(), quote(f, c.valueText(f)), msg)
-	}
-}
-
-// libraryFields maps the fields of the libraries' configurations (named by
-// their *worker.FieldError, *formsapi.FieldError and *bigquery.FieldError)
-// to the variables that set them, once.
-var libraryFields = map[string]string{
-	// worker.Config
-	"PageSize":       "PAGE_SIZE",
-	"Concurrency":    "CONCURRENCY",
-	"Lookback":       "LOOKBACK",
-	"Forms":          "FORMS",
-	"ShutdownGrace":  "SHUTDOWN_TIMEOUT",
-	"FormTimeout":    "FORM_TIMEOUT",
-	"ReconcileEvery": "RECONCILE_EVERY",
-	// formsapi.Config
-	"BaseURL":        "API_BASE_URL",
-	"Token":          "API_TOKEN",
-	"RateLimit":      "RATE_LIMIT",
-	"RequestTimeout": "REQUEST_TIMEOUT",
-	"MaxWait":        "MAX_WAIT",
-	"MaxRetryAfter":  "MAX_RETRY_AFTER",
-	"InitialBackoff": "BACKOFF_INITIAL",
-	"MaxBackoff":     "BACKOFF_MAX",
-	// bigquery.Config
-	"Project":  "BQ_PROJECT",
-	"Dataset":  "BQ_DATASET",
-	"Location": "BQ_LOCATION",
-	"Endpoint": "BQ_ENDPOINT",
-}
-
-// libraryField is the variable (without prefix) behind a library problem
-// and the problem in words that follow the variable's name; "" when the
-// problem names no field a variable sets.
-func libraryField(err error) (name, msg string) {
-	var we *worker.FieldError
-	var ae *formsapi.FieldError
-	var be *bigquery.FieldError
-	switch {
-	case errors.As(err, &we):
-		return libraryFields[we.Field], we.Problem
-	case errors.As(err, &ae):
-		return libraryFields[ae.Field], err.Error()
-	case errors.As(err, &be):
-		return libraryFields[be.Field], be.Problem
-	}
-	return "", err.Error()
-}
-
-// leaves flattens a joined error (errors.Join, also when wrapped once with
-// a prefix such as "formsapi: invalid configuration: %w") into its problems.
-func leaves(err error) []error {
-	if m, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range m.Unwrap() {
-			out = append(out, leaves(e)...)
-		}
-		return out
-	}
-	if inner := errors.Unwrap(err); inner != nil {
-		if _, ok := inner.(interface{ Unwrap() []error }); ok {
-			return leaves(inner)
+		switch f.name {
+		case "API_TOKEN", "API_TOKEN_FILE", "FORMS":
+			// The problem is the token's or the list's, said without them.
+			p.add(f.name, "%s: %v", f.env(), fe.Err)
+		default:
+			p.add(f.name, "%s=%s: %v", f.env(), quote(f, c.valueText(f)), fe.Err)
 		}
 	}
-	return []error{err}
-}
-
-func fieldByName(name string) field {
-	for _, f := range configFields() {
-		if f.name == name {
-			return f
-		}
-	}
-	return field{}
 }
 
 // formIDProblems checks the form ids. An id becomes one path segment of
@@ -468,42 +434,17 @@ func (c *Config) warnings() []string {
 
 // clientConfig is the API client's share of the configuration.
 func (c *Config) clientConfig(token formsapi.Secret, observe func(formsapi.Event)) formsapi.Config {
-	return formsapi.Config{
-		BaseURL:        c.APIBaseURL,
-		Token:          token,
-		RequestTimeout: c.RequestTimeout,
-		RateLimit:      c.RateLimit,
-		MaxWait:        c.MaxWait,
-		MaxRetryAfter:  c.MaxRetryAfter,
-		InitialBackoff: c.BackoffInitial,
-		MaxBackoff:     c.BackoffMax,
-		Observer:       observe,
-	}
+	cfg := formsapi.Config{Observer: observe}
+	c.setLibraryFields("formsapi", &cfg)
+	cfg.Token = token // FORMSYNC_API_TOKEN's, or FORMSYNC_API_TOKEN_FILE's
+	return cfg
 }
 
-// engineConfig is the engine's share of the configuration.
+// engineConfig is the engine's share of the configuration, for forms.
 func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
-	cfg := worker.Config{
-		Forms:          forms,
-		PageSize:       c.PageSize,
-		Concurrency:    c.Concurrency,
-		Lookback:       c.Lookback,
-		TmpDir:         c.TmpDir,
-		FormTimeout:    c.FormTimeout,
-		ShutdownGrace:  c.ShutdownTimeout,
-		ReconcileEvery: c.ReconcileEvery,
-		Logger:         log,
-		FieldPolicy:    c.fieldPolicy(),
-	}
-	if c.Sink == "sqlite" {
-		// SQLite writes a form's rows while the rest is read; a commit
-		// costs it nothing of note. Each BigQuery commit is load jobs and
-		// DML against the table's daily quota of table operations: there a
-		// sync commits once per run. SQLite inserts rows keyed by content
-		// in key order, BigQuery gains nothing from it.
-		cfg.PartRows = worker.DefaultPartRows
-		cfg.SortContentKeys = true
-	}
+	cfg := worker.Config{Logger: log, FieldPolicy: c.fieldPolicy()}
+	c.setLibraryFields("worker", &cfg)
+	cfg.Forms = forms // this shard's, or the one a command names
 	return cfg
 }
 
