@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/formsync/formsync/config"
+	"github.com/formsync/formsync/internal/config"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker/formsapi"

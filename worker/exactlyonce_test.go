@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/config"
+	"github.com/formsync/formsync/internal/config"
 	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/internal/testkit/memsink"

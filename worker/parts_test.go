@@ -11,7 +11,7 @@ import (
 	"time"
 	"weak"
 
-	"github.com/formsync/formsync/config"
+	"github.com/formsync/formsync/internal/config"
 	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/sink"

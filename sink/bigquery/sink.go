@@ -15,7 +15,7 @@ import (
 
 	bq "cloud.google.com/go/bigquery"
 	"github.com/cenkalti/backoff/v4"
-	"github.com/formsync/formsync/config"
+	"github.com/formsync/formsync/internal/config"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
 	"google.golang.org/api/googleapi"

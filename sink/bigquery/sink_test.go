@@ -16,7 +16,7 @@ import (
 
 	bq "cloud.google.com/go/bigquery"
 
-	"github.com/formsync/formsync/config"
+	"github.com/formsync/formsync/internal/config"
 	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"

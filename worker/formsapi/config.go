@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/formsync/formsync/config"
+	"github.com/formsync/formsync/internal/config"
 )
 
 // Version is the formsync version sent in the default User-Agent. It is

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formsync/formsync/config"
+	"github.com/formsync/formsync/internal/config"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/kelseyhightower/envconfig"

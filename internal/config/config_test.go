@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"testing"
 
-	"github.com/formsync/formsync/config"
+	"github.com/formsync/formsync/internal/config"
 )
 
 func TestProblems(t *testing.T) {
