@@ -90,7 +90,7 @@ func fakeShapes() string {
 }
 
 func TestFakeShapesMatchGolden(t *testing.T) {
-	path := filepath.Join("bqfake", "shapes.go")
+	path := filepath.Join("..", "..", "internal", "testkit", "bqfake", "shapes.go")
 	got := fakeShapes()
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
