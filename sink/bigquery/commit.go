@@ -47,7 +47,7 @@ import (
 // counts' View says why.
 func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
 	views := map[string]error{}
-	res, err := s.commit(ctx, c, views)
+	res, err := guardValue(s, ctx, func(ctx context.Context) (sink.Result, error) { return s.commit(ctx, c, views) })
 	if err != nil {
 		return nil, err
 	}

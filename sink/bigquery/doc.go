@@ -221,6 +221,23 @@
 // Job.Wait returns nil for a failed job, so the sink polls the status
 // itself and checks its error.
 //
+// # An unreachable BigQuery
+//
+// The client retries refused connections and 5xx without end and leaves an
+// unanswered request waiting for ever. So the sink sends every request
+// through a transport of its own (credentials included, against Google's
+// endpoint) that bounds the dial and the wait for a response's headers by
+// Config.Timeout (the wait starts once the request is sent: a large upload
+// is not cut off while it goes out), and runs every operation (Open,
+// OpenReadOnly, ReadState, ReadRows, Find, Commit) under a watchdog: once
+// the operation's requests have only failed for Config.Timeout, it ends
+// with an error naming the endpoint that is ErrUnavailable and
+// ErrRetryable. A long job does not trip it: its polls are answered. Each
+// failed request is told to Config.Observer (formsync logs it as a retry).
+// A commit so ended is all or nothing like any other: a transaction that
+// BigQuery started before the outage may still commit, and the next
+// run's revision check sees it.
+//
 // # Statements
 //
 // All SQL lives in sql.go; only identifiers validated at Open or sanitised

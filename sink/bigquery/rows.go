@@ -40,6 +40,10 @@ func (s *Sink) Find(ctx context.Context, formID string, m sink.Match) ([]sink.Ro
 
 // readRows runs a query selecting the rowColumns of one form's rows.
 func (s *Sink) readRows(ctx context.Context, formID, sql string, params ...bq.QueryParameter) ([]sink.Row, error) {
+	return guardValue(s, ctx, func(ctx context.Context) ([]sink.Row, error) { return s.readRowsOnce(ctx, formID, sql, params...) })
+}
+
+func (s *Sink) readRowsOnce(ctx context.Context, formID, sql string, params ...bq.QueryParameter) ([]sink.Row, error) {
 	var out []sink.Row
 	q := s.query(sql, params...)
 	err := s.readAll(ctx, "reading rows of form "+formID, "table "+s.t.Submissions, q.Read, func() { out = nil }, func(v []bq.Value) error {

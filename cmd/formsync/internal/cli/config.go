@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -101,6 +102,10 @@ type Config struct {
 	// BQ_ENDPOINT: overrides the BigQuery API base URL (emulators, tests).
 	// Default: none (Google's endpoint).
 	BQEndpoint string `envconfig:"BQ_ENDPOINT" group:"sink" desc:"BigQuery API base URL override (emulators, tests)"`
+	// BQ_TIMEOUT: how long BigQuery may go without answering (connections
+	// refused or unanswered, 5xx) before the step waiting on it fails,
+	// watermarks untouched. Default 2m.
+	BQTimeout time.Duration `envconfig:"BQ_TIMEOUT" group:"sink" desc:"how long BigQuery may fail to answer before the sync fails, watermarks untouched"`
 	// TMP_DIR: where a run stages rows as NDJSON before committing them.
 	// Default: system temp dir (os.TempDir).
 	TmpDir string `envconfig:"TMP_DIR" group:"api" desc:"directory for staged rows"`
@@ -136,6 +141,8 @@ type Config struct {
 	token formsapi.Secret
 	// policy is FieldPolicy parsed, with its key, by Validate; nil for none.
 	policy *fieldpolicy.Policy
+	// bqObserve is told of every failed BigQuery request (logged).
+	bqObserve func(bigquery.Event)
 }
 
 // defaultValue is a variable's default: the value parsed when the variable
@@ -163,6 +170,7 @@ var defaults = map[string]defaultValue{
 	"SQLITE_PATH":      {value: "formsync.db"},
 	"BQ_DATASET":       {value: "formsync"},
 	"BQ_LOCATION":      {value: "US"},
+	"BQ_TIMEOUT":       {value: shortDuration(bigquery.DefaultTimeout)},
 	"TMP_DIR":          {show: "system temp dir"},
 	"SCHEDULE":         {value: "*/15 * * * *"},
 	"SYNC_AT_START":    {value: "true"},
@@ -178,7 +186,7 @@ var defaults = map[string]defaultValue{
 // default": set to 0 they are refused rather than silently replaced.
 var positive = map[string]bool{
 	"PAGE_SIZE": true, "CONCURRENCY": true, "RATE_LIMIT": true, "REQUEST_TIMEOUT": true, "MAX_WAIT": true,
-	"MAX_RETRY_AFTER": true, "BACKOFF_INITIAL": true, "FORM_TIMEOUT": true, "BACKOFF_MAX": true, "SHUTDOWN_TIMEOUT": true, "SHARD_COUNT": true,
+	"MAX_RETRY_AFTER": true, "BACKOFF_INITIAL": true, "FORM_TIMEOUT": true, "BACKOFF_MAX": true, "SHUTDOWN_TIMEOUT": true, "SHARD_COUNT": true, "BQ_TIMEOUT": true,
 }
 
 // shortDuration prints d as people write it in a variable: 2m, 60s, 500ms.

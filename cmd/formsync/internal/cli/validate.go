@@ -322,6 +322,7 @@ var libraryFields = map[string]string{
 	"Dataset":  "BQ_DATASET",
 	"Location": "BQ_LOCATION",
 	"Endpoint": "BQ_ENDPOINT",
+	"Timeout":  "BQ_TIMEOUT",
 }
 
 // libraryField is the variable (without prefix) behind a library problem
