@@ -81,8 +81,11 @@
 // (server links are never followed), redirects are not followed, and plain
 // http is allowed only to loopback hosts. It is redacted, in every encoding
 // a body can carry it (JSON \/ and \uXXXX escapes, percent-encoding once or
-// twice, HTML character references, any letter case), from error bodies and
+// twice, HTML character references, any letter case, and, for a header
+// echoed whole, base64 in either alphabet and hex), from error bodies and
 // wrapped errors before they are stored in an Error, and it prints as
-// [REDACTED] when a Config or Secret is printed or logged. The package does
+// [REDACTED] when a Config or Secret is printed or logged. A Redactor
+// applies the same redaction to other text (formsync passes every log
+// line through one). The package does
 // not log; every attempt is reported to the optional Observer, for metrics.
 package formsapi

@@ -72,6 +72,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// ones it reads (its Validate): version, demo and simulate read none.
 		cfg, _ := LoadConfig()
 		e := &env{stdout: stdout, stderr: stderr, cfg: cfg, log: newLogger(stderr, cfg)}
+		if tok, err := cfg.Token(); err == nil && tok != "" {
+			e.log = slog.New(&redactingHandler{inner: e.log.Handler(), r: formsapi.NewRedactor(tok)})
+		}
 		e.cfg.bqObserve = func(ev bigquery.Event) { logBigQueryRetry(e.log, ev) }
 		return c.run(ctx, e, args[1:])
 	}
