@@ -161,9 +161,14 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 	}
 	job, err := s.transact(ctx, base+"_txn", "merging staged rows and sync state", render("commit", scr), params, order, states)
 	if err != nil {
-		return s.appliedAnyway(ctx, base, order, err, &committed)
+		res, err := s.appliedAnyway(ctx, base, order, err, &committed)
+		if committed {
+			s.toScrub(p.forget)
+		}
+		return res, err
 	}
 	committed = true
+	s.toScrub(p.forget)
 	err = s.readAll(ctx, "reading commit counts", s.jobResource(job.ID()), job.Read, func() {
 		for _, id := range order {
 			res[id] = sink.Counts{}

@@ -37,7 +37,14 @@
 // not marked deleted and deleted_count the marked ones; the sink keeps
 // both from its own plan, never from the commit's state. Each form's view
 // leaves out marked rows (AND deleted_at IS NULL). Find reads rows by key
-// or by a field holding a JSON string, marked rows included.
+// or by a field holding a JSON string, marked rows included; the value is
+// not sent (BigQuery's job history keeps a query's parameters): the query
+// compares SHA-256 digests of the stored values under a random salt of the
+// call with the value's. A commit that forgets rows remembers them, and
+// Purge (which the worker calls after each forget) deletes them from every
+// staging table formsync holds (<StagingTable>_*, one DELETE each): the
+// staging tables of earlier commits hold a copy of what they loaded until
+// they expire.
 //
 // # How a commit flows
 //

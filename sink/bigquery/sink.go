@@ -202,6 +202,10 @@ type Sink struct {
 	// view's metadata read before a commit trusts it (Sink.viewInPlace).
 	viewsMu sync.Mutex
 	views   map[string]knownView
+	// scrub are the rows forgotten by this Sink's commits that Purge has
+	// not yet removed from the staging tables.
+	scrubMu sync.Mutex
+	scrub   []forgetParam
 	// stateWithoutCopies: a read-only Sink (OpenReadOnly) found sync_state
 	// without its copies column, which ReadState then reads as NULL.
 	stateWithoutCopies bool

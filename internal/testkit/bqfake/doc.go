@@ -11,7 +11,8 @@
 //
 // # What it covers
 //
-//   - datasets.get/insert/delete (deleteContents), tables.get/insert/delete,
+//   - datasets.get/insert/delete (deleteContents), tables.list (one page),
+//     tables.get/insert/delete,
 //     tabledata.list (paged), tables.patch for appending NULLABLE columns
 //     to a schema (with the etag as If-Match; any other patch is refused).
 //   - Load jobs from uploads only: multipart (uploadType=multipart) and
@@ -46,9 +47,11 @@
 //     reconcile UPDATE with the temp tables that count them (in the
 //     variants of the commit and state scripts that have them), the state
 //     MERGE, all in one SQLite transaction (all or nothing). Find's
-//     JSON_TYPE(fields[@field]) = 'string' AND JSON_VALUE(fields[@field]) =
-//     @value is a match on the member named exactly @field (json_each), and
-//     a view leaves out rows whose deleted_at is set. PARSE_JSON's wide_number_mode is
+//     JSON_TYPE(fields[@field]) = 'string' AND TO_HEX(SHA256(CONCAT(@salt,
+//     JSON_VALUE(fields[@field])))) = @value_sha256 is a match on the
+//     member named exactly @field (json_each) whose string has that digest
+//     (computed in Go), the staging DELETE of forgotten rows deletes them,
+//     and a view leaves out rows whose deleted_at is set. PARSE_JSON's wide_number_mode is
 //     honoured: 'exact' fails (SAFE.: NULL) on a number no INT64, UINT64 or
 //     FLOAT64 holds exactly, 'round' stores the nearest FLOAT64 and fails
 //     (SAFE.: NULL) on a number beyond FLOAT64's range. Parameters
@@ -83,6 +86,11 @@
 //     "stopped"; a transaction's work is never applied. Stats.Cancelled
 //     counts them.
 //     OnStatement lets a test act between a client's steps.
+//   - A Front (StartFront) is a loopback server before a fake that can be
+//     made to refuse connections (its port closed), accept requests and
+//     never answer, or answer 503 to everything, from the start or from a
+//     given request on (SetWhen); it records every request as sent, for
+//     tests of what leaves the client.
 //   - Counters (Stats): load and query jobs, multipart/resumable uploads,
 //     DML statements (each MERGE, DELETE and UPDATE of a script, even one
 //     that changes no row) and DDL (dataset/table creation, views) per
