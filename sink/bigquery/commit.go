@@ -47,7 +47,7 @@ import (
 // counts' View says why.
 func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
 	views := map[string]error{}
-	res, err := s.commit(ctx, c, views)
+	res, err := guardValue(s, ctx, func(ctx context.Context) (sink.Result, error) { return s.commit(ctx, c, views) })
 	if err != nil {
 		return nil, err
 	}
@@ -161,9 +161,14 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 	}
 	job, err := s.transact(ctx, base+"_txn", "merging staged rows and sync state", render("commit", scr), params, order, states)
 	if err != nil {
-		return s.appliedAnyway(ctx, base, order, err, &committed)
+		res, err := s.appliedAnyway(ctx, base, order, err, &committed)
+		if committed {
+			s.toScrub(p.forget)
+		}
+		return res, err
 	}
 	committed = true
+	s.toScrub(p.forget)
 	err = s.readAll(ctx, "reading commit counts", s.jobResource(job.ID()), job.Read, func() {
 		for _, id := range order {
 			res[id] = sink.Counts{}

@@ -2,6 +2,9 @@ package bigquery
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	bq "cloud.google.com/go/bigquery"
@@ -18,8 +21,9 @@ func (s *Sink) ReadRows(ctx context.Context, formID string) ([]sink.Row, error) 
 // Find returns the stored rows of a form whose submission key is one of
 // m.Keys or, when m.Field is set, whose fields object has a member named
 // m.Field holding the JSON string m.Value; rows marked deleted upstream
-// included, ordered like ReadRows. The name and the value are query
-// parameters (the JSON subscript operator takes the name as a value, so no
+// included, ordered like ReadRows. The value never leaves the process:
+// the query compares salted SHA-256 digests. The name and the digest are
+// query parameters (the JSON subscript operator takes the name as a value, so no
 // character of it is parsed as JSON path syntax). An empty Match finds
 // nothing without a query.
 func (s *Sink) Find(ctx context.Context, formID string, m sink.Match) ([]sink.Row, error) {
@@ -30,16 +34,31 @@ func (s *Sink) Find(ctx context.Context, formID string, m sink.Match) ([]sink.Ro
 	if keys == nil {
 		keys = []string{}
 	}
+	// The value is what a person asked to have erased: BigQuery's job
+	// history keeps a query's parameters, so it is not one of them. The
+	// query compares a digest of each stored value under a random salt
+	// of this call with the value's.
+	var salt [16]byte
+	if _, err := rand.Read(salt[:]); err != nil {
+		return nil, fmt.Errorf("bigquery: find: salt: %w", err)
+	}
+	saltHex := hex.EncodeToString(salt[:])
+	digest := sha256.Sum256([]byte(saltHex + m.Value))
 	return s.readRows(ctx, formID, render("find", s.t),
 		bq.QueryParameter{Name: "form_id", Value: formID},
 		bq.QueryParameter{Name: "keys", Value: keys},
 		bq.QueryParameter{Name: "field", Value: m.Field},
-		bq.QueryParameter{Name: "value", Value: m.Value},
+		bq.QueryParameter{Name: "salt", Value: saltHex},
+		bq.QueryParameter{Name: "value_sha256", Value: hex.EncodeToString(digest[:])},
 	)
 }
 
 // readRows runs a query selecting the rowColumns of one form's rows.
 func (s *Sink) readRows(ctx context.Context, formID, sql string, params ...bq.QueryParameter) ([]sink.Row, error) {
+	return guardValue(s, ctx, func(ctx context.Context) ([]sink.Row, error) { return s.readRowsOnce(ctx, formID, sql, params...) })
+}
+
+func (s *Sink) readRowsOnce(ctx context.Context, formID, sql string, params ...bq.QueryParameter) ([]sink.Row, error) {
 	var out []sink.Row
 	q := s.query(sql, params...)
 	err := s.readAll(ctx, "reading rows of form "+formID, "table "+s.t.Submissions, q.Read, func() { out = nil }, func(v []bq.Value) error {

@@ -61,7 +61,10 @@ type Config struct {
 	// expiration, set when Open creates the dataset. Default 6 hours.
 	StagingExpiration time.Duration
 	// ClientOptions are passed to the BigQuery client after the endpoint
-	// options (tests, custom credentials).
+	// options when Endpoint is set (tests); otherwise they configure the
+	// credentials of the sink's own transport (option.WithCredentialsFile
+	// and the like; option.WithHTTPClient is refused, as it would drop the
+	// bounds of Timeout).
 	ClientOptions []option.ClientOption
 	// UploadChunkSize, when positive, is the resumable upload chunk size;
 	// uploads up to it go in one multipart request. Default 16 MiB (the
@@ -73,6 +76,17 @@ type Config struct {
 	PollInterval time.Duration
 	// JobTimeout bounds the wait for one job. Default 10 minutes.
 	JobTimeout time.Duration
+	// Timeout bounds how long BigQuery may fail to answer: the dial and
+	// the wait for a response's headers once a request is sent, and, for
+	// each operation (Open, ReadState, Commit, ...), a run of failed
+	// requests (refused or unanswered connections, 5xx, 429) with no
+	// successful answer in between. Past it the operation fails with
+	// ErrUnavailable, naming the endpoint. A job that runs long is not cut
+	// off: its polls are answered. FORMSYNC_BQ_TIMEOUT, default 2 minutes.
+	Timeout time.Duration
+	// Observer, when set, is told of every failed request (Event), each
+	// of which is tried again until Timeout is spent.
+	Observer func(Event)
 	// RetryInitial is the first pause before retrying a transient failure
 	// (doubling, with jitter, up to 30 s). Default 1s.
 	RetryInitial time.Duration
@@ -94,6 +108,9 @@ var (
 	tableRE    = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 )
 
+// DefaultTimeout is Config.Timeout's default.
+const DefaultTimeout = 2 * time.Minute
+
 func (c Config) withDefaults() Config {
 	c.Dataset = cmp.Or(c.Dataset, "formsync")
 	c.Location = cmp.Or(c.Location, "US")
@@ -106,6 +123,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
 	c.JobTimeout = cmp.Or(c.JobTimeout, 10*time.Minute)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.RetryInitial = cmp.Or(c.RetryInitial, time.Second)
 	c.MaxRetries = cmp.Or(c.MaxRetries, 5)
 	return c
@@ -149,6 +167,9 @@ func (c Config) Validate() error {
 	if c.MaxRetries < 0 {
 		bad("MaxRetries", "must not be negative")
 	}
+	if c.Timeout < 0 {
+		bad("Timeout", "must not be negative")
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bigquery: invalid configuration: %w", err)
 	}
@@ -175,6 +196,10 @@ type Sink struct {
 	// view's metadata read before a commit trusts it (Sink.viewInPlace).
 	viewsMu sync.Mutex
 	views   map[string]knownView
+	// scrub are the rows forgotten by this Sink's commits that Purge has
+	// not yet removed from the staging tables.
+	scrubMu sync.Mutex
+	scrub   []forgetParam
 	// stateWithoutCopies: a read-only Sink (OpenReadOnly) found sync_state
 	// without its copies column, which ReadState then reads as NULL.
 	stateWithoutCopies bool
@@ -190,7 +215,7 @@ func Open(ctx context.Context, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ensureSchema(ctx); err != nil {
+	if err := s.guard(ctx, s.ensureSchema); err != nil {
 		s.client.Close()
 		return nil, err
 	}
@@ -212,23 +237,25 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	tbl := s.dataset().Table(stateTable)
 	res := "table " + s.cfg.Project + "." + s.cfg.Dataset + "." + stateTable
-	if err := s.retry(ctx, func() error {
-		meta, err := tbl.Metadata(ctx)
-		if err != nil {
-			return s.scope.classify("reading table metadata", res, err)
-		}
-		// A table is where its dataset is.
-		if err := s.checkLocation("dataset "+s.cfg.Project+"."+s.cfg.Dataset, meta.Location); err != nil {
-			return err
-		}
-		lacks := func(c string) bool { return lacksAny(meta.Schema, []string{c}) }
-		for _, c := range addedStateColumns {
-			if c != "copies" && lacks(c) {
-				return backoff.Permanent(fmt.Errorf("bigquery: %s lacks columns this formsync reads: %w; a sync (which adds them) must run first", res, ErrOlderSchema))
+	if err := s.guard(ctx, func(ctx context.Context) error {
+		return s.retry(ctx, func() error {
+			meta, err := tbl.Metadata(ctx)
+			if err != nil {
+				return s.scope.classify("reading table metadata", res, err)
 			}
-		}
-		s.stateWithoutCopies = lacks("copies")
-		return nil
+			// A table is where its dataset is.
+			if err := s.checkLocation("dataset "+s.cfg.Project+"."+s.cfg.Dataset, meta.Location); err != nil {
+				return err
+			}
+			lacks := func(c string) bool { return lacksAny(meta.Schema, []string{c}) }
+			for _, c := range addedStateColumns {
+				if c != "copies" && lacks(c) {
+					return backoff.Permanent(fmt.Errorf("bigquery: %s lacks columns this formsync reads: %w; a sync (which adds them) must run first", res, ErrOlderSchema))
+				}
+			}
+			s.stateWithoutCopies = lacks("copies")
+			return nil
+		})
 	}); err != nil {
 		s.client.Close()
 		if errors.Is(err, ErrNotFound) {
@@ -274,24 +301,28 @@ func connect(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	var opts []option.ClientOption
-	if cfg.Endpoint != "" {
-		opts = append(opts, option.WithEndpoint(apiRoot(cfg.Endpoint)+"/bigquery/v2/"), option.WithoutAuthentication())
+	s := &Sink{cfg: cfg}
+	rt, err := transport(ctx, cfg, s.endpointName())
+	if err != nil {
+		return nil, err
 	}
-	opts = append(opts, cfg.ClientOptions...)
+	// The client's own transport would leave requests unbounded; this one
+	// carries the credentials when they are needed (transport).
+	opts := []option.ClientOption{option.WithHTTPClient(&http.Client{Transport: rt})}
+	if cfg.Endpoint != "" {
+		opts = append(opts, option.WithEndpoint(apiRoot(cfg.Endpoint)+"/bigquery/v2/"))
+		opts = append(opts, cfg.ClientOptions...)
+	}
 	client, err := bq.NewClient(ctx, cfg.Project, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("bigquery: creating client for project %s: %w", cfg.Project, err)
 	}
 	client.Location = cfg.Location
-	s := &Sink{
-		cfg:    cfg,
-		client: client,
-		scope:  errorScope{Project: cfg.Project, Dataset: cfg.Dataset, StagingDataset: cfg.StagingDataset, Endpoint: cfg.Endpoint},
-		t: tables{
-			Submissions: ref(cfg.Project, cfg.Dataset, submissionsTable),
-			State:       ref(cfg.Project, cfg.Dataset, stateTable),
-		},
+	s.client = client
+	s.scope = errorScope{Project: cfg.Project, Dataset: cfg.Dataset, StagingDataset: cfg.StagingDataset, Endpoint: cfg.Endpoint}
+	s.t = tables{
+		Submissions: ref(cfg.Project, cfg.Dataset, submissionsTable),
+		State:       ref(cfg.Project, cfg.Dataset, stateTable),
 	}
 	return s, nil
 }

@@ -87,8 +87,14 @@ ORDER BY created_at, submission_key
 {{- template "rowColumns" .}}
 WHERE form_id = @form_id
   AND (submission_key IN UNNEST(@keys)
-    OR @field != '' AND JSON_TYPE(fields[@field]) = 'string' AND JSON_VALUE(fields[@field]) = @value)
+    OR @field != '' AND JSON_TYPE(fields[@field]) = 'string'
+      AND TO_HEX(SHA256(CONCAT(@salt, JSON_VALUE(fields[@field])))) = @value_sha256)
 ORDER BY created_at, submission_key
+{{end}}
+
+{{define "scrubStaging"}}
+DELETE FROM {{.Staging}} AS s
+WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND f.submission_key = s.submission_key)
 {{end}}
 
 {{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit{{end}}

@@ -40,6 +40,7 @@ func goldenStatements() map[string]string {
 		"view_forms.sql":            render("viewForms", t),
 		"read_rows.sql":             render("readRows", t),
 		"find.sql":                  render("find", t),
+		"scrub_staging.sql":         render("scrubStaging", t),
 		"write_state.sql":           render("writeState", t),
 		"commit.sql":                render("commit", script{tables: t, Rows: true}),
 		"commit_deletions.sql":      render("commit", script{tables: t, Rows: true, Deletions: true}),
@@ -78,7 +79,7 @@ func fakeShapes() string {
 	for _, s := range []struct{ name, file string }{
 		{"shapeReadState", "read_state.sql"}, {"shapeReadStateUnmigrated", "read_state_unmigrated.sql"},
 		{"shapeReadCommits", "read_commits.sql"}, {"shapeViewForms", "view_forms.sql"},
-		{"shapeReadRows", "read_rows.sql"}, {"shapeFind", "find.sql"},
+		{"shapeReadRows", "read_rows.sql"}, {"shapeFind", "find.sql"}, {"shapeScrubStaging", "scrub_staging.sql"},
 		{"shapeWriteState", "write_state.sql"}, {"shapeCommit", "commit.sql"},
 		{"shapeCommitDeletions", "commit_deletions.sql"}, {"shapeWriteStateDeletions", "write_state_deletions.sql"},
 	} {
@@ -90,7 +91,7 @@ func fakeShapes() string {
 }
 
 func TestFakeShapesMatchGolden(t *testing.T) {
-	path := filepath.Join("bqfake", "shapes.go")
+	path := filepath.Join("..", "..", "internal", "testkit", "bqfake", "shapes.go")
 	got := fakeShapes()
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {

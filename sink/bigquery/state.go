@@ -15,6 +15,10 @@ import (
 // ReadState returns the stored state of the given forms (every form when
 // formIDs is empty). Forms never synced are absent from the map.
 func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]state.Form, error) {
+	return guardValue(s, ctx, func(ctx context.Context) (map[string]state.Form, error) { return s.readState(ctx, formIDs) })
+}
+
+func (s *Sink) readState(ctx context.Context, formIDs []string) (map[string]state.Form, error) {
 	var out map[string]state.Form
 	ids := formIDs
 	if ids == nil {

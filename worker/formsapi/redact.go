@@ -1,7 +1,10 @@
 package formsapi
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -15,10 +18,17 @@ import (
 // character, so that none of them reaches a log line, sync_state.last_error
 // or formsync status.
 
-// tokenMatcher knows, for each character of the token, every way a body
-// may write it.
+// A proxy or debug page that echoes request headers may also quote the
+// Authorization header encoded as a whole: in base64 (standard or URL
+// alphabet, padded or not, as HTTP Basic credentials or "Bearer <token>"),
+// or in hex. Those encodings do not map the token character by character,
+// so the matcher also looks for the part of each encoding that depends on
+// the token's bytes alone, whatever precedes it (see encodedForms).
+
+// tokenMatcher knows, for the token and each encoded form of it, every way
+// a body may write each character.
 type tokenMatcher struct {
-	alts [][]string // per rune of the token: its spellings
+	forms [][][]string // per form, per rune: its spellings
 }
 
 func newTokenMatcher(token string) *tokenMatcher {
@@ -26,10 +36,43 @@ func newTokenMatcher(token string) *tokenMatcher {
 		return nil
 	}
 	m := &tokenMatcher{}
-	for _, r := range token {
-		m.alts = append(m.alts, spellings(r))
+	for _, f := range append([]string{token}, encodedForms(token)...) {
+		var alts [][]string
+		for _, r := range f {
+			alts = append(alts, spellings(r))
+		}
+		m.forms = append(m.forms, alts)
 	}
 	return m
+}
+
+// minEncoded is the shortest token whose encoded forms are looked for: the
+// part of a base64 encoding that only the token decides is about 4/3 of
+// its length less two characters, and a shorter pattern would match
+// innocent text.
+const minEncoded = 6
+
+// encodedForms returns the parts of the token's hex and base64 encodings
+// that any text holding the encoded token contains. A base64 character
+// carries 6 bits, so where the token's bytes start within the encoded
+// text (its offset modulo 3) changes every character: for each of the
+// three offsets, the characters whose 6 bits all come from the token.
+func encodedForms(token string) []string {
+	if len(token) < minEncoded {
+		return nil
+	}
+	forms := []string{hex.EncodeToString([]byte(token))}
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		for k := range 3 {
+			b := append(make([]byte, k), token...)
+			e := enc.EncodeToString(b)
+			from := (8*k + 5) / 6
+			to := 8 * len(b) / 6
+			forms = append(forms, e[from:to])
+		}
+	}
+	slices.Sort(forms)
+	return slices.Compact(forms)
 }
 
 // spellings lists the ways r may appear. Matching is case-insensitive, so
@@ -109,20 +152,43 @@ func (m *tokenMatcher) contains(s string) bool {
 	return m != nil && m.redact(s) != s
 }
 
-// matchAt returns the end of a token spelled from s[i], or -1. It searches
-// depth first (one spelling of a character can be a prefix of another's),
-// remembering dead ends so that a hostile body costs O(len(s)·len(token)).
+// matchAt returns the end of the token, in any of its forms, spelled from
+// s[i], or -1.
 func (m *tokenMatcher) matchAt(s string, i int) int {
+	for _, alts := range m.forms {
+		if end := matchForm(alts, s, i); end >= 0 {
+			return end
+		}
+	}
+	return -1
+}
+
+// matchForm returns the end of one form spelled from s[i], or -1. It
+// searches depth first (one spelling of a character can be a prefix of
+// another's), remembering dead ends so that a hostile body costs
+// O(len(s)·len(token)).
+func matchForm(alts [][]string, s string, i int) int {
+	// Cheap first-character filter before any allocation-heavy search.
+	first := false
+	for _, a := range alts[0] {
+		if len(s)-i >= len(a) && strings.EqualFold(s[i:i+len(a)], a) {
+			first = true
+			break
+		}
+	}
+	if !first {
+		return -1
+	}
 	dead := map[[2]int]bool{}
 	var walk func(pos, k int) int
 	walk = func(pos, k int) int {
-		if k == len(m.alts) {
+		if k == len(alts) {
 			return pos
 		}
 		if dead[[2]int{pos, k}] {
 			return -1
 		}
-		for _, a := range m.alts[k] {
+		for _, a := range alts[k] {
 			if len(s)-pos >= len(a) && strings.EqualFold(s[pos:pos+len(a)], a) {
 				if end := walk(pos+len(a), k+1); end >= 0 {
 					return end
@@ -132,16 +198,28 @@ func (m *tokenMatcher) matchAt(s string, i int) int {
 		dead[[2]int{pos, k}] = true
 		return -1
 	}
-	// Cheap first-character filter before any allocation-heavy search.
-	first := false
-	for _, a := range m.alts[0] {
-		if len(s)-i >= len(a) && strings.EqualFold(s[i:i+len(a)], a) {
-			first = true
-			break
-		}
-	}
-	if !first {
-		return -1
-	}
 	return walk(i, 0)
+}
+
+// Redactor removes the API token, in every form the client's own errors
+// are cleaned of (raw in any case, JSON, URL and HTML escaping, base64 and
+// hex), from text that leaves the process by another way: a log handler
+// passes every line through it. A nil Redactor leaves text as it is.
+type Redactor struct{ m *tokenMatcher }
+
+// NewRedactor returns the Redactor of token; nil when token is empty.
+func NewRedactor(token Secret) *Redactor {
+	if token == "" {
+		return nil
+	}
+	return &Redactor{m: newTokenMatcher(token.Reveal())}
+}
+
+// Redact returns s with every occurrence of the token replaced by
+// Redacted.
+func (r *Redactor) Redact(s string) string {
+	if r == nil {
+		return s
+	}
+	return r.m.redact(s)
 }

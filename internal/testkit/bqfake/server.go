@@ -267,6 +267,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+p+"/datasets/{dataset}", s.lock(s.getDataset))
 	mux.HandleFunc("DELETE "+p+"/datasets/{dataset}", s.lock(s.deleteDataset))
 	mux.HandleFunc("POST "+p+"/datasets/{dataset}/tables", s.lock(s.insertTable))
+	mux.HandleFunc("GET "+p+"/datasets/{dataset}/tables", s.lock(s.listTables))
 	mux.HandleFunc("GET "+p+"/datasets/{dataset}/tables/{table}", s.lock(s.getTable))
 	mux.HandleFunc("DELETE "+p+"/datasets/{dataset}/tables/{table}", s.lock(s.deleteTable))
 	mux.HandleFunc("PATCH "+p+"/datasets/{dataset}/tables/{table}", s.lock(s.patchTable))

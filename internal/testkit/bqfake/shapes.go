@@ -43,8 +43,12 @@ ORDER BY created_at, submission_key
 FROM ` + "`?`" + `
 WHERE form_id = @form_id
   AND (submission_key IN UNNEST(@keys)
-    OR @field != '' AND JSON_TYPE(fields[@field]) = 'string' AND JSON_VALUE(fields[@field]) = @value)
+    OR @field != '' AND JSON_TYPE(fields[@field]) = 'string'
+      AND TO_HEX(SHA256(CONCAT(@salt, JSON_VALUE(fields[@field])))) = @value_sha256)
 ORDER BY created_at, submission_key
+`
+	shapeScrubStaging = `DELETE FROM ` + "`?`" + ` AS s
+WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND f.submission_key = s.submission_key)
 `
 	shapeWriteState = `BEGIN TRANSACTION;
 

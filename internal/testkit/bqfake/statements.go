@@ -1,7 +1,9 @@
 package bqfake
 
 import (
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -108,7 +110,8 @@ func init() {
 		{shapeReadCommits, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readCommits},
 		{shapeViewForms, "SELECT", nil, []string{"state"}, nil, (*Server).viewForms},
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).readRows},
-		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>", "field": "STRING", "value": "STRING"}, []string{"subs"}, nil, (*Server).find},
+		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>", "field": "STRING", "salt": "STRING", "value_sha256": "STRING"}, []string{"subs"}, nil, (*Server).find},
+		{shapeScrubStaging, "DELETE", map[string]string{"forget": forgetType}, []string{"staging"}, nil, (*Server).scrubStaging},
 		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING"}, []string{"state", "state"}, []string{"state"}, (*Server).writeState},
 		{shapeCommit, "SCRIPT", commitParams, []string{"state", "staging", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(true, false)},
 		{shapeCommitDeletions, "SCRIPT", commitDeletionsParams,
@@ -357,18 +360,77 @@ func (s *Server) find(t map[string]string, params map[string]param) (*result, er
 		if err := materialise(tx, "keys", params["keys"]); err != nil {
 			return nil, err
 		}
-		q := `SELECT submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields),
-			COALESCE(files_text, files), raw, deleted_at
-			FROM ` + quoteIdent(t["subs"]) + ` AS t
-			WHERE form_id = @form_id AND (submission_key IN (SELECT value FROM temp.param_keys)
-				OR @field != '' AND EXISTS (SELECT 1 FROM json_each(t.fields) AS j
-					WHERE j.key = @field AND j.type = 'text' AND j.atom = @value))
-			ORDER BY created_at, submission_key`
+		// TO_HEX(SHA256(CONCAT(@salt, value))) = @value_sha256, computed
+		// here: the rows whose field holds a string with that digest.
+		if _, err := tx.Exec(`CREATE TEMP TABLE IF NOT EXISTS find_matched (value TEXT)`); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(`DELETE FROM temp.find_matched`); err != nil {
+			return nil, err
+		}
+		str := func(name string) string {
+			if v := params[name].Value; v != nil && v.Value != nil {
+				return *v.Value
+			}
+			return ""
+		}
+		salt, want := str("salt"), str("value_sha256")
+		q := `SELECT t.submission_key, j.atom FROM ` + quoteIdent(t["subs"]) + ` AS t, json_each(t.fields) AS j
+			WHERE t.form_id = @form_id AND @field != '' AND j.key = @field AND j.type = 'text'`
 		args, err := named(q, params)
 		if err != nil {
 			return nil, err
 		}
+		rows, err := tx.Query(q, args...)
+		if err != nil {
+			return nil, err
+		}
+		var matched []string
+		for rows.Next() {
+			var key, v string
+			if err := rows.Scan(&key, &v); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if d := sha256.Sum256([]byte(salt + v)); hex.EncodeToString(d[:]) == want {
+				matched = append(matched, key)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		for _, k := range matched {
+			if _, err := tx.Exec(`INSERT INTO temp.find_matched VALUES (?)`, k); err != nil {
+				return nil, err
+			}
+		}
+		q = `SELECT submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields),
+			COALESCE(files_text, files), raw, deleted_at
+			FROM ` + quoteIdent(t["subs"]) + ` AS t
+			WHERE form_id = @form_id AND (submission_key IN (SELECT value FROM temp.param_keys)
+				OR submission_key IN (SELECT value FROM temp.find_matched))
+			ORDER BY created_at, submission_key`
+		if args, err = named(q, params); err != nil {
+			return nil, err
+		}
 		return s.query(tx, rowColumns(), q, args...)
+	})
+}
+
+// scrubStaging deletes the @forget rows from a staging table.
+func (s *Server) scrubStaging(t map[string]string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := materialise(tx, "forget", params["forget"]); err != nil {
+			return nil, err
+		}
+		res, err := tx.Exec(`DELETE FROM ` + quoteIdent(t["staging"]) + ` AS s
+			WHERE EXISTS (SELECT 1 FROM temp.param_forget AS f WHERE f.form_id = s.form_id AND f.submission_key = s.submission_key)`)
+		if err != nil {
+			return nil, err
+		}
+		n, _ := res.RowsAffected()
+		return &result{dml: n}, nil
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -178,6 +179,32 @@ func (s *Server) table(project, dataset, table string) (*bqv2.Table, error) {
 		return nil, errorf(http.StatusNotFound, "notFound", "Not found: Table %s:%s.%s", project, dataset, table)
 	}
 	return t, nil
+}
+
+// listTables serves tables.list: every table of a dataset, in one page,
+// sorted by id.
+func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
+	project, dataset := r.PathValue("project"), r.PathValue("dataset")
+	if _, err := s.dataset(project, dataset); err != nil {
+		return err
+	}
+	prefix := tableKey(project, dataset, "")
+	var keys []string
+	for k := range s.tables {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	list := &bqv2.TableList{Kind: "bigquery#tableList", TotalItems: int64(len(keys))}
+	for _, k := range keys {
+		t := s.tables[k]
+		list.Tables = append(list.Tables, &bqv2.TableListTables{
+			Kind: "bigquery#table", Id: t.Id, TableReference: t.TableReference, Type: t.Type,
+		})
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
 }
 
 func (s *Server) deleteTable(w http.ResponseWriter, r *http.Request) error {

@@ -4,5 +4,6 @@ SELECT submission_id, submission_key, created_at, is_spam,
 FROM `my-project.formsync.submissions`
 WHERE form_id = @form_id
   AND (submission_key IN UNNEST(@keys)
-    OR @field != '' AND JSON_TYPE(fields[@field]) = 'string' AND JSON_VALUE(fields[@field]) = @value)
+    OR @field != '' AND JSON_TYPE(fields[@field]) = 'string'
+      AND TO_HEX(SHA256(CONCAT(@salt, JSON_VALUE(fields[@field])))) = @value_sha256)
 ORDER BY created_at, submission_key

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery"
@@ -21,7 +22,21 @@ func openBigQuery(ctx context.Context, cfg Config) (sink.Sink, error) {
 
 // bigQuery is the BigQuery sink's share of the configuration.
 func (c Config) bigQuery() bigquery.Config {
-	var cfg bigquery.Config
+	cfg := bigquery.Config{Observer: c.bqObserve}
 	c.setLibraryFields("bigquery", &cfg)
 	return cfg
+}
+
+// logBigQueryRetry says each failed BigQuery request as it happens, as
+// logRetry does the API's: a BigQuery that is down shows in the log while
+// formsync waits on it (at most FORMSYNC_BQ_TIMEOUT), not only when the
+// sync gives up.
+func logBigQueryRetry(log *slog.Logger, ev bigquery.Event) {
+	if ev.Left == 0 {
+		return // not retried: the failure ends the step, and says so
+	}
+	log.Warn("BigQuery request failed; retrying",
+		slog.String("endpoint", ev.Endpoint), slog.String("request", ev.Method+" "+ev.Path), slog.Int("status", ev.Status),
+		slog.Float64("failing_for_seconds", ev.Down.Seconds()), slog.Float64("gives_up_in_seconds", ev.Left.Seconds()),
+		slog.String("error", ev.Err.Error()))
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/worker/formsapi"
 )
 
@@ -71,6 +72,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// ones it reads (its Validate): version, demo and simulate read none.
 		cfg, _ := LoadConfig()
 		e := &env{stdout: stdout, stderr: stderr, cfg: cfg, log: newLogger(stderr, cfg)}
+		if tok, err := cfg.Token(); err == nil && tok != "" {
+			e.log = slog.New(&redactingHandler{inner: e.log.Handler(), r: formsapi.NewRedactor(tok)})
+		}
+		e.cfg.bqObserve = func(ev bigquery.Event) { logBigQueryRetry(e.log, ev) }
 		return c.run(ctx, e, args[1:])
 	}
 	fmt.Fprintf(stderr, "formsync: unknown command %q\n\n", name)

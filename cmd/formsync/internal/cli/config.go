@@ -119,6 +119,10 @@ type Config struct {
 	// BQ_ENDPOINT: overrides the BigQuery API base URL (emulators, tests).
 	// Default: none (Google's endpoint).
 	BQEndpoint string `envconfig:"BQ_ENDPOINT" field:"bigquery.Endpoint" group:"sink" desc:"BigQuery API base URL override (emulators, tests)"`
+	// BQ_TIMEOUT: how long BigQuery may go without answering (connections
+	// refused or unanswered, 5xx) before the step waiting on it fails,
+	// watermarks untouched. Default 2m.
+	BQTimeout time.Duration `envconfig:"BQ_TIMEOUT" default:"2m" field:"bigquery.Timeout" check:"positive" group:"sink" desc:"how long BigQuery may fail to answer before the sync fails, watermarks untouched"`
 	// TMP_DIR: where a run stages rows as NDJSON before committing them.
 	// Default: system temp dir (os.TempDir).
 	TmpDir string `envconfig:"TMP_DIR" show:"system temp dir" field:"worker.TmpDir" check:"staging" group:"api" desc:"directory for staged rows"`
@@ -154,6 +158,8 @@ type Config struct {
 	token formsapi.Secret
 	// policy is FieldPolicy parsed, with its key, by Validate; nil for none.
 	policy *fieldpolicy.Policy
+	// bqObserve is told of every failed BigQuery request (logged).
+	bqObserve func(bigquery.Event)
 }
 
 // field is one variable of Config: its field's tags.

@@ -158,6 +158,12 @@ func purgeResult(e *env, rep *worker.ForgetReport) int {
 	if rep.Purge == nil {
 		return exitOK
 	}
+	if e.cfg.Sink == "bigquery" {
+		// The rows are forgotten; copies in staging tables of earlier
+		// commits could not be removed now and expire with those tables.
+		fmt.Fprintf(e.stdout, "Not removed from the staging tables yet: %v.\n", rep.Purge)
+		return exitFailed
+	}
 	fmt.Fprintf(e.stdout, "Not erased from the file yet: %v.\nOnce that reader has finished, run this command again: it finds nothing more to remove and erases them.\n", rep.Purge)
 	return exitFailed
 }

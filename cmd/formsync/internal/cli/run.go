@@ -197,7 +197,7 @@ func logInterrupted(ctx context.Context, e *env, rep *worker.Report, reconcile b
 	if ctx.Err() == nil || rep == nil {
 		return false
 	}
-	var stopped []string
+	var stopped, notCommitted []string
 	committed := 0
 	var partRows int64 // rows of interrupted forms committed in parts: they stay
 	for _, f := range rep.Forms {
@@ -209,9 +209,19 @@ func logInterrupted(ctx context.Context, e *env, rep *worker.Report, reconcile b
 			}
 		case f.Err == nil && rep.CommitErr == nil:
 			committed++
+		case f.Err == nil:
+			notCommitted = append(notCommitted, f.FormID)
 		}
 	}
 	attrs := []any{"committed", committed, "interrupted", len(stopped), "interrupted_forms", stopped}
+	if rep.CommitErr != nil && !reconcile {
+		// Read completely, then the commit failed or was cut short: these
+		// forms keep their watermark as much as the interrupted ones.
+		attrs = append(attrs, "read_not_committed", len(notCommitted), "read_not_committed_forms", notCommitted)
+		e.log.Warn("sync interrupted by a shutdown signal, will be retried: the commit did not complete, so no form of this run was committed; every form keeps its watermark (and the rows it committed in parts, if any), and the next run reads them again",
+			append(attrs, "commit_error", rep.CommitErr.Error())...)
+		return true
+	}
 	if reconcile {
 		e.log.Warn("reconcile interrupted by a shutdown signal: forms read completely were reconciled and committed, the others are unchanged; run the same command again to reconcile them", attrs...)
 		return true

@@ -429,6 +429,11 @@ func (c *Config) warnings() []string {
 	if c.MaxRetryAfter > 0 && c.MaxRetryAfter < time.Second {
 		out = append(out, fmt.Sprintf("FORMSYNC_MAX_RETRY_AFTER=%s is under 1s: Retry-After counts whole seconds, so every wait the API asks for is cut short and the page asked again early", shortDuration(c.MaxRetryAfter)))
 	}
+	// BigQuery may hold a query request up to its default timeoutMs (10 s)
+	// before answering.
+	if c.Sink == "bigquery" && c.BQTimeout < 15*time.Second {
+		out = append(out, fmt.Sprintf("FORMSYNC_BQ_TIMEOUT=%s is under 15s: BigQuery may take up to 10 s to answer a query request, so a slow query can be taken for an outage", shortDuration(c.BQTimeout)))
+	}
 	return out
 }
 

@@ -1,0 +1,135 @@
+package bigquery
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/testkit/sinktest"
+	"github.com/formsync/formsync/sink"
+)
+
+// outageBudget is Timeout in these tests; an operation must end within it
+// plus this slack.
+const (
+	outageBudget = 2 * time.Second
+	outageSlack  = 2 * time.Second
+)
+
+// events collects a sink's Observer events.
+type events struct {
+	mu  sync.Mutex
+	got []Event
+}
+
+func (e *events) observe(ev Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, ev)
+}
+
+func (e *events) all() []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Event(nil), e.got...)
+}
+
+// checkOutage asserts err is the outage failure, in time, after at least
+// one failed request was reported.
+func checkOutage(t *testing.T, err error, took time.Duration, front *bqfake.Front, evs *events) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("no error against an unreachable BigQuery")
+	}
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrRetryable) {
+		t.Errorf("error is not ErrUnavailable and ErrRetryable: %v", err)
+	}
+	if !strings.Contains(err.Error(), front.URL()) || !strings.Contains(err.Error(), "FORMSYNC_BQ_TIMEOUT") {
+		t.Errorf("error names neither the endpoint %s nor the setting: %v", front.URL(), err)
+	}
+	if took > outageBudget+outageSlack {
+		t.Errorf("gave up after %v, budget %v", took, outageBudget)
+	}
+	got := evs.all()
+	if len(got) == 0 {
+		t.Error("no failed request reported to the Observer")
+	}
+	for _, ev := range got {
+		if ev.Endpoint != front.URL() || ev.Err == nil || ev.Path == "" {
+			t.Errorf("event without endpoint, error or path: %+v", ev)
+		}
+	}
+}
+
+// TestOpenWithBigQueryRefusing: Open against a port nobody listens on
+// ends within Timeout, saying so.
+func TestOpenWithBigQueryRefusing(t *testing.T) {
+	fake := bqfake.Start(t, bqfake.Options{})
+	front := bqfake.StartFront(t, fake, bqfake.Refuse)
+	cfg := testConfig(fake)
+	cfg.Endpoint = front.URL()
+	cfg.Timeout = outageBudget
+	evs := &events{}
+	cfg.Observer = evs.observe
+	start := time.Now()
+	_, err := Open(t.Context(), cfg)
+	checkOutage(t, err, time.Since(start), front, evs)
+}
+
+// TestCommitDuringOutage: a commit against a BigQuery that stops answering
+// (refused, unanswered, 503) ends within Timeout with the outage error,
+// writes nothing, and the next commit against BigQuery back commits
+// exactly.
+func TestCommitDuringOutage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode bqfake.Mode
+	}{
+		{"refused", bqfake.Refuse},
+		{"never answered", bqfake.Hang},
+		{"503", bqfake.Unavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := bqfake.Start(t, bqfake.Options{})
+			front := bqfake.StartFront(t, fake, bqfake.Pass)
+			evs := &events{}
+			b := setup(t, bqfake.Options{}, func(c *Config) {
+				c.Endpoint = front.URL()
+				c.Timeout = outageBudget
+				c.Observer = evs.observe
+			})
+			b.fake = fake
+			first := []sink.Row{b.row(t, "f", 1, 1, false)}
+			b.mustCommit(t, b.t0, formRows{formState("f", first, "email"), first})
+			before := readState(t, b.sink, "f")["f"]
+
+			if err := front.Set(tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			more := []sink.Row{b.row(t, "f", 1, 1, false), b.row(t, "f", 2, 2, false)}
+			st := formState("f", more, "email")
+			st.Revision = before.Revision
+			start := time.Now()
+			_, err := b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(time.Hour), Forms: []sink.FormCommit{{State: st, Rows: sinktest.Spool(t, more...)}}})
+			checkOutage(t, err, time.Since(start), front, evs)
+
+			// BigQuery is back: nothing of the failed commit is in, and
+			// the same commit again is exact.
+			if err := front.Set(bqfake.Pass); err != nil {
+				t.Fatal(err)
+			}
+			after := readState(t, b.sink, "f")["f"]
+			if after.Revision != before.Revision || !after.Watermark.CreatedAt.Equal(before.Watermark.CreatedAt) || after.Watermark.ID != before.Watermark.ID {
+				t.Errorf("state moved by the failed commit: revision %d -> %d, watermark %v -> %v", before.Revision, after.Revision, before.Watermark, after.Watermark)
+			}
+			checkRows(t, b.sink, "f", first)
+			if _, err := b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(time.Hour), Forms: []sink.FormCommit{{State: st, Rows: sinktest.Spool(t, more...)}}}); err != nil {
+				t.Fatalf("commit after the outage: %v", err)
+			}
+			checkRows(t, b.sink, "f", more)
+		})
+	}
+}

@@ -1,0 +1,91 @@
+package bigquery
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	bq "cloud.google.com/go/bigquery"
+	"google.golang.org/api/iterator"
+)
+
+// A staging table holds a copy of every row its commit loaded until the
+// staging dataset's expiration deletes it (Config.StagingExpiration), so
+// a forgotten submission would outlive its erasure there by up to that
+// long. Purge removes it sooner.
+
+// toScrub records rows a committed transaction forgot, for Purge.
+func (s *Sink) toScrub(rows []forgetParam) {
+	if len(rows) == 0 {
+		return
+	}
+	s.scrubMu.Lock()
+	defer s.scrubMu.Unlock()
+	for _, r := range rows {
+		if !slices.Contains(s.scrub, r) {
+			s.scrub = append(s.scrub, r)
+		}
+	}
+}
+
+// Purge removes the rows that this Sink's commits forgot from every
+// staging table formsync holds in the staging dataset (tables named
+// <StagingTable>_*): one DELETE per table. The worker calls it after each
+// forget. A failure leaves the rows to the dataset's expiration; a later
+// Purge of the same Sink tries them again.
+func (s *Sink) Purge(ctx context.Context) error {
+	s.scrubMu.Lock()
+	rows := slices.Clone(s.scrub)
+	s.scrubMu.Unlock()
+	if len(rows) == 0 {
+		return nil
+	}
+	if err := s.guard(ctx, func(ctx context.Context) error { return s.scrubStaging(ctx, rows) }); err != nil {
+		return fmt.Errorf("%w; the staging tables keep their copies of the forgotten rows until they expire, at most %v after their commit", err, s.cfg.StagingExpiration)
+	}
+	s.scrubMu.Lock()
+	s.scrub = slices.DeleteFunc(s.scrub, func(r forgetParam) bool { return slices.Contains(rows, r) })
+	s.scrubMu.Unlock()
+	return nil
+}
+
+func (s *Sink) scrubStaging(ctx context.Context, rows []forgetParam) error {
+	ds := s.client.Dataset(s.cfg.StagingDataset)
+	var names []string
+	err := s.retry(ctx, func() error {
+		names = names[:0]
+		it := ds.Tables(ctx)
+		for {
+			t, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				return nil
+			}
+			if err != nil {
+				return s.scope.classify("listing the staging tables", "dataset "+s.cfg.Project+"."+s.cfg.StagingDataset, err)
+			}
+			if strings.HasPrefix(t.TableID, s.cfg.StagingTable+"_") {
+				names = append(names, t.TableID)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	params := []bq.QueryParameter{{Name: "forget", Value: rows}}
+	for _, name := range names {
+		var nonce [8]byte
+		if _, err := rand.Read(nonce[:]); err != nil {
+			return fmt.Errorf("bigquery: scrubbing staging: job id: %w", err)
+		}
+		sql := render("scrubStaging", tables{Staging: ref(s.cfg.Project, s.cfg.StagingDataset, name)})
+		_, err := s.runStatement(ctx, "formsync_scrub_"+hex.EncodeToString(nonce[:]), "removing forgotten rows from staging table "+name, sql, params)
+		if err != nil && !errors.Is(err, ErrNotFound) { // expired meanwhile
+			return err
+		}
+	}
+	return nil
+}
