@@ -11,6 +11,7 @@ import (
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/formsync/formsync/worker/pager"
 )
 
 // Window bounds a backfill by created_at, both ends inclusive; a zero end is
@@ -32,12 +33,12 @@ func (w Window) recordedIn(bf *state.Backfill) bool {
 	return asStored(bf.Since).Equal(asStored(w.Since)) && asStored(bf.Until).Equal(asStored(w.Until))
 }
 
-// span is the walk over the window: newer than Until is skipped, older
+// bounds are the walk over the window: newer than Until is skipped, older
 // than Since ends it.
-func (w Window) span() span {
-	return span{
-		stage: func(r sink.Row) bool { return w.contains(r.CreatedAt) },
-		past:  func(r sink.Row) bool { return !w.Since.IsZero() && r.CreatedAt.Before(w.Since) },
+func (w Window) bounds() pager.Bounds {
+	return pager.Bounds{
+		Want: func(at time.Time, _ string) bool { return w.contains(at) },
+		Past: func(at time.Time, _ string) bool { return !w.Since.IsZero() && at.Before(w.Since) },
 	}
 }
 
@@ -212,10 +213,10 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	if err != nil {
 		return err
 	}
-	if b.order, err = b.detectOrder(ctx, first); err != nil {
+	if b.facts.Order, err = pager.Detect(ctx, b.fetch, first, b.old.Order); err != nil {
 		return err
 	}
-	rep.Order = b.order
+	rep.Order = b.facts.Order
 	win := b.opts.Window
 	// The whole form, read to its end, even over several runs: its rows
 	// are then all under the configured field policy.
@@ -261,7 +262,7 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	if b.forwardWalk() && end < start || !b.forwardWalk() && end > start {
 		rep.LastPage = start
 	}
-	rep.RowsEstimate = rep.PagesToRead() * max(b.perPage, 1)
+	rep.RowsEstimate = rep.PagesToRead() * max(b.facts.PerPage, 1)
 	// A window on one page that holds none of it is empty, unless the
 	// form moved between the readings of that page and of the page
 	// before it: a deletion ahead of a newest-first reader then pulled
@@ -293,7 +294,9 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 		// into nothing.
 		return b.checkpoint(ctx, rep, true)
 	}
-	w := &walker{r: b.formRun, span: win.span(), before: from.before, onPage: func(ctx context.Context, page int) error {
+	w := &pager.Walk[staged]{Form: b.old.FormID, Fetch: b.fetch, Decode: b.decode, Order: b.facts.Order, Bounds: win.bounds(),
+		PerPage: b.facts.PerPage, Before: from.before}
+	err = b.take(w.From(ctx, start, startPage), func(int) error {
 		b.read++
 		if b.opts.Progress != nil {
 			b.opts.Progress(b.progress(rep.PagesToRead()))
@@ -302,8 +305,8 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 			return b.checkpoint(ctx, rep, false)
 		}
 		return nil
-	}}
-	if err := w.walk(ctx, start, startPage); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	return b.checkpoint(ctx, rep, true)
@@ -335,7 +338,23 @@ var (
 	maxContentCheckpointRows = MaxCheckpointRows
 )
 
-func (b *backfill) forwardWalk() bool { return b.order != state.OrderOldestFirst }
+func (b *backfill) forwardWalk() bool { return b.facts.Order != state.OrderOldestFirst }
+
+// fetch reads a page of the form, taking in its page size and total: the
+// lowest total of the backfill is what it records with the watermark.
+func (b *backfill) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
+	p, err := b.formRun.fetch(ctx, page)
+	if err != nil {
+		return nil, err
+	}
+	if b.facts.Total < 0 || int64(p.Total) < b.facts.Total {
+		b.facts.Total = int64(p.Total)
+	}
+	if p.PerPage > 0 {
+		b.facts.PerPage = p.PerPage
+	}
+	return p, nil
+}
 
 // anyStored reports whether a submission on page p has a created_at that,
 // as stored (to the microsecond), satisfies f.
@@ -346,7 +365,7 @@ func anyStored(p *formsapi.Page, f func(time.Time) bool) bool {
 }
 
 // reachesBefore reports whether a page holds a submission older than t:
-// then a walk from newer to older submissions ends on it (walker.consume).
+// then a walk from newer to older submissions ends on it (pager.Walk).
 func reachesBefore(p *formsapi.Page, t time.Time) bool {
 	return anyStored(p, func(c time.Time) bool { return c.Before(t) })
 }
@@ -371,8 +390,8 @@ func (b *backfill) staged(row sink.Row) {
 // walk.
 func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time, end bool) (located, error) {
 	n := max(first.TotalPages, 1)
-	newestFirst := b.order != state.OrderOldestFirst
-	if t.IsZero() || n == 1 || b.order == state.OrderUnknown {
+	newestFirst := b.facts.Order != state.OrderOldestFirst
+	if t.IsZero() || n == 1 || b.facts.Order == state.OrderUnknown {
 		if newestFirst == !end || n == 1 {
 			return located{page: 1, content: first}, nil
 		}
@@ -483,7 +502,7 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	// over is the one the checkpoint before left, known once that one is
 	// in (build).
 	next := b.formRun.next(now)
-	names, order, cursor, wm, minTotal := next.FieldNames, b.order, b.cursor, b.wm.Watermark(), b.minTotal
+	names, order, cursor, wm, minTotal := next.FieldNames, b.facts.Order, b.cursor, b.wm.Watermark(), b.facts.Total
 	if !rep.ResumedFrom.IsZero() {
 		// This run read below the cursor only: the top of the form is
 		// what the first run read.

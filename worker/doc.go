@@ -39,8 +39,12 @@
 //
 // # The page walker
 //
-// Sync, lookback and backfill read pages with one walker (walk.go). The API
-// has no "since" filter and does not say how it sorts, so the walker:
+// Sync, lookback and backfill read pages with one walker, package
+// worker/pager, which knows nothing of the engine: it is given a function
+// that fetches a page and one that decodes a submission, and yields the
+// submissions to stage, in order, with what it learnt (the order, the
+// total, the re-reads). The API has no "since" filter and does not say how
+// it sorts, so the walker:
 //
 //   - Detects the order from page 1 (created_at of its first and last
 //     submission), or, when page 1 cannot tell, from the stored order or
@@ -77,7 +81,8 @@
 //     does not match ⌈total / per_page⌉; the walker refuses a page identical
 //     to the one before it (a server ignoring page). Either fails the form
 //     for this run, watermark kept.
-//   - Hands every submission it keeps to a callback that stages it.
+//   - Yields every submission it keeps; the read stages what it yields and
+//     advances the watermark over it (walk.go, read.go).
 //
 // A sync reads, newest-first, from page 1 until the first submission
 // already loaded (older than the watermark, or in its boundary: the keys
