@@ -145,6 +145,7 @@ func loaded(n int) state.Watermark {
 }
 
 func TestScanNewestFirst(t *testing.T) {
+	t.Parallel()
 	f := &form{subs: newest(25, 1), per: 10}
 	sc := scanOf(f)
 	got := collect(sc.Events(t.Context()))
@@ -179,6 +180,7 @@ func TestScanNewestFirst(t *testing.T) {
 // on the first page whose first submission is loaded: the overlap with the
 // watermark is confirmed before the jump is trusted.
 func TestScanOldestFirstJumpsNearTheEnd(t *testing.T) {
+	t.Parallel()
 	oldest := newest(25, 1)
 	slices.Reverse(oldest)
 	f := &form{subs: oldest, per: 10}
@@ -214,6 +216,7 @@ func TestScanOldestFirstJumpsNearTheEnd(t *testing.T) {
 // Page 1 cannot tell the order when its submissions share one created_at:
 // the last page does, unless the stored order is known.
 func TestDetectFromTheLastPage(t *testing.T) {
+	t.Parallel()
 	subs := []formsapi.Submission{at(6, 9), at(5, 9), sub(4), sub(3), sub(2), sub(1)}
 	f := &form{subs: subs, per: 2}
 	first, _ := f.fetch(t.Context(), 1)
@@ -238,6 +241,7 @@ func TestDetectFromTheLastPage(t *testing.T) {
 // A total that grew by more than the new submissions read says one was
 // inserted behind the watermark: the form is read whole once more.
 func TestScanRereadsAShortRead(t *testing.T) {
+	t.Parallel()
 	// 1..20 loaded at a total of 20; now 21..22 are new and 100 was
 	// inserted (back-dated) among the loaded ones.
 	subs := newest(22, 11)
@@ -267,6 +271,7 @@ func TestScanRereadsAShortRead(t *testing.T) {
 }
 
 func TestPagingMustAddUp(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		serve func(f *form, call, page int) *formsapi.Page
@@ -285,6 +290,7 @@ func TestPagingMustAddUp(t *testing.T) {
 		}, "holds exactly the submissions of page 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			f := &form{subs: newest(25, 1), per: 10, serve: tc.serve}
 			got := collect(scanOf(f).Events(t.Context()))
 			if !errors.Is(got.err, formsapi.ErrPaging) || !strings.Contains(got.err.Error(), tc.want) {
@@ -297,6 +303,7 @@ func TestPagingMustAddUp(t *testing.T) {
 // The watermark's boundary holds the keys loaded at its millisecond: a
 // submission sharing it but not in the boundary is new, one in it is not.
 func TestScanTiesAtTheWatermark(t *testing.T) {
+	t.Parallel()
 	subs := []formsapi.Submission{sub(12), sub(11), at(30, 10), at(31, 10), at(32, 10), sub(9)}
 	f := &form{subs: subs, per: 10}
 	sc := scanOf(f)
@@ -315,6 +322,7 @@ func TestScanTiesAtTheWatermark(t *testing.T) {
 // every request can put one on both sides of a page border and another on
 // neither: the page is read again until every place is accounted for.
 func TestWalkCompletesATieSplitAtAPageBorder(t *testing.T) {
+	t.Parallel()
 	// Three submissions at minute 3 fill the last place of page 1 and the
 	// first two of page 2.
 	all := []formsapi.Submission{sub(5), sub(4), at(31, 3), at(32, 3), at(33, 3), sub(1)}
@@ -344,6 +352,7 @@ func TestWalkCompletesATieSplitAtAPageBorder(t *testing.T) {
 // the page already read: the fall of the total makes the walk read that
 // page again before it goes on.
 func TestWalkRereadsWhatADeletionPulledUp(t *testing.T) {
+	t.Parallel()
 	f := &form{subs: newest(10, 1), per: 3, before: func(f *form, call int) {
 		if call == 1 {
 			f.remove(9) // read on page 1; pulls 7 up onto it
@@ -370,6 +379,7 @@ func TestWalkRereadsWhatADeletionPulledUp(t *testing.T) {
 // Additions that keep coming while the pulled pages are read again end
 // the walk with ErrMoving rather than a read that may have skipped one.
 func TestWalkGivesUpOnAFormThatNeverHoldsStill(t *testing.T) {
+	t.Parallel()
 	next := 100
 	f := &form{subs: newest(10, 1), per: 3}
 	f.before = func(f *form, call int) {
@@ -394,6 +404,7 @@ func TestWalkGivesUpOnAFormThatNeverHoldsStill(t *testing.T) {
 // Copies (one content key twice on one page, no id) are counted, not
 // yielded twice.
 func TestWalkCountsCopies(t *testing.T) {
+	t.Parallel()
 	c := sub(5)
 	c.ID = nil
 	f := &form{subs: []formsapi.Submission{c, c, sub(4)}, per: 10}
@@ -410,6 +421,7 @@ func TestWalkCountsCopies(t *testing.T) {
 
 // A reader that stops taking events stops the walk: no further request.
 func TestStoppingTheReaderStopsTheWalk(t *testing.T) {
+	t.Parallel()
 	f := &form{subs: newest(25, 1), per: 10}
 	for ev, err := range scanOf(f).Events(t.Context()) {
 		if err != nil {
@@ -421,5 +433,29 @@ func TestStoppingTheReaderStopsTheWalk(t *testing.T) {
 	}
 	if !slices.Equal(f.fetched, []int{1}) {
 		t.Errorf("pages fetched %v; want page 1 only", f.fetched)
+	}
+}
+
+// A walk of a window (a backfill's) yields what lies within it, from newer
+// to older, and ends on the first page reaching past its lower end.
+func TestWalkOfAWindow(t *testing.T) {
+	t.Parallel()
+	f := &form{subs: newest(30, 1), per: 5}
+	since, until := sub(12).CreatedAt, sub(23).CreatedAt
+	in := func(at time.Time) bool { return !at.Before(since) && !at.After(until) }
+	w := &pager.Walk[formsapi.Submission]{Form: "f", Fetch: f.fetch, Decode: decode, Order: state.OrderNewestFirst, Bounds: pager.Bounds{
+		Want: func(at time.Time, _ string) bool { return in(at) },
+		Past: func(at time.Time, _ string) bool { return at.Before(since) },
+	}}
+	// Page 2 (25..21) holds the window's newest.
+	got := collect(w.From(t.Context(), 2, nil))
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if want := keys(span(23, 12)...); !slices.Equal(got.keys, want) {
+		t.Errorf("keys %v, want %v", got.keys, want)
+	}
+	if want := []int{2, 3, 4}; !slices.Equal(f.fetched, want) || !slices.Equal(got.walked, want) {
+		t.Errorf("pages fetched %v, walked %v; want %v", f.fetched, got.walked, want)
 	}
 }

@@ -88,50 +88,65 @@ func (r *walking[T]) walk(ctx context.Context, start int, first *formsapi.Page) 
 	if !r.Forward() {
 		step = -1
 	}
-	var prev *seenPage
-	if r.Before != nil {
-		seen, _, err := r.consume(r.Before, nil)
-		if err != nil {
-			return err
-		}
-		seen.page, seen.total = start-step, r.Before.Total
-		prev = seen
+	prev, err := r.before(start - step)
+	if err != nil {
+		return err
 	}
 	for page := start; page >= 1; page += step {
 		p := first
 		first = nil
 		if p == nil || p.CurrentPage != page {
-			var err error
 			if p, err = r.fetch(ctx, page); err != nil {
 				return err
 			}
 		}
-		if r.Forward() && prev != nil && p.Total < prev.total {
-			var err error
-			if p, prev, err = r.followPulled(ctx, page, p, prev); err != nil {
-				return err
-			}
-		}
-		seen, reached, err := r.consume(p, prev.keySet())
-		if err != nil {
+		var done bool
+		if prev, done, err = r.take(ctx, page, p, prev); err != nil || done {
 			return err
-		}
-		if err := r.check(ctx, page, p, prev, seen); err != nil {
-			return err
-		}
-		seen.page, seen.total = page, p.Total
-		prev = seen
-		if err := r.emit(Event[T]{Kind: Walked, Page: page}); err != nil {
-			return err
-		}
-		if reached || r.last(page, p) {
-			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("form %s: stopped after page %d: %w", r.Form, page, context.Cause(ctx))
 		}
 	}
 	return nil
+}
+
+// before is the walk's Before page, as the walk remembers the page read
+// before its first (page); nil without one.
+func (r *walking[T]) before(page int) (*seenPage, error) {
+	if r.Before == nil {
+		return nil, nil
+	}
+	seen, _, err := r.consume(r.Before, nil)
+	if err != nil {
+		return nil, err
+	}
+	seen.page, seen.total = page, r.Before.Total
+	return seen, nil
+}
+
+// take yields what page p (page) holds that prev, the page read before,
+// did not, after reading again what a deletion pulled from it onto prev,
+// and checks it against prev. It returns the page as the walk remembers
+// it; done reports that it is the walk's last.
+func (r *walking[T]) take(ctx context.Context, page int, p *formsapi.Page, prev *seenPage) (seen *seenPage, done bool, err error) {
+	if r.Forward() && prev != nil && p.Total < prev.total {
+		if p, prev, err = r.followPulled(ctx, page, p, prev); err != nil {
+			return nil, false, err
+		}
+	}
+	seen, reached, err := r.consume(p, prev.keySet())
+	if err != nil {
+		return nil, false, err
+	}
+	if err := r.check(ctx, page, p, prev, seen); err != nil {
+		return nil, false, err
+	}
+	seen.page, seen.total = page, p.Total
+	if err := r.emit(Event[T]{Kind: Walked, Page: page}); err != nil {
+		return nil, false, err
+	}
+	return seen, reached || r.last(page, p), nil
 }
 
 // last reports whether page p is the walk's last.
