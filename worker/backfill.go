@@ -11,6 +11,7 @@ import (
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/formsync/formsync/worker/pager"
 )
 
 // Window bounds a backfill by created_at, both ends inclusive; a zero end is
@@ -32,12 +33,12 @@ func (w Window) recordedIn(bf *state.Backfill) bool {
 	return asStored(bf.Since).Equal(asStored(w.Since)) && asStored(bf.Until).Equal(asStored(w.Until))
 }
 
-// span is the walk over the window: newer than Until is skipped, older
+// bounds are the walk over the window: newer than Until is skipped, older
 // than Since ends it.
-func (w Window) span() span {
-	return span{
-		stage: func(r sink.Row) bool { return w.contains(r.CreatedAt) },
-		past:  func(r sink.Row) bool { return !w.Since.IsZero() && r.CreatedAt.Before(w.Since) },
+func (w Window) bounds() pager.Bounds {
+	return pager.Bounds{
+		Want: func(at time.Time, _ string) bool { return w.contains(at) },
+		Past: func(at time.Time, _ string) bool { return !w.Since.IsZero() && at.Before(w.Since) },
 	}
 }
 
@@ -212,73 +213,14 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	if err != nil {
 		return err
 	}
-	if b.order, err = b.detectOrder(ctx, first); err != nil {
+	if b.facts.Order, err = pager.Detect(ctx, b.fetch, first, b.old.Order); err != nil {
 		return err
 	}
-	rep.Order = b.order
-	win := b.opts.Window
-	// The whole form, read to its end, even over several runs: its rows
-	// are then all under the configured field policy.
-	b.whole = win.Since.IsZero() && win.Until.IsZero()
-	// Resume an interrupted backfill of the same window: it got down to
-	// its cursor. A whole-form one only under the field policy it wrote
-	// its rows with: under another, the rows above the cursor would keep
-	// the old one, so it starts over.
-	if bf := b.old.Backfill; bf != nil && win.recordedIn(bf) && !bf.Cursor.IsZero() &&
-		(!b.whole || bf.FieldPolicy == b.e.policyID()) {
-		rep.ResumedFrom = bf.Cursor
-		win.Until = bf.Cursor
-		if b.whole {
-			b.top, b.topTotal = bf.Watermark, bf.Total
-		}
-	}
-
-	from, err := b.locate(ctx, first, win.Until, false)
+	rep.Order = b.facts.Order
+	win := b.resume(rep)
+	from, err := b.plan(ctx, rep, first, win)
 	if err != nil {
 		return err
-	}
-	start, startPage := from.page, from.content
-	end := 1
-	if b.forwardWalk() {
-		end = max(first.TotalPages, 1)
-	}
-	// beyond says that the walk reads the page after the end page too:
-	// none of the end page lies past the window, so the window may go on.
-	beyond := false
-	if !win.Since.IsZero() {
-		to, err := b.locate(ctx, first, win.Since, true)
-		if err != nil {
-			return err
-		}
-		end = to.page
-		next := end - 1
-		if b.forwardWalk() {
-			next = end + 1
-		}
-		beyond = to.content != nil && next >= 1 && next <= first.TotalPages && !reachesBefore(to.content, win.Since)
-	}
-	rep.FirstPage, rep.LastPage = start, end
-	if b.forwardWalk() && end < start || !b.forwardWalk() && end > start {
-		rep.LastPage = start
-	}
-	rep.RowsEstimate = rep.PagesToRead() * max(b.perPage, 1)
-	// A window on one page that holds none of it is empty, unless the
-	// form moved between the readings of that page and of the page
-	// before it: a deletion ahead of a newest-first reader then pulled
-	// the window off the one onto the other, where neither reading has
-	// it. The walk finds it there.
-	if first.Total == 0 || b.empty(startPage, win) && rep.FirstPage == rep.LastPage && !from.moved {
-		rep.FirstPage, rep.LastPage, rep.RowsEstimate = 0, 0, 0
-	}
-	rep.RequestsEstimate = b.report.Requests
-	if rep.FirstPage != 0 {
-		rep.RequestsEstimate += rep.PagesToRead()
-		if startPage != nil {
-			rep.RequestsEstimate-- // the walk starts from it
-		}
-		if beyond {
-			rep.RequestsEstimate++
-		}
 	}
 	if b.opts.DryRun || rep.FirstPage == 0 && rep.ResumedFrom.IsZero() {
 		return nil
@@ -293,7 +235,99 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 		// into nothing.
 		return b.checkpoint(ctx, rep, true)
 	}
-	w := &walker{r: b.formRun, span: win.span(), before: from.before, onPage: func(ctx context.Context, page int) error {
+	if err := b.walk(ctx, rep, win, from); err != nil {
+		return err
+	}
+	return b.checkpoint(ctx, rep, true)
+}
+
+// resume returns the window left to read. The whole form is read to its
+// end, even over several runs: its rows are then all under the configured
+// field policy. An interrupted backfill of the same window is resumed: it
+// got down to its cursor. A whole-form one only under the field policy it
+// wrote its rows with: under another, the rows above the cursor would keep
+// the old one, so it starts over.
+func (b *backfill) resume(rep *BackfillReport) Window {
+	win := b.opts.Window
+	b.whole = win.Since.IsZero() && win.Until.IsZero()
+	bf := b.old.Backfill
+	if bf == nil || !win.recordedIn(bf) || bf.Cursor.IsZero() || b.whole && bf.FieldPolicy != b.e.policyID() {
+		return win
+	}
+	rep.ResumedFrom = bf.Cursor
+	win.Until = bf.Cursor
+	if b.whole {
+		b.top, b.topTotal = bf.Watermark, bf.Total
+	}
+	return win
+}
+
+// plan locates the window's pages (first is page 1) and fills in the
+// report's estimates; it returns where the walk starts.
+func (b *backfill) plan(ctx context.Context, rep *BackfillReport, first *formsapi.Page, win Window) (located, error) {
+	from, err := b.locate(ctx, first, win.Until, false)
+	if err != nil {
+		return located{}, err
+	}
+	end, beyond, err := b.locateEnd(ctx, first, win)
+	if err != nil {
+		return located{}, err
+	}
+	rep.FirstPage, rep.LastPage = from.page, end
+	if b.forwardWalk() && end < from.page || !b.forwardWalk() && end > from.page {
+		rep.LastPage = from.page
+	}
+	rep.RowsEstimate = rep.PagesToRead() * max(b.facts.PerPage, 1)
+	// A window on one page that holds none of it is empty, unless the
+	// form moved between the readings of that page and of the page
+	// before it: a deletion ahead of a newest-first reader then pulled
+	// the window off the one onto the other, where neither reading has
+	// it. The walk finds it there.
+	if first.Total == 0 || b.empty(from.content, win) && rep.FirstPage == rep.LastPage && !from.moved {
+		rep.FirstPage, rep.LastPage, rep.RowsEstimate = 0, 0, 0
+	}
+	rep.RequestsEstimate = b.report.Requests
+	if rep.FirstPage != 0 {
+		rep.RequestsEstimate += rep.PagesToRead()
+		if from.content != nil {
+			rep.RequestsEstimate-- // the walk starts from it
+		}
+		if beyond {
+			rep.RequestsEstimate++
+		}
+	}
+	return from, nil
+}
+
+// locateEnd is the page the walk ends on: the last page of the walk, or
+// the one holding the window's oldest. beyond says that the walk reads the
+// page after it too: none of the end page lies past the window, so the
+// window may go on.
+func (b *backfill) locateEnd(ctx context.Context, first *formsapi.Page, win Window) (end int, beyond bool, err error) {
+	if win.Since.IsZero() {
+		if b.forwardWalk() {
+			return max(first.TotalPages, 1), false, nil
+		}
+		return 1, false, nil
+	}
+	to, err := b.locate(ctx, first, win.Since, true)
+	if err != nil {
+		return 0, false, err
+	}
+	next := to.page - 1
+	if b.forwardWalk() {
+		next = to.page + 1
+	}
+	beyond = to.content != nil && next >= 1 && next <= first.TotalPages && !reachesBefore(to.content, win.Since)
+	return to.page, beyond, nil
+}
+
+// walk reads the window's pages from where plan located its start,
+// staging its rows and checkpointing them as they add up.
+func (b *backfill) walk(ctx context.Context, rep *BackfillReport, win Window, from located) error {
+	w := &pager.Walk[staged]{Form: b.old.FormID, Fetch: b.fetch, Decode: b.decode, Order: b.facts.Order, Bounds: win.bounds(),
+		PerPage: b.facts.PerPage, Before: from.before}
+	return b.take(w.From(ctx, from.page, from.content), func(int) error {
 		b.read++
 		if b.opts.Progress != nil {
 			b.opts.Progress(b.progress(rep.PagesToRead()))
@@ -302,11 +336,7 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 			return b.checkpoint(ctx, rep, false)
 		}
 		return nil
-	}}
-	if err := w.walk(ctx, start, startPage); err != nil {
-		return err
-	}
-	return b.checkpoint(ctx, rep, true)
+	})
 }
 
 // checkpointDue reports whether the rows staged make a checkpoint (see
@@ -335,7 +365,23 @@ var (
 	maxContentCheckpointRows = MaxCheckpointRows
 )
 
-func (b *backfill) forwardWalk() bool { return b.order != state.OrderOldestFirst }
+func (b *backfill) forwardWalk() bool { return b.facts.Order != state.OrderOldestFirst }
+
+// fetch reads a page of the form, taking in its page size and total: the
+// lowest total of the backfill is what it records with the watermark.
+func (b *backfill) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
+	p, err := b.formRun.fetch(ctx, page)
+	if err != nil {
+		return nil, err
+	}
+	if b.facts.Total < 0 || int64(p.Total) < b.facts.Total {
+		b.facts.Total = int64(p.Total)
+	}
+	if p.PerPage > 0 {
+		b.facts.PerPage = p.PerPage
+	}
+	return p, nil
+}
 
 // anyStored reports whether a submission on page p has a created_at that,
 // as stored (to the microsecond), satisfies f.
@@ -346,7 +392,7 @@ func anyStored(p *formsapi.Page, f func(time.Time) bool) bool {
 }
 
 // reachesBefore reports whether a page holds a submission older than t:
-// then a walk from newer to older submissions ends on it (walker.consume).
+// then a walk from newer to older submissions ends on it (pager.Walk).
 func reachesBefore(p *formsapi.Page, t time.Time) bool {
 	return anyStored(p, func(c time.Time) bool { return c.Before(t) })
 }
@@ -371,8 +417,8 @@ func (b *backfill) staged(row sink.Row) {
 // walk.
 func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time, end bool) (located, error) {
 	n := max(first.TotalPages, 1)
-	newestFirst := b.order != state.OrderOldestFirst
-	if t.IsZero() || n == 1 || b.order == state.OrderUnknown {
+	newestFirst := b.facts.Order != state.OrderOldestFirst
+	if t.IsZero() || n == 1 || b.facts.Order == state.OrderUnknown {
 		if newestFirst == !end || n == 1 {
 			return located{page: 1, content: first}, nil
 		}
@@ -483,7 +529,7 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	// over is the one the checkpoint before left, known once that one is
 	// in (build).
 	next := b.formRun.next(now)
-	names, order, cursor, wm, minTotal := next.FieldNames, b.order, b.cursor, b.wm.Watermark(), b.minTotal
+	names, order, cursor, wm, minTotal := next.FieldNames, b.facts.Order, b.cursor, b.wm.Watermark(), b.facts.Total
 	if !rep.ResumedFrom.IsZero() {
 		// This run read below the cursor only: the top of the form is
 		// what the first run read.

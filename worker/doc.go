@@ -3,7 +3,7 @@
 // to a sink in one atomic commit.
 //
 // Data flows from a [Source] (in practice a *formsapi.Client) through a
-// page walker that detects each form's sort order and stops at the
+// page walker (package worker/pager) that detects each form's sort order and stops at the
 // watermark, into one NDJSON spool per form on disk, and from there into
 // the [Sink] in one commit for all forms. A form that fails keeps its
 // watermark; the others commit. After the commit each form's stored rows

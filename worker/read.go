@@ -10,6 +10,7 @@ import (
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/formsync/formsync/worker/pager"
 )
 
 // formRun is one form's part of a run: what was read, staged and learnt.
@@ -18,23 +19,12 @@ type formRun struct {
 	old   state.Form
 	spool *sink.Spool
 	// wm is the watermark after the rows staged so far.
-	wm      *state.WatermarkBuilder
-	order   state.Order
-	perPage int
-	fields  map[string]struct{}
-	// passNew counts the staged submissions newer than the old watermark;
-	// minTotal is the lowest total the current pass saw (-1 before its
-	// first page).
-	passNew  int64
-	minTotal int64
-	// passSeen counts the submissions the current pass staged or found
-	// forgotten; passFell says that the total fell between two of its
-	// requests (lastTotal is the total of the one before). addedUp is set
-	// once a reconcile's pass saw as many submissions as the API counts.
-	passSeen  int64
-	passFell  bool
-	lastTotal int
-	addedUp   bool
+	wm     *state.WatermarkBuilder
+	fields map[string]struct{}
+	// facts are what the read learnt of the form: its order, the lowest
+	// total of the last pass, the page size, whether a reconcile's read
+	// added up.
+	facts pager.Facts
 	// committed is set once the run's rows and state are in the sink.
 	committed bool
 	start     time.Time
@@ -62,7 +52,7 @@ type formRun struct {
 
 func (e *Engine) newRun(st state.Form) *formRun {
 	return &formRun{
-		e: e, old: st, wm: state.NewWatermarkBuilder(st.Watermark), fields: map[string]struct{}{}, minTotal: -1, start: e.cfg.Now(),
+		e: e, old: st, wm: state.NewWatermarkBuilder(st.Watermark), fields: map[string]struct{}{}, facts: pager.Facts{Total: -1}, start: e.cfg.Now(),
 		report: FormReport{FormID: st.FormID, Total: -1},
 	}
 }
@@ -119,7 +109,7 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, par
 		r.err = fmt.Errorf("form %s: %w", st.FormID, err)
 		return r
 	}
-	r.report.Total = r.minTotal
+	r.report.Total = r.facts.Total
 	if mode == readReconcile {
 		r.err = r.checkReconcileRead()
 		if r.err != nil && due {
@@ -135,10 +125,6 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, par
 	return r
 }
 
-// passAddsUp reports whether the pass just made saw as many submissions as
-// the API counted at its lowest.
-func (r *formRun) passAddsUp() bool { return r.passSeen+r.copies.Count() >= r.minTotal }
-
 // checkReconcileRead refuses to reconcile from a read that saw fewer
 // submissions than the API counts: the rows it missed would be marked
 // deleted. So it does from a read of a form of several pages whose sort
@@ -146,13 +132,14 @@ func (r *formRun) passAddsUp() bool { return r.passSeen+r.copies.Count() >= r.mi
 // submissions; a form of one page (empty, or whose submissions cannot
 // tell the order) is read whole in one request.
 func (r *formRun) checkReconcileRead() error {
-	if !r.addedUp {
+	f := r.facts
+	if !f.AddedUp {
 		return fmt.Errorf("form %s: not reconciled: the read saw %d submissions where the API counts %d, and a row it missed would be marked deleted; the next reconcile tries again",
-			r.old.FormID, r.passSeen+r.copies.Count(), r.minTotal)
+			r.old.FormID, f.Seen, f.Total)
 	}
-	if r.order == state.OrderUnknown && r.minTotal > int64(r.perPage) {
+	if f.Order == state.OrderUnknown && f.Total > int64(f.PerPage) {
 		return fmt.Errorf("form %s: not reconciled: its %d submissions span several pages and do not tell the order the API sorts them in, which a read must follow so that a row it missed is not marked deleted; the next reconcile tries again",
-			r.old.FormID, r.minTotal)
+			r.old.FormID, f.Total)
 	}
 	return nil
 }
@@ -173,7 +160,7 @@ func (r *formRun) explain(ctx context.Context, err error) error {
 func (r *formRun) finalReport() FormReport {
 	fr := r.report
 	fr.Err = r.err
-	fr.Order = r.order
+	fr.Order = r.facts.Order
 	fr.Duration = r.e.cfg.Now().Sub(r.start)
 	fr.Forgotten = r.forgotten
 	fr.Copies = r.copies.Count()
@@ -196,19 +183,19 @@ func (r *formRun) discard() {
 
 // complete reports whether the run read enough of the form for the rows
 // stored to be compared with the API's total.
-func (r *formRun) complete() bool { return r.report.Total >= 0 && r.order != state.OrderUnknown }
+func (r *formRun) complete() bool { return r.report.Total >= 0 && r.facts.Order != state.OrderUnknown }
 
 // next is the form's state after a successful run.
 func (r *formRun) next(now time.Time) state.Form {
 	st := r.old
 	// Without a known order the reader could not choose the direction that
 	// never skips, so the watermark waits for a run that knows it.
-	if !(r.order == state.OrderUnknown && r.old.Watermark.IsZero()) {
+	if !(r.facts.Order == state.OrderUnknown && r.old.Watermark.IsZero()) {
 		st.Watermark = r.wm.Watermark()
-		st.LastTotal = r.minTotal
+		st.LastTotal = r.facts.Total
 	}
-	if r.order != state.OrderUnknown {
-		st.Order = r.order
+	if r.facts.Order != state.OrderUnknown {
+		st.Order = r.facts.Order
 	}
 	st.FieldNames = r.fieldNames()
 	st.LastSuccessAt, st.LastError = now, ""
@@ -242,6 +229,7 @@ func (r *formRun) fieldNames() []string {
 	return names
 }
 
+// fetch reads a page of the form, counting the requests it took.
 func (r *formRun) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
 	p, resp, err := r.e.src.Page(ctx, r.old.FormID, page, r.e.cfg.PageSize)
 	if resp != nil {
@@ -252,93 +240,7 @@ func (r *formRun) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
 		return nil, err
 	}
 	r.report.Pages++
-	r.passFell = r.passFell || p.Total < r.lastTotal
-	r.lastTotal = p.Total
-	if r.minTotal < 0 || int64(p.Total) < r.minTotal {
-		r.minTotal = int64(p.Total)
-	}
-	if p.PerPage > 0 {
-		r.perPage = p.PerPage
-	}
 	return p, nil
-}
-
-// scan reads what is new in the form (everything when full or when the
-// form was never read), then, when fewer new submissions turned up than
-// the total grew by, everything once more.
-func (r *formRun) scan(ctx context.Context, full bool) error {
-	first, err := r.fetch(ctx, 1)
-	if err != nil {
-		return err
-	}
-	if r.order, err = r.detectOrder(ctx, first); err != nil {
-		return err
-	}
-	wm := r.old.Watermark
-	incremental := !full && !wm.IsZero() && r.order != state.OrderUnknown
-	threshold := state.Watermark{}
-	if incremental {
-		// What is newer than the threshold is staged (again).
-		threshold = wm
-		if r.e.cfg.Lookback > 0 {
-			threshold = state.Watermark{CreatedAt: wm.CreatedAt.Add(-r.e.cfg.Lookback)}
-		}
-	}
-	if err := r.pass(ctx, threshold, first); err != nil {
-		return err
-	}
-	if r.mode == readReconcile {
-		r.addedUp = r.passAddsUp()
-		// Deletions while a newest-first form is read pull submissions
-		// onto pages already read. The walk reads those again, but
-		// additions and deletions that keep coming can still make it skip
-		// one, and the count of the read does not show it: submissions
-		// read and then deleted make up for it. A reconcile would mark the
-		// skipped row deleted, so one that saw the total fall reads the
-		// form once more, and marks only what neither read served.
-		if r.passFell && r.order != state.OrderOldestFirst {
-			r.report.Rescans++
-			if err := r.pass(ctx, state.Watermark{}, nil); err != nil {
-				return err
-			}
-			r.addedUp = r.addedUp || r.passAddsUp()
-		}
-		return nil
-	}
-	// A short read: fewer new submissions than the total grew by means some
-	// were inserted behind the watermark. Read everything once.
-	if incremental && r.old.LastTotal >= 0 && r.passNew < r.minTotal-r.old.LastTotal {
-		r.report.Rescans++
-		if err := r.pass(ctx, state.Watermark{}, nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// pass makes one walk over the form for what threshold has not loaded.
-// first, when not nil, is page 1 already fetched in this pass.
-func (r *formRun) pass(ctx context.Context, threshold state.Watermark, first *formsapi.Page) error {
-	r.passNew, r.minTotal, r.passSeen, r.passFell, r.lastTotal = 0, -1, 0, false, -1
-	if first != nil {
-		r.minTotal, r.lastTotal = int64(first.Total), first.Total
-	}
-	w := &walker{r: r, span: spanAbove(threshold)}
-	if w.forward() {
-		return w.walk(ctx, 1, first)
-	}
-	if first == nil {
-		var err error
-		if first, err = r.fetch(ctx, 1); err != nil {
-			return err
-		}
-	}
-	if last := max(first.TotalPages, 1); last > 1 {
-		// Page 1 as fetched now would be stale by the time the walk
-		// reaches it.
-		return w.walk(ctx, last, nil)
-	}
-	return w.walk(ctx, 1, first)
 }
 
 // rowOf builds the stored row of a submission. What a sink cannot hold is
@@ -368,7 +270,6 @@ func (r *formRun) rowOf(s formsapi.Submission) (sink.Row, []string, error) {
 // submission forgotten on request is not staged (it never touches disk)
 // but moves the watermark all the same: it is handled.
 func (r *formRun) stage(row sink.Row, fieldNames []string) error {
-	r.passSeen++
 	if fg := r.old.Forgotten; !fg.Empty() && (fg.Has(row.SubmissionKey) || fg.Has(row.ContentKey)) {
 		r.forgotten++
 		fieldNames = nil
@@ -379,9 +280,6 @@ func (r *formRun) stage(row sink.Row, fieldNames []string) error {
 		}
 	} else if err := r.spool.Append(row); err != nil {
 		return fmt.Errorf("form %s: %w", r.old.FormID, err)
-	}
-	if r.old.Watermark.IsNew(row.CreatedAt, row.SubmissionKey) {
-		r.passNew++
 	}
 	if row.CreatedAt.After(r.start.Add(FutureTolerance)) {
 		// Stored, but a watermark this far ahead would hide every

@@ -12,6 +12,7 @@ import (
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/state"
 )
 
 // Per-row statements. Arguments are repeated rather than numbered so that
@@ -613,178 +614,245 @@ func prefetch(seq iter.Seq2[sink.Row, error], skip func(*sink.Row) bool) iter.Se
 // rows; in one statement after the rows, by finishReconcile, in a
 // reconcile, which records here the key every staged row is stored under.
 func upsertRows(ctx context.Context, st *commitStmts, fc sink.FormCommit, syncedAt string, tally *rowTally) error {
-	formID := fc.State.FormID
-	// Statements run under a context that is never cancelled; ctx is
-	// checked every ctxCheckEvery rows and again by tx.Commit, and its
-	// cancellation rolls the transaction back.
-	bg := context.WithoutCancel(ctx)
-	// doomed holds the content-keyed twins to remove after the rows: each
-	// of a row with an id whose id key is stored already. One staged again
-	// later in the commit (the older response form serving it) is the
-	// stored row, not a new one, and stays; a doomed twin is not re-keyed
-	// to another id meanwhile.
-	var doomed map[string]struct{}
-	var hasLegacy bool
-	if err := st.hasLegacy.QueryRowContext(ctx, formID).Scan(&hasLegacy); err != nil {
-		return fmt.Errorf("looking for rows keyed by content: %w", err)
-	}
-	exec := func(stmt *sql.Stmt, args ...any) (int64, error) {
-		r, err := stmt.ExecContext(bg, args...)
-		if err != nil {
-			return 0, err
-		}
-		return r.RowsAffected()
-	}
-	var served *servedKeys
-	if fc.Reconcile {
-		served = &servedKeys{st: st, keys: make([]any, 0, servedBatchSize)}
-	}
-	// Only rows marked before this commit can be restored; a form without
-	// any (most) pays nothing for it.
-	restoreEach := !fc.Reconcile && tally.deleted > 0
-	var skip func(*sink.Row) bool
-	if fg := fc.State.Forgotten; !fg.Empty() {
-		skip = func(r *sink.Row) bool { return fg.Has(r.SubmissionKey) || fg.Has(r.ContentKey) }
-	}
-	// A spool read newest first holds each submission once, ids
-	// descending: read backwards, it inserts in ascending key order, and
-	// the B-trees grow at one edge instead of splitting pages everywhere
-	// (a quarter less time into an empty table, BENCHMARKS.md section 8).
-	// Rows with distinct keys do not depend on each other's order, unless
-	// some are re-keyed from content keys, which only a form holding such
-	// rows does.
-	// Rows keyed by content carry hashes for keys, in no order related to
-	// the reading. Read in key order (the spools the command stages for
-	// SQLite sort them, worker.Config.SortContentKeys), they grow the
-	// table's B-tree at one edge too, and only the created_at index takes
-	// them at random (a first sync of a million took 32 s instead of 55,
-	// BENCHMARKS.md section 8.3). Without ids, no row is re-keyed, and rows
-	// under one key keep their order.
-	rows := fc.Rows.Rows()
-	switch {
-	case !hasLegacy && fc.Rows.DescendingIDs():
-		rows = fc.Rows.RowsReversed()
-	case fc.Rows.KeyOrdered():
-		rows = fc.Rows.RowsByKey()
+	u, err := newUpsert(ctx, st, fc, syncedAt, tally)
+	if err != nil {
+		return err
 	}
 	n := 0
-	for sr, err := range prefetch(rows, skip) {
+	for sr, err := range prefetch(u.ordered(fc.Rows), skipForgotten(fc.State.Forgotten)) {
 		if err != nil {
 			return err
 		}
-		r := &sr.Row
 		if n++; n%ctxCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		if r.FormID != formID {
-			return fmt.Errorf("spool row %d belongs to form %q", n, r.FormID)
+		if sr.FormID != u.formID {
+			return fmt.Errorf("spool row %d belongs to form %q", n, sr.FormID)
 		}
 		if sr.skip {
 			continue
 		}
-		if served != nil {
-			// The key the row ends up under, whichever way below it goes.
-			if err := served.add(bg, r.SubmissionKey); err != nil {
-				return fmt.Errorf("recording submission %s as served: %w", r.SubmissionKey, err)
-			}
-		}
-		var id sql.NullInt64
-		if r.SubmissionID != nil {
-			id = sql.NullInt64{Int64: *r.SubmissionID, Valid: true}
-		}
-		spam := 0
-		if r.IsSpam {
-			spam = 1
-		}
-		var raw sql.NullString
-		if r.Raw != "" {
-			raw = sql.NullString{String: r.Raw, Valid: true}
-		}
-		created := sr.created
-		if id.Valid && hasLegacy && r.ContentKey != "" && r.ContentKey != r.SubmissionKey {
-			if _, gone := doomed[r.ContentKey]; !gone {
-				k, err := exec(st.rekey, id, r.SubmissionKey, spam, r.Fields, r.Files, raw, syncedAt,
-					formID, r.ContentKey, formID, r.SubmissionKey)
-				if err != nil {
-					return fmt.Errorf("re-keying submission %s: %w", r.SubmissionKey, err)
-				}
-				if k > 0 {
-					tally.Updated++
-					if restoreEach {
-						if err := restore(exec, st, syncedAt, formID, r.SubmissionKey, tally); err != nil {
-							return err
-						}
-					}
-					continue
-				}
-				// The id key is taken already: a legacy twin must not stay.
-				var twin bool
-				if err := st.hasTwin.QueryRowContext(bg, formID, r.ContentKey).Scan(&twin); err != nil {
-					return fmt.Errorf("looking for the content-keyed twin of submission %s: %w", r.SubmissionKey, err)
-				}
-				if twin {
-					if doomed == nil {
-						doomed = map[string]struct{}{}
-					}
-					doomed[r.ContentKey] = struct{}{}
-				}
-			}
-		} else if !id.Valid {
-			// Staged again after a row with its id doomed it: it is the
-			// stored row, upserted as any other.
-			delete(doomed, r.SubmissionKey)
-		}
-		k, err := exec(st.insert, formID, id, r.SubmissionKey, created, spam, r.Fields, r.Files, raw, syncedAt)
-		if err != nil {
-			return fmt.Errorf("inserting submission %s: %w", r.SubmissionKey, err)
-		}
-		if k > 0 {
-			tally.Inserted++
-			tally.live++
-			if !id.Valid {
-				hasLegacy = true
-			}
-			continue
-		}
-		k, err = exec(st.update, id, spam, r.Fields, r.Files, raw, created, syncedAt, formID, r.SubmissionKey)
-		if err != nil {
-			return fmt.Errorf("updating submission %s: %w", r.SubmissionKey, err)
-		}
-		tally.Updated += k
-		if restoreEach {
-			if err := restore(exec, st, syncedAt, formID, r.SubmissionKey, tally); err != nil {
-				return err
-			}
+		if err := u.row(&sr.Row, sr.created); err != nil {
+			return err
 		}
 	}
-	for key := range doomed {
-		var wasDeleted bool
-		switch err := st.deleteLegacy.QueryRowContext(bg, formID, key).Scan(&wasDeleted); {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return fmt.Errorf("deleting content-keyed twin %s: %w", key, err)
-		default:
-			tally.removed(wasDeleted)
-		}
-	}
-	if served != nil {
-		if err := served.flush(bg); err != nil {
-			return fmt.Errorf("recording submissions as served: %w", err)
-		}
+	if err := u.finish(); err != nil {
+		return err
 	}
 	return ctx.Err()
 }
 
-// restore clears the mark of one stored row, if it has one.
-func restore(exec func(*sql.Stmt, ...any) (int64, error), st *commitStmts, syncedAt, formID, key string, tally *rowTally) error {
-	k, err := exec(st.restore, syncedAt, formID, key)
+// upsert is the writing of one form's staged rows.
+type upsert struct {
+	st *commitStmts
+	// bg is the context of the statements, never cancelled: the commit's
+	// is checked every ctxCheckEvery rows and again by tx.Commit, and its
+	// cancellation rolls the transaction back.
+	bg               context.Context
+	formID, syncedAt string
+	tally            *rowTally
+	// hasLegacy reports that the form holds rows keyed by content.
+	hasLegacy bool
+	// restoreEach clears the mark of every stored row staged again, row
+	// by row: only rows marked before this commit can be restored, so a
+	// form without any (most) pays nothing for it.
+	restoreEach bool
+	// doomed holds the content-keyed twins to remove after the rows: each
+	// of a row with an id whose id key is stored already. One staged again
+	// later in the commit (the older response form serving it) is the
+	// stored row, not a new one, and stays; a doomed twin is not re-keyed
+	// to another id meanwhile.
+	doomed map[string]struct{}
+	// served, in a reconcile, records the key every row is stored under.
+	served *servedKeys
+}
+
+func newUpsert(ctx context.Context, st *commitStmts, fc sink.FormCommit, syncedAt string, tally *rowTally) (*upsert, error) {
+	u := &upsert{
+		st: st, bg: context.WithoutCancel(ctx), formID: fc.State.FormID, syncedAt: syncedAt, tally: tally,
+		restoreEach: !fc.Reconcile && tally.deleted > 0,
+	}
+	if err := st.hasLegacy.QueryRowContext(ctx, u.formID).Scan(&u.hasLegacy); err != nil {
+		return nil, fmt.Errorf("looking for rows keyed by content: %w", err)
+	}
+	if fc.Reconcile {
+		u.served = &servedKeys{st: st, keys: make([]any, 0, servedBatchSize)}
+	}
+	return u, nil
+}
+
+// skipForgotten tells the rows with a tombstone; nil when there is none.
+func skipForgotten(fg *state.Forgotten) func(*sink.Row) bool {
+	if fg.Empty() {
+		return nil
+	}
+	return func(r *sink.Row) bool { return fg.Has(r.SubmissionKey) || fg.Has(r.ContentKey) }
+}
+
+// ordered reads the spool in the order the table takes fastest.
+//
+// A spool read newest first holds each submission once, ids descending:
+// read backwards, it inserts in ascending key order, and the B-trees grow
+// at one edge instead of splitting pages everywhere (a quarter less time
+// into an empty table, BENCHMARKS.md section 8). Rows with distinct keys
+// do not depend on each other's order, unless some are re-keyed from
+// content keys, which only a form holding such rows does.
+//
+// Rows keyed by content carry hashes for keys, in no order related to the
+// reading. Read in key order (the spools the command stages for SQLite
+// sort them, worker.Config.SortContentKeys), they grow the table's B-tree
+// at one edge too, and only the created_at index takes them at random (a
+// first sync of a million took 32 s instead of 55, BENCHMARKS.md section
+// 8.3). Without ids, no row is re-keyed, and rows under one key keep their
+// order.
+func (u *upsert) ordered(sp *sink.Spool) iter.Seq2[sink.Row, error] {
+	switch {
+	case !u.hasLegacy && sp.DescendingIDs():
+		return sp.RowsReversed()
+	case sp.KeyOrdered():
+		return sp.RowsByKey()
+	}
+	return sp.Rows()
+}
+
+// rowArgs are a row's columns as the statements take them.
+type rowArgs struct {
+	id   sql.NullInt64
+	spam int
+	raw  sql.NullString
+}
+
+func argsOf(r *sink.Row) rowArgs {
+	var a rowArgs
+	if r.SubmissionID != nil {
+		a.id = sql.NullInt64{Int64: *r.SubmissionID, Valid: true}
+	}
+	if r.IsSpam {
+		a.spam = 1
+	}
+	if r.Raw != "" {
+		a.raw = sql.NullString{String: r.Raw, Valid: true}
+	}
+	return a
+}
+
+// row writes one staged row: re-keys its content-keyed twin, or inserts
+// it, or updates the stored version.
+func (u *upsert) row(r *sink.Row, created string) error {
+	if u.served != nil {
+		// The key the row ends up under, whichever way below it goes.
+		if err := u.served.add(u.bg, r.SubmissionKey); err != nil {
+			return fmt.Errorf("recording submission %s as served: %w", r.SubmissionKey, err)
+		}
+	}
+	a := argsOf(r)
+	if a.id.Valid && u.hasLegacy && r.ContentKey != "" && r.ContentKey != r.SubmissionKey {
+		if done, err := u.rekey(r, a); done || err != nil {
+			return err
+		}
+	} else if !a.id.Valid {
+		// Staged again after a row with its id doomed it: it is the
+		// stored row, upserted as any other.
+		delete(u.doomed, r.SubmissionKey)
+	}
+	return u.insertOrUpdate(r, created, a)
+}
+
+// rekey moves the row's content-keyed twin to its id key; done reports
+// that it did. When the id key is taken already, the twin is doomed.
+func (u *upsert) rekey(r *sink.Row, a rowArgs) (done bool, err error) {
+	if _, gone := u.doomed[r.ContentKey]; gone {
+		return false, nil
+	}
+	k, err := u.exec(u.st.rekey, a.id, r.SubmissionKey, a.spam, r.Fields, r.Files, a.raw, u.syncedAt,
+		u.formID, r.ContentKey, u.formID, r.SubmissionKey)
+	if err != nil {
+		return false, fmt.Errorf("re-keying submission %s: %w", r.SubmissionKey, err)
+	}
+	if k > 0 {
+		u.tally.Updated++
+		return true, u.restore(r.SubmissionKey)
+	}
+	// The id key is taken already: a legacy twin must not stay.
+	var twin bool
+	if err := u.st.hasTwin.QueryRowContext(u.bg, u.formID, r.ContentKey).Scan(&twin); err != nil {
+		return false, fmt.Errorf("looking for the content-keyed twin of submission %s: %w", r.SubmissionKey, err)
+	}
+	if twin {
+		if u.doomed == nil {
+			u.doomed = map[string]struct{}{}
+		}
+		u.doomed[r.ContentKey] = struct{}{}
+	}
+	return false, nil
+}
+
+// insertOrUpdate inserts the row, or makes the stored row its later
+// version.
+func (u *upsert) insertOrUpdate(r *sink.Row, created string, a rowArgs) error {
+	k, err := u.exec(u.st.insert, u.formID, a.id, r.SubmissionKey, created, a.spam, r.Fields, r.Files, a.raw, u.syncedAt)
+	if err != nil {
+		return fmt.Errorf("inserting submission %s: %w", r.SubmissionKey, err)
+	}
+	if k > 0 {
+		u.tally.Inserted++
+		u.tally.live++
+		if !a.id.Valid {
+			u.hasLegacy = true
+		}
+		return nil
+	}
+	k, err = u.exec(u.st.update, a.id, a.spam, r.Fields, r.Files, a.raw, created, u.syncedAt, u.formID, r.SubmissionKey)
+	if err != nil {
+		return fmt.Errorf("updating submission %s: %w", r.SubmissionKey, err)
+	}
+	u.tally.Updated += k
+	return u.restore(r.SubmissionKey)
+}
+
+// finish removes the doomed twins and records the last served keys.
+func (u *upsert) finish() error {
+	for key := range u.doomed {
+		var wasDeleted bool
+		switch err := u.st.deleteLegacy.QueryRowContext(u.bg, u.formID, key).Scan(&wasDeleted); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("deleting content-keyed twin %s: %w", key, err)
+		default:
+			u.tally.removed(wasDeleted)
+		}
+	}
+	if u.served != nil {
+		if err := u.served.flush(u.bg); err != nil {
+			return fmt.Errorf("recording submissions as served: %w", err)
+		}
+	}
+	return nil
+}
+
+// exec runs a per-row statement and says how many rows it changed.
+func (u *upsert) exec(stmt *sql.Stmt, args ...any) (int64, error) {
+	r, err := stmt.ExecContext(u.bg, args...)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
+// restore clears the mark of one stored row staged again, if it has one
+// and the commit restores row by row.
+func (u *upsert) restore(key string) error {
+	if !u.restoreEach {
+		return nil
+	}
+	k, err := u.exec(u.st.restore, u.syncedAt, u.formID, key)
 	if err != nil {
 		return fmt.Errorf("restoring submission %s: %w", key, err)
 	}
-	tally.Restored += k
-	tally.live += k
-	tally.deleted -= k
+	u.tally.Restored += k
+	u.tally.live += k
+	u.tally.deleted -= k
 	return nil
 }
