@@ -46,7 +46,7 @@ func goldenInputs() []goldenInput {
 		`{"emoji":"🎉 \ud83c\udf89","cjk":"日本語","rtl":"שלום","zwj":"👩‍💻","comb":"e\u0301"}`,
 		`{"esc":"\"\\\/\b\f\n\r\t\u0000\u0001\u001F\u007f\u0080\u00ff\uFFFF\uFFFE"}`,
 		`{"html":"<script>alert('x')</script> &amp; \u003c\u003e\u0026"}`,
-		`{"sep":"\u2028\u2029` + "\u2028\u2029" + `"}`,
+		`{"sep":"\u2028\u2029`+"\u2028\u2029"+`"}`,
 		`{"sur":"\ud800\udc00 \udbff\udfff \ud800 \udc00 \ud800\ud800 \ud800x"}`,
 		"{\"bad\":\"\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xe2\x82 \x80\"}",
 		"{\"\xff\":1,\"\\ufffd\":2,\"\ufffd\":3}",

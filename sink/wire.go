@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/formsync/formsync/internal/jsonscan"
 )
 
 // The spool's NDJSON is written and read by hand: the reflective
@@ -48,7 +51,8 @@ func appendWireRow(dst []byte, r Row) []byte {
 
 // wireParser reads spool lines; its scratch is reused from line to line.
 type wireParser struct {
-	c    canonicalizer
+	r    jsonscan.Reader
+	str  []byte
 	rows int
 }
 
@@ -82,96 +86,93 @@ func (p *wireParser) parse(line []byte) (Row, error) {
 	}, nil
 }
 
-// fast decodes a line in exactly the layout appendWireRow writes.
+// wireNames are the members of a line, in the order appendWireRow writes
+// them.
+var wireNames = [...]string{`"form_id"`, `"submission_id"`, `"submission_key"`, `"content_key"`, `"created_at"`,
+	`"is_spam"`, `"fields"`, `"files"`, `"raw"`}
+
+// fast decodes a line with the members appendWireRow writes, in its
+// order, each spelt exactly so.
 func (p *wireParser) fast(line []byte) (Row, error) {
-	c := &p.c
-	c.src, c.i = bytes.TrimRight(line, "\n"), 0
-	var r Row
-	var err error
-	expect := func(s string) {
-		if err == nil {
-			if !bytes.HasPrefix(c.src[c.i:], []byte(s)) {
-				err = errLayout
-				return
-			}
-			c.i += len(s)
-		}
+	r := &p.r
+	r.Reset(line)
+	if r.PeekKind() != '{' {
+		return Row{}, errLayout
 	}
-	str := func() string {
+	if _, err := r.ReadToken(); err != nil {
+		return Row{}, errLayout
+	}
+	var row Row
+	var created string
+	for _, name := range wireNames {
+		k, err := r.ReadValue()
+		if err != nil || string(k) != name {
+			return Row{}, errLayout
+		}
+		v, err := r.ReadValue()
 		if err != nil {
-			return ""
+			return Row{}, err
 		}
-		if c.i >= len(c.src) || c.src[c.i] != '"' {
-			err = errLayout
-			return ""
-		}
-		raw, plain, serr := c.scanString()
-		if serr != nil {
-			err = serr
-			return ""
-		}
-		if plain {
-			return string(raw)
-		}
-		c.str = unquote(c.str[:0], raw)
-		return string(c.str)
-	}
-	expect(`{"form_id":`)
-	r.FormID = str()
-	expect(`,"submission_id":`)
-	if err == nil {
-		if bytes.HasPrefix(c.src[c.i:], []byte("null")) {
-			c.i += 4
-		} else {
-			if c.i < len(c.src) && c.src[c.i] == '"' {
-				c.i++
+		switch name {
+		case `"submission_id"`:
+			if string(v) == "null" {
+				continue
 			}
-			j := c.i
-			for j < len(c.src) && (c.src[j] == '-' || '0' <= c.src[j] && c.src[j] <= '9') {
-				j++
-			}
-			id, perr := strconv.ParseInt(string(c.src[c.i:j]), 10, 64)
-			if perr != nil {
+			id, err := strconv.ParseInt(string(bytes.Trim(v, `"`)), 10, 64)
+			if err != nil {
 				return Row{}, errLayout
 			}
-			r.SubmissionID, c.i = &id, j
-			if c.i < len(c.src) && c.src[c.i] == '"' {
-				c.i++
+			row.SubmissionID = &id
+		case `"is_spam"`:
+			if v[0] != 't' && v[0] != 'f' {
+				return Row{}, errLayout
+			}
+			row.IsSpam = v[0] == 't'
+		default:
+			if v[0] != '"' {
+				return Row{}, errLayout
+			}
+			s := p.string(v)
+			switch name {
+			case `"form_id"`:
+				row.FormID = s
+			case `"submission_key"`:
+				row.SubmissionKey = s
+			case `"content_key"`:
+				row.ContentKey = s
+			case `"created_at"`:
+				created = s
+			case `"fields"`:
+				row.Fields = s
+			case `"files"`:
+				row.Files = s
+			case `"raw"`:
+				row.Raw = s
 			}
 		}
 	}
-	expect(`,"submission_key":`)
-	r.SubmissionKey = str()
-	expect(`,"content_key":`)
-	r.ContentKey = str()
-	expect(`,"created_at":`)
-	created := str()
-	expect(`,"is_spam":`)
-	if err == nil {
-		switch {
-		case bytes.HasPrefix(c.src[c.i:], []byte("true")):
-			r.IsSpam, c.i = true, c.i+4
-		case bytes.HasPrefix(c.src[c.i:], []byte("false")):
-			c.i += 5
-		default:
-			err = errLayout
-		}
-	}
-	expect(`,"fields":`)
-	r.Fields = str()
-	expect(`,"files":`)
-	r.Files = str()
-	expect(`,"raw":`)
-	r.Raw = str()
-	expect(`}`)
-	if err != nil {
-		return Row{}, err
-	}
-	if c.i != len(c.src) {
+	if r.PeekKind() != '}' {
 		return Row{}, errLayout
 	}
-	if r.CreatedAt, err = time.Parse(TimeLayout, created); err != nil {
+	if _, err := r.ReadToken(); err != nil {
 		return Row{}, errLayout
 	}
-	return r, nil
+	if err := r.End(); err != nil {
+		return Row{}, errLayout
+	}
+	var err error
+	if row.CreatedAt, err = time.Parse(TimeLayout, created); err != nil {
+		return Row{}, errLayout
+	}
+	return row, nil
+}
+
+// string decodes the JSON string v, as encoding/json decodes it.
+func (p *wireParser) string(v []byte) string {
+	raw := v[1 : len(v)-1]
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw)
+	}
+	p.str = jsonscan.AppendUnquote(p.str[:0], v)
+	return string(p.str)
 }
