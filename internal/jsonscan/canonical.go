@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -19,9 +20,19 @@ import (
 // AppendCanonical appends the canonical form of the single JSON value src
 // to dst.
 func AppendCanonical(dst, src []byte) ([]byte, error) {
-	var c Canonicalizer
-	return c.Append(dst, src)
+	c := canonicalizers.Get().(*Canonicalizer)
+	dst, err := c.Append(dst, src)
+	if c.Release(maxKeptScratch) {
+		canonicalizers.Put(c)
+	}
+	return dst, err
 }
+
+// A Canonicalizer's reader is too large to make for every call.
+var canonicalizers = sync.Pool{New: func() any { return new(Canonicalizer) }}
+
+// maxKeptScratch bounds the scratch a pooled Canonicalizer keeps.
+const maxKeptScratch = 64 << 10
 
 // A Canonicalizer writes canonical forms, keeping its scratch from one to
 // the next.
