@@ -26,12 +26,12 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 //
 //	go test ./worker/formsapi -run TestContentKeysGolden -update   # only to add pages
 const (
-	goldenPages     = "testdata/pages"
-	goldenKeysFile  = "testdata/contentkeys.golden"
-	goldenOddsPage  = `{"data":[` + goldenOddsSub1 + `,` + goldenOddsSub2 + `,` + goldenOddsSub3 + `],"meta":{"pagination":{"total":3,"count":3,"per_page":25,"current_page":1,"total_pages":1,"links":[]}}}`
-	goldenOddsSub1  = "{\"fields\":{ \"z\" : \"\\u00e9\\u2028\\ud83d\\ude00\\ud83d \\/\\\"\" , \"a\":[1.50,-0,1e400,123456789012345678901234567890],\"a\":{\"y\":null,\"x\":true},\"\\u0065\":\"<&>\",\"\xff\":\"\xfe\" },\"files\":{\"cv\":{\"name\":\"a.pdf\",\"url\":\"https://x/a.pdf?a=1&b=2\"}},\"is_spam\":true,\"created_at\":\"2026-02-28T10:00:00.123456Z\"}"
-	goldenOddsSub2  = `{"id":9007199254740993,"data":{"Name":"Zoë O'Brien","How did you hear about us?":"Twitter / X","rating":5,"msg":"Tab\tand\nnewline"},"created_at":"2026-02-28T09:00:00.999Z","extra":{"kept":[1,2]}}`
-	goldenOddsSub3  = "{\n  \"created_at\": \"2026-02-28T08:00:00+02:00\",\n  \"fields\": {},\n  \"files\": [ {\"b\":1,\"a\":2} ],\n  \"is_spam\": 0\n}"
+	goldenPages    = "testdata/pages"
+	goldenKeysFile = "testdata/contentkeys.golden"
+	goldenOddsPage = `{"data":[` + goldenOddsSub1 + `,` + goldenOddsSub2 + `,` + goldenOddsSub3 + `],"meta":{"pagination":{"total":3,"count":3,"per_page":25,"current_page":1,"total_pages":1,"links":[]}}}`
+	goldenOddsSub1 = "{\"fields\":{ \"z\" : \"\\u00e9\\u2028\\ud83d\\ude00\\ud83d \\/\\\"\" , \"a\":[1.50,-0,1e400,123456789012345678901234567890],\"a\":{\"y\":null,\"x\":true},\"\\u0065\":\"<&>\",\"\xff\":\"\xfe\" },\"files\":{\"cv\":{\"name\":\"a.pdf\",\"url\":\"https://x/a.pdf?a=1&b=2\"}},\"is_spam\":true,\"created_at\":\"2026-02-28T10:00:00.123456Z\"}"
+	goldenOddsSub2 = `{"id":9007199254740993,"data":{"Name":"Zoë O'Brien","How did you hear about us?":"Twitter / X","rating":5,"msg":"Tab\tand\nnewline"},"created_at":"2026-02-28T09:00:00.999Z","extra":{"kept":[1,2]}}`
+	goldenOddsSub3 = "{\n  \"created_at\": \"2026-02-28T08:00:00+02:00\",\n  \"fields\": {},\n  \"files\": [ {\"b\":1,\"a\":2} ],\n  \"is_spam\": 0\n}"
 )
 
 // writeGoldenPages renders pages of every response form from the
