@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	cloud.google.com/go/bigquery v1.85.0
 	github.com/cenkalti/backoff/v4 v4.3.0
-	github.com/go-json-experiment/json v1.27.2
 	github.com/kelseyhightower/envconfig v1.4.0
 	github.com/prometheus/client_golang v1.20.5
 	github.com/prometheus/client_model v0.6.1

@@ -108,7 +108,7 @@ func (c *Canonicalizer) enter() error {
 		if c.r.StackDepth() >= MaxDepth {
 			return &DepthError{Limit: cmp.Or(c.Limit, MaxDepth)}
 		}
-		return c.r.Error(err)
+		return err
 	}
 	if limit := cmp.Or(c.Limit, MaxDepth); c.r.StackDepth() > limit {
 		return &DepthError{Limit: limit}
@@ -119,7 +119,7 @@ func (c *Canonicalizer) enter() error {
 // leave reads the } or ] that closes a value.
 func (c *Canonicalizer) leave() error {
 	_, err := c.r.ReadToken()
-	return c.r.Error(err)
+	return err
 }
 
 // string appends the canonical form of the string v, quotes included.
@@ -216,7 +216,7 @@ func (c *Canonicalizer) array(dst []byte) ([]byte, error) {
 			return append(dst, ']'), nil
 		case 0:
 			_, err := c.r.ReadToken() // the error PeekKind found
-			return dst, c.r.Error(err)
+			return dst, err
 		}
 		if n > 0 {
 			dst = append(dst, ',')

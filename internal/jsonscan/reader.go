@@ -1,53 +1,224 @@
 package jsonscan
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
-
-	"github.com/go-json-experiment/json/jsontext"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
-// MaxDepth is encoding/json's nesting limit, which jsontext shares.
+// MaxDepth is encoding/json's nesting limit.
 const MaxDepth = 10000
 
+// Kind is the kind of the next token: '{', '}', '[', ']', '"' (a string,
+// a member's name included), '0' (a number), 't', 'f', 'n', or 0 at the
+// end of the text or of what is JSON in it.
+type Kind byte
+
 // A Reader reads one JSON text held in memory, token by token or value by
-// value, accepting exactly what encoding/json accepts. Values it returns
-// are slices of the text. Reset and reused, it does not allocate.
+// value, accepting exactly what encoding/json accepts: invalid UTF-8 inside
+// strings, duplicate names, nesting up to MaxDepth. Values it returns are
+// slices of the text. Reset and reused, it does not allocate.
 type Reader struct {
-	jsontext.Decoder
 	src []byte
-	buf bytes.Buffer
+	i   int
+	err error
+	// objects holds, for each open container, whether it is an object.
+	objects []bool
+	// state says what the grammar wants next.
+	state state
+	// next is the kind PeekKind found at i, 0 until it looks.
+	next Kind
 }
 
-// Reset makes r read src. jsontext reads a bytes.Buffer in place, so that
-// src is never copied (nor written to).
+type state uint8
+
+const (
+	wantValue      state = iota // a value, or a name in an object
+	wantFirst                   // as wantValue, or the container's close
+	wantColon                   // the colon after a name
+	wantMember                  // a member's value, after its colon
+	wantCommaClose              // a comma or the container's close; the end at the top
+)
+
+// Reset makes r read src.
 func (r *Reader) Reset(src []byte) {
-	r.src = src
-	r.buf = *bytes.NewBuffer(src)
-	r.Decoder.Reset(&r.buf, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	r.src, r.i, r.err, r.objects, r.state, r.next = src, 0, nil, r.objects[:0], wantValue, 0
 }
 
 // Offset is where the text after the last token or value read starts.
-func (r *Reader) Offset() int { return int(r.InputOffset()) }
+func (r *Reader) Offset() int { return r.i }
 
-// ReadValue reads the next value and returns it as a slice of the text,
-// capped so that appending to it cannot overwrite what follows.
-func (r *Reader) ReadValue() ([]byte, error) {
-	v, err := r.Decoder.ReadValue()
-	if err != nil {
-		return nil, r.Error(err)
+// StackDepth is how many objects and arrays are open.
+func (r *Reader) StackDepth() int { return len(r.objects) }
+
+func (r *Reader) fail(msg string) Kind {
+	if r.err == nil {
+		r.err = &SyntaxError{Offset: r.i, Msg: msg}
 	}
-	end := r.Offset()
-	return r.src[end-len(v) : end : end], nil
+	return 0
+}
+
+func (r *Reader) space() {
+	for r.i < len(r.src) {
+		switch r.src[r.i] {
+		case ' ', '\t', '\n', '\r':
+			r.i++
+		default:
+			return
+		}
+	}
+}
+
+// nameNext reports whether the next token is a member's name.
+func (r *Reader) nameNext() bool {
+	return len(r.objects) > 0 && r.objects[len(r.objects)-1] && (r.state == wantValue || r.state == wantFirst)
+}
+
+// PeekKind returns the kind of the next token without reading it (the
+// comma or colon before it aside). 0 means the end, or an error that the
+// next read returns.
+func (r *Reader) PeekKind() Kind {
+	if r.next != 0 || r.err != nil {
+		return r.next
+	}
+	r.next = r.peek()
+	return r.next
+}
+
+func (r *Reader) peek() Kind {
+	r.space()
+	switch r.state {
+	case wantColon:
+		if r.i >= len(r.src) || r.src[r.i] != ':' {
+			return r.fail("want ':' after an object key")
+		}
+		r.i++
+		r.space()
+		r.state = wantMember
+	case wantCommaClose:
+		if len(r.objects) == 0 {
+			return 0
+		}
+		close := byte(']')
+		if r.objects[len(r.objects)-1] {
+			close = '}'
+		}
+		switch {
+		case r.i < len(r.src) && r.src[r.i] == close:
+			return Kind(close)
+		case r.i < len(r.src) && r.src[r.i] == ',':
+			r.i++
+			r.space()
+			r.state = wantValue
+		case r.i >= len(r.src):
+			return r.fail("unexpected end")
+		default:
+			return r.fail(fmt.Sprintf("want ',' or '%c'", close))
+		}
+	}
+	if r.i >= len(r.src) {
+		return r.fail("unexpected end")
+	}
+	b := r.src[r.i]
+	switch {
+	case r.state == wantFirst && (b == '}' || b == ']'):
+		if (b == '}') != r.objects[len(r.objects)-1] {
+			return r.fail(fmt.Sprintf("unexpected %q", b))
+		}
+		return Kind(b)
+	case r.nameNext() && b != '"':
+		return r.fail("want an object key")
+	case b == '"' || b == '{' || b == '[' || b == 't' || b == 'f' || b == 'n':
+		return Kind(b)
+	case b == '-' || '0' <= b && b <= '9':
+		return '0'
+	}
+	return r.fail(fmt.Sprintf("unexpected %q", b))
+}
+
+// ReadToken reads the next token: one of { } [ ], or a whole value. At
+// the end of the text it returns io.EOF.
+func (r *Reader) ReadToken() (Kind, error) {
+	k := r.PeekKind()
+	r.next = 0
+	switch {
+	case r.err != nil:
+		return 0, r.err
+	case k == 0:
+		if r.i < len(r.src) {
+			r.fail("data after the value")
+			return 0, r.err
+		}
+		return 0, io.EOF
+	case k == '{' || k == '[':
+		if len(r.objects) >= MaxDepth {
+			r.fail(fmt.Sprintf("nested more than %d levels", MaxDepth))
+			return 0, r.err
+		}
+		r.objects = append(r.objects, k == '{')
+		r.i++
+		r.state = wantFirst
+	case k == '}' || k == ']':
+		r.objects = r.objects[:len(r.objects)-1]
+		r.i++
+		r.state = wantCommaClose
+	default:
+		if _, err := r.ReadValue(); err != nil {
+			return 0, err
+		}
+	}
+	return k, nil
+}
+
+// ReadValue reads the next value, or name, and returns it as a slice of
+// the text, capped so that appending to it cannot overwrite what follows.
+func (r *Reader) ReadValue() ([]byte, error) {
+	k := r.PeekKind()
+	r.next = 0
+	if r.err != nil {
+		return nil, r.err
+	}
+	name := r.nameNext()
+	start := r.i
+	var ok bool
+	switch k {
+	case '"':
+		ok = r.string()
+	case '{', '[':
+		ok = r.container(len(r.objects) + 1)
+	case '0':
+		ok = r.number()
+	case 't':
+		ok = r.literal("true")
+	case 'f':
+		ok = r.literal("false")
+	case 'n':
+		ok = r.literal("null")
+	case 0:
+		r.fail("data after the value")
+	default:
+		r.fail(fmt.Sprintf("unexpected %q", k))
+	}
+	if !ok {
+		return nil, r.err
+	}
+	if name {
+		r.state = wantColon
+	} else {
+		r.state = wantCommaClose
+	}
+	return r.src[start:r.i:r.i], nil
 }
 
 // End checks that nothing but space follows the value read.
 func (r *Reader) End() error {
 	if _, err := r.ReadToken(); err != io.EOF {
-		return &SyntaxError{Offset: r.Offset(), Msg: "data after the value"}
+		if err == nil {
+			r.fail("data after the value")
+			err = r.err
+		}
+		return err
 	}
 	return nil
 }
@@ -62,30 +233,218 @@ func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("invalid JSON at offset %d: %s", e.Offset, e.Msg)
 }
 
-// Error turns what the tokenizer returned into a *SyntaxError.
-func (r *Reader) Error(err error) error {
-	var se *SyntaxError
-	if err == nil || errors.As(err, &se) {
-		return err
+// value moves past the value at r.i, depth levels deep, checking it.
+func (r *Reader) value(depth int) bool {
+	r.space()
+	if r.i >= len(r.src) {
+		r.fail("unexpected end")
+		return false
 	}
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return &SyntaxError{Offset: len(r.src), Msg: "unexpected end"}
+	switch b := r.src[r.i]; {
+	case b == '"':
+		return r.string()
+	case b == '{', b == '[':
+		return r.container(depth + 1)
+	case b == '-' || '0' <= b && b <= '9':
+		return r.number()
+	case b == 't':
+		return r.literal("true")
+	case b == 'f':
+		return r.literal("false")
+	case b == 'n':
+		return r.literal("null")
+	default:
+		r.fail(fmt.Sprintf("unexpected %q", b))
+		return false
 	}
-	var serr *jsontext.SyntacticError
-	if errors.As(err, &serr) {
-		return &SyntaxError{Offset: int(serr.ByteOffset), Msg: strings.TrimPrefix(serr.Err.Error(), "jsontext: ")}
+}
+
+// container moves past the object or array at r.i, depth levels deep.
+func (r *Reader) container(depth int) bool {
+	if depth > MaxDepth {
+		r.fail(fmt.Sprintf("nested more than %d levels", MaxDepth))
+		return false
 	}
-	return &SyntaxError{Offset: r.Offset(), Msg: err.Error()}
+	object := r.src[r.i] == '{'
+	close := byte(']')
+	if object {
+		close = '}'
+	}
+	r.i++
+	r.space()
+	if r.i < len(r.src) && r.src[r.i] == close {
+		r.i++
+		return true
+	}
+	for {
+		if object {
+			r.space()
+			if r.i >= len(r.src) || r.src[r.i] != '"' {
+				r.fail("want an object key")
+				return false
+			}
+			if !r.string() {
+				return false
+			}
+			r.space()
+			if r.i >= len(r.src) || r.src[r.i] != ':' {
+				r.fail("want ':' after an object key")
+				return false
+			}
+			r.i++
+		}
+		if !r.value(depth) {
+			return false
+		}
+		r.space()
+		switch {
+		case r.i >= len(r.src):
+			r.fail("unexpected end")
+			return false
+		case r.src[r.i] == ',':
+			r.i++
+		case r.src[r.i] == close:
+			r.i++
+			return true
+		default:
+			r.fail(fmt.Sprintf("want ',' or '%c'", close))
+			return false
+		}
+	}
+}
+
+func (r *Reader) literal(lit string) bool {
+	if len(r.src)-r.i < len(lit) || string(r.src[r.i:r.i+len(lit)]) != lit {
+		r.fail("want " + lit)
+		return false
+	}
+	r.i += len(lit)
+	return true
+}
+
+// number moves past a number in JSON's grammar; what follows it is checked
+// by the caller (a delimiter, or the end).
+func (r *Reader) number() bool {
+	b, i := r.src, r.i
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b):
+		r.i = i
+		r.fail("want a digit")
+		return false
+	case b[i] == '0':
+		i++
+	case '1' <= b[i] && b[i] <= '9':
+		for i++; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+		}
+	default:
+		r.i = i
+		r.fail("want a digit")
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		d := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			r.i = i
+			r.fail("want a digit after '.'")
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			r.i = i
+			r.fail("want a digit in the exponent")
+			return false
+		}
+	}
+	r.i = i
+	return true
+}
+
+// plain marks the bytes a string can hold as they are: not a control
+// character, a quote or a backslash. Bytes beyond ASCII are taken as they
+// come, valid UTF-8 or not, as encoding/json takes them.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// string moves past the string at r.i ('"').
+func (r *Reader) string() bool {
+	b := r.src
+	i := r.i + 1
+	for {
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			r.i = i
+			r.fail("unterminated string")
+			return false
+		}
+		switch b[i] {
+		case '"':
+			r.i = i + 1
+			return true
+		case '\\':
+			i++
+			if i >= len(b) {
+				r.i = i
+				r.fail("unterminated string")
+				return false
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if i+5 > len(b) || hex4(b[i+1:i+5]) < 0 {
+					r.i = i
+					r.fail(`want four hex digits after \u`)
+					return false
+				}
+				i += 5
+			default:
+				r.i = i
+				r.fail("invalid escape")
+				return false
+			}
+		default:
+			r.i = i
+			r.fail("control character in a string")
+			return false
+		}
+	}
 }
 
 // Valid reports whether src is one JSON text, as encoding/json.Valid does.
-func Valid[S ~string | ~[]byte](src S) bool {
-	return jsontext.Value(src).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+func Valid(src []byte) bool {
+	var r Reader
+	r.Reset(src)
+	if _, err := r.ReadValue(); err != nil {
+		return false
+	}
+	return r.End() == nil
 }
 
 // String returns v without the space around it when that is exactly one
 // JSON string, quotes included.
-func String[S ~string | ~[]byte](v S) (S, bool) {
+func String(v []byte) ([]byte, bool) {
 	i, j := 0, len(v)
 	for i < j && isSpace(v[i]) {
 		i++
@@ -93,7 +452,11 @@ func String[S ~string | ~[]byte](v S) (S, bool) {
 	for j > i && isSpace(v[j-1]) {
 		j--
 	}
-	if j-i < 2 || v[i] != '"' || !Valid(v[i:j]) {
+	if j-i < 2 || v[i] != '"' {
+		return v, false
+	}
+	r := Reader{src: v[i:j]}
+	if !r.string() || r.i != j-i {
 		return v, false
 	}
 	return v[i:j], true
@@ -101,12 +464,82 @@ func String[S ~string | ~[]byte](v S) (S, bool) {
 
 func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
 
+// hex4 decodes four hex digits, -1 if they are not.
+func hex4[S ~string | ~[]byte](b S) rune {
+	var r rune
+	for i := range len(b) {
+		c := b[i]
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
 // AppendUnquote appends the text of quoted, a JSON string a Reader
 // accepted (quotes included), decoded as encoding/json decodes it: invalid
 // UTF-8 and unpaired surrogates become U+FFFD.
 func AppendUnquote[S ~string | ~[]byte](dst []byte, quoted S) []byte {
-	// jsontext reports invalid UTF-8, having replaced it as encoding/json
-	// does; quoted is otherwise valid, so the error says nothing more.
-	dst, _ = jsontext.AppendUnquote(dst, quoted)
+	raw := quoted[1 : len(quoted)-1]
+	for i := 0; i < len(raw); {
+		switch b := raw[i]; {
+		case b == '\\':
+			var r rune
+			r, i = unescape(raw, i)
+			dst = utf8.AppendRune(dst, r)
+		case b < utf8.RuneSelf:
+			dst = append(dst, b)
+			i++
+		default:
+			n := min(len(raw)-i, utf8.UTFMax)
+			r, w := utf8.DecodeRuneInString(string(raw[i : i+n]))
+			if r == utf8.RuneError && w == 1 {
+				dst = utf8.AppendRune(dst, utf8.RuneError)
+			} else {
+				dst = append(dst, raw[i:i+w]...)
+			}
+			i += w
+		}
+	}
 	return dst
+}
+
+// unescape decodes the escape at raw[i] and returns the rune and where the
+// text after it starts. A \u escape of a surrogate takes the next escape
+// with it when the two make a pair.
+func unescape[S ~string | ~[]byte](raw S, i int) (rune, int) {
+	switch e := raw[i+1]; e {
+	case 'b':
+		return '\b', i + 2
+	case 'f':
+		return '\f', i + 2
+	case 'n':
+		return '\n', i + 2
+	case 'r':
+		return '\r', i + 2
+	case 't':
+		return '\t', i + 2
+	case 'u':
+		r := hex4(raw[i+2 : i+6])
+		i += 6
+		if !utf16.IsSurrogate(r) {
+			return r, i
+		}
+		if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+			if pair := utf16.DecodeRune(r, hex4(raw[i+2:i+6])); pair != utf8.RuneError {
+				return pair, i + 6
+			}
+		}
+		return utf8.RuneError, i
+	default: // " \ /
+		return rune(e), i + 2
+	}
 }

@@ -142,7 +142,7 @@ func (r *rewriter) submission(edits []edit) ([]edit, error) {
 		return nil, rd.End()
 	}
 	if _, err := rd.ReadToken(); err != nil {
-		return nil, rd.Error(err)
+		return nil, err
 	}
 	for rd.PeekKind() == '"' {
 		key, err := rd.ReadValue()
@@ -159,7 +159,7 @@ func (r *rewriter) submission(edits []edit) ([]edit, error) {
 		}
 	}
 	if _, err := rd.ReadToken(); err != nil { // }
-		return nil, rd.Error(err)
+		return nil, err
 	}
 	return edits, rd.End()
 }
@@ -203,7 +203,7 @@ func (r *rewriter) unescaped(key []byte) []byte {
 func (r *rewriter) object(edits []edit) ([]edit, error) {
 	rd := r.r
 	if _, err := rd.ReadToken(); err != nil { // {
-		return nil, rd.Error(err)
+		return nil, err
 	}
 	kept := false
 	pending := -1 // start of dropped members no kept member precedes
@@ -244,7 +244,7 @@ func (r *rewriter) object(edits []edit) ([]edit, error) {
 		prevEnd = valueEnd
 	}
 	if _, err := rd.ReadToken(); err != nil { // }
-		return nil, rd.Error(err)
+		return nil, err
 	}
 	if pending >= 0 {
 		edits = append(edits, edit{from: pending, to: prevEnd})

@@ -135,7 +135,7 @@ func TestFieldsErrors(t *testing.T) {
 		t.Errorf("Fields([1]): %v", err)
 	}
 	_, err = p.Fields(`{"a":1,}`)
-	if err == nil || !strings.Contains(err.Error(), "offset 6") { // the trailing comma
+	if err == nil || !strings.Contains(err.Error(), "offset 7") {
 		t.Errorf(`Fields({"a":1,}): %v, want the offset of the problem`, err)
 	}
 	deep := `{"a":` + strings.Repeat("[", jsonscan.MaxDepth) + strings.Repeat("]", jsonscan.MaxDepth) + `}`
