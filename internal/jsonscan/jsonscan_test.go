@@ -136,6 +136,9 @@ func TestDepth(t *testing.T) {
 	if !Valid(nested(MaxDepth)) || Valid(nested(MaxDepth+2)) {
 		t.Error("depth limit is not encoding/json's")
 	}
+	// Objects and arrays alternate beyond the 64 levels a Reader keeps in
+	// a word.
+	check(t, nested(300))
 	c := Canonicalizer{Limit: 10}
 	if _, err := c.Append(nil, nested(10)); err != nil {
 		t.Errorf("10 levels: %v", err)

@@ -23,8 +23,12 @@ type Reader struct {
 	src []byte
 	i   int
 	err error
-	// objects holds, for each open container, whether it is an object.
-	objects []bool
+	// depth is how many containers are open; bit n of low, or of deep
+	// beyond 64 levels, says whether the one at depth n+1 is an object.
+	// Kept in a word rather than a slice, a Reader allocates nothing.
+	depth int
+	low   uint64
+	deep  []uint64
 	// state says what the grammar wants next.
 	state state
 	// next is the kind PeekKind found at i, 0 until it looks.
@@ -43,14 +47,43 @@ const (
 
 // Reset makes r read src.
 func (r *Reader) Reset(src []byte) {
-	r.src, r.i, r.err, r.objects, r.state, r.next = src, 0, nil, r.objects[:0], wantValue, 0
+	r.src, r.i, r.err, r.depth, r.state, r.next = src, 0, nil, 0, wantValue, 0
 }
 
 // Offset is where the text after the last token or value read starts.
 func (r *Reader) Offset() int { return r.i }
 
 // StackDepth is how many objects and arrays are open.
-func (r *Reader) StackDepth() int { return len(r.objects) }
+func (r *Reader) StackDepth() int { return r.depth }
+
+// inObject reports whether the innermost open container is an object.
+func (r *Reader) inObject() bool {
+	n := r.depth - 1
+	if n < 64 {
+		return n >= 0 && r.low>>n&1 != 0
+	}
+	n -= 64
+	return r.deep[n/64]>>(n%64)&1 != 0
+}
+
+// push opens a container, an object or not.
+func (r *Reader) push(object bool) {
+	n := r.depth
+	r.depth++
+	bit := uint64(0)
+	if object {
+		bit = 1
+	}
+	if n < 64 {
+		r.low = r.low&^(1<<n) | bit<<n
+		return
+	}
+	n -= 64
+	if n/64 >= len(r.deep) {
+		r.deep = append(r.deep, 0)
+	}
+	r.deep[n/64] = r.deep[n/64]&^(1<<(n%64)) | bit<<(n%64)
+}
 
 func (r *Reader) fail(msg string) Kind {
 	if r.err == nil {
@@ -72,7 +105,7 @@ func (r *Reader) space() {
 
 // nameNext reports whether the next token is a member's name.
 func (r *Reader) nameNext() bool {
-	return len(r.objects) > 0 && r.objects[len(r.objects)-1] && (r.state == wantValue || r.state == wantFirst)
+	return (r.state == wantValue || r.state == wantFirst) && r.inObject()
 }
 
 // PeekKind returns the kind of the next token without reading it (the
@@ -97,11 +130,11 @@ func (r *Reader) peek() Kind {
 		r.space()
 		r.state = wantMember
 	case wantCommaClose:
-		if len(r.objects) == 0 {
+		if r.depth == 0 {
 			return 0
 		}
 		close := byte(']')
-		if r.objects[len(r.objects)-1] {
+		if r.inObject() {
 			close = '}'
 		}
 		switch {
@@ -121,21 +154,36 @@ func (r *Reader) peek() Kind {
 		return r.fail("unexpected end")
 	}
 	b := r.src[r.i]
-	switch {
-	case r.state == wantFirst && (b == '}' || b == ']'):
-		if (b == '}') != r.objects[len(r.objects)-1] {
-			return r.fail(fmt.Sprintf("unexpected %q", b))
+	if r.state == wantValue || r.state == wantFirst {
+		if r.inObject() {
+			switch {
+			case b == '"':
+				return '"'
+			case b == '}' && r.state == wantFirst:
+				return '}'
+			}
+			return r.fail("want an object key")
 		}
-		return Kind(b)
-	case r.nameNext() && b != '"':
-		return r.fail("want an object key")
-	case b == '"' || b == '{' || b == '[' || b == 't' || b == 'f' || b == 'n':
-		return Kind(b)
-	case b == '-' || '0' <= b && b <= '9':
-		return '0'
+		if b == ']' && r.state == wantFirst {
+			return ']'
+		}
+	}
+	if k := kinds[b]; k != 0 {
+		return k
 	}
 	return r.fail(fmt.Sprintf("unexpected %q", b))
 }
+
+// kinds maps the first byte of a value to its kind.
+var kinds = func() (t [256]Kind) {
+	for _, b := range []byte(`"{[tfn`) {
+		t[b] = Kind(b)
+	}
+	for _, b := range []byte("-0123456789") {
+		t[b] = '0'
+	}
+	return t
+}()
 
 // ReadToken reads the next token: one of { } [ ], or a whole value. At
 // the end of the text it returns io.EOF.
@@ -152,15 +200,15 @@ func (r *Reader) ReadToken() (Kind, error) {
 		}
 		return 0, io.EOF
 	case k == '{' || k == '[':
-		if len(r.objects) >= MaxDepth {
+		if r.depth >= MaxDepth {
 			r.fail(fmt.Sprintf("nested more than %d levels", MaxDepth))
 			return 0, r.err
 		}
-		r.objects = append(r.objects, k == '{')
+		r.push(k == '{')
 		r.i++
 		r.state = wantFirst
 	case k == '}' || k == ']':
-		r.objects = r.objects[:len(r.objects)-1]
+		r.depth--
 		r.i++
 		r.state = wantCommaClose
 	default:
@@ -186,7 +234,7 @@ func (r *Reader) ReadValue() ([]byte, error) {
 	case '"':
 		ok = r.string()
 	case '{', '[':
-		ok = r.container(len(r.objects) + 1)
+		ok = r.container(r.depth + 1)
 	case '0':
 		ok = r.number()
 	case 't':

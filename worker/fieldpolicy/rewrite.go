@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/formsync/formsync/internal/jsonscan"
@@ -86,8 +85,8 @@ type edit struct {
 type rewriter struct {
 	p   *Policy
 	src []byte
-	r   *jsonscan.Reader // taken at the start
-	h   *hasher          // taken at the first hashed value
+	r   jsonscan.Reader
+	h   *hasher // taken at the first hashed value
 	// name holds an escaped member name, unescaped.
 	name []byte
 	// canonicalize makes a hashed object or array hash as its canonical
@@ -95,22 +94,14 @@ type rewriter struct {
 	canonicalize bool
 }
 
-// readers are the rewriters' readers, too large to make for every call.
-var readers = sync.Pool{New: func() any { return new(jsonscan.Reader) }}
-
 func (r *rewriter) start() *jsonscan.Reader {
-	r.r = readers.Get().(*jsonscan.Reader)
 	r.r.Reset(r.src)
-	return r.r
+	return &r.r
 }
 
 func (r *rewriter) done() {
 	if r.h != nil {
 		r.p.release(r.h)
-	}
-	if r.r != nil {
-		r.r.Reset(nil)
-		readers.Put(r.r)
 	}
 }
 
@@ -201,7 +192,7 @@ func (r *rewriter) unescaped(key []byte) []byte {
 // member is seen (pending), or up to the end of the last member when
 // none is kept.
 func (r *rewriter) object(edits []edit) ([]edit, error) {
-	rd := r.r
+	rd := &r.r
 	if _, err := rd.ReadToken(); err != nil { // {
 		return nil, err
 	}
