@@ -51,7 +51,6 @@ func appendWireRow(dst []byte, r Row) []byte {
 
 // wireParser reads spool lines; its scratch is reused from line to line.
 type wireParser struct {
-	r    jsonscan.Reader
 	str  []byte
 	rows int
 }
@@ -86,85 +85,75 @@ func (p *wireParser) parse(line []byte) (Row, error) {
 	}, nil
 }
 
-// wireNames are the members of a line, in the order appendWireRow writes
-// them.
-var wireNames = [...]string{`"form_id"`, `"submission_id"`, `"submission_key"`, `"content_key"`, `"created_at"`,
-	`"is_spam"`, `"fields"`, `"files"`, `"raw"`}
-
-// fast decodes a line with the members appendWireRow writes, in its
-// order, each spelt exactly so.
+// fast decodes a line in exactly the layout appendWireRow writes.
 func (p *wireParser) fast(line []byte) (Row, error) {
-	r := &p.r
-	r.Reset(line)
-	if r.PeekKind() != '{' {
-		return Row{}, errLayout
+	line = bytes.TrimRight(line, "\n")
+	i := 0
+	ok := true
+	expect := func(s string) {
+		if ok = ok && bytes.HasPrefix(line[i:], []byte(s)); ok {
+			i += len(s)
+		}
 	}
-	if _, err := r.ReadToken(); err != nil {
-		return Row{}, errLayout
+	str := func() string {
+		if !ok {
+			return ""
+		}
+		end := jsonscan.StringEnd(line, i)
+		if ok = end > 0; !ok {
+			return ""
+		}
+		v := line[i:end]
+		i = end
+		return p.string(v)
 	}
-	var row Row
-	var created string
-	for _, name := range wireNames {
-		k, err := r.ReadValue()
-		if err != nil || string(k) != name {
+	var r Row
+	expect(`{"form_id":`)
+	r.FormID = str()
+	expect(`,"submission_id":`)
+	if ok && !bytes.HasPrefix(line[i:], []byte("null")) {
+		// A string; a number in older spools.
+		j := i + 1
+		for j < len(line) && line[j] != ',' {
+			j++
+		}
+		id, err := strconv.ParseInt(string(bytes.Trim(line[i:j], `"`)), 10, 64)
+		if err != nil {
 			return Row{}, errLayout
 		}
-		v, err := r.ReadValue()
-		if err != nil {
-			return Row{}, err
-		}
-		switch name {
-		case `"submission_id"`:
-			if string(v) == "null" {
-				continue
-			}
-			id, err := strconv.ParseInt(string(bytes.Trim(v, `"`)), 10, 64)
-			if err != nil {
-				return Row{}, errLayout
-			}
-			row.SubmissionID = &id
-		case `"is_spam"`:
-			if v[0] != 't' && v[0] != 'f' {
-				return Row{}, errLayout
-			}
-			row.IsSpam = v[0] == 't'
-		default:
-			if v[0] != '"' {
-				return Row{}, errLayout
-			}
-			s := p.string(v)
-			switch name {
-			case `"form_id"`:
-				row.FormID = s
-			case `"submission_key"`:
-				row.SubmissionKey = s
-			case `"content_key"`:
-				row.ContentKey = s
-			case `"created_at"`:
-				created = s
-			case `"fields"`:
-				row.Fields = s
-			case `"files"`:
-				row.Files = s
-			case `"raw"`:
-				row.Raw = s
-			}
-		}
+		r.SubmissionID, i = &id, j
+	} else {
+		i += 4
 	}
-	if r.PeekKind() != '}' {
-		return Row{}, errLayout
+	expect(`,"submission_key":`)
+	r.SubmissionKey = str()
+	expect(`,"content_key":`)
+	r.ContentKey = str()
+	expect(`,"created_at":`)
+	created := str()
+	switch expect(`,"is_spam":`); {
+	case ok && bytes.HasPrefix(line[i:], []byte("true")):
+		r.IsSpam, i = true, i+4
+	case ok && bytes.HasPrefix(line[i:], []byte("false")):
+		i += 5
+	default:
+		ok = false
 	}
-	if _, err := r.ReadToken(); err != nil {
-		return Row{}, errLayout
-	}
-	if err := r.End(); err != nil {
+	expect(`,"fields":`)
+	r.Fields = str()
+	expect(`,"files":`)
+	r.Files = str()
+	expect(`,"raw":`)
+	r.Raw = str()
+	expect(`}`)
+	if !ok || i != len(line) {
 		return Row{}, errLayout
 	}
 	var err error
-	if row.CreatedAt, err = time.Parse(TimeLayout, created); err != nil {
+	if r.CreatedAt, err = time.Parse(TimeLayout, created); err != nil {
 		return Row{}, errLayout
 	}
-	return row, nil
+	return r, nil
 }
 
 // string decodes the JSON string v, as encoding/json decodes it.

@@ -31,8 +31,10 @@ type Reader struct {
 	deep  []uint64
 	// state says what the grammar wants next.
 	state state
-	// next is the kind PeekKind found at i, 0 until it looks.
+	// next is the kind PeekKind found at i, 0 until it looks; name says
+	// that it is a member's name.
 	next Kind
+	name bool
 }
 
 type state uint8
@@ -93,20 +95,13 @@ func (r *Reader) fail(msg string) Kind {
 }
 
 func (r *Reader) space() {
-	for r.i < len(r.src) {
-		switch r.src[r.i] {
-		case ' ', '\t', '\n', '\r':
-			r.i++
-		default:
-			return
-		}
+	for r.i < len(r.src) && spaces[r.src[r.i]] {
+		r.i++
 	}
 }
 
-// nameNext reports whether the next token is a member's name.
-func (r *Reader) nameNext() bool {
-	return (r.state == wantValue || r.state == wantFirst) && r.inObject()
-}
+// spaces marks the bytes JSON takes as space between tokens.
+var spaces = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 // PeekKind returns the kind of the next token without reading it (the
 // comma or colon before it aside). 0 means the end, or an error that the
@@ -115,63 +110,71 @@ func (r *Reader) PeekKind() Kind {
 	if r.next != 0 || r.err != nil {
 		return r.next
 	}
-	r.next = r.peek()
+	r.next, r.name = r.peek()
 	return r.next
 }
 
-func (r *Reader) peek() Kind {
+// peek finds the next token's kind, moving past the comma or colon before
+// it, and whether it is a member's name.
+func (r *Reader) peek() (k Kind, name bool) {
 	r.space()
 	switch r.state {
 	case wantColon:
 		if r.i >= len(r.src) || r.src[r.i] != ':' {
-			return r.fail("want ':' after an object key")
+			return r.fail("want ':' after an object key"), false
 		}
 		r.i++
 		r.space()
 		r.state = wantMember
 	case wantCommaClose:
 		if r.depth == 0 {
-			return 0
+			return 0, false
 		}
 		close := byte(']')
 		if r.inObject() {
 			close = '}'
 		}
 		switch {
-		case r.i < len(r.src) && r.src[r.i] == close:
-			return Kind(close)
 		case r.i < len(r.src) && r.src[r.i] == ',':
 			r.i++
 			r.space()
 			r.state = wantValue
+			if close == '}' {
+				if r.i < len(r.src) && r.src[r.i] == '"' {
+					return '"', true
+				}
+				return r.fail("want an object key"), false
+			}
+		case r.i < len(r.src) && r.src[r.i] == close:
+			return Kind(close), false
 		case r.i >= len(r.src):
-			return r.fail("unexpected end")
+			return r.fail("unexpected end"), false
 		default:
-			return r.fail(fmt.Sprintf("want ',' or '%c'", close))
+			return r.fail(fmt.Sprintf("want ',' or '%c'", close)), false
 		}
 	}
 	if r.i >= len(r.src) {
-		return r.fail("unexpected end")
+		return r.fail("unexpected end"), false
 	}
 	b := r.src[r.i]
 	if r.state == wantValue || r.state == wantFirst {
 		if r.inObject() {
 			switch {
 			case b == '"':
-				return '"'
+				return '"', true
 			case b == '}' && r.state == wantFirst:
-				return '}'
+				return '}', false
 			}
-			return r.fail("want an object key")
+			return r.fail("want an object key"), false
 		}
 		if b == ']' && r.state == wantFirst {
-			return ']'
+			return ']', false
 		}
 	}
 	if k := kinds[b]; k != 0 {
-		return k
+		return k, false
 	}
-	return r.fail(fmt.Sprintf("unexpected %q", b))
+	return r.fail(fmt.Sprintf("unexpected %q", b)), false
 }
 
 // kinds maps the first byte of a value to its kind.
@@ -227,7 +230,7 @@ func (r *Reader) ReadValue() ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	name := r.nameNext()
+	name := r.name
 	start := r.i
 	var ok bool
 	switch k {
@@ -478,6 +481,19 @@ func (r *Reader) string() bool {
 			return false
 		}
 	}
+}
+
+// StringEnd returns where the JSON string that starts at src[i] ends, just
+// past its closing quote, or -1 when no valid string starts there.
+func StringEnd(src []byte, i int) int {
+	if i >= len(src) || src[i] != '"' {
+		return -1
+	}
+	r := Reader{src: src, i: i}
+	if !r.string() {
+		return -1
+	}
+	return r.i
 }
 
 // Valid reports whether src is one JSON text, as encoding/json.Valid does.
