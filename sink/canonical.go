@@ -27,6 +27,9 @@ func CanonicalJSON(s string) (string, error) {
 
 // canonicalError says ErrTooDeep for a value nested too deeply.
 func canonicalError(err error) error {
+	if err == nil {
+		return nil // before errors.As, whose target escapes
+	}
 	var deep *jsonscan.DepthError
 	if errors.As(err, &deep) {
 		return fmt.Errorf("%w: more than %d levels", ErrTooDeep, deep.Limit)
