@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/formsync/formsync/internal/jsonscan"
 )
 
 // MaxDepth is the deepest nesting of objects and arrays a submission's
@@ -198,7 +200,9 @@ func hexKey(sum [sha256.Size]byte) string {
 // rowScratch is what NewRowFields reuses from row to row.
 type rowScratch struct {
 	buf []byte
-	c   canonicalizer
+	c   jsonscan.Canonicalizer
+	// keys are the top-level keys of the value canonical last read.
+	keys [][]byte
 	// seen holds field names already made strings, so that the names of
 	// a form's fields are allocated once rather than once a row.
 	seen map[string]string
@@ -213,21 +217,19 @@ const (
 )
 
 func (sc *rowScratch) put() {
-	if cap(sc.buf) > maxKeptScratch || cap(sc.c.str) > maxKeptScratch || cap(sc.c.tmp) > maxKeptScratch {
+	sc.keys = nil
+	if !sc.c.Release(maxKeptScratch) || cap(sc.buf) > maxKeptScratch {
 		return
 	}
-	sc.c.src = nil
-	clear(sc.c.keys[:cap(sc.c.keys)])
 	rowScratches.Put(sc)
 }
 
 // canonical appends the canonical JSON of raw (see AppendCanonical) to dst,
-// and leaves the top-level keys in sc.c when raw is an object. empty is
+// and leaves the top-level keys in sc.keys when raw is an object. empty is
 // appended for a missing or null value; the value must otherwise start with
 // one of want.
 func (sc *rowScratch) canonical(dst []byte, raw json.RawMessage, empty string, want ...byte) ([]byte, error) {
-	c := &sc.c
-	c.topObject, c.keys = false, c.keys[:0]
+	sc.keys = nil
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return append(dst, empty...), nil
@@ -240,13 +242,15 @@ func (sc *rowScratch) canonical(dst []byte, raw json.RawMessage, empty string, w
 		}
 		return dst, fmt.Errorf("want a JSON %s, got %.20q", strings.Join(names, " or "), raw)
 	}
-	c.src, c.i, c.depth, c.limit, c.wantKeys = raw, 0, 0, MaxDepth, true
-	return c.canonical(dst)
+	sc.c.Limit = MaxDepth
+	dst, err := sc.c.Append(dst, raw)
+	sc.keys, _ = sc.c.Keys()
+	return dst, canonicalError(err)
 }
 
 // names returns the keys of the object canonical last read, as strings.
 func (sc *rowScratch) names() []string {
-	keys := sc.c.keys
+	keys := sc.keys
 	names := make([]string, len(keys))
 	for j, k := range keys {
 		s, ok := sc.seen[string(k)]

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/formsync/formsync/internal/jsonscan"
 )
 
 func TestNewRowKeys(t *testing.T) {
@@ -162,11 +164,17 @@ func referenceRow(formID string, id *int64, createdAt time.Time, isSpam bool, fi
 			}
 			return "", nil, fmt.Errorf("want a JSON %s, got %.20q", strings.Join(names, " or "), raw)
 		}
-		c := canonicalizer{src: raw, limit: MaxDepth}
-		var keys []string
-		out, err := c.document(make([]byte, 0, len(raw)), &keys)
+		c := jsonscan.Canonicalizer{Limit: MaxDepth}
+		out, err := c.Append(make([]byte, 0, len(raw)), raw)
 		if err != nil {
-			return "", nil, err
+			return "", nil, canonicalError(err)
+		}
+		var keys []string
+		if k, ok := c.Keys(); ok {
+			keys = []string{}
+			for _, k := range k {
+				keys = append(keys, string(k))
+			}
 		}
 		return string(out), keys, nil
 	}

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/formsync/formsync/internal/jsonscan"
 )
 
 // The spool's NDJSON is written and read by hand: the reflective
@@ -48,7 +51,7 @@ func appendWireRow(dst []byte, r Row) []byte {
 
 // wireParser reads spool lines; its scratch is reused from line to line.
 type wireParser struct {
-	c    canonicalizer
+	str  []byte
 	rows int
 }
 
@@ -84,61 +87,43 @@ func (p *wireParser) parse(line []byte) (Row, error) {
 
 // fast decodes a line in exactly the layout appendWireRow writes.
 func (p *wireParser) fast(line []byte) (Row, error) {
-	c := &p.c
-	c.src, c.i = bytes.TrimRight(line, "\n"), 0
-	var r Row
-	var err error
+	line = bytes.TrimRight(line, "\n")
+	i := 0
+	ok := true
 	expect := func(s string) {
-		if err == nil {
-			if !bytes.HasPrefix(c.src[c.i:], []byte(s)) {
-				err = errLayout
-				return
-			}
-			c.i += len(s)
+		if ok = ok && bytes.HasPrefix(line[i:], []byte(s)); ok {
+			i += len(s)
 		}
 	}
 	str := func() string {
-		if err != nil {
+		if !ok {
 			return ""
 		}
-		if c.i >= len(c.src) || c.src[c.i] != '"' {
-			err = errLayout
+		end := jsonscan.StringEnd(line, i)
+		if ok = end > 0; !ok {
 			return ""
 		}
-		raw, plain, serr := c.scanString()
-		if serr != nil {
-			err = serr
-			return ""
-		}
-		if plain {
-			return string(raw)
-		}
-		c.str = unquote(c.str[:0], raw)
-		return string(c.str)
+		v := line[i:end]
+		i = end
+		return p.string(v)
 	}
+	var r Row
 	expect(`{"form_id":`)
 	r.FormID = str()
 	expect(`,"submission_id":`)
-	if err == nil {
-		if bytes.HasPrefix(c.src[c.i:], []byte("null")) {
-			c.i += 4
-		} else {
-			if c.i < len(c.src) && c.src[c.i] == '"' {
-				c.i++
-			}
-			j := c.i
-			for j < len(c.src) && (c.src[j] == '-' || '0' <= c.src[j] && c.src[j] <= '9') {
-				j++
-			}
-			id, perr := strconv.ParseInt(string(c.src[c.i:j]), 10, 64)
-			if perr != nil {
-				return Row{}, errLayout
-			}
-			r.SubmissionID, c.i = &id, j
-			if c.i < len(c.src) && c.src[c.i] == '"' {
-				c.i++
-			}
+	if ok && !bytes.HasPrefix(line[i:], []byte("null")) {
+		// A string; a number in older spools.
+		j := i + 1
+		for j < len(line) && line[j] != ',' {
+			j++
 		}
+		id, err := strconv.ParseInt(string(bytes.Trim(line[i:j], `"`)), 10, 64)
+		if err != nil {
+			return Row{}, errLayout
+		}
+		r.SubmissionID, i = &id, j
+	} else {
+		i += 4
 	}
 	expect(`,"submission_key":`)
 	r.SubmissionKey = str()
@@ -146,16 +131,13 @@ func (p *wireParser) fast(line []byte) (Row, error) {
 	r.ContentKey = str()
 	expect(`,"created_at":`)
 	created := str()
-	expect(`,"is_spam":`)
-	if err == nil {
-		switch {
-		case bytes.HasPrefix(c.src[c.i:], []byte("true")):
-			r.IsSpam, c.i = true, c.i+4
-		case bytes.HasPrefix(c.src[c.i:], []byte("false")):
-			c.i += 5
-		default:
-			err = errLayout
-		}
+	switch expect(`,"is_spam":`); {
+	case ok && bytes.HasPrefix(line[i:], []byte("true")):
+		r.IsSpam, i = true, i+4
+	case ok && bytes.HasPrefix(line[i:], []byte("false")):
+		i += 5
+	default:
+		ok = false
 	}
 	expect(`,"fields":`)
 	r.Fields = str()
@@ -164,14 +146,22 @@ func (p *wireParser) fast(line []byte) (Row, error) {
 	expect(`,"raw":`)
 	r.Raw = str()
 	expect(`}`)
-	if err != nil {
-		return Row{}, err
-	}
-	if c.i != len(c.src) {
+	if !ok || i != len(line) {
 		return Row{}, errLayout
 	}
+	var err error
 	if r.CreatedAt, err = time.Parse(TimeLayout, created); err != nil {
 		return Row{}, errLayout
 	}
 	return r, nil
+}
+
+// string decodes the JSON string v, as encoding/json decodes it.
+func (p *wireParser) string(v []byte) string {
+	raw := v[1 : len(v)-1]
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw)
+	}
+	p.str = jsonscan.AppendUnquote(p.str[:0], v)
+	return string(p.str)
 }

@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/formsync/formsync/internal/jsonscan"
 )
 
 // keyFileEnv is where the deployment names the key file; errors name it so
@@ -203,9 +205,9 @@ func (h *hasher) hexSum(dst []byte) {
 
 // loadValue appends what the JSON value v is hashed as to dst: a string's
 // decoded text, any other value's bytes.
-func loadValue[S text](dst []byte, v S) []byte {
-	if s, ok := stringContents(v); ok {
-		return unquote(dst, s)
+func loadValue(dst, v []byte) []byte {
+	if s, ok := jsonscan.String(v); ok {
+		return jsonscan.AppendUnquote(dst, s)
 	}
 	return append(dst, v...)
 }

@@ -7,7 +7,7 @@ import (
 
 // canonical returns v as encoding/json's round trip gives it (numbers as
 // written, HTML not escaped): the form the project stores fields in. It is
-// the tests' reference; the package itself uses sink.AppendCanonical.
+// the tests' reference; the package itself uses jsonscan.AppendCanonical.
 func canonical(v []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(v))
 	dec.UseNumber()

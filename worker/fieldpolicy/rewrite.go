@@ -1,11 +1,13 @@
 package fieldpolicy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
-	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/internal/jsonscan"
 )
 
 // Fields applies the policy to obj, a submission's fields as canonical
@@ -23,7 +25,8 @@ func (p *Policy) Fields(obj string) (string, error) {
 		return "", err
 	}
 	var small [4]edit // room for the edits of a typical submission, on the stack
-	r := rewriter[string]{p: p, sc: scanner[string]{src: obj}}
+	// The reader only reads obj's bytes.
+	r := rewriter{p: p, src: unsafe.Slice(unsafe.StringData(obj), len(obj))}
 	edits, err := r.fields(small[:0])
 	r.done()
 	if err != nil {
@@ -56,7 +59,7 @@ func (p *Policy) Raw(raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	var small [4]edit
-	r := rewriter[[]byte]{p: p, sc: scanner[[]byte]{src: raw}, canonicalize: true}
+	r := rewriter{p: p, src: raw, canonicalize: true}
 	edits, err := r.submission(small[:0])
 	r.done()
 	if err != nil {
@@ -79,10 +82,11 @@ type edit struct {
 // rewriter finds the edits a policy makes to one JSON text. Edits are
 // passed along and returned rather than kept in the rewriter, so that the
 // caller's array for them can stay on its stack.
-type rewriter[S text] struct {
-	p  *Policy
-	sc scanner[S]
-	h  *hasher // taken at the first hashed value
+type rewriter struct {
+	p   *Policy
+	src []byte
+	r   jsonscan.Reader
+	h   *hasher // taken at the first hashed value
 	// name holds an escaped member name, unescaped.
 	name []byte
 	// canonicalize makes a hashed object or array hash as its canonical
@@ -90,17 +94,22 @@ type rewriter[S text] struct {
 	canonicalize bool
 }
 
-func (r *rewriter[S]) done() {
+func (r *rewriter) start() *jsonscan.Reader {
+	r.r.Reset(r.src)
+	return &r.r
+}
+
+func (r *rewriter) done() {
 	if r.h != nil {
 		r.p.release(r.h)
 	}
 }
 
 // fields reads a text that must be one object and edits its members.
-func (r *rewriter[S]) fields(edits []edit) ([]edit, error) {
-	r.sc.space()
-	if r.sc.peek() != '{' {
-		if err := r.sc.value(); err != nil {
+func (r *rewriter) fields(edits []edit) ([]edit, error) {
+	rd := r.start()
+	if rd.PeekKind() != '{' {
+		if _, err := rd.ReadValue(); err != nil {
 			return nil, err
 		}
 		return nil, errors.New("not a JSON object")
@@ -109,40 +118,41 @@ func (r *rewriter[S]) fields(edits []edit) ([]edit, error) {
 	if err != nil {
 		return nil, err
 	}
-	return edits, r.sc.end()
+	return edits, rd.End()
 }
 
 // submission reads a raw submission and edits the members of its fields
 // and data objects. A text that is not an object is read only to check
 // it.
-func (r *rewriter[S]) submission(edits []edit) ([]edit, error) {
-	sc := &r.sc
-	sc.space()
-	if sc.peek() != '{' {
-		if err := sc.value(); err != nil {
+func (r *rewriter) submission(edits []edit) ([]edit, error) {
+	rd := r.start()
+	if rd.PeekKind() != '{' {
+		if _, err := rd.ReadValue(); err != nil {
 			return nil, err
 		}
-		return nil, sc.end()
+		return nil, rd.End()
 	}
-	empty, err := sc.openObject()
-	for more := !empty; err == nil && more; more, err = sc.nextMember() {
-		start, end, escaped, kerr := sc.memberKey()
-		if kerr != nil {
-			return nil, kerr
+	if _, err := rd.ReadToken(); err != nil {
+		return nil, err
+	}
+	for rd.PeekKind() == '"' {
+		key, err := rd.ReadValue()
+		if err != nil {
+			return nil, err
 		}
-		if sc.peek() == '{' && r.holdsValues(start, end, escaped) {
+		if rd.PeekKind() == '{' && r.holdsValues(key) {
 			edits, err = r.object(edits)
 		} else {
-			err = sc.value()
+			_, err = rd.ReadValue()
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	if err != nil {
+	if _, err := rd.ReadToken(); err != nil { // }
 		return nil, err
 	}
-	return edits, sc.end()
+	return edits, rd.End()
 }
 
 // Folded names of the members holding a submission's values.
@@ -151,26 +161,26 @@ var (
 	dataMember   = foldString("data")
 )
 
-// holdsValues reports whether the key at src[start:end] names fields or
+// holdsValues reports whether the key (quotes included) names fields or
 // data. Case is ignored because encoding/json, which decodes submissions,
 // ignores it too: values sent under "Data" would reach the fields.
-func (r *rewriter[S]) holdsValues(start, end int, escaped bool) bool {
-	if escaped {
-		r.name = unquote(r.name[:0], r.sc.src[start+1:end-1])
-		return match(fieldsMember, r.name) || match(dataMember, r.name)
-	}
-	name := r.sc.src[start+1 : end-1]
+func (r *rewriter) holdsValues(key []byte) bool {
+	name := r.unescaped(key)
 	return match(fieldsMember, name) || match(dataMember, name)
 }
 
-// action returns what the policy does to the member whose key is at
-// src[start:end].
-func (r *rewriter[S]) action(start, end int, escaped bool) Action {
-	if escaped {
-		r.name = unquote(r.name[:0], r.sc.src[start+1:end-1])
-		return actionOf(r.p, r.name)
+// action returns what the policy does to the member named key (quotes
+// included).
+func (r *rewriter) action(key []byte) Action { return actionOf(r.p, r.unescaped(key)) }
+
+// unescaped returns the name key (quotes included) stands for: itself
+// without quotes unless it holds an escape.
+func (r *rewriter) unescaped(key []byte) []byte {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return key[1 : len(key)-1]
 	}
-	return actionOf(r.p, r.sc.src[start+1:end-1])
+	r.name = jsonscan.AppendUnquote(r.name[:0], key)
+	return r.name
 }
 
 // object reads the object at the cursor and appends the edits that apply
@@ -181,26 +191,27 @@ func (r *rewriter[S]) action(start, end int, escaped bool) Action {
 // span from its key up to the next kept member's key is removed once that
 // member is seen (pending), or up to the end of the last member when
 // none is kept.
-func (r *rewriter[S]) object(edits []edit) ([]edit, error) {
-	sc := &r.sc
-	empty, err := sc.openObject()
-	if err != nil || empty {
-		return edits, err
+func (r *rewriter) object(edits []edit) ([]edit, error) {
+	rd := &r.r
+	if _, err := rd.ReadToken(); err != nil { // {
+		return nil, err
 	}
 	kept := false
 	pending := -1 // start of dropped members no kept member precedes
 	prevEnd := 0  // end of the previous member's value
-	for more := true; more; {
-		start, end, escaped, err := sc.memberKey()
+	for rd.PeekKind() == '"' {
+		key, err := rd.ReadValue()
 		if err != nil {
 			return nil, err
 		}
-		action := r.action(start, end, escaped)
-		valueStart := sc.i
-		if err := sc.value(); err != nil {
+		start := rd.Offset() - len(key)
+		action := r.action(key)
+		v, err := rd.ReadValue()
+		if err != nil {
 			return nil, err
 		}
-		valueEnd := sc.i
+		valueEnd := rd.Offset()
+		valueStart := valueEnd - len(v)
 		switch {
 		case action == Drop && kept:
 			edits = append(edits, edit{from: prevEnd, to: valueEnd})
@@ -222,9 +233,9 @@ func (r *rewriter[S]) object(edits []edit) ([]edit, error) {
 			kept = true
 		}
 		prevEnd = valueEnd
-		if more, err = sc.nextMember(); err != nil {
-			return nil, err
-		}
+	}
+	if _, err := rd.ReadToken(); err != nil { // }
+		return nil, err
 	}
 	if pending >= 0 {
 		edits = append(edits, edit{from: pending, to: prevEnd})
@@ -233,13 +244,13 @@ func (r *rewriter[S]) object(edits []edit) ([]edit, error) {
 }
 
 // hash fills in e.hex with the hash of the value at src[e.from:e.to].
-func (r *rewriter[S]) hash(e *edit) error {
+func (r *rewriter) hash(e *edit) error {
 	if r.h == nil {
 		r.h = r.p.hasher()
 	}
-	v := r.sc.src[e.from:e.to]
+	v := r.src[e.from:e.to]
 	if r.canonicalize && (v[0] == '{' || v[0] == '[') {
-		c, err := sink.AppendCanonical(r.h.buf[:0], []byte(v))
+		c, err := jsonscan.AppendCanonical(r.h.buf[:0], v)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"strings"
 	"testing"
+
+	"github.com/formsync/formsync/internal/jsonscan"
 )
 
 // testSpec is the policy the rewriting tests apply.
@@ -136,7 +138,7 @@ func TestFieldsErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "offset 7") {
 		t.Errorf(`Fields({"a":1,}): %v, want the offset of the problem`, err)
 	}
-	deep := `{"a":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}`
+	deep := `{"a":` + strings.Repeat("[", jsonscan.MaxDepth) + strings.Repeat("]", jsonscan.MaxDepth) + `}`
 	if _, err := p.Fields(deep); err == nil {
 		t.Error("nesting deeper than encoding/json accepts was accepted")
 	}

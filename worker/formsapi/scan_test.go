@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/formsync/formsync/internal/jsonscan"
 )
 
 // checkScan holds scanPage to encoding/json: what it accepts decodes to the
@@ -126,11 +128,11 @@ func TestScanPageNesting(t *testing.T) {
 		v := strings.Repeat(`[`, levels-3) + strings.Repeat(`]`, levels-3)
 		return []byte(`{"data":[{"created_at":"2026-01-01T00:00:00Z","x":` + v + `}],"meta":{"pagination":{"total":1,"per_page":25,"current_page":1}}}`)
 	}
-	if !checkScan(t, page(maxNesting), 0) {
-		t.Errorf("%d levels not scanned", maxNesting)
+	if !checkScan(t, page(jsonscan.MaxDepth), 0) {
+		t.Errorf("%d levels not scanned", jsonscan.MaxDepth)
 	}
-	if checkScan(t, page(maxNesting+1), 0) {
-		t.Errorf("%d levels scanned", maxNesting+1)
+	if checkScan(t, page(jsonscan.MaxDepth+1), 0) {
+		t.Errorf("%d levels scanned", jsonscan.MaxDepth+1)
 	}
 }
 
