@@ -210,8 +210,8 @@ func (f *fixture) checkRows(formID string, want ...sink.Row) {
 			f.t.Errorf("form %s: key %s missing", formID, w.SubmissionKey)
 			continue
 		}
-		if d := diff(w, g); d != "" {
-			f.t.Errorf("form %s key %s: %s", formID, w.SubmissionKey, d)
+		if d := RowDiff(w, g); d != "" {
+			f.t.Errorf("form %s key %s (-want +got):\n%s", formID, w.SubmissionKey, d)
 		}
 	}
 	var live, deleted int64
@@ -225,36 +225,6 @@ func (f *fixture) checkRows(formID string, want ...sink.Row) {
 	if st := f.state(formID); st.Rows != live || st.Deleted != deleted {
 		f.t.Errorf("form %s: row_count %d and deleted_count %d, but %d rows stored, %d of them deleted", formID, st.Rows, st.Deleted, len(got), deleted)
 	}
-}
-
-func diff(want, got sink.Row) string {
-	switch {
-	case !got.CreatedAt.Equal(want.CreatedAt):
-		return fmt.Sprintf("created_at %s, want %s", got.CreatedAt.Format(time.RFC3339Nano), want.CreatedAt.Format(time.RFC3339Nano))
-	case got.IsSpam != want.IsSpam:
-		return fmt.Sprintf("is_spam %v, want %v", got.IsSpam, want.IsSpam)
-	case got.Fields != want.Fields:
-		return fmt.Sprintf("fields %s, want %s", got.Fields, want.Fields)
-	case got.Files != want.Files:
-		return fmt.Sprintf("files %s, want %s", got.Files, want.Files)
-	case got.Raw != want.Raw:
-		return fmt.Sprintf("raw %s, want %s", got.Raw, want.Raw)
-	case (got.SubmissionID == nil) != (want.SubmissionID == nil),
-		got.SubmissionID != nil && *got.SubmissionID != *want.SubmissionID:
-		return fmt.Sprintf("submission_id %v, want %v", deref(got.SubmissionID), deref(want.SubmissionID))
-	case got.ContentKey != want.ContentKey:
-		return fmt.Sprintf("content key %s, want %s", got.ContentKey, want.ContentKey)
-	case !got.DeletedAt.Equal(want.DeletedAt):
-		return fmt.Sprintf("deleted_at %s, want %s", got.DeletedAt.Format(time.RFC3339Nano), want.DeletedAt.Format(time.RFC3339Nano))
-	}
-	return ""
-}
-
-func deref(p *int64) any {
-	if p == nil {
-		return nil
-	}
-	return *p
 }
 
 func wantCounts(t *testing.T, what string, res sink.Result, want sink.Result) {
