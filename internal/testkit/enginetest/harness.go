@@ -282,7 +282,12 @@ const SlowTestsVar = "FORMSYNC_SLOW_TESTS"
 // Slow skips tb unless FORMSYNC_SLOW_TESTS=1; cost says what the test costs.
 func Slow(tb testing.TB, cost string) {
 	tb.Helper()
-	if os.Getenv(SlowTestsVar) != "1" {
+	if !SlowTests() {
 		tb.Skipf("slow test (%s): runs with %s=1, as .ci/run does", cost, SlowTestsVar)
 	}
 }
+
+// SlowTests reports whether the slow tests run (FORMSYNC_SLOW_TESTS=1): a
+// test that sweeps many seeds or moments runs a few of them without it,
+// and all of them with it.
+func SlowTests() bool { return os.Getenv(SlowTestsVar) == "1" }
