@@ -29,6 +29,7 @@ import (
 // orders, at 20 a page and a deletion every few requests: after it and one
 // sync, no live submission is missing.
 func TestBackfillUnderDeletionsLosesNothing(t *testing.T) {
+	t.Parallel()
 	for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
 		t.Run(o.String(), func(t *testing.T) {
 			ctx := t.Context()
@@ -151,6 +152,7 @@ func manySubs(n int) []map[string]any {
 // A server (or proxy) that ignores page and always answers page 1: the
 // form fails for the run and keeps its watermark; nothing is trusted.
 func TestPageIgnoringServerFailsTheForm(t *testing.T) {
+	t.Parallel()
 	api := &fakeAPI{perPage: 10}
 	api.set("f", manySubs(250)...)
 	var ignore atomic.Bool
@@ -190,6 +192,7 @@ func TestPageIgnoringServerFailsTheForm(t *testing.T) {
 // An envelope claiming total_pages 0 for 25 submissions: refused, not a
 // form of 10 rows.
 func TestTotalPagesZeroFailsTheForm(t *testing.T) {
+	t.Parallel()
 	api := &fakeAPI{perPage: 10, rewrite: func(_, pag map[string]any) { pag["total_pages"] = 0 }}
 	api.set("f", manySubs(25)...)
 	s := memsink.New()
@@ -206,6 +209,7 @@ func TestTotalPagesZeroFailsTheForm(t *testing.T) {
 // An oldest-first form whose envelope claims 10^12 pages is read until its
 // time budget runs out; the healthy form beside it commits.
 func TestEndlessFormDoesNotHoldBackOthers(t *testing.T) {
+	t.Parallel()
 	const endless = 1_000_000_000_000
 	api := &fakeAPI{perPage: 10, oldest: true, pages: func(formID string) (int, int, bool) {
 		if formID == "endless" {
@@ -262,6 +266,7 @@ func TestEndlessFormDoesNotHoldBackOthers(t *testing.T) {
 // The same id served again with a different created_at and fields: the row
 // becomes the later version, every column.
 func TestLaterVersionReplacesTheRow(t *testing.T) {
+	t.Parallel()
 	api := &fakeAPI{perPage: 10}
 	v1 := sub(5, base, map[string]any{"v": "1"})
 	api.set("f", v1, sub(4, base.Add(-time.Minute), map[string]any{"v": "old"}))
@@ -308,6 +313,7 @@ func (s *syncFirst) Commit(ctx context.Context, c *sink.Commit) (sink.Result, er
 }
 
 func TestSyncCommittingDuringBackfillIsMerged(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	mem := memsink.New()
 	s := &syncFirst{Sink: mem}
@@ -346,6 +352,7 @@ func TestSyncCommittingDuringBackfillIsMerged(t *testing.T) {
 // A form whose API counts more submissions than it serves: read again in
 // full once, then reported incomplete, in the report and in the state.
 func TestIncompleteFormIsReported(t *testing.T) {
+	t.Parallel()
 	api := &fakeAPI{perPage: 10, pages: func(formID string) (int, int, bool) { return 12, 2, true }}
 	api.set("f", manySubs(10)...)
 	s := memsink.New()
@@ -373,6 +380,7 @@ func TestIncompleteFormIsReported(t *testing.T) {
 // A wrong token over 10 forms: the run stops at once, with at most as many
 // requests as forms read at once.
 func TestUnauthorizedStopsTheRun(t *testing.T) {
+	t.Parallel()
 	var forms []string
 	for i := range 10 {
 		forms = append(forms, fmt.Sprintf("f%d", i))
@@ -405,6 +413,7 @@ func TestUnauthorizedStopsTheRun(t *testing.T) {
 // the watermark: a created_at in the year 9999, fields nested deeper than
 // the sinks query, no fields at all.
 func TestUntrustedSubmissionsAreStoredNotTrusted(t *testing.T) {
+	t.Parallel()
 	deep := any("leaf")
 	for range sink.MaxDepth + 5 {
 		deep = []any{deep}
@@ -466,6 +475,7 @@ func (s *bumpFirst) Commit(ctx context.Context, c *sink.Commit) (sink.Result, er
 // it read them merges: its rows and watermark go in, the other's backfill
 // progress stays.
 func TestSyncMergesAConcurrentCommit(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	mem := memsink.New()
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 24, Variant: apisim.Newer, Forms: []string{"a", "b"}, SubmissionsPerForm: 40}, mem)
@@ -497,6 +507,7 @@ func TestSyncMergesAConcurrentCommit(t *testing.T) {
 }
 
 func TestConfigValidateListsEveryProblem(t *testing.T) {
+	t.Parallel()
 	err := worker.Config{PageSize: 101, Concurrency: -1, FormTimeout: -time.Second, Lookback: -time.Hour, ShutdownGrace: -1}.Validate()
 	var fields []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
@@ -516,6 +527,7 @@ func TestConfigValidateListsEveryProblem(t *testing.T) {
 
 // A form with more field names than a view has columns is logged.
 func TestViewColumnCapIsLogged(t *testing.T) {
+	t.Parallel()
 	fields := map[string]any{}
 	for i := range sink.MaxViewFields + 3 {
 		fields[fmt.Sprintf("f%d", i)] = "x"
@@ -536,6 +548,7 @@ func TestViewColumnCapIsLogged(t *testing.T) {
 // A form short of the API's total whose full re-read finds what was missing
 // is complete: no error, nothing reported missing.
 func TestShortFormMendedByTheReRead(t *testing.T) {
+	t.Parallel()
 	subs := manySubs(3)
 	api := &fakeAPI{perPage: 10, pages: func(string) (int, int, bool) { return 3, 1, true }}
 	api.set("f", subs[0], subs[2]) // the middle one is not listed yet
@@ -560,6 +573,7 @@ func TestShortFormMendedByTheReRead(t *testing.T) {
 // pagination of the page asked for passes the client's checks; the walker
 // sees the repeated page and fails the form.
 func TestRepeatedPageFailsTheForm(t *testing.T) {
+	t.Parallel()
 	api := &fakeAPI{perPage: 10}
 	api.set("f", manySubs(40)...)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -596,6 +610,7 @@ func TestRepeatedPageFailsTheForm(t *testing.T) {
 // few requests as the fall of the total allows. An oldest-first form is
 // read backwards, where such deletions only repeat submissions.
 func TestDeletionsOfManyReadSubmissionsLoseNothing(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		after  int    // the page served before the deletions
@@ -711,6 +726,7 @@ func ids(a, b int) []int {
 // the form under a new field policy (what the failure asks for) while the
 // sync ran keeps the policy it recorded, and the next sync goes through.
 func TestFailedFormMergedKeepsAConcurrentReconcile(t *testing.T) {
+	t.Parallel()
 	pol := mustPolicy(t, "email=drop")
 	for _, sk := range deletionSinks {
 		t.Run(sk.name, func(t *testing.T) {

@@ -34,6 +34,7 @@ func storedIDs(t *testing.T, s *memsink.Sink, f string) map[int64]bool {
 // page ahead (as the first page was read) onto the first page (as the page
 // ahead was read): on neither as read.
 func TestBackfillWindowMovedBetweenBisectionReadsLosesNothing(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		oldest bool
@@ -94,6 +95,7 @@ func TestBackfillWindowMovedBetweenBisectionReadsLosesNothing(t *testing.T) {
 // pages of the walk. A window that lies, as read, on one page holding
 // none of it is read, not reported empty, when the total fell.
 func TestBackfillWindowPulledAboveItsFirstPageLosesNothing(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		deleted      int // how many of the newest are deleted
@@ -153,6 +155,7 @@ func TestBackfillWindowPulledAboveItsFirstPageLosesNothing(t *testing.T) {
 // again before it came. The walk reads them there too. The deleted rows,
 // stored, keep the completeness check from counting those lost.
 func TestAdditionWhilePulledPagesAreReadAgainLosesNothing(t *testing.T) {
+	t.Parallel()
 	type move struct {
 		page, serving int // the move comes as page is served for the serving-th time
 		ids           []int
@@ -245,6 +248,7 @@ func TestAdditionWhilePulledPagesAreReadAgainLosesNothing(t *testing.T) {
 // back onto a page it read before. Once the form holds still, the next
 // sync stores every live submission.
 func TestFormThatNeverHoldsStillFailsAndLosesNothing(t *testing.T) {
+	t.Parallel()
 	subs := manySubs(50) // ids 50 (newest) to 1
 	api := &fakeAPI{perPage: 10}
 	api.set("f", subs...)

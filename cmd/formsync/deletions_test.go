@@ -85,6 +85,7 @@ func runCode(t *testing.T, bin string, env []string, args ...string) (string, in
 // a completed reconcile, never a part; a final clean run marks exactly the
 // submissions deleted upstream.
 func TestReconcileSIGKILL(t *testing.T) {
+	t.Parallel()
 	enginetest.Slow(t, "SIGKILLs 18 reconciles of 1,200 rows, 100 s with -race")
 	bin := buildBinary(t)
 	sim := apisim.New(apisim.Options{Seed: 41, Variant: apisim.Newer, Forms: []string{"a"}, SubmissionsPerForm: 1200, Latency: time.Millisecond})
@@ -154,6 +155,7 @@ func TestDeletionsAndPrivacyAsAUserWould(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	t.Parallel()
 	bin := buildBinary(t)
 	sim := apisim.New(apisim.Options{Seed: 42, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 300})
 	srv := httptest.NewServer(sim)

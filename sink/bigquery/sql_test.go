@@ -49,6 +49,7 @@ func goldenStatements() map[string]string {
 }
 
 func TestGoldenSQL(t *testing.T) {
+	t.Parallel()
 	for name, got := range goldenStatements() {
 		path := filepath.Join("testdata", name)
 		if *update {
@@ -90,6 +91,7 @@ func fakeShapes() string {
 }
 
 func TestFakeShapesMatchGolden(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join("bqfake", "shapes.go")
 	got := fakeShapes()
 	if *update {
