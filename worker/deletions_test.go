@@ -718,13 +718,13 @@ func TestFieldPolicyChangeIsNoticed(t *testing.T) {
 func TestReconcileOfAFormOfOnePageWithoutOrder(t *testing.T) {
 	t.Parallel()
 	subs := manySubs(2) // ids 2 and 1
-	api := &fakeAPI{perPage: 10}
-	api.set("empty")
-	api.set("one", subs[1:]...)
+	api := handSim(apisim.NewestFirst)
+	api.SetSubmissions("empty")
+	api.SetSubmissions("one", subs[1:]...)
 	s := memsink.New()
 	e := fakeEngine(t, api, s, worker.Config{Forms: []string{"empty", "one"}, PageSize: 10})
 	mustSync(t, e)
-	api.set("one", subs[:1]...) // id 1 deleted, id 2 added
+	api.SetSubmissions("one", subs[:1]...) // id 1 deleted, id 2 added
 	rep, err := e.Reconcile(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -743,8 +743,8 @@ func TestReconcileOfAFormOfOnePageWithoutOrder(t *testing.T) {
 // reconciled, as stored, for the metrics of a fresh process.
 func TestFailedFormReportsItsStoredLastSuccess(t *testing.T) {
 	t.Parallel()
-	api := &fakeAPI{perPage: 10}
-	api.set("f", manySubs(3)...)
+	api := handSim(apisim.NewestFirst)
+	api.SetSubmissions("f", manySubs(3)...)
 	var failing atomic.Bool
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if failing.Load() {

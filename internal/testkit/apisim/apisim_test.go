@@ -946,3 +946,28 @@ func TestShuffleTiesOlderKeepsMicroseconds(t *testing.T) {
 		t.Fatal("submissions with the same created_at were always served in one order")
 	}
 }
+
+// SetSubmissions serves the submissions given, in the server's order,
+// with a nil fields member left out, and Submissions returns them.
+func TestSetSubmissions(t *testing.T) {
+	t.Parallel()
+	sim := New(Options{Variant: Newer, Forms: []string{"f"}, SubmissionsPerForm: NoSubmissions})
+	at := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	sim.SetSubmissions("f",
+		Submission{ID: 7, CreatedAt: at.Add(-time.Hour), Fields: json.RawMessage(`{"a":"b"}`), Files: json.RawMessage(`[]`)},
+		Submission{ID: 3, CreatedAt: at, IsSpam: true},
+	)
+	w := serveRecorder(sim, "/api/forms/f/submissions?page=1&limit=10")
+	body := w.Body.String()
+	if !strings.Contains(body, `{"id":3,"is_spam":true,"created_at":"9999-01-01T00:00:00.000Z"}`) ||
+		!strings.Contains(body, `{"id":7,"fields":{"a":"b"},"files":[],"is_spam":false,`) {
+		t.Errorf("served %s", body)
+	}
+	if i := strings.Index(body, `"id":3`); i < 0 || i > strings.Index(body, `"id":7`) {
+		t.Errorf("not newest first: %s", body)
+	}
+	got := sim.Submissions("f")
+	if len(got) != 2 || got[0].ID != 7 || got[1].Fields != nil {
+		t.Errorf("Submissions = %+v", got)
+	}
+}
