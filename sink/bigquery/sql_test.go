@@ -68,7 +68,7 @@ func TestGoldenSQL(t *testing.T) {
 	}
 }
 
-// fakeShapes renders bqfake/shapes.go from the golden statements: the fake
+// fakeShapes renders internal/testkit/bqfake/shapes.go from the golden statements: the fake
 // accepts exactly the statements the sink sends.
 func fakeShapes() string {
 	g := goldenStatements()
@@ -92,7 +92,7 @@ func fakeShapes() string {
 
 func TestFakeShapesMatchGolden(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join("bqfake", "shapes.go")
+	path := filepath.Join("..", "..", "internal", "testkit", "bqfake", "shapes.go")
 	got := fakeShapes()
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
@@ -105,6 +105,6 @@ func TestFakeShapesMatchGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(want) != got {
-		t.Errorf("bqfake/shapes.go is out of date: run go test ./sink/bigquery -run 'Golden|Shapes' -update")
+		t.Errorf("internal/testkit/bqfake/shapes.go is out of date: run go test ./sink/bigquery -run 'Golden|Shapes' -update")
 	}
 }
