@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	cloud.google.com/go/bigquery v1.85.0
 	github.com/cenkalti/backoff/v4 v4.3.0
+	github.com/google/go-cmp v0.7.0
 	github.com/kelseyhightower/envconfig v1.4.0
 	github.com/prometheus/client_golang v1.20.5
 	github.com/prometheus/client_model v0.6.1

@@ -341,6 +341,7 @@ func lastOf(body []instruction, cmd string) []instruction {
 
 // TestDockerfile checks the image's shape from the text; it needs no Docker.
 func TestDockerfile(t *testing.T) {
+	t.Parallel()
 	stages := readDockerfile(t)
 	if len(stages) < 2 {
 		t.Fatalf("%d stage(s): want a build stage and a runtime stage", len(stages))
@@ -475,6 +476,7 @@ func goModVersion(t *testing.T) string {
 }
 
 func TestParseDockerfile(t *testing.T) {
+	t.Parallel()
 	const text = "# syntax=docker/dockerfile:1\nARG GO=1.26\nFROM golang:${GO} AS build\n" +
 		"ARG VERSION=dev\nENV GOFLAGS=-mod=readonly\nRUN CGO_ENABLED=0 go build \\\n" +
 		"    # a comment inside a continuation is dropped\n" +
@@ -507,6 +509,7 @@ func TestParseDockerfile(t *testing.T) {
 // depends on: a static binary (distroless/static has no libc), the stamped
 // version, and the commands the manifests run.
 func TestDockerfileBuild(t *testing.T) {
+	t.Parallel()
 	// The image's flags (-trimpath, static, linux) share no compiled
 	// package with the tests: from an empty build cache this compiles
 	// every dependency once more, minutes on a small machine.
@@ -690,6 +693,7 @@ func (d dockerignore) ignores(p string) bool {
 // TestDockerignore keeps every input of `go build ./cmd/formsync` in the
 // build context and the repository's history and local databases out of it.
 func TestDockerignore(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("../.dockerignore")
 	if err != nil {
 		t.Fatal(err)
@@ -737,6 +741,7 @@ func TestDockerignore(t *testing.T) {
 }
 
 func TestDockerignoreRules(t *testing.T) {
+	t.Parallel()
 	d := parseDockerignore("# comment\n.git\n**/*.db\n/bin/\ndocs/*.md\n!docs/keep.md\n")
 	for p, want := range map[string]bool{
 		".git": true, ".git/objects/ab": true, "a.db": true, "x/y/a.db": true, "a.dbx": false,

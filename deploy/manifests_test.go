@@ -419,6 +419,7 @@ func yamlFiles(t *testing.T) []string {
 }
 
 func TestKustomizationsListed(t *testing.T) {
+	t.Parallel()
 	var dirs, components []string
 	for _, f := range yamlFiles(t) {
 		if path.Base(f) != "kustomization.yaml" && path.Base(f) != "kustomization.yml" {
@@ -470,6 +471,7 @@ func readKustomization(t *testing.T, file string) kustomization {
 // TestManifestFilesDecodeStrictly needs no kubectl: every resource and patch
 // file decodes strictly into its type, so a misspelt field fails here too.
 func TestManifestFilesDecodeStrictly(t *testing.T) {
+	t.Parallel()
 	for _, f := range yamlFiles(t) {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -518,6 +520,7 @@ func resourceFiles(t *testing.T, dir string) []manifest {
 // written, so that they hold without kubectl too (the overlays' patches are
 // covered only by rendering).
 func TestManifestFilesPods(t *testing.T) {
+	t.Parallel()
 	base := resourceFiles(t, "base")
 	for _, dir := range kustomizations {
 		t.Run(dir, func(t *testing.T) {
@@ -537,6 +540,7 @@ func TestManifestFilesPods(t *testing.T) {
 // in the manifests (values, ConfigMap keys, comments) or the Dockerfile is a
 // variable formsync reads (formsync env), so renaming one fails here.
 func TestEnvNamesKnown(t *testing.T) {
+	t.Parallel()
 	known := knownEnvNames(t)
 	files := append(yamlFiles(t), filepath.Join("..", "Dockerfile"))
 	seen := 0
@@ -562,6 +566,7 @@ func TestEnvNamesKnown(t *testing.T) {
 // TestSecretTemplate checks the Secret the pods mount has the shape they
 // expect, without kubectl.
 func TestSecretTemplate(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(secretTemplate)
 	if err != nil {
 		t.Fatal(err)
@@ -587,6 +592,7 @@ func TestSecretTemplate(t *testing.T) {
 }
 
 func TestRenderedManifests(t *testing.T) {
+	t.Parallel()
 	images := map[string][]string{} // image -> where
 	for _, dir := range kustomizations {
 		t.Run(dir, func(t *testing.T) {
@@ -912,6 +918,7 @@ func only[T any](t *testing.T, dir string, ms []manifest) *T {
 }
 
 func TestBaseCronJob(t *testing.T) {
+	t.Parallel()
 	_, ms := render(t, "base")
 	cj := only[batchv1.CronJob](t, "base", ms)
 	if _, err := cron.ParseStandard(cj.Spec.Schedule); err != nil {
@@ -964,6 +971,7 @@ func checkJobPod(t *testing.T, owner string, js batchv1.JobSpec, command string)
 }
 
 func TestShardedOverlay(t *testing.T) {
+	t.Parallel()
 	const dir = "overlays/sharded"
 	objs := cluster(t, dir)
 	_, ms := render(t, dir)
@@ -993,6 +1001,7 @@ func TestShardedOverlay(t *testing.T) {
 }
 
 func TestSchedulerOverlay(t *testing.T) {
+	t.Parallel()
 	const dir = "overlays/scheduler"
 	objs := cluster(t, dir)
 	_, ms := render(t, dir)
@@ -1081,6 +1090,7 @@ func oneJob(t *testing.T, dir, command string) *batchv1.Job {
 }
 
 func TestBackfillJob(t *testing.T) {
+	t.Parallel()
 	js := oneJob(t, "backfill", "backfill").Spec
 	args := js.Template.Spec.Containers[0].Args
 	if i := slices.Index(args, "--form"); i < 0 || i+1 >= len(args) || args[i+1] == "" {
@@ -1097,6 +1107,7 @@ func TestBackfillJob(t *testing.T) {
 // TestStatusJob: deploy/status is the backfill Job running status once,
 // under its own name so that it never replaces a backfill in flight.
 func TestStatusJob(t *testing.T) {
+	t.Parallel()
 	j := oneJob(t, "status", "status")
 	if j.Name != "formsync-status" {
 		t.Errorf("Job %q, want formsync-status: a status run must not take the backfill Job's name", j.Name)
@@ -1121,6 +1132,7 @@ func TestStatusJob(t *testing.T) {
 // TestDecodeManifestStrict shows the decoder rejects what the manifests must
 // never contain: a misspelt field, an unknown kind.
 func TestDecodeManifestStrict(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, doc string
 		want      error // nil: any error
@@ -1149,6 +1161,7 @@ func TestDecodeManifestStrict(t *testing.T) {
 // TestShutdownTimeoutDefault pins where checkPod takes the default from:
 // the binary (formsync env).
 func TestShutdownTimeoutDefault(t *testing.T) {
+	t.Parallel()
 	def := defaultOf(t, "FORMSYNC_SHUTDOWN_TIMEOUT")
 	if _, err := time.ParseDuration(def); err != nil {
 		t.Fatalf("default of FORMSYNC_SHUTDOWN_TIMEOUT %q: %v", def, err)
@@ -1165,6 +1178,7 @@ func TestShutdownTimeoutDefault(t *testing.T) {
 // without the Secret. (status applies no policy; checkPod checks it mounts
 // no Secret.)
 func TestFieldHashKeyMounted(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("base/configmap.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 )
 
 func TestNewRowKeys(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 3, 1, 10, 0, 0, 123456789, time.UTC)
 	id := int64(42)
 	withID, err := NewRow("f", &id, at, false, json.RawMessage(`{"b":"2","a":"<1>"}`), nil)
@@ -51,6 +52,7 @@ func TestNewRowKeys(t *testing.T) {
 // The live service keys files by input name: an object is as good as an
 // array.
 func TestNewRowAcceptsFilesObject(t *testing.T) {
+	t.Parallel()
 	r, err := NewRow("f", nil, time.Now(), false, json.RawMessage(`{"a":"1"}`), json.RawMessage(`{"cv":{"name":"cv.pdf","url":"https://x/cv.pdf"}}`))
 	if err != nil || r.Files != `{"cv":{"name":"cv.pdf","url":"https://x/cv.pdf"}}` {
 		t.Fatalf("files object: %+v, %v", r, err)
@@ -58,6 +60,7 @@ func TestNewRowAcceptsFilesObject(t *testing.T) {
 }
 
 func TestNewRowRejectsBadShapes(t *testing.T) {
+	t.Parallel()
 	at := time.Now()
 	for _, tc := range []struct{ fields, files string }{
 		{`[1]`, `[]`}, {`"x"`, `[]`}, {`{}`, `"x"`}, {`{}`, `1`}, {`{"a":`, `[]`},
@@ -72,6 +75,7 @@ func TestNewRowRejectsBadShapes(t *testing.T) {
 }
 
 func TestSpoolRoundTrip(t *testing.T) {
+	t.Parallel()
 	s, err := NewSpool(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +137,7 @@ func TestSpoolRoundTrip(t *testing.T) {
 // Fields nested deeper than any sink can query are refused with
 // ErrTooDeep, so that the engine can keep the row without them.
 func TestNewRowDepthBound(t *testing.T) {
+	t.Parallel()
 	nested := func(levels int) json.RawMessage {
 		return json.RawMessage(`{"a":` + strings.Repeat("[", levels-1) + strings.Repeat("]", levels-1) + `}`)
 	}
@@ -220,6 +225,7 @@ func checkNewRow(t *testing.T, id *int64, at time.Time, fields, files []byte) {
 }
 
 func TestNewRowMatchesReference(t *testing.T) {
+	t.Parallel()
 	id := int64(77)
 	at := time.Date(2026, 3, 1, 10, 0, 0, 123456789, time.FixedZone("x", 3600))
 	for _, fields := range append(canonicalCases, ``, ` null `, `{"k\u00e9":1,"b":{"z":1,"a":2},"a":[]}`, `{"é":1,"e":2,"\u00e9":3}`, `{"a":`) {
@@ -254,6 +260,7 @@ func FuzzNewRow(f *testing.F) {
 // appendUTC writes what time.Time.AppendFormat writes, years 0 to 9999
 // by hand, the others by AppendFormat.
 func TestAppendUTC(t *testing.T) {
+	t.Parallel()
 	times := []time.Time{
 		{}, time.Unix(0, 0), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
 		time.Date(-1, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),

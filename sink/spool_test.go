@@ -62,6 +62,7 @@ func TestFinishedSpoolsHoldNoBuffers(t *testing.T) {
 // written fails every later Finish and every read, so that no caller
 // commits it short of rows.
 func TestFailedFinishStaysFailed(t *testing.T) {
+	t.Parallel()
 	r := oneRow(t)
 	sp := spoolOf(t, r)
 	sp.f.Close() // the row is still buffered: writing it fails

@@ -195,6 +195,7 @@ func TestRowsKeepsRowsWithIDsInOrder(t *testing.T) {
 }
 
 func TestOnlyContentKeys(t *testing.T) {
+	t.Parallel()
 	s, err := NewSpool(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +256,7 @@ func TestSpoolSortsOnlyWhenAsked(t *testing.T) {
 }
 
 func TestWireKey(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line, key string
 		ok        bool

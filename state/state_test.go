@@ -17,6 +17,7 @@ func at(ms int, us int) time.Time {
 }
 
 func TestWatermarkCompare(t *testing.T) {
+	t.Parallel()
 	var zero Watermark
 	if !zero.IsNew(at(0, 0), "a") || zero.IsOlder(at(0, 0)) {
 		t.Fatal("the zero watermark must find everything new")
@@ -48,6 +49,7 @@ func TestWatermarkCompare(t *testing.T) {
 }
 
 func TestWatermarkNeverMovesBack(t *testing.T) {
+	t.Parallel()
 	w := Watermark{}.Advance(at(50, 0), 5, "5")
 	if got := w.Advance(at(40, 0), 4, "4"); !got.CreatedAt.Equal(w.CreatedAt) || len(got.Boundary) != 1 {
 		t.Errorf("an older submission moved the watermark: %+v", got)
@@ -72,6 +74,7 @@ func TestWatermarkNeverMovesBack(t *testing.T) {
 // the ids the newer form gives: the same submissions count as new, and the
 // sink re-keys them instead of duplicating.
 func TestWatermarkAcrossResponseForms(t *testing.T) {
+	t.Parallel()
 	older := Watermark{}.Advance(at(10, 123), 0, "hash-a")
 	newerPrecision := at(10, 0) // the newer form prints milliseconds only
 	if older.IsOlder(newerPrecision) {
@@ -83,6 +86,7 @@ func TestWatermarkAcrossResponseForms(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	if err := New("f").Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +124,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestCopies(t *testing.T) {
+	t.Parallel()
 	a := Copies{"x": 1, "y": 2}
 	b := Copies{"y": 1, "z": 3}
 	got := a.Merge(b)
@@ -139,6 +144,7 @@ func TestCopies(t *testing.T) {
 }
 
 func TestBackfillJSONRoundTrip(t *testing.T) {
+	t.Parallel()
 	whole := Backfill{Cursor: at(3, 4), StartedAt: at(5, 6), Total: 1200,
 		Watermark: Watermark{CreatedAt: at(8, 9), ID: 77, Boundary: []string{"76", "77"}}}
 	for _, b := range []Backfill{{}, {Since: at(1, 2), Cursor: at(3, 4), StartedAt: at(5, 6), FieldPolicy: "0123456789abcdef0123456789abcdef"}, {Until: at(7, 0)}, whole} {
@@ -162,6 +168,7 @@ func TestBackfillJSONRoundTrip(t *testing.T) {
 }
 
 func TestForgottenPending(t *testing.T) {
+	t.Parallel()
 	fg, err := NewForgotten()
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +241,7 @@ func advanceByCopy(w Watermark, createdAt time.Time, id int64, key string) Water
 // (advanceByCopy), and what they returned earlier does not change when
 // they go on.
 func TestWatermarkBuilderIsAdvance(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		var start Watermark
@@ -294,6 +302,7 @@ func BenchmarkWatermarkTies(b *testing.B) {
 // TestScrubLeavesNoForgottenKey: a scrubbed watermark keeps its time and
 // every key that is not forgotten, and its id is the largest id left.
 func TestScrubLeavesNoForgottenKey(t *testing.T) {
+	t.Parallel()
 	fg, err := NewForgotten()
 	if err != nil {
 		t.Fatal(err)

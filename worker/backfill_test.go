@@ -32,6 +32,7 @@ func interruptedBackfill(t *testing.T, e *worker.Engine, formID string, opts wor
 // run again after an interruption, the same command resumes, whatever
 // precision the sink keeps the progress in.
 func TestBackfillOfAWindowEndingInAWholeSecondResumes(t *testing.T) {
+	t.Parallel()
 	for _, sk := range deletionSinks {
 		t.Run(sk.name, func(t *testing.T) {
 			ctx := t.Context()

@@ -14,6 +14,7 @@ import (
 // the rows it stored, once, with no conflict and no second commit of them,
 // and the next run has nothing to do.
 func TestSyncThroughACommitJobFailingAfterItsCommit(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s, _, fake := bqSinkOnFake(t)
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 120}, s)

@@ -133,6 +133,7 @@ func testCopies(t *testing.T, s enginetest.Sink, o apisim.Order) {
 // parts, as the command does) and the BigQuery sink on its fake: each must
 // keep the copies in its state.
 func TestCopiesInEverySink(t *testing.T) {
+	t.Parallel()
 	for _, o := range orders {
 		t.Run("sqlite/"+o.name, func(t *testing.T) { testCopies(t, inParts{openSQLite(t), 7}, o.o) })
 		t.Run("bigquery/"+o.name, func(t *testing.T) {
@@ -147,6 +148,7 @@ func TestCopiesInEverySink(t *testing.T) {
 // completeness check read the form again once; that read learns them, and
 // the run succeeds. The runs after it are idle.
 func TestCopiesUnknownToTheStateAreLearnt(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := openSQLite(t)
 	h := newHarness(t, apisim.Options{Seed: 43, Variant: apisim.Older, Forms: []string{"dup"}, SubmissionsPerForm: 40}, s)
@@ -182,6 +184,7 @@ func TestCopiesUnknownToTheStateAreLearnt(t *testing.T) {
 // key, not a tie member served twice while another was skipped: the walk
 // does not read the page again for the member it would think missing.
 func TestCopiesInATieAcrossPages(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	h := newHarness(t, apisim.Options{Seed: 44, Variant: apisim.Older, Order: apisim.OldestFirst, Forms: []string{"dup"}, SubmissionsPerForm: 50}, memSink(t))
 	// Oldest first, 25 a page: the submission, its copy and a third one in
@@ -204,6 +207,7 @@ func TestCopiesInATieAcrossPages(t *testing.T) {
 // moves them onto one page: the next run's full re-read counts the copy,
 // and the form is complete.
 func TestCopiesAcrossAPageBorder(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	h := newHarness(t, apisim.Options{Seed: 45, Variant: apisim.Older, Forms: []string{"dup"}, SubmissionsPerForm: 60}, memSink(t))
 	// Newest first, 25 a page: the 25th newest and its copy (placed after
@@ -254,6 +258,7 @@ func syncedWithAGoneCopy(t *testing.T, s enginetest.Sink) *enginetest.Harness {
 // it, but the copies it counts are those it saw: a copy deleted upstream
 // since the other commit's state was written is not counted again.
 func TestReconcileMergedWithAConcurrentCommitDropsGoneCopies(t *testing.T) {
+	t.Parallel()
 	for _, conflict := range []bool{false, true} {
 		t.Run(fmt.Sprint("conflict=", conflict), func(t *testing.T) {
 			ctx := t.Context()
@@ -289,6 +294,7 @@ func TestReconcileMergedWithAConcurrentCommitDropsGoneCopies(t *testing.T) {
 // own read saw: a copy the reconcile found deleted upstream, which the
 // state it read still named, is not counted again.
 func TestMergedWithAConcurrentReconcileDropsGoneCopies(t *testing.T) {
+	t.Parallel()
 	for _, run := range []struct {
 		name string
 		run  func(ctx context.Context, h *enginetest.Harness) (conflicts int, err error)

@@ -134,6 +134,7 @@ func sortedKeys(m map[string]sink.Row) []string {
 // marks exactly those 20, counts them in the state, costs one request per
 // page; one served again is cleared by the next reconcile.
 func TestReconcile(t *testing.T) {
+	t.Parallel()
 	for _, sk := range deletionSinks {
 		t.Run(sk.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -196,6 +197,7 @@ func TestReconcile(t *testing.T) {
 // reconcile reads: no row still served may be marked deleted, and every
 // row deleted before the read began is.
 func TestReconcileWhilePagesMove(t *testing.T) {
+	t.Parallel()
 	for _, o := range orders {
 		t.Run(o.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -239,6 +241,7 @@ func TestReconcileWhilePagesMove(t *testing.T) {
 // deleted; before the second read, these seeds each marked one or two
 // rows that were served throughout.
 func TestReconcileUnderChurnMarksNoServedRow(t *testing.T) {
+	t.Parallel()
 	for _, seed := range []int64{6, 21, 34, 41} {
 		t.Run(strconv.FormatInt(seed, 10), func(t *testing.T) {
 			ctx := t.Context()
@@ -284,6 +287,7 @@ func checkMarksAfterMovingReconcile(t *testing.T, h *enginetest.Harness, s engin
 // TestReconcileEvery: a sync reconciles a form once its last reconcile is
 // older than Config.ReconcileEvery.
 func TestReconcileEvery(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := memSink(t)
 	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
@@ -309,6 +313,7 @@ func TestReconcileEvery(t *testing.T) {
 // which is not counted) still commits the rows read, without marking
 // deletions, and says why; an explicit reconcile of it fails.
 func TestReconcileDueFromAShortReadStillStoresRows(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 45, Variant: apisim.Older, Order: apisim.OldestFirst, Forms: []string{"dup"}, SubmissionsPerForm: 60}, memSink(t))
 	// Oldest first, 25 a page: the 25th oldest and its copy are the last of
@@ -346,6 +351,7 @@ func TestReconcileDueFromAShortReadStillStoresRows(t *testing.T) {
 // submission (a typo) must not make the form look one row fuller than it
 // is, which would hide a row the read skipped from the completeness check.
 func TestForgottenUnstoredKeysCountOnceServed(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := memSink(t)
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 3, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 30}, s)
@@ -442,6 +448,7 @@ func fieldOf(t *testing.T, s apisim.Submission, name string) string {
 // a later backfill of the whole form, a sync with lookback and a
 // reconcile do not bring them back.
 func TestForgetByField(t *testing.T) {
+	t.Parallel()
 	for _, sk := range deletionSinks {
 		t.Run(sk.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -579,6 +586,7 @@ func (s *spoolSpy) Commit(ctx context.Context, c *sink.Commit) (sink.Result, err
 // e-mail or phone value reaches the SQLite file, the spool directory, the
 // BigQuery fake or the logs; e-mails hash the same across runs and sinks.
 func TestFieldPolicyKeepsClearValuesOut(t *testing.T) {
+	t.Parallel()
 	pol := mustPolicy(t, "email=hash,phone=drop")
 	pol = pol.WithKey([]byte("a test key of at least 16 bytes"))
 	forms := []string{"contact", "signup"}
@@ -680,6 +688,7 @@ func TestFieldPolicyKeepsClearValuesOut(t *testing.T) {
 // TestFieldPolicyChangeIsNoticed: a sync refuses a form stored under
 // another policy, saying how to rewrite it; a reconcile rewrites it.
 func TestFieldPolicyChangeIsNoticed(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := memSink(t)
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 36, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 40}, s)
@@ -707,14 +716,15 @@ func TestFieldPolicyChangeIsNoticed(t *testing.T) {
 // and needs none: its one page is read whole. A reconcile of it is made,
 // and marks what the form no longer serves.
 func TestReconcileOfAFormOfOnePageWithoutOrder(t *testing.T) {
+	t.Parallel()
 	subs := manySubs(2) // ids 2 and 1
-	api := &fakeAPI{perPage: 10}
-	api.set("empty")
-	api.set("one", subs[1:]...)
+	api := handSim(apisim.NewestFirst)
+	api.SetSubmissions("empty")
+	api.SetSubmissions("one", subs[1:]...)
 	s := memsink.New()
 	e := fakeEngine(t, api, s, worker.Config{Forms: []string{"empty", "one"}, PageSize: 10})
 	mustSync(t, e)
-	api.set("one", subs[:1]...) // id 1 deleted, id 2 added
+	api.SetSubmissions("one", subs[:1]...) // id 1 deleted, id 2 added
 	rep, err := e.Reconcile(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -732,8 +742,9 @@ func TestReconcileOfAFormOfOnePageWithoutOrder(t *testing.T) {
 // A failed form's report carries when it last synced and was last
 // reconciled, as stored, for the metrics of a fresh process.
 func TestFailedFormReportsItsStoredLastSuccess(t *testing.T) {
-	api := &fakeAPI{perPage: 10}
-	api.set("f", manySubs(3)...)
+	t.Parallel()
+	api := handSim(apisim.NewestFirst)
+	api.SetSubmissions("f", manySubs(3)...)
 	var failing atomic.Bool
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if failing.Load() {
@@ -764,6 +775,7 @@ func TestFailedFormReportsItsStoredLastSuccess(t *testing.T) {
 // reconcile does. The reconcile, merged with it, leaves those rows live:
 // they are served, and a row marked deleted looks gone to every query.
 func TestReconcileMergedWithAConcurrentSync(t *testing.T) {
+	t.Parallel()
 	for _, sk := range deletionSinks {
 		t.Run(sk.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -813,6 +825,7 @@ func (s *purgeSink) Purge(context.Context) error {
 // person, with nothing left to remove, purges again; a dry run does not,
 // nor a forget matching nothing in a form nothing was forgotten from.
 func TestForgetPurges(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := &purgeSink{Sink: memsink.New(), blocked: errors.New("a reader holds old pages")}
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 35, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 30}, s)

@@ -46,6 +46,7 @@ func (s *onCommit) Commit(ctx context.Context, c *sink.Commit) (sink.Result, err
 // states and the counts are those of a sync in one commit, the other
 // forms are read while the parts are written, and nothing is read twice.
 func TestSyncInParts(t *testing.T) {
+	t.Parallel()
 	for _, sk := range deletionSinks {
 		for _, o := range orders {
 			t.Run(sk.name+"/"+o.name, func(t *testing.T) {
@@ -100,6 +101,7 @@ func TestSyncInParts(t *testing.T) {
 // records it: the next sync goes on with the form instead of taking its
 // rows for rows of another policy.
 func TestInterruptedSyncInParts(t *testing.T) {
+	t.Parallel()
 	for _, spec := range []string{"", "email=drop"} {
 		for _, sk := range deletionSinks {
 			t.Run(cmp.Or(spec, "no policy")+"/"+sk.name, func(t *testing.T) {
@@ -149,6 +151,7 @@ func TestInterruptedSyncInParts(t *testing.T) {
 // a field policy that meets a concurrent commit of its form (a forget)
 // records that policy for its rows all the same.
 func TestPartMeetingACommitKeepsTheFieldPolicy(t *testing.T) {
+	t.Parallel()
 	pol := mustPolicy(t, "email=drop")
 	for _, sk := range deletionSinks {
 		t.Run(sk.name, func(t *testing.T) {
@@ -204,6 +207,7 @@ func (g *gatedSource) Page(ctx context.Context, formID string, page, limit int) 
 // run's final commit is running does not cancel it: what was read is
 // committed within Config.ShutdownGrace.
 func TestShutdownDuringCommitCommits(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	s := &onCommit{Sink: openSQLite(t), n: 1, hook: func(ctx context.Context, _ *sink.Commit) error {
@@ -239,6 +243,7 @@ func TestShutdownDuringCommitCommits(t *testing.T) {
 // submission already committed and one still to come: neither may be
 // stored when the sync ends, and the tombstones stay.
 func TestForgetBetweenParts(t *testing.T) {
+	t.Parallel()
 	for _, sk := range deletionSinks {
 		t.Run(sk.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -286,6 +291,7 @@ func TestForgetBetweenParts(t *testing.T) {
 // the commit of everything it read, so it commits once, whatever
 // PartRows says.
 func TestReconcileIsNeverInParts(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 44, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 120}, memSink(t))
 	h.Config.PartRows = 30
@@ -299,6 +305,7 @@ func TestReconcileIsNeverInParts(t *testing.T) {
 
 // TestPartRowsIsValidated: a negative part size is refused.
 func TestPartRowsIsValidated(t *testing.T) {
+	t.Parallel()
 	err := worker.Config{Forms: []string{"f"}, PartRows: -1}.Validate()
 	var fe *config.FieldError
 	if !errors.As(err, &fe) || fe.Field != "PartRows" {
@@ -311,6 +318,7 @@ func TestPartRowsIsValidated(t *testing.T) {
 // with that error, keeps the progress of the one before, and a second
 // backfill resumes there and completes the table.
 func TestBackfillCheckpointFailsWhileReadingOn(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	base := openSQLite(t)
 	injected := errors.New("injected commit failure")
@@ -345,6 +353,7 @@ func TestBackfillCheckpointFailsWhileReadingOn(t *testing.T) {
 // form are keyed by content hashes, which land all over the table; they
 // are committed once, at the end.
 func TestContentKeyedRowsAreNotCommittedInParts(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 46, Variant: apisim.Older, Forms: []string{"f"}, SubmissionsPerForm: 120}, memSink(t))
 	h.Config.PartRows = 30
@@ -444,6 +453,7 @@ func (s *spoolWatch) Commit(ctx context.Context, c *sink.Commit) (sink.Result, e
 // each held a write buffer, and a chain of checkpoints kept every one of a
 // backfill's alive to its end.
 func TestCommittedSpoolsAreReleased(t *testing.T) {
+	t.Parallel()
 	const at = 25
 	for _, backfill := range []bool{false, true} {
 		t.Run(map[bool]string{false: "sync in parts", true: "backfill"}[backfill], func(t *testing.T) {

@@ -37,6 +37,7 @@ func (s *viewless) Commit(ctx context.Context, c *sink.Commit) (sink.Result, err
 // many parts the sync committed, once per backfill checkpoint, and after a
 // forget; never for a form whose view was made.
 func TestViewNotMadeIsLogged(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	var logs bytes.Buffer
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 7, Variant: apisim.Newer, Forms: []string{"f", "g"}, SubmissionsPerForm: 120}, &viewless{Sink: memSink(t), form: "f"})

@@ -60,6 +60,7 @@ func mustPolicy(t *testing.T, spec string) *fieldpolicy.Policy {
 }
 
 func TestShardCoversEveryFormExactlyOnce(t *testing.T) {
+	t.Parallel()
 	var forms []string
 	for i := range 300 {
 		forms = append(forms, fmt.Sprintf("form-%d", i))
@@ -91,6 +92,7 @@ func TestShardCoversEveryFormExactlyOnce(t *testing.T) {
 }
 
 func TestBackfillIsIdempotentAndKeepsTheWatermark(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
 		t.Run(o.String(), func(t *testing.T) {
@@ -125,6 +127,7 @@ func TestBackfillIsIdempotentAndKeepsTheWatermark(t *testing.T) {
 }
 
 func TestBackfillResumesAfterInterruption(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
 		t.Run(o.String(), func(t *testing.T) {
@@ -187,6 +190,7 @@ func TestBackfillResumesAfterInterruption(t *testing.T) {
 // starts over instead of resuming, since the rows it wrote before carry the
 // policy of then.
 func TestResumedBackfillAdoptsTheFieldPolicy(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := openSQLite(t)
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 12, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
@@ -245,6 +249,7 @@ func TestResumedBackfillAdoptsTheFieldPolicy(t *testing.T) {
 // field policy and records it, so that syncs go on; into a form stored
 // under another policy it is refused, since it would mix the two.
 func TestBackfillOfAWindowRecordsTheFieldPolicy(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := openSQLite(t)
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 13, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 100}, s)
@@ -276,6 +281,7 @@ func TestBackfillOfAWindowRecordsTheFieldPolicy(t *testing.T) {
 // every row still served (the rows there were deleted since) is cleared by
 // the next backfill of the window, which has nothing left to read.
 func TestResumedBackfillWithNothingLeftEnds(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := openSQLite(t)
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 12, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
@@ -311,6 +317,7 @@ func TestResumedBackfillWithNothingLeftEnds(t *testing.T) {
 }
 
 func TestBackfillDryRunReadsNothing(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := openSQLite(t)
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 13, Variant: apisim.Older, Forms: []string{"f"}, SubmissionsPerForm: 500}, s)
@@ -354,6 +361,7 @@ func TestBackfillDryRunReadsNothing(t *testing.T) {
 // the requests that locate the window included, in either order and
 // response form.
 func TestBackfillDryRunEstimatesItsRequests(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		variant apisim.Variant
@@ -402,6 +410,7 @@ func TestBackfillDryRunEstimatesItsRequests(t *testing.T) {
 // A shutdown in the middle of a sync commits the forms read completely and
 // leaves the others as they were; the next run completes them.
 func TestShutdownMidRunLeavesConsistentState(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := openSQLite(t)
 	forms := []string{"a", "b", "c", "d", "e", "f"}
@@ -445,6 +454,7 @@ func TestShutdownMidRunLeavesConsistentState(t *testing.T) {
 // parameter: the total says the form changed. The sync reads on and the
 // table ends exact.
 func TestAPageOfInsertionsIsNotIgnoredPaging(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 14, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 50,
 		MutateEvery: 2, AddPerMutation: 10}, openSQLite(t))
@@ -462,10 +472,17 @@ func TestAPageOfInsertionsIsNotIgnoredPaging(t *testing.T) {
 // tie split between two pages on both and others on neither. The walk
 // reads the later page again until it has found as many members as the
 // two pages have places for them; every form completes in one sync.
+// Seeds 1 and 2 by default, 1 to 5 with FORMSYNC_SLOW_TESTS=1.
 func TestTiesInAnotherOrderOnEveryRequest(t *testing.T) {
+	t.Parallel()
+	seeds := []int64{1, 2, 3, 4, 5}
+	if !enginetest.SlowTests() {
+		seeds = seeds[:2]
+	}
 	for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
-		for seed := int64(1); seed <= 5; seed++ {
+		for _, seed := range seeds {
 			t.Run(fmt.Sprintf("%v/%d", o, seed), func(t *testing.T) {
+				t.Parallel()
 				ctx := t.Context()
 				s := openSQLite(t)
 				h := enginetest.NewHarness(t, apisim.Options{Seed: seed, Variant: apisim.Newer, Order: o, Forms: []string{"f"},

@@ -16,6 +16,7 @@ import (
 // TestServesTheSink: the sink opens, commits and reads back against the
 // served fake, and the command stops when its context ends.
 func TestServesTheSink(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	r, w := io.Pipe()
@@ -71,6 +72,7 @@ func TestServesTheSink(t *testing.T) {
 }
 
 func TestRefusesAddressesBeyondLoopback(t *testing.T) {
+	t.Parallel()
 	for _, addr := range []string{"0.0.0.0:9050", ":9050", "10.0.0.1:9050", "[::2]:9050", "example.com:9050", "localhost.example.com:9050"} {
 		if err := run(t.Context(), []string{"-addr", addr}, io.Discard); err == nil || !strings.Contains(err.Error(), "loopback") {
 			t.Errorf("-addr %s: %v, want it refused", addr, err)

@@ -20,19 +20,28 @@ import (
 // TestSIGKILLNeverLosesOrDuplicates kills a real `formsync sync` process at
 // many points of its run (while paging, while staging, during the commit),
 // then runs it once cleanly: the table must equal the simulator's set.
+// Without FORMSYNC_SLOW_TESTS=1 it runs six times in one order (about
+// 20 s with -race); with it, 24 runs of each order (about 160 s).
 func TestSIGKILLNeverLosesOrDuplicates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	for _, order := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
+	orders := []apisim.Order{apisim.NewestFirst, apisim.OldestFirst}
+	// The first two runs die during the initial full read (120 pages at
+	// 300 requests/s); a fraction of 0 lets the run finish and re-measures
+	// (twice at first: the first to finish is the long full read, the
+	// second an incremental run).
+	fractions := []float64{0.1, 0.3, 0, 0, 0.05, 0.2, 0.4, 0.6, 0.8, 0.95, 1.1, 0, 0.1, 0.25, 0.5, 0.7, 0.85, 1.0, 0, 0.15, 0.35, 0.55, 0.75, 0.9}
+	if !enginetest.SlowTests() {
+		// Two kills during the full read, two runs to their end (the
+		// second measures an incremental run), two kills of incremental
+		// runs.
+		orders, fractions = orders[:1], []float64{0.1, 0.3, 0, 0, 0.2, 0.5}
+	}
+	for _, order := range orders {
 		t.Run(order.String(), func(t *testing.T) {
 			forms := []string{"a", "b", "c", "d"}
 			sim := apisim.New(apisim.Options{Seed: 21, Variant: apisim.Newer, Order: order, Forms: forms, SubmissionsPerForm: 600, TieEvery: 7, Latency: time.Millisecond})
-			// The first two runs die during the initial full read (120
-			// pages at 300 requests/s); a fraction of 0 lets the run finish
-			// and re-measures (twice at first: the first to finish is the
-			// long full read, the second an incremental run).
-			fractions := []float64{0.1, 0.3, 0, 0, 0.05, 0.2, 0.4, 0.6, 0.8, 0.95, 1.1, 0, 0.1, 0.25, 0.5, 0.7, 0.85, 1.0, 0, 0.15, 0.35, 0.55, 0.75, 0.9}
 			env := killEnv(t, sim, forms, "FORMSYNC_PAGE_SIZE=20", "FORMSYNC_RATE_LIMIT=300")
 			kills, progressed := killRuns(t, sim, forms, env, fractions, 400*time.Millisecond)
 			// Some runs must have committed before they were killed or
@@ -53,9 +62,7 @@ func TestSIGKILLNeverLosesOrDuplicates(t *testing.T) {
 // that got in stay, the watermark does not move, and one clean run ends
 // with the simulator's set.
 func TestSIGKILLDuringPartsNeverLosesOrDuplicates(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	enginetest.Slow(t, "SIGKILLs 12 first syncs of 3,000 rows, 4 min with -race")
 	for _, order := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
 		t.Run(order.String(), func(t *testing.T) {
 			forms := []string{"big", "small"}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
@@ -22,6 +23,7 @@ import (
 // transaction for a concurrent update; the sink waits, re-reads the
 // revisions (unchanged) and runs it again under a new job id.
 func TestCancelledTransactionIsRunAgain(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{PendingPolls: 1})
 	rows := []sink.Row{b.row(t, "f", 1, 1, false), b.row(t, "f", 2, 2, false)}
 	b.fake.FailNext(bqfake.OpConcurrent, 0, "")
@@ -46,6 +48,7 @@ func TestCancelledTransactionIsRunAgain(t *testing.T) {
 // treats it as the other wording: it waits, re-reads the revisions and
 // runs the transaction again.
 func TestSerializationFailureIsRunAgain(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{PendingPolls: 1})
 	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
 	b.fake.FailNext(bqfake.OpSerialize, 0, "")
@@ -66,6 +69,7 @@ func TestSerializationFailureIsRunAgain(t *testing.T) {
 // process commits the form; the sink's re-read sees the moved revision and
 // gives up with a ConflictError rather than run its stale state.
 func TestCancelledTransactionThenConflict(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	other := b.second(t)
 	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
@@ -91,6 +95,7 @@ func TestCancelledTransactionThenConflict(t *testing.T) {
 // the same id and gets 409; the sink attaches to the job instead of
 // starting a second transaction.
 func TestLostInsertResponseAttaches(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{PendingPolls: 2})
 	first := []sink.Row{b.row(t, "f", 0, 0, false)}
 	// The first commit creates the form's view: the lost response is
@@ -121,6 +126,7 @@ func TestLostInsertResponseAttaches(t *testing.T) {
 // job, and when polling keeps failing it gives up saying the job may still
 // be running.
 func TestPollingErrorsKeepTheSameJob(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{PendingPolls: 2})
 	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
 	b.fake.ResetStats()
@@ -164,10 +170,16 @@ func TestPollingErrorsKeepTheSameJob(t *testing.T) {
 // of ReadState, commit with the revision read, retry on ConflictError.
 // BigQuery (the fake) cancels overlapping transactions; the sinks run them
 // again. The backfill re-reads rows the shards also commit. At the end
-// every row is stored once and every form's row count is exact.
+// every row is stored once and every form's row count is exact. Two shards
+// of three rounds by default (four of six, 77 s with -race on two busy
+// cores, with FORMSYNC_SLOW_TESTS=1).
 func TestShardsAndBackfillCommitConcurrently(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{PendingPolls: 2})
-	const shards, rounds, perRound = 4, 6, 5
+	shards, rounds, perRound := 2, 3, 5
+	if enginetest.SlowTests() {
+		shards, rounds = 4, 6
+	}
 	formsOf := func(shard int) []string { return []string{fmt.Sprintf("s%d_a", shard), fmt.Sprintf("s%d_b", shard)} }
 	var all []string
 	for i := range shards {
@@ -304,6 +316,7 @@ func TestShardsAndBackfillCommitConcurrently(t *testing.T) {
 // not the bare "context deadline exceeded" of a caller that gave up, nor a
 // status that could not be read (every poll read it: RUNNING).
 func TestJobTimeoutSaysSo(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{PendingPolls: 1 << 30}, func(c *Config) { c.JobTimeout = 50 * time.Millisecond })
 	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
 	_, err := b.commit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
@@ -324,6 +337,7 @@ func TestJobTimeoutSaysSo(t *testing.T) {
 // it would go on holding its tables, and BigQuery would cancel every later
 // commit of the forms in it for a concurrent update until it ended.
 func TestTimedOutJobIsCancelled(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{}, func(c *Config) { c.JobTimeout = 300 * time.Millisecond })
 	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
 	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
@@ -364,6 +378,7 @@ func TestTimedOutJobIsCancelled(t *testing.T) {
 // timeout) while its commit's job runs does not cancel the job, which may
 // yet commit what the run read.
 func TestStoppedRunLeavesItsJobBe(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{PendingPolls: 1 << 30})
 	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)

@@ -10,6 +10,7 @@ import (
 // TestContract runs the shared sink contract against the sink on the fake,
 // along the production path (upload, load job, transaction).
 func TestContract(t *testing.T) {
+	t.Parallel()
 	if raceEnabled && testing.Short() {
 		// About 60 s under the race detector (5 s without): the other
 		// tests cover the same code paths under -race.

@@ -16,6 +16,7 @@ import (
 	bq "cloud.google.com/go/bigquery"
 
 	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/internal/testkit/memsink"
 	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
@@ -28,14 +29,16 @@ import (
 // reconciles, forgets with their tombstones, forms committed together)
 // against the sink and the reference sink (memsink), and requires the same
 // counts, rows (deleted_at included) and row_count / deleted_count after
-// every commit.
+// every commit. Seeds 0 and 1 by default, 0 to 5 with FORMSYNC_SLOW_TESTS=1.
 func TestDeletionsMatchReference(t *testing.T) {
-	seeds := 6
-	if testing.Short() {
-		seeds = 2
+	t.Parallel()
+	seeds := 2
+	if enginetest.SlowTests() {
+		seeds = 6
 	}
 	for seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
 			b := setup(t, bqfake.Options{})
 			ref := memsink.New()
 			rnd := rand.New(rand.NewPCG(uint64(seed), 7))
@@ -196,6 +199,7 @@ func brief(rows []sink.Row) string {
 // serves no submission any more) runs no load job, marks every row, and
 // the view leaves the marked rows out; Find still finds them.
 func TestReconcileWithoutRows(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	rows := []sink.Row{b.row(t, "r", 1, 1, false), b.row(t, "r", 2, 2, false), b.row(t, "r", 3, 3, false)}
 	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("r", rows, "email"), rows})
@@ -239,6 +243,7 @@ func TestReconcileWithoutRows(t *testing.T) {
 // TestFindTakesNamesAndValuesAsParameters finds rows by field names and
 // values full of SQL and JSON path syntax.
 func TestFindTakesNamesAndValuesAsParameters(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	names := append([]string{"a.b", "$", "$.a", "[0]", "a[0]", `"q"`, "*"}, hostile...)
 	var rows []sink.Row
@@ -280,6 +285,7 @@ func TestFindTakesNamesAndValuesAsParameters(t *testing.T) {
 // than its buffer pass whole, tombstoned keys (submission or content) are
 // dropped, and a line that is not JSON fails the upload.
 func TestTombstonesFilterTheUpload(t *testing.T) {
+	t.Parallel()
 	fg, err := state.NewForgotten()
 	if err != nil {
 		t.Fatal(err)
@@ -315,6 +321,7 @@ func TestTombstonesFilterTheUpload(t *testing.T) {
 // out rows deleted upstream) before sync_state gains its columns, whose
 // presence then says the views were recreated: the next Open does nothing.
 func TestMigrationRecreatesViews(t *testing.T) {
+	t.Parallel()
 	subs, st := submissionsSchema(), stateSchema()
 	if subs[len(subs)-1].Name != "deleted_at" || st[13].Name != "revision" {
 		t.Fatal("the schemas changed: update this test")

@@ -25,6 +25,7 @@ import (
 // sink holds them. The JSON column itself holds the rounded number (what
 // PARSE_JSON can store); the exact text is in fields_text.
 func TestExactNumbersRoundTrip(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "s.db"))
 	if err != nil {
@@ -106,6 +107,7 @@ func TestExactNumbersRoundTrip(t *testing.T) {
 // same millisecond keeps the stored microseconds, which the newer response
 // form cannot print).
 func TestLaterVersionReplacesEveryColumn(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	first := b.row(t, "v", 7, 1, false)
 	first.Raw = `{"id":7,"v":1}`
@@ -180,6 +182,7 @@ func selectAll(t *testing.T, b *bundle, table string) []map[string]bq.Value {
 // 0, deleted_count 0), recreates the forms' views, and, once they exist,
 // does no DDL again.
 func TestMigrateAddsColumnsInPlace(t *testing.T) {
+	t.Parallel()
 	oldSubs := submissionsSchema()[:8]
 	oldState := stateSchema()[:13]
 	fake, cfg, ds := olderDataset(t, map[string]bq.Schema{"submissions": oldSubs, "sync_state": oldState})
@@ -262,6 +265,7 @@ func loadNDJSON(t *testing.T, tbl *bq.Table, schema bq.Schema, lines ...string) 
 // before this one wrote (no copies column): every other column as stored,
 // copies as none, and nothing is created or altered.
 func TestReadOnlyReadsStateWithoutCopies(t *testing.T) {
+	t.Parallel()
 	var prevState bq.Schema
 	for _, f := range stateSchema() {
 		if f.Name != "copies" {
@@ -297,6 +301,7 @@ func TestReadOnlyReadsStateWithoutCopies(t *testing.T) {
 // run. The JSON column of that row is NULL (SAFE.PARSE_JSON); fields_text
 // and files_text keep the exact text, and ReadRows reads it.
 func TestNumberBeyondFloat64Commits(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	id := int64(5)
 	huge, err := sink.NewRow("huge", &id, b.t0.Truncate(time.Millisecond), false, json.RawMessage(`{"big":1e400,"n":1}`), json.RawMessage(`[{"size":-1e400}]`))

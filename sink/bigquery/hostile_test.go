@@ -35,6 +35,7 @@ var hostile = []string{
 // decode, in the fake's GoogleSQL literal parser, to exactly the original
 // names.
 func TestHostileNamesCannotChangeStatements(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	for _, stmt := range []string{
 		render("commit", script{tables: b.sink.t, Rows: true}), render("commit", script{tables: b.sink.t, Rows: true, Deletions: true}),

@@ -23,6 +23,7 @@ import (
 // itself (the rerun's revision check finds the revisions it moved), and nothing is
 // applied twice.
 func TestCommitInDespiteItsJobFailing(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	rows := []sink.Row{b.row(t, "f", 1, 1, false), b.row(t, "f", 2, 2, false)}
 	at := b.t0.Add(time.Hour)
@@ -92,6 +93,7 @@ func TestCommitInDespiteItsJobFailing(t *testing.T) {
 // back, or that another process's commit beat, is reported as failed: the
 // stored last_commit names another commit.
 func TestFailedCommitIsNotTakenForIn(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
 	b.mustCommit(t, b.t0, formRows{formState("f", rows), rows})
@@ -115,6 +117,7 @@ func TestFailedCommitIsNotTakenForIn(t *testing.T) {
 // TestLastCommitNamesTheCommit: every state a commit writes says which
 // commit wrote it (the prefix of its job ids) and what it did.
 func TestLastCommitNamesTheCommit(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	rows := []sink.Row{b.row(t, "f", 1, 1, false), b.row(t, "f", 2, 2, false)}
 	b.mustCommit(t, b.t0, formRows{formState("f", rows), rows}, formRows{formState("g", nil), nil})
@@ -153,6 +156,7 @@ func TestLastCommitNamesTheCommit(t *testing.T) {
 // read the states back: the counts of that form are gone, and Commit says
 // so rather than reporting counts it does not know (or a conflict).
 func TestCommitInButCountsReplaced(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	other := b.second(t)
 	rf, rg := []sink.Row{b.row(t, "f", 1, 1, false)}, []sink.Row{b.row(t, "g", 2, 2, false)}

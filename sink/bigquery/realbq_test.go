@@ -56,6 +56,7 @@ func openReal(t *testing.T, cfg Config) *Sink {
 }
 
 func TestRealBigQuery(t *testing.T) {
+	t.Parallel()
 	cfg := realConfig(t)
 	s := openReal(t, cfg)
 	b := &bundle{sink: s, cfg: s.cfg, t0: time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)}
@@ -87,6 +88,7 @@ func TestRealBigQuery(t *testing.T) {
 }
 
 func TestRealBigQueryContract(t *testing.T) {
+	t.Parallel()
 	cfg := realConfig(t)
 	// Every contract test needs an empty sink: a dataset of its own.
 	cfg.Dataset = ""
@@ -100,6 +102,7 @@ func TestRealBigQueryContract(t *testing.T) {
 // re-reads the state and is refused. The fake cannot say whether BigQuery
 // does so when the MERGE of a new form only inserts: this checks it.
 func TestRealBigQueryConcurrentFirstCommits(t *testing.T) {
+	t.Parallel()
 	cfg := realConfig(t)
 	s := openReal(t, cfg)
 	b := &bundle{sink: s, cfg: s.cfg, t0: time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)}

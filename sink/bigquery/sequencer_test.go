@@ -8,6 +8,7 @@ import (
 )
 
 func TestSequencerNumbersEveryLine(t *testing.T) {
+	t.Parallel()
 	in := `{"a":1}` + "\n" + `{"b":"x\ny"}` + "\n" + `{"c":[` + strings.Repeat("1,", 40000) + `1]}` + "\n"
 	want := `{"seq":1,"a":1}` + "\n" + `{"seq":2,"b":"x\ny"}` + "\n" + `{"seq":3,"c":[` + strings.Repeat("1,", 40000) + `1]}` + "\n"
 	for name, r := range map[string]io.Reader{

@@ -25,6 +25,7 @@ import (
 )
 
 func TestCommitInsertThenNothing(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	var a, c []sink.Row
 	for i := range 5 {
@@ -65,6 +66,7 @@ func TestCommitInsertThenNothing(t *testing.T) {
 }
 
 func TestCommitCountsUpdates(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	rows := []sink.Row{b.row(t, "f", 1, 1, false), b.row(t, "f", 2, 2, false), b.row(t, "f", 3, 3, false)}
 	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
@@ -82,6 +84,7 @@ func TestCommitCountsUpdates(t *testing.T) {
 }
 
 func TestRekeyOlderToNewer(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	var older, newer []sink.Row
 	for i := range 6 {
@@ -116,6 +119,7 @@ func TestRekeyOlderToNewer(t *testing.T) {
 }
 
 func TestLegacyTwinOfStoredIDIsRemoved(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	withID := b.row(t, "x", 7, 1, false)
 	legacy := b.row(t, "x", -1, 1, false)
@@ -132,6 +136,7 @@ func TestLegacyTwinOfStoredIDIsRemoved(t *testing.T) {
 }
 
 func TestOneLoadJobPerCommit(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	var forms []formRows
 	for i, f := range []string{"a", "b", "c", "d", "e"} {
@@ -182,6 +187,7 @@ func TestOneLoadJobPerCommit(t *testing.T) {
 }
 
 func TestNoDDLInSteadyState(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	st := b.fake.Stats()
 	for _, tbl := range []string{"formsync_test", "formsync_test_staging", "formsync_test.submissions", "formsync_test.sync_state"} {
@@ -197,6 +203,7 @@ func TestNoDDLInSteadyState(t *testing.T) {
 }
 
 func TestViewsOnlyWhenFieldNamesChange(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	view := "formsync_test." + sqlname.ViewName("v")
 	rows := []sink.Row{b.row(t, "v", 1, 1, false)}
@@ -222,6 +229,7 @@ func TestViewsOnlyWhenFieldNamesChange(t *testing.T) {
 }
 
 func TestFaultsLeaveExactTable(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		op        bqfake.Op
@@ -284,6 +292,7 @@ func TestFaultsLeaveExactTable(t *testing.T) {
 }
 
 func TestStaleRevisionWritesNothing(t *testing.T) {
+	t.Parallel()
 	// A commit carrying a revision that is no longer the stored one (another
 	// process committed the form since) writes nothing, rows or state, and
 	// says which forms conflicted.
@@ -333,6 +342,7 @@ func TestStaleRevisionWritesNothing(t *testing.T) {
 // (another process commits in between), and the transaction writes
 // nothing.
 func TestStaleRevisionInsideTransaction(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	other := b.second(t)
 	a := []sink.Row{b.row(t, "a", 1, 1, false)}
@@ -373,6 +383,7 @@ func withRevision(f state.Form, rev int64) state.Form {
 }
 
 func TestResumableUploadAndPagedReads(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{PageRows: 7}, func(c *Config) { c.UploadChunkSize = 256 << 10 })
 	var rows []sink.Row
 	pad := strings.Repeat("x", 400)
@@ -393,6 +404,7 @@ func TestResumableUploadAndPagedReads(t *testing.T) {
 }
 
 func TestErrorClassification(t *testing.T) {
+	t.Parallel()
 	sc := errorScope{Project: "p", Dataset: "d"}
 	tests := []struct {
 		reason string
@@ -437,6 +449,7 @@ func TestErrorClassification(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	for _, c := range []Config{
 		{},
 		{Project: "UPPER"},
@@ -505,6 +518,7 @@ func oneRowSpool(t *testing.T, b *bundle) (*sink.Spool, []sink.Row, string) {
 // sink's error names what errors[] says, which the job's error alone does
 // not, so that the message asked to be reported carries the cause.
 func TestFailedLoadNamesTheBadRows(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	sp, rows, file := oneRowSpool(t, b)
 	// A staged line the staging table does not take (a spool written by
@@ -526,6 +540,7 @@ func TestFailedLoadNamesTheBadRows(t *testing.T) {
 // failure: reported as such, not retried, and not blamed on BigQuery. An
 // OS error satisfies net.Error, so it passed for a transport failure.
 func TestUnreadableSpoolIsNotABigQueryFailure(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name   string
 		break_ func(path string) error
@@ -563,6 +578,7 @@ func TestUnreadableSpoolIsNotABigQueryFailure(t *testing.T) {
 // on its metadata) is reported as a read refused, not as a dataset
 // formsync failed to create: the fix is a role on it, not a create.
 func TestDatasetReadRefusedSaysReading(t *testing.T) {
+	t.Parallel()
 	fake := bqfake.Start(t, bqfake.Options{})
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/datasets/formsync_test") {
@@ -587,6 +603,7 @@ func TestDatasetReadRefusedSaysReading(t *testing.T) {
 // after the pages were read. Open and OpenReadOnly refuse such a dataset
 // at once, naming where it is; the location is compared without case.
 func TestDatasetInAnotherLocationIsRefused(t *testing.T) {
+	t.Parallel()
 	fake := bqfake.Start(t, bqfake.Options{})
 	eu := testConfig(fake)
 	eu.Location = "EU"
@@ -645,6 +662,7 @@ func TestDatasetInAnotherLocationIsRefused(t *testing.T) {
 // form the Go client's own option takes) reaches the same server as the
 // bare host, not /bigquery/v2/bigquery/v2/.
 func TestEndpointWithItsAPIPath(t *testing.T) {
+	t.Parallel()
 	for _, suffix := range []string{"/bigquery/v2/", "/bigquery/v2", "/"} {
 		t.Run(suffix, func(t *testing.T) {
 			b := setup(t, bqfake.Options{}, func(c *Config) { c.Endpoint += suffix })

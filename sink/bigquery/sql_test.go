@@ -50,6 +50,7 @@ func goldenStatements() map[string]string {
 }
 
 func TestGoldenSQL(t *testing.T) {
+	t.Parallel()
 	for name, got := range goldenStatements() {
 		path := filepath.Join("testdata", name)
 		if *update {
@@ -68,7 +69,7 @@ func TestGoldenSQL(t *testing.T) {
 	}
 }
 
-// fakeShapes renders bqfake/shapes.go from the golden statements: the fake
+// fakeShapes renders internal/testkit/bqfake/shapes.go from the golden statements: the fake
 // accepts exactly the statements the sink sends.
 func fakeShapes() string {
 	g := goldenStatements()
@@ -91,6 +92,7 @@ func fakeShapes() string {
 }
 
 func TestFakeShapesMatchGolden(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join("..", "..", "internal", "testkit", "bqfake", "shapes.go")
 	got := fakeShapes()
 	if *update {
@@ -104,6 +106,6 @@ func TestFakeShapesMatchGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(want) != got {
-		t.Errorf("bqfake/shapes.go is out of date: run go test ./sink/bigquery -run 'Golden|Shapes' -update")
+		t.Errorf("internal/testkit/bqfake/shapes.go is out of date: run go test ./sink/bigquery -run 'Golden|Shapes' -update")
 	}
 }

@@ -12,6 +12,7 @@ import (
 // TestStateColumnsMatchSQLite keeps sync_state's columns the same in both
 // sinks, so that one query (and the README's) reads either.
 func TestStateColumnsMatchSQLite(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "s.db")
 	s, err := sqlite.Open(t.Context(), path)
 	if err != nil {

@@ -61,6 +61,7 @@ func googleErr(code int, reason string) error {
 // and the view must be made again all the same: it shows the names of the
 // commit that failed.
 func TestViewOfAFailedCommitIsMadeAgain(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	other := b.second(t)
 	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
@@ -109,6 +110,7 @@ func TestViewOfAFailedCommitIsMadeAgain(t *testing.T) {
 // again; after that, and in a process that finds the view right, commits
 // read no view metadata and make no view.
 func TestViewLeftByAnotherProcessIsRepaired(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	view := "formsync_test." + sqlname.ViewName("v")
 	rows := []sink.Row{b.row(t, "v", 1, 1, false)}
@@ -199,6 +201,7 @@ func revisionOf(t *testing.T, b *bundle, form string) int64 {
 // all the same (the view is derived from them), and the commit says so in
 // the form's counts; once the table is gone, the next commit makes the view.
 func TestTableInTheViewsPlace(t *testing.T) {
+	t.Parallel()
 	b := setup(t, bqfake.Options{})
 	client, err := bq.NewClient(t.Context(), b.cfg.Project, clientOptions(b.fake)...)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	bq "cloud.google.com/go/bigquery"
+
+	"github.com/formsync/formsync/internal/testkit/enginetest"
 )
 
 // zetasqlPackage is the npm package that ships Google's ZetaSQL analyzer
@@ -29,6 +31,9 @@ const zetasqlPackage = "@fivetrandevelopers/zetasql@1.13.0"
 // takes a minute or so the first time; afterwards the test takes about a
 // second.
 func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
+	// The default run downloads nothing but Go modules.
+	enginetest.Slow(t, "installs the ZetaSQL analyzer from npm, 354 MB, once")
+	t.Parallel()
 	node, errNode := exec.LookPath("node")
 	npm, errNpm := exec.LookPath("npm")
 	if errNode != nil || errNpm != nil {

@@ -9,6 +9,7 @@ import (
 )
 
 func TestContract(t *testing.T) {
+	t.Parallel()
 	sinktest.Run(t, func(t *testing.T) sinktest.Sink {
 		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "c.db"))
 		if err != nil {

@@ -59,6 +59,7 @@ func viewCount(t *testing.T, s *Sink, formID string) int {
 // Rows keyed by content that a reconcile marked, then re-keyed or removed
 // as twins by a plain commit: the counters follow each of them.
 func TestMarkedLegacyRowsKeepCountersExact(t *testing.T) {
+	t.Parallel()
 	s, _ := open(t)
 	at := t0.Truncate(time.Millisecond)
 	a := row(t, "f", nil, at, false, `{"a":"1"}`)
@@ -108,6 +109,7 @@ func TestMarkedLegacyRowsKeepCountersExact(t *testing.T) {
 // A form listed twice in one commit: the first part's reconcile marks, the
 // second part's rows are restored by the plain path.
 func TestReconcileThenPlainInOneCommit(t *testing.T) {
+	t.Parallel()
 	s, _ := open(t)
 	r1 := row(t, "f", ptr(1), t0, false, `{"a":"1"}`)
 	r2 := row(t, "f", ptr(2), t0.Add(time.Second), false, `{"a":"2"}`)
@@ -132,6 +134,7 @@ func TestReconcileThenPlainInOneCommit(t *testing.T) {
 // deleted upstream, and the new state reads as nothing deleted, reconciled
 // or forgotten. A read-only open refuses it until then.
 func TestOpenMigratesVersion3(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "v3.db")
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
@@ -222,6 +225,7 @@ func TestOpenMigratesVersion3(t *testing.T) {
 // reaches only in part: a tombstoned row in a large reversed spool, and a
 // forget of rows marked and not.
 func TestForgetAndTombstonesKeepCountersExact(t *testing.T) {
+	t.Parallel()
 	s, _ := open(t)
 	var rows []sink.Row
 	for id := int64(600); id >= 1; id-- { // newest first: read backwards
@@ -315,6 +319,7 @@ func holdingRow117(t *testing.T, path string) []string {
 // A forgotten row, once purged, leaves no byte of itself in the database
 // file or its write-ahead log.
 func TestForgetLeavesNoBytesBehind(t *testing.T) {
+	t.Parallel()
 	s, path := open(t)
 	forgetRow117(t, s, nil)
 	if err := s.Purge(t.Context()); err != nil {

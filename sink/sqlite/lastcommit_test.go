@@ -11,6 +11,7 @@ import (
 // the commit that wrote the state did to the form's rows (the sum, when
 // the commit lists the form twice), as BigQuery's sink stores it.
 func TestLastCommitSaysWhatTheCommitDid(t *testing.T) {
+	t.Parallel()
 	s, _ := open(t)
 	lastCommit := func() string {
 		t.Helper()

@@ -17,6 +17,7 @@ import (
 // rows and updates the changed ones exactly as the same rows in ascending
 // order (read forwards) do.
 func TestCommitDescendingIDsMatchesAscending(t *testing.T) {
+	t.Parallel()
 	var desc, asc []sink.Row
 	for id := int64(12); id >= 1; id-- {
 		desc = append(desc, row(t, "f", ptr(id), t0, id%3 == 0, fmt.Sprintf(`{"n":%d,"v":"new"}`, id)))
@@ -83,6 +84,7 @@ func contentRows(t *testing.T, f string, n int) []sink.Row {
 // schema creates, whole, planned for time ranges, and the connection's
 // page cache as it was.
 func TestFirstLoadRebuildsTheCreatedIndex(t *testing.T) {
+	t.Parallel()
 	s, _ := open(t)
 	s.db.SetMaxOpenConns(1) // the commit's connection is the one queried
 	want := indexSQL(t, s)
@@ -142,6 +144,7 @@ func TestFirstLoadRebuildsTheCreatedIndex(t *testing.T) {
 // it too. A backfill's checkpoint of as many rows as the table holds
 // rebuilds it.
 func TestCreatedIndexKept(t *testing.T) {
+	t.Parallel()
 	s, _ := open(t)
 	want := indexSQL(t, s)
 	commit(t, s, sink.FormCommit{State: stateOf("old", "n"), Rows: sinktest.Spool(t, contentRows(t, "old", 100)...)})

@@ -7,6 +7,7 @@ import (
 
 // A new file gets 8 KiB pages (and stays in WAL mode); reopening keeps them.
 func TestNewFileHasLargerPages(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "p.db")
 	for range 2 {
 		s, err := Open(t.Context(), path)

@@ -12,6 +12,7 @@ import (
 // prefetch yields every row in order, then the source's error, and stops
 // its goroutine (and the source) when the caller stops early.
 func TestPrefetch(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	source := func(n int, err error, stopped *bool) iter.Seq2[sink.Row, error] {
 		return func(yield func(sink.Row, error) bool) {

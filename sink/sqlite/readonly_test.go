@@ -16,6 +16,7 @@ import (
 )
 
 func TestOpenReadOnlyMissingFileIsNotCreated(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "typo.db")
 	_, err := OpenReadOnly(t.Context(), path)
 	if !errors.Is(err, fs.ErrNotExist) {
@@ -27,6 +28,7 @@ func TestOpenReadOnlyMissingFileIsNotCreated(t *testing.T) {
 }
 
 func TestOpenReadOnlyReadsAndNeverWrites(t *testing.T) {
+	t.Parallel()
 	s, path := open(t)
 	commit(t, s, sink.FormCommit{State: stateOf("f1", "a"), Rows: sinktest.Spool(t, row(t, "f1", ptr(1), t0, false, `{"a":1}`))})
 	s.Close()
@@ -67,6 +69,7 @@ func TestOpenReadOnlyReadsAndNeverWrites(t *testing.T) {
 // missing column as NULL, so that `formsync status` works before the
 // first sync of a newer formsync migrates the file.
 func TestOpenReadOnlyReadsTheSchemaBefore(t *testing.T) {
+	t.Parallel()
 	s, path := open(t)
 	st := stateOf("f1", "a")
 	st.Copies = map[string]int64{"k": 1}
@@ -108,6 +111,7 @@ func TestOpenReadOnlyReadsTheSchemaBefore(t *testing.T) {
 }
 
 func TestOpenReadOnlyRefuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for name, make := range map[string]func(p string) error{
 		"empty file": func(p string) error { return os.WriteFile(p, nil, 0o600) },
@@ -158,6 +162,7 @@ func TestOpenReadOnlyRefuses(t *testing.T) {
 // there. As root a directory's mode does not stop writes, so the test
 // makes a read-only bind mount instead, and is skipped where it cannot.
 func TestOpenReadOnlyInAReadOnlyDirectory(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	s, err := Open(t.Context(), filepath.Join(src, "f.db"))
 	if err != nil {
@@ -183,6 +188,7 @@ func TestOpenReadOnlyInAReadOnlyDirectory(t *testing.T) {
 // must be the last one committed, or the open must fail: never the older
 // state the main file alone holds.
 func TestOpenReadOnlyCopyWithItsLog(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	s, err := Open(t.Context(), filepath.Join(src, "f.db"))
 	if err != nil {
@@ -251,6 +257,7 @@ func readOnlyDir(t *testing.T, src string) string {
 // A sync must learn it when it opens the file, not at its commit, after it
 // has read the API.
 func TestOpenRefusesAFileItCannotWrite(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	s, err := Open(t.Context(), filepath.Join(src, "f.db"))
 	if err != nil {
@@ -289,6 +296,7 @@ func TestOpenRefusesAFileItCannotWrite(t *testing.T) {
 // names no cause; Open adds the one the file system shows, so that a
 // mistyped FORMSYNC_SQLITE_PATH or an unmounted volume is fixed at once.
 func TestOpenSaysWhyItCannotOpen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "plain")
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {

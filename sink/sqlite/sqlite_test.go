@@ -75,6 +75,7 @@ func stateOf(formID string, names ...string) state.Form {
 }
 
 func TestOpenCreatesAndReopens(t *testing.T) {
+	t.Parallel()
 	if len(migrations) != SchemaVersion {
 		t.Fatalf("SchemaVersion = %d, but there are %d migrations", SchemaVersion, len(migrations))
 	}
@@ -122,6 +123,7 @@ func version1File(t *testing.T, stmts ...string) string {
 }
 
 func TestOpenMigratesVersion1(t *testing.T) {
+	t.Parallel()
 	path := version1File(t,
 		`INSERT INTO submissions VALUES ('f', 7, '7', '2026-01-01T00:00:00.000000Z', 0, '{"a":1}', '[]', '2026-01-01T00:00:01.000000Z')`,
 		`INSERT INTO sync_state (form_id, watermark_created_at, watermark_id, watermark_boundary, sort_order, last_total, "rows", field_names, updated_at)
@@ -161,6 +163,7 @@ func TestOpenMigratesVersion1(t *testing.T) {
 }
 
 func TestOpenRefusesForeignFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	junk := filepath.Join(dir, "junk.db")
 	os.WriteFile(junk, []byte(strings.Repeat("this is not sqlite\n", 100)), 0o600)
@@ -207,6 +210,7 @@ func assertRowCounter(t *testing.T, s *Sink, formID string) {
 }
 
 func TestCommitAllOrNothing(t *testing.T) {
+	t.Parallel()
 	s, _ := open(t)
 	before := stateOf("a", "x")
 	commit(t, s, sink.FormCommit{State: before, Rows: sinktest.Spool(t, row(t, "a", ptr(1), t0, false, `{"x":1}`))})
@@ -250,6 +254,7 @@ func TestCommitAllOrNothing(t *testing.T) {
 // an id would never be read back and every later commit of the form would
 // be refused as a conflict. The commit refuses it instead, writing nothing.
 func TestCommitRefusesFormIDNotUTF8(t *testing.T) {
+	t.Parallel()
 	s, _ := open(t)
 	id := "sign\xffup"
 	_, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0, Forms: []sink.FormCommit{
@@ -293,6 +298,7 @@ func (c *cancelAfter) Err() error {
 }
 
 func TestCommitCancelledMidway(t *testing.T) {
+	t.Parallel()
 	s, _ := open(t)
 	commit(t, s, sink.FormCommit{State: stateOf("a", "x"), Rows: sinktest.Spool(t, row(t, "a", ptr(1), t0, false, `{"x":1}`))})
 	rows := make([]sink.Row, 4*ctxCheckEvery)
@@ -335,6 +341,7 @@ func assertUntouched(t *testing.T, s *Sink) {
 }
 
 func TestViewWithHostileNames(t *testing.T) {
+	t.Parallel()
 	s, _ := open(t)
 	hostile := []string{
 		`plain`, `Mixed Case`, `it's`, `say "hi"`, "back`tick", `semi; DROP TABLE submissions; --`,
@@ -384,6 +391,7 @@ func TestViewWithHostileNames(t *testing.T) {
 }
 
 func TestConcurrentCommitsAndReads(t *testing.T) {
+	t.Parallel()
 	s, _ := open(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
@@ -423,6 +431,7 @@ func TestConcurrentCommitsAndReads(t *testing.T) {
 // An in-memory database keeps nothing after the run: refused, not a sync
 // that reports success and stores nothing.
 func TestOpenRefusesInMemory(t *testing.T) {
+	t.Parallel()
 	for _, path := range []string{":memory:", ":memory:?cache=shared"} {
 		if s, err := Open(t.Context(), path); err == nil {
 			s.Close()

@@ -16,6 +16,7 @@ import (
 // the commit says so in the form's counts, makes the view once the name is
 // free, and touches the table never.
 func TestTableInTheViewsPlace(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "formsync.db")
 	s, err := Open(t.Context(), path)
 	if err != nil {
@@ -95,6 +96,7 @@ func wantViewTaken(t *testing.T, c sink.Counts, path string) {
 // file prepare its statements again), and one finding the view edited by
 // hand makes it again.
 func TestViewMadeOnlyWhenItDiffers(t *testing.T) {
+	t.Parallel()
 	s, _ := open(t)
 	names := []string{`plain`, `it's`, `say "hi"`, "nul\x00byte", `日本語`, `order`}
 	formID := "form'; --\x00"
@@ -133,6 +135,7 @@ func TestViewMadeOnlyWhenItDiffers(t *testing.T) {
 // view again (schema version 4) opens a file in which a table of the
 // user's holds a view's name; the form's next commit says so.
 func TestMigrationLeavesATableInTheViewsPlace(t *testing.T) {
+	t.Parallel()
 	path := version1File(t,
 		`INSERT INTO sync_state (form_id, field_names, updated_at) VALUES ('f', '["a"]', '2026-01-01T00:00:01.000000Z')`,
 		`CREATE TABLE form_f (note TEXT)`,

@@ -21,6 +21,7 @@ import (
 )
 
 func TestPageRequest(t *testing.T) {
+	t.Parallel()
 	var got *http.Request
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		got = r.Clone(r.Context())
@@ -53,6 +54,7 @@ func TestPageRequest(t *testing.T) {
 }
 
 func TestPageOlderFormIgnoresLimit(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		writeJSON(w, olderPage) // per_page 25 whatever limit says
 	})
@@ -66,6 +68,7 @@ func TestPageOlderFormIgnoresLimit(t *testing.T) {
 }
 
 func TestPageArgumentErrors(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "http://127.0.0.1:1")
 	for _, tc := range []struct {
 		form        string
@@ -78,6 +81,7 @@ func TestPageArgumentErrors(t *testing.T) {
 }
 
 func TestErrorStatuses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		status   int
 		kind     Kind
@@ -138,6 +142,7 @@ func TestErrorStatuses(t *testing.T) {
 }
 
 func TestErrorBodyExcerptBounded(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		w.WriteHeader(400)
 		_, _ = w.Write([]byte("line1\n\x1b[31mred\x00" + strings.Repeat("é", 500) + testToken))
@@ -153,6 +158,7 @@ func TestErrorBodyExcerptBounded(t *testing.T) {
 }
 
 func TestRetryAfterWaits(t *testing.T) {
+	t.Parallel()
 	clock0 := newFakeClock().Now()
 	backoff := 500 * time.Millisecond // InitialBackoff with jitter at its midpoint
 	tests := []struct {
@@ -201,6 +207,7 @@ func TestRetryAfterWaits(t *testing.T) {
 }
 
 func TestRetryAfterNeverMultiplied(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n <= 4 {
 			w.Header().Set("Retry-After", "7")
@@ -220,6 +227,7 @@ func TestRetryAfterNeverMultiplied(t *testing.T) {
 }
 
 func TestBackoffGrowsWithJitter(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n <= 7 {
 			w.WriteHeader(http.StatusBadGateway)
@@ -251,6 +259,7 @@ func TestBackoffGrowsWithJitter(t *testing.T) {
 }
 
 func TestMaxWaitBudget(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		header   string
@@ -304,6 +313,7 @@ func TestMaxWaitBudget(t *testing.T) {
 // is part of the retry's wait, so the budget bounds the whole call: with
 // the window a minute ahead on every answer, 2m allow two retries.
 func TestMaxWaitCountsWindowHoldAfter429(t *testing.T) {
+	t.Parallel()
 	var b *bundle
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		w.Header().Set("X-RateLimit-Limit", "60")
@@ -341,6 +351,7 @@ func TestMaxWaitCountsWindowHoldAfter429(t *testing.T) {
 // requests used up is pacing, and a Page call held for it does not fail
 // however short the budget.
 func TestMaxWaitIgnoresPacingBySuccessfulAnswers(t *testing.T) {
+	t.Parallel()
 	var b *bundle
 	var opened time.Time
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
@@ -399,6 +410,7 @@ func TestMaxWaitIgnoresPacingBySuccessfulAnswers(t *testing.T) {
 }
 
 func TestServerErrorThenSuccess(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 1 {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -418,6 +430,7 @@ func TestServerErrorThenSuccess(t *testing.T) {
 }
 
 func TestTruncatedBodyThenSuccess(t *testing.T) {
+	t.Parallel()
 	tests := map[string]func(w http.ResponseWriter){
 		// The connection closes before Content-Length bytes arrive.
 		"short transfer": func(w http.ResponseWriter) {
@@ -450,6 +463,7 @@ func TestTruncatedBodyThenSuccess(t *testing.T) {
 }
 
 func TestMalformedStopsAfterThreeAttempts(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		writeJSON(w, `<html>maintenance</html>`)
 	})
@@ -460,6 +474,7 @@ func TestMalformedStopsAfterThreeAttempts(t *testing.T) {
 }
 
 func TestOversizedBody(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		writePage(w, r, olderPage)
 	})
@@ -523,6 +538,7 @@ func TestStalledBodyTimesOutAndRetries(t *testing.T) {
 }
 
 func TestTransportErrorRetried(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {})
 	u := srv.URL
 	srv.Close() // nothing listens any more: connection refused
@@ -542,6 +558,7 @@ func TestTransportErrorRetried(t *testing.T) {
 }
 
 func TestContextCancelStopsWaiting(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		w.Header().Set("Retry-After", "30")
 		w.WriteHeader(429)
@@ -562,6 +579,7 @@ func TestContextCancelStopsWaiting(t *testing.T) {
 }
 
 func TestIsLoopback(t *testing.T) {
+	t.Parallel()
 	for host, want := range map[string]bool{
 		"127.0.0.1": true, "127.9.9.9": true, "::1": true, "localhost": true, "LOCALHOST": true, "LocalHost": true,
 		"": false, "0.0.0.0": false, "::": false, "::2": false, "10.0.0.1": false, "example.com": false,
@@ -574,6 +592,7 @@ func TestIsLoopback(t *testing.T) {
 }
 
 func TestNewValidation(t *testing.T) {
+	t.Parallel()
 	ok := func(base string) Config { return Config{BaseURL: base, Token: testToken} }
 	for _, base := range []string{"https://forms.example.com", "https://forms.example.com/prefix/", "http://127.0.0.1:8080", "http://127.9.9.9", "http://[::1]:8080", "http://localhost:8080", "HTTP://LOCALHOST"} {
 		if _, err := New(ok(base)); err != nil {
@@ -628,6 +647,7 @@ func TestNewValidation(t *testing.T) {
 }
 
 func TestRedirectsNotFollowed(t *testing.T) {
+	t.Parallel()
 	other := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) { writeJSON(w, newerPage) })
 	api := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusFound)
@@ -639,6 +659,7 @@ func TestRedirectsNotFollowed(t *testing.T) {
 }
 
 func TestTokenNeverInMalformedError(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		writeJSON(w, `{"data":[{"created_at":"`+tok+`","id":"`+tok+`"}],"meta":{"pagination":{"total":1,"count":1,"per_page":25,"current_page":1}}}`)
@@ -650,6 +671,7 @@ func TestTokenNeverInMalformedError(t *testing.T) {
 }
 
 func TestConfigPrintingRedactsToken(t *testing.T) {
+	t.Parallel()
 	cfg := Config{BaseURL: "https://forms.example.com", Token: testToken}
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
@@ -681,6 +703,7 @@ func TestConfigPrintingRedactsToken(t *testing.T) {
 // verify fails the call at once: it verifies no better a moment later, and
 // retrying spent the whole wait budget on every page of every form.
 func TestCertificateRejectedNotRetried(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writePage(w, r, newerPage) }))
 	t.Cleanup(srv.Close)
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes

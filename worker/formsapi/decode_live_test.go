@@ -12,6 +12,7 @@ import (
 // TestLiveReferenceExample: the live service's reference example, served
 // byte for byte, gives its values in Fields and the submission in Raw.
 func TestLiveReferenceExample(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) { writeJSON(w, liveExample) })
 	b := setup(t, srv.URL)
 	p, _, err := b.client.Page(t.Context(), "contact", 1, 10)
@@ -39,6 +40,7 @@ func TestLiveReferenceExample(t *testing.T) {
 
 // TestDecodeVariants: every shape the services are known to send.
 func TestDecodeVariants(t *testing.T) {
+	t.Parallel()
 	page := func(sub, links string) string {
 		return `{"data":[` + sub + `],"meta":{"pagination":{"total":1,"count":1,"per_page":10,"current_page":1,"total_pages":1,"links":` + links + `}}}`
 	}
@@ -97,6 +99,7 @@ func TestDecodeVariants(t *testing.T) {
 }
 
 func TestDecodeRawInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	body := "{\"data\":[{\"fields\":{\"x\":\"a\xffb\"},\"created_at\":\"2026-01-01T00:00:00Z\"}],\"meta\":{\"pagination\":{\"total\":1,\"per_page\":25,\"current_page\":1}}}"
 	p, err := decode("f", []byte(body))
 	if err != nil {
@@ -112,6 +115,7 @@ func TestDecodeRawInvalidUTF8(t *testing.T) {
 // total_pages does not follow from total and per_page, is a KindPaging
 // error that says what did not add up, and is not retried.
 func TestPagingMustAddUp(t *testing.T) {
+	t.Parallel()
 	pag := func(total, perPage, current, totalPages int) string {
 		return `{"data":[],"meta":{"pagination":{"total":` + itoa(total) + `,"per_page":` + itoa(perPage) +
 			`,"current_page":` + itoa(current) + `,"total_pages":` + itoa(totalPages) + `,"links":{}}}}`

@@ -9,6 +9,7 @@ import (
 )
 
 func TestDecodePageOlderForm(t *testing.T) {
+	t.Parallel()
 	p, err := decode("f1", []byte(olderPage))
 	if err != nil {
 		t.Fatal(record(err))
@@ -39,6 +40,7 @@ func TestDecodePageOlderForm(t *testing.T) {
 }
 
 func TestDecodePageNewerForm(t *testing.T) {
+	t.Parallel()
 	p, err := decode("f1", []byte(newerPage))
 	if err != nil {
 		t.Fatal(record(err))
@@ -63,6 +65,7 @@ func TestDecodePageNewerForm(t *testing.T) {
 // TestDecodePageAfterByteOrderMark: a body opened by a UTF-8 byte order
 // mark is the page without it.
 func TestDecodePageAfterByteOrderMark(t *testing.T) {
+	t.Parallel()
 	want, err := decode("f1", []byte(newerPage))
 	if err != nil {
 		t.Fatal(record(err))
@@ -83,6 +86,7 @@ func TestDecodePageAfterByteOrderMark(t *testing.T) {
 }
 
 func TestDecodePageNewerDetectedByLinksAlone(t *testing.T) {
+	t.Parallel()
 	body := `{"data":[],"meta":{"pagination":{"total":0,"count":0,"per_page":10,"current_page":1,"total_pages":0,"links":{"previous":null,"next":null}}}}`
 	p, err := decode("f1", []byte(body))
 	if err != nil {
@@ -94,6 +98,7 @@ func TestDecodePageNewerDetectedByLinksAlone(t *testing.T) {
 }
 
 func TestParseCreatedAt(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 2, 28, 10, 0, 0, 0, time.UTC)
 	tests := []struct {
 		in   string
@@ -132,6 +137,7 @@ func TestParseCreatedAt(t *testing.T) {
 }
 
 func TestDecodePageDefaultsAndTolerance(t *testing.T) {
+	t.Parallel()
 	body := `{"extra":1,"data":[{"created_at":"2026-01-01T00:00:00Z","fields":null,"unknown":{"x":1}},{"created_at":"2026-01-01T00:00:00Z","files":null,"is_spam":null}],
 	 "meta":{"pagination":{"total":2,"count":2,"per_page":25,"current_page":1,"total_pages":1,"links":{},"new_member":"x"},"other":true}}`
 	p, err := decode("f1", []byte(body))
@@ -155,6 +161,7 @@ func TestDecodePageDefaultsAndTolerance(t *testing.T) {
 }
 
 func TestDecodePageMalformed(t *testing.T) {
+	t.Parallel()
 	sub := `{"created_at":"2026-01-01T00:00:00Z"}`
 	env := func(data, pag string) string {
 		return `{"data":` + data + `,"meta":{"pagination":` + pag + `}}`
@@ -219,6 +226,7 @@ func TestDecodePageMalformed(t *testing.T) {
 }
 
 func TestDecodePageErrorNamesPage(t *testing.T) {
+	t.Parallel()
 	body := `{"data":[{"created_at":"bad"}],"meta":{"pagination":{"total":1,"count":1,"per_page":25,"current_page":4}}}`
 	_, err := decode("f9", []byte(body))
 	if err == nil || !strings.Contains(record(err).Error(), `form "f9" page 4`) {
@@ -229,6 +237,7 @@ func TestDecodePageErrorNamesPage(t *testing.T) {
 // TestDecodePageShapeMessages: a member of the wrong JSON type is named in
 // the message, with what it is instead.
 func TestDecodePageShapeMessages(t *testing.T) {
+	t.Parallel()
 	pag := `{"total":1,"count":1,"per_page":25,"current_page":4}`
 	for body, want := range map[string]string{
 		`{"data":{},"meta":{"pagination":` + pag + `}}`:  "data is a JSON object, not an array",
@@ -248,6 +257,7 @@ func TestDecodePageShapeMessages(t *testing.T) {
 // wrong shape are refused by naming the shape, not by quoting what was
 // typed into the form: the error reaches the logs.
 func TestDecodeErrorsKeepValuesOut(t *testing.T) {
+	t.Parallel()
 	pag := `{"total":1,"count":1,"per_page":25,"current_page":1}`
 	sub := `{"created_at":"2026-01-01T00:00:00Z",`
 	for body, want := range map[string]string{

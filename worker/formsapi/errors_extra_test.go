@@ -15,6 +15,7 @@ import (
 // TestErrorMessageMember: a Laravel-style {"message": "..."} body is shown
 // as its message; other bodies as an excerpt.
 func TestErrorMessageMember(t *testing.T) {
+	t.Parallel()
 	for body, want := range map[string]string{
 		`{"message":"This action is unauthorized."}`:               `server said "This action is unauthorized."`,
 		`{"message":"Form \u00abx\u00bb gone","errors":{"a":[1]}}`: `server said "Form «x» gone"`,
@@ -38,6 +39,7 @@ func TestErrorMessageMember(t *testing.T) {
 // TestRedactEveryEncoding: the token echoed in any encoding a body can
 // carry is redacted from the excerpt, the message and the wrapped error.
 func TestRedactEveryEncoding(t *testing.T) {
+	t.Parallel()
 	const tok = "Ab/Cd+Ef=9x_é"
 	jsonU := func(s string) string { // every rune as \uXXXX, mixed hex case
 		var b strings.Builder
@@ -119,6 +121,7 @@ func TestRedactEveryEncoding(t *testing.T) {
 // sends a request: ten forms fetched four at a time with a wrong token
 // make at most four requests between them.
 func TestUnauthorizedStopsEveryForm(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = w.Write([]byte(`{"message":"Unauthenticated."}`))
@@ -161,6 +164,7 @@ func TestUnauthorizedStopsEveryForm(t *testing.T) {
 // dozen characters of a bad value; a long token echoed there must not
 // leave its first characters behind.
 func TestLongTokenNotCutInDecodeErrors(t *testing.T) {
+	t.Parallel()
 	tok := "Zq" + strings.Repeat("0123456789abcdef", 4) // 66 characters
 	for name, sub := range map[string]string{
 		"created_at": `{"id":1,"created_at":"` + tok + `"}`,
@@ -183,6 +187,7 @@ func TestLongTokenNotCutInDecodeErrors(t *testing.T) {
 // slot was the one probe allowed while the server's window is spent, every
 // other caller waiting for the probe's answer would otherwise wait for good.
 func TestUnauthorizedWhileWaitingGivesSlotBack(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) { writePage(w, r, newerPage) })
 	var armed atomic.Bool
 	var b *bundle

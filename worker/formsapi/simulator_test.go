@@ -58,6 +58,7 @@ func readAll(t *testing.T, c *Client, formID string, limit int) []Submission {
 }
 
 func TestClientAgainstSimulatorBothFormsBothOrders(t *testing.T) {
+	t.Parallel()
 	for _, v := range []apisim.Variant{apisim.Older, apisim.Newer, apisim.Live} {
 		for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
 			t.Run(v.String()+"/"+o.String(), func(t *testing.T) {
@@ -102,6 +103,7 @@ func TestClientAgainstSimulatorBothFormsBothOrders(t *testing.T) {
 // TestClientAgainstLiveSinglePage: a live form of one page answers
 // "links": [], and its values come through.
 func TestClientAgainstLiveSinglePage(t *testing.T) {
+	t.Parallel()
 	sim, c, _ := simClient(t, apisim.Options{Seed: 5, Variant: apisim.Live, Forms: []string{"contact"}, SubmissionsPerForm: 7})
 	p, _, err := c.Page(t.Context(), "contact", 1, 10)
 	if err != nil {
@@ -125,6 +127,7 @@ func jsonEqual(a, b json.RawMessage) bool {
 }
 
 func TestClientAgainstSimulatorErrors(t *testing.T) {
+	t.Parallel()
 	sim, c, _ := simClient(t, apisim.Options{Seed: 4, Variant: apisim.Newer, Forms: []string{"off", "gone"}, SubmissionsPerForm: 5})
 	sim.SetFormStatus("off", 400)
 	sim.SetFormStatus("gone", 404)
@@ -145,6 +148,7 @@ func TestClientAgainstSimulatorErrors(t *testing.T) {
 // Every Retry-After shape the simulator sends is honoured as the client
 // promises: seconds and dates exactly (capped), absent or zero by backoff.
 func TestClientAgainstSimulatorRetryAfterShapes(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []apisim.RetryAfterMode{apisim.RetryAfterSeconds, apisim.RetryAfterDate, apisim.RetryAfterNone, apisim.RetryAfterZero, apisim.RetryAfterMixed} {
 		t.Run(mode.String(), func(t *testing.T) {
 			sim, c, waits := simClient(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300,
@@ -175,6 +179,7 @@ func TestClientAgainstSimulatorRetryAfterShapes(t *testing.T) {
 // With the simulator enforcing a rate and the client configured below it,
 // 429s do not happen at all.
 func TestClientRateLimitKeepsSimulatorHappy(t *testing.T) {
+	t.Parallel()
 	sim := apisim.New(apisim.Options{Seed: 6, Token: testToken, Variant: apisim.Newer, Forms: []string{"a", "b", "c"}, SubmissionsPerForm: 100, RateLimit: 20})
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
@@ -206,6 +211,7 @@ func TestClientRateLimitKeepsSimulatorHappy(t *testing.T) {
 // the limiter rather than in retries. Simulator and client share a fake
 // clock, so nothing really sleeps.
 func TestClientLearnsUndisclosedPlanLimit(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	sim := apisim.New(apisim.Options{Seed: 8, Token: testToken, Variant: apisim.Live, Forms: []string{"a", "b"},
 		SubmissionsPerForm: 250, PlanLimit: 20, PlanWindow: 10 * time.Second, Now: clock.Now})
@@ -250,6 +256,7 @@ func TestClientLearnsUndisclosedPlanLimit(t *testing.T) {
 // the end (no submissions, not an error), an empty form, is_spam and files
 // as the ground truth has them, and a form gone (410).
 func TestClientAgainstSimulatorDocumentedPaging(t *testing.T) {
+	t.Parallel()
 	for _, v := range []apisim.Variant{apisim.Older, apisim.Newer, apisim.Live} {
 		t.Run(v.String(), func(t *testing.T) {
 			sim, c, _ := simClient(t, apisim.Options{Seed: 12, Variant: v, Order: apisim.OldestFirst, Forms: []string{"f", "empty"}, SubmissionsPerForm: 60})

@@ -44,6 +44,7 @@ func histogram(t *testing.T, reg prometheus.Gatherer, name string) (uint64, floa
 }
 
 func TestObserveRequest(t *testing.T) {
+	t.Parallel()
 	m := newMetrics()
 	events := []formsapi.Event{
 		{FormID: "f1", Page: 1, Attempt: 1, Status: 200, Duration: 100 * time.Millisecond},
@@ -83,6 +84,7 @@ formsync_api_requests_total{status="error"} 1
 }
 
 func TestObserveRun(t *testing.T) {
+	t.Parallel()
 	m := newMetrics()
 	rep := &worker.Report{
 		Duration: 90 * time.Second,
@@ -183,6 +185,7 @@ formsync_watermark_lag_seconds{form="a"} 600
 // (and a form synced without a reconcile its last reconcile as stored),
 // so that an alert on their age fires, instead of no series at all.
 func TestFailedFormKeepsItsStoredLastSuccess(t *testing.T) {
+	t.Parallel()
 	m := newMetrics()
 	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{
 		{FormID: "a", Err: errors.New("form a: HTTP 500"), LastSuccessAt: now.Add(-3 * time.Hour),
@@ -211,6 +214,7 @@ formsync_watermark_lag_seconds{form="a"} 14400
 }
 
 func TestMetricNamesFollowConventions(t *testing.T) {
+	t.Parallel()
 	m := newMetrics()
 	m.ObserveRequest(formsapi.Event{FormID: "a", Status: 200, Duration: time.Millisecond})
 	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{{FormID: "a", Watermark: state.Watermark{CreatedAt: now}}}}, time.Second)
@@ -226,6 +230,7 @@ func TestMetricNamesFollowConventions(t *testing.T) {
 }
 
 func TestHandlerServesExposition(t *testing.T) {
+	t.Parallel()
 	m := newMetrics()
 	m.ObserveRequest(formsapi.Event{FormID: "a", Status: 200, Duration: time.Millisecond})
 	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{{FormID: "a", Inserted: 1, Watermark: state.Watermark{CreatedAt: now}}}}, time.Second)
@@ -286,6 +291,7 @@ func pushgateway(t *testing.T, status int) (*httptest.Server, func() []pushed) {
 }
 
 func TestPush(t *testing.T) {
+	t.Parallel()
 	m := newMetrics()
 	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{{FormID: "a", Inserted: 7}}}, time.Second)
 	srv, got := pushgateway(t, http.StatusOK)
@@ -314,6 +320,7 @@ func TestPush(t *testing.T) {
 }
 
 func TestPushErrors(t *testing.T) {
+	t.Parallel()
 	m := newMetrics()
 	srv, got := pushgateway(t, http.StatusInternalServerError)
 	withAuth := strings.Replace(srv.URL, "http://", "http://pusher:s3cret@", 1)
@@ -344,6 +351,7 @@ func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 // An incomplete form shows how many submissions it misses; a complete one
 // shows 0; a form not read to the end leaves the gauge alone.
 func TestMissingRowsAndConflicts(t *testing.T) {
+	t.Parallel()
 	m := New()
 	m.ObserveRun(&worker.Report{Conflicts: 2, Forms: []worker.FormReport{
 		{FormID: "short", Total: 12, Missing: 2, Checked: true, Err: &worker.IncompleteError{FormID: "short", Total: 12, Stored: 10, Missing: 2}},
@@ -369,6 +377,7 @@ func TestMissingRowsAndConflicts(t *testing.T) {
 // rather than dropping to 0, which would clear an alert on an incomplete
 // form for as long as commits fail.
 func TestMissingRowsOutliveAFailedComparison(t *testing.T) {
+	t.Parallel()
 	m := New()
 	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{
 		{FormID: "short", Total: 12, Missing: 2, Checked: true, Err: &worker.IncompleteError{FormID: "short", Total: 12, Stored: 10, Missing: 2}},
@@ -397,6 +406,7 @@ func TestMissingRowsOutliveAFailedComparison(t *testing.T) {
 // final commit fails; the report counts only those for such a form, and
 // the next run finds them stored, not new: they are counted now or never.
 func TestRowsCommittedInPartsOfAFailedForm(t *testing.T) {
+	t.Parallel()
 	m := newMetrics()
 	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{
 		{FormID: "a", Parts: 2, Inserted: 80, Updated: 3, Err: fmt.Errorf("form a: %w", context.Canceled)},

@@ -99,6 +99,7 @@ func expectNone(t *testing.T, what string, ch <-chan time.Time) {
 }
 
 func TestTicksFireAtCronTimes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		spec  string
 		start time.Time
@@ -147,6 +148,7 @@ func TestTicksFireAtCronTimes(t *testing.T) {
 }
 
 func TestTickDuringRunIsSkipped(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var runs atomic.Int32
 	b := setup(t, "@every 1m", t0, func(ctx context.Context) {
@@ -190,6 +192,7 @@ func TestTickDuringRunIsSkipped(t *testing.T) {
 }
 
 func TestStopCancelsAndWaitsForRunningJob(t *testing.T) {
+	t.Parallel()
 	cancelled := make(chan struct{})
 	release := make(chan struct{})
 	var done atomic.Bool
@@ -240,6 +243,7 @@ func TestStopCancelsAndWaitsForRunningJob(t *testing.T) {
 }
 
 func TestStopGivesUpAtItsDeadline(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	b := setup(t, "@every 1m", t0, func(context.Context) { <-release }) // ignores ctx
 	if err := b.sched.Start(t.Context()); err != nil {
@@ -266,6 +270,7 @@ func TestStopGivesUpAtItsDeadline(t *testing.T) {
 }
 
 func TestContextCancelStops(t *testing.T) {
+	t.Parallel()
 	cancelled := make(chan struct{})
 	b := setup(t, "@every 1m", t0, func(ctx context.Context) {
 		<-ctx.Done()
@@ -295,6 +300,7 @@ func TestContextCancelStops(t *testing.T) {
 }
 
 func TestRestartAfterStop(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "@every 1m", t0, nil)
 	if err := b.sched.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -322,6 +328,7 @@ func TestRestartAfterStop(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
+	t.Parallel()
 	run := func(context.Context) {}
 	for _, spec := range []string{"", "61 * * * *", "* * * *", "@every banana", "@fortnightly", "0 0 30 2 *"} {
 		_, err := schedule.New(schedule.Config{Spec: spec, Run: run})
@@ -339,6 +346,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 func TestRealClockByDefault(t *testing.T) {
+	t.Parallel()
 	s, err := schedule.New(schedule.Config{Spec: "@every 5m", Run: func(context.Context) {}})
 	if err != nil {
 		t.Fatal(err)

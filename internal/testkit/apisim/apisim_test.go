@@ -108,6 +108,7 @@ var (
 )
 
 func TestEnvelopeShape(t *testing.T) {
+	t.Parallel()
 	for _, v := range []Variant{Older, Newer} {
 		for _, o := range []Order{NewestFirst, OldestFirst} {
 			t.Run(v.String()+"/"+o.String(), func(t *testing.T) {
@@ -193,6 +194,7 @@ func truthKeys(subs []Submission) []string {
 }
 
 func TestPagingCoversEverySubmissionOnce(t *testing.T) {
+	t.Parallel()
 	for _, v := range []Variant{Older, Newer} {
 		for _, o := range []Order{NewestFirst, OldestFirst} {
 			t.Run(v.String()+"/"+o.String(), func(t *testing.T) {
@@ -226,6 +228,7 @@ func TestPagingCoversEverySubmissionOnce(t *testing.T) {
 }
 
 func TestOlderPerPageIgnoresLimit(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{SubmissionsPerForm: 60})
 	for _, limit := range []int{0, 5, 100, 1000} {
 		p := b.page(t, "contact", 1, limit)
@@ -239,6 +242,7 @@ func TestOlderPerPageIgnoresLimit(t *testing.T) {
 }
 
 func TestNewerLimit(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{Variant: Newer, SubmissionsPerForm: 250})
 	for limit, want := range map[int]int{0: 10, 7: 7, 100: 100, 101: 100, 1000: 100, -3: 10} {
 		p := b.page(t, "contact", 1, limit)
@@ -254,6 +258,7 @@ func TestNewerLimit(t *testing.T) {
 }
 
 func TestNewerLinks(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{Variant: Newer, SubmissionsPerForm: 20})
 	link := func(p wirePage, name string) string {
 		var s *string
@@ -298,6 +303,7 @@ func mustJSON(t *testing.T, b bundle, form string, page, limit int) []byte {
 }
 
 func TestEmptyForm(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{Variant: Newer, SubmissionsPerForm: NoSubmissions})
 	p := b.page(t, "contact", 1, 0)
 	if pp := p.Meta.Pagination; pp.Total != 0 || pp.TotalPages != 0 || pp.Count != 0 || p.Data == nil {
@@ -306,6 +312,7 @@ func TestEmptyForm(t *testing.T) {
 }
 
 func TestTiesHaveStableOrder(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{Seed: 3, Variant: Newer, Order: OldestFirst, SubmissionsPerForm: 50, TieEvery: 3})
 	subs := b.sim.Submissions("contact")
 	ties := 0
@@ -331,6 +338,7 @@ func TestTiesHaveStableOrder(t *testing.T) {
 }
 
 func TestCreatedAtTruncatedNotRounded(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 999_999_000, time.UTC)
 	b := setup(t, Options{Variant: Newer, SubmissionsPerForm: NoSubmissions})
 	b.sim.AddAt("contact", at, 2)
@@ -346,6 +354,7 @@ func TestCreatedAtTruncatedNotRounded(t *testing.T) {
 }
 
 func TestErrorAnswers(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{})
 	b.sim.SetFormStatus("signup", http.StatusBadRequest)
 	b.sim.SetFormStatus("feedback", http.StatusNotFound)
@@ -417,6 +426,7 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 func TestRateLimitRetryAfterShapes(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	for _, mode := range []RetryAfterMode{RetryAfterSeconds, RetryAfterDate, RetryAfterNone, RetryAfterZero} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -493,6 +503,7 @@ func TestRateLimitRetryAfterShapes(t *testing.T) {
 }
 
 func TestFaultsCounted(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{Seed: 11, Variant: Newer, ServerErrors: 0.3, Truncate: 0.3, RateLimitFaults: 0.1})
 	truncated := 0
 	for range 80 {
@@ -531,6 +542,7 @@ func TestFaultsCounted(t *testing.T) {
 }
 
 func TestStall(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{Stall: 1, StallFor: 50 * time.Millisecond})
 	r := b.get(t, "/api/forms/contact/submissions", DefaultToken)
 	if r.status != 200 || !json.Valid(r.body) {
@@ -556,6 +568,7 @@ func TestStall(t *testing.T) {
 }
 
 func TestLatencyRespectsContext(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{Latency: time.Hour})
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
@@ -576,6 +589,7 @@ func TestLatencyRespectsContext(t *testing.T) {
 }
 
 func TestMutationShiftsPages(t *testing.T) {
+	t.Parallel()
 	t.Run("adds duplicate items on the next page, newest first", func(t *testing.T) {
 		b := setup(t, Options{Variant: Newer, SubmissionsPerForm: 50, MutateEvery: 1, AddPerMutation: 3})
 		p1 := b.page(t, "contact", 1, 10)
@@ -639,6 +653,7 @@ func TestMutationShiftsPages(t *testing.T) {
 }
 
 func TestAddAddAtDeleteSetSpam(t *testing.T) {
+	t.Parallel()
 	clk := &clock{t: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)} // before Start: Add must still go after the newest
 	sim := New(Options{SubmissionsPerForm: 10, Now: clk.Now})
 	before := sim.Submissions("contact")
@@ -682,6 +697,7 @@ func TestAddAddAtDeleteSetSpam(t *testing.T) {
 }
 
 func TestAddCopy(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{SubmissionsPerForm: 10, Variant: Older, Order: OldestFirst})
 	orig := b.sim.Submissions("contact")[3]
 	c, ok := b.sim.AddCopy("contact", orig.ID)
@@ -704,6 +720,7 @@ func TestAddCopy(t *testing.T) {
 }
 
 func TestContent(t *testing.T) {
+	t.Parallel()
 	sim := New(Options{Seed: 9, SubmissionsPerForm: 3000, TieEvery: 2})
 	for _, form := range sim.FormIDs() {
 		subs := sim.Submissions(form)
@@ -748,6 +765,7 @@ func TestContent(t *testing.T) {
 }
 
 func TestDeterminism(t *testing.T) {
+	t.Parallel()
 	opts := func(seed int64) Options {
 		clk := &clock{t: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)}
 		return Options{Seed: seed, Variant: Newer, SubmissionsPerForm: 200, TieEvery: 5,
@@ -778,6 +796,7 @@ func TestDeterminism(t *testing.T) {
 }
 
 func TestConcurrentRequests(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{Variant: Newer, SubmissionsPerForm: 500, MutateEvery: 3, AddPerMutation: 2, DeletePerMutation: 1, ServerErrors: 0.1})
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -812,6 +831,7 @@ func TestConcurrentRequests(t *testing.T) {
 }
 
 func TestRegisterFlags(t *testing.T) {
+	t.Parallel()
 	var o Options
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	o.RegisterFlags(fs)
@@ -852,6 +872,7 @@ func TestRegisterFlags(t *testing.T) {
 // TestFirstID: ids count up from FirstID across the forms in the order
 // they are created, and from 1001 by default.
 func TestFirstID(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ first, want int64 }{{0, 1001}, {10_000_000, 10_000_000}} {
 		sim := New(Options{Variant: Newer, Forms: []string{"a", "b"}, SubmissionsPerForm: 3, FirstID: tc.first})
 		var ids []int64
@@ -871,6 +892,7 @@ func TestFirstID(t *testing.T) {
 // from Options.Seed like every other random choice, so a test that fails on
 // one seed fails again on it; it still changes from request to request.
 func TestShuffleTiesFollowSeed(t *testing.T) {
+	t.Parallel()
 	run := func() [][]byte {
 		sim := New(Options{Seed: 9, Variant: Newer, Forms: []string{"f"}, SubmissionsPerForm: 200, TieEvery: 2, ShuffleTies: true})
 		var out [][]byte
@@ -899,6 +921,7 @@ func TestShuffleTiesFollowSeed(t *testing.T) {
 // there: only those with the very same created_at change places, and every
 // page stays in created_at order.
 func TestShuffleTiesOlderKeepsMicroseconds(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{Seed: 4, Variant: Older, Order: OldestFirst, SubmissionsPerForm: NoSubmissions, ShuffleTies: true})
 	at := time.Date(2026, 3, 1, 12, 0, 0, 500_000_000, time.UTC)
 	b.sim.AddAt("contact", at, 3)
@@ -921,5 +944,30 @@ func TestShuffleTiesOlderKeepsMicroseconds(t *testing.T) {
 	}
 	if len(orders) < 2 {
 		t.Fatal("submissions with the same created_at were always served in one order")
+	}
+}
+
+// SetSubmissions serves the submissions given, in the server's order,
+// with a nil fields member left out, and Submissions returns them.
+func TestSetSubmissions(t *testing.T) {
+	t.Parallel()
+	sim := New(Options{Variant: Newer, Forms: []string{"f"}, SubmissionsPerForm: NoSubmissions})
+	at := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	sim.SetSubmissions("f",
+		Submission{ID: 7, CreatedAt: at.Add(-time.Hour), Fields: json.RawMessage(`{"a":"b"}`), Files: json.RawMessage(`[]`)},
+		Submission{ID: 3, CreatedAt: at, IsSpam: true},
+	)
+	w := serveRecorder(sim, "/api/forms/f/submissions?page=1&limit=10")
+	body := w.Body.String()
+	if !strings.Contains(body, `{"id":3,"is_spam":true,"created_at":"9999-01-01T00:00:00.000Z"}`) ||
+		!strings.Contains(body, `{"id":7,"fields":{"a":"b"},"files":[],"is_spam":false,`) {
+		t.Errorf("served %s", body)
+	}
+	if i := strings.Index(body, `"id":3`); i < 0 || i > strings.Index(body, `"id":7`) {
+		t.Errorf("not newest first: %s", body)
+	}
+	got := sim.Submissions("f")
+	if len(got) != 2 || got[0].ID != 7 || got[1].Fields != nil {
+		t.Errorf("Submissions = %+v", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 // created_at with three digits and nothing else per submission; links []
 // for a single page, and previous/next left out rather than null.
 func TestLiveShape(t *testing.T) {
+	t.Parallel()
 	b := setup(t, Options{Seed: 2, Variant: Newer, FormVariants: map[string]Variant{"contact": Live}, SubmissionsPerForm: 25})
 	sub := regexp.MustCompile(`^\{"id":\d+,"data":\{.*\},"created_at":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"\}$`)
 	links := func(r response) string {
@@ -68,6 +69,7 @@ func TestLiveShape(t *testing.T) {
 // TestPlanLimit: the plan limit counts a fixed window from the first
 // request, in whole seconds, and says so in the Laravel throttle's headers.
 func TestPlanLimit(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 400e6, time.UTC)
 	b := setup(t, Options{Variant: Newer, PlanLimit: 3, PlanWindow: 10 * time.Second, Now: func() time.Time { return now }})
 	get := func() response { return b.get(t, "/api/forms/contact/submissions", DefaultToken) }

@@ -310,6 +310,7 @@ func (s *Server) serveSubmissions(w http.ResponseWriter, r *http.Request) {
 		live = shuffleTies(live, width, rand.New(rand.NewPCG(uint64(s.opts.Seed)^tieSalt, seq)))
 	}
 	recs := pageRecs(live, order, page, perPage)
+	custom := f.custom
 	f.served++
 	if m := s.mutate; m.every > 0 && f.served%m.every == 0 {
 		s.addLocked(f, max(m.add, 0))
@@ -328,7 +329,7 @@ func (s *Server) serveSubmissions(w http.ResponseWriter, r *http.Request) {
 	s.recordLocked(formID, http.StatusOK)
 	s.mu.Unlock()
 
-	body := s.envelope(r, f, variant, recs, total, page, perPage)
+	body := s.envelope(r, f, custom, variant, recs, total, page, perPage)
 	w.Header().Set("Content-Type", jsonType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
@@ -516,7 +517,7 @@ const (
 	layoutNewer = "2006-01-02T15:04:05.000Z" // Format truncates, never rounds
 )
 
-func (s *Server) envelope(r *http.Request, f *form, v Variant, recs []rec, total, page, perPage int) []byte {
+func (s *Server) envelope(r *http.Request, f *form, custom map[int64]Submission, v Variant, recs []rec, total, page, perPage int) []byte {
 	b := make([]byte, 0, 512+400*len(recs))
 	b = append(b, `{"data":[`...)
 	layout := layoutOlder
@@ -527,26 +528,37 @@ func (s *Server) envelope(r *http.Request, f *form, v Variant, recs []rec, total
 		if i > 0 {
 			b = append(b, ',')
 		}
-		fields, files := content(s.contentSeed(f, rc.contentID()), f.id, f.schema, rc.contentID())
+		fields, files := s.contentOf(f, custom, rc)
 		b = append(b, '{')
 		if v != Older {
 			b = append(b, `"id":`...)
 			b = strconv.AppendInt(b, rc.id, 10)
 			b = append(b, ',')
 		}
+		// A nil fields or files (SetSubmissions) is a member left out.
 		if v == Live {
 			// The live reference: values under data, no files or is_spam.
-			b = append(b, `"data":`...)
-			b = append(b, fields...)
+			if fields != nil {
+				b = append(b, `"data":`...)
+				b = append(b, fields...)
+				b = append(b, ',')
+			}
 		} else {
-			b = append(b, `"fields":`...)
-			b = append(b, fields...)
-			b = append(b, `,"files":`...)
-			b = append(b, files...)
-			b = append(b, `,"is_spam":`...)
+			if fields != nil {
+				b = append(b, `"fields":`...)
+				b = append(b, fields...)
+				b = append(b, ',')
+			}
+			if files != nil {
+				b = append(b, `"files":`...)
+				b = append(b, files...)
+				b = append(b, ',')
+			}
+			b = append(b, `"is_spam":`...)
 			b = strconv.AppendBool(b, rc.spam)
+			b = append(b, ',')
 		}
-		b = append(b, `,"created_at":"`...)
+		b = append(b, `"created_at":"`...)
 		b = time.UnixMicro(rc.at).UTC().AppendFormat(b, layout)
 		b = append(b, `"}`...)
 	}

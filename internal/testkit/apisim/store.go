@@ -1,6 +1,7 @@
 package apisim
 
 import (
+	"cmp"
 	"encoding/json"
 	"math/rand/v2"
 	"slices"
@@ -36,6 +37,10 @@ type form struct {
 	status int   // 0, 400 or 404
 	served int   // 200 pages served, for Options.MutateEvery
 	newest int64 // largest created_at ever held, deleted or not
+	// custom holds the submissions SetSubmissions gave, by id; replaced
+	// whole, never changed in place, so that a response rendered after the
+	// lock is released may read it.
+	custom map[int64]Submission
 	rng    *rand.Rand
 }
 
@@ -100,19 +105,28 @@ func (s *Server) formLocked(id string) *form {
 	return s.newForm(id, 0)
 }
 
-func (s *Server) submission(f *form, r rec) Submission {
-	fields, files := content(s.contentSeed(f, r.contentID()), f.id, f.schema, r.contentID())
+func (s *Server) submission(f *form, custom map[int64]Submission, r rec) Submission {
+	fields, files := s.contentOf(f, custom, r)
 	return Submission{ID: r.id, CreatedAt: time.UnixMicro(r.at).UTC(), IsSpam: r.spam, Fields: fields, Files: files}
+}
+
+// contentOf is the fields and files of r: those SetSubmissions gave
+// (custom is the form's custom, read under the lock), or generated.
+func (s *Server) contentOf(f *form, custom map[int64]Submission, r rec) (fields, files json.RawMessage) {
+	if c, ok := custom[r.contentID()]; ok {
+		return c.Fields, c.Files
+	}
+	return content(s.contentSeed(f, r.contentID()), f.id, f.schema, r.contentID())
 }
 
 func (s *Server) contentSeed(f *form, id int64) uint64 {
 	return uint64(s.opts.Seed)*0x9e3779b97f4a7c15 ^ f.hash ^ uint64(id)*0xd1b54a32d192ed03
 }
 
-func (s *Server) render(f *form, rs []rec) []Submission {
+func (s *Server) render(f *form, custom map[int64]Submission, rs []rec) []Submission {
 	out := make([]Submission, len(rs))
 	for i, r := range rs {
-		out[i] = s.submission(f, r)
+		out[i] = s.submission(f, custom, r)
 	}
 	return out
 }
@@ -178,13 +192,36 @@ func (s *Server) deleteLocked(f *form, n int) []rec {
 	return removed
 }
 
+// SetSubmissions makes subs the live submissions of formID (creating the
+// form), served as given rather than generated: what no generated form
+// holds (a created_at in the year 9999, fields nested deeper than a sink
+// takes, 2,000 field names, the same id at another time than before). A
+// nil Fields or Files is served without that member. The ids are the
+// caller's; submissions added later take the server's next ids. The
+// submissions it replaces are not counted as deleted.
+func (s *Server) SetSubmissions(formID string, subs ...Submission) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.formLocked(formID)
+	custom := make(map[int64]Submission, len(subs))
+	live := make([]rec, 0, len(subs))
+	for _, sub := range subs {
+		at := sub.CreatedAt.UTC().UnixMicro()
+		live = append(live, rec{at: at, id: sub.ID, spam: sub.IsSpam})
+		custom[sub.ID] = sub
+		f.newest = max(f.newest, at)
+	}
+	slices.SortFunc(live, func(a, b rec) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.id, b.id)) })
+	f.live, f.custom = live, custom
+}
+
 // Add appends n new submissions to formID, created strictly after the newest
 // (and not before Now), creating the form if unknown.
 func (s *Server) Add(formID string, n int) []Submission {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.formLocked(formID)
-	return s.render(f, s.addLocked(f, max(n, 0)))
+	return s.render(f, f.custom, s.addLocked(f, max(n, 0)))
 }
 
 // AddAt inserts n submissions that all have createdAt: ties with existing
@@ -193,7 +230,7 @@ func (s *Server) AddAt(formID string, createdAt time.Time, n int) []Submission {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.formLocked(formID)
-	return s.render(f, s.addAtLocked(f, createdAt, max(n, 0)))
+	return s.render(f, f.custom, s.addAtLocked(f, createdAt, max(n, 0)))
 }
 
 // AddCopy serves submission id of formID a second time under a new id:
@@ -219,7 +256,7 @@ func (s *Server) AddCopy(formID string, id int64) (Submission, bool) {
 	pos := sort.Search(len(f.live), func(j int) bool { return f.live[j].at > c.at })
 	f.live = slices.Insert(f.live, pos, c)
 	s.stats.Added++
-	return s.submission(f, c), true
+	return s.submission(f, f.custom, c), true
 }
 
 // Delete deletes n pseudo-random live submissions of formID and returns them.
@@ -230,7 +267,7 @@ func (s *Server) Delete(formID string, n int) []Submission {
 	if f == nil {
 		return nil
 	}
-	return s.render(f, s.deleteLocked(f, n))
+	return s.render(f, f.custom, s.deleteLocked(f, n))
 }
 
 // Restore serves a deleted submission of formID again (an undelete: same
@@ -282,14 +319,15 @@ func (s *Server) Submissions(formID string) []Submission {
 	s.mu.Lock()
 	f := s.forms[formID]
 	var rs []rec
+	var custom map[int64]Submission
 	if f != nil {
-		rs = append(rs, f.live...)
+		rs, custom = append(rs, f.live...), f.custom
 	}
 	s.mu.Unlock()
 	if f == nil {
 		return nil
 	}
-	return s.render(f, rs)
+	return s.render(f, custom, rs)
 }
 
 // Deleted returns every submission of formID ever deleted, in deletion order.
@@ -297,14 +335,15 @@ func (s *Server) Deleted(formID string) []Submission {
 	s.mu.Lock()
 	f := s.forms[formID]
 	var rs []rec
+	var custom map[int64]Submission
 	if f != nil {
-		rs = append(rs, f.gone...)
+		rs, custom = append(rs, f.gone...), f.custom
 	}
 	s.mu.Unlock()
 	if f == nil {
 		return nil
 	}
-	return s.render(f, rs)
+	return s.render(f, custom, rs)
 }
 
 // Len returns the number of live submissions of formID without rendering them.

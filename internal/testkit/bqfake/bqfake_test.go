@@ -63,6 +63,7 @@ func load(t *testing.T, tbl *bq.Table, ndjson string, ignoreUnknown bool) error 
 }
 
 func TestLoadSchemaChecks(t *testing.T) {
+	t.Parallel()
 	_, c, tbl := setup(t, bqfake.Options{PageRows: 2})
 	for _, tt := range []struct{ name, data, want string }{
 		{"unknown field", `{"name":"a","extra":1}` + "\n", "No such field: extra"},
@@ -108,6 +109,7 @@ func TestLoadSchemaChecks(t *testing.T) {
 }
 
 func TestRefusesUnknownStatements(t *testing.T) {
+	t.Parallel()
 	_, c, _ := setup(t, bqfake.Options{})
 	for _, q := range []string{
 		"DELETE FROM `proj.ds.t` WHERE TRUE",
@@ -123,6 +125,7 @@ func TestRefusesUnknownStatements(t *testing.T) {
 }
 
 func TestDuplicateJobID(t *testing.T) {
+	t.Parallel()
 	f, c, _ := setup(t, bqfake.Options{})
 	q := c.Query("SELECT * FROM `proj.ds.t`")
 	q.JobID = "fixed"
@@ -140,6 +143,7 @@ func TestDuplicateJobID(t *testing.T) {
 }
 
 func TestPatchAppendsNullableColumnsOnly(t *testing.T) {
+	t.Parallel()
 	_, _, tbl := setup(t, bqfake.Options{})
 	meta, err := tbl.Metadata(t.Context())
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 )
 
 func TestNormaliseJSON(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		in, exact, round string
 	}{
@@ -28,6 +29,7 @@ func TestNormaliseJSON(t *testing.T) {
 }
 
 func TestNullStructMemberRefused(t *testing.T) {
+	t.Parallel()
 	s, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +57,7 @@ func TestNullStructMemberRefused(t *testing.T) {
 // test: on the same tables, the join on one match key is an index search,
 // and the former condition (key = k OR key = legacy key) is not.
 func TestExplainTellsEqualityFromOr(t *testing.T) {
+	t.Parallel()
 	s, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)

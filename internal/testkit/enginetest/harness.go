@@ -6,7 +6,6 @@ package enginetest
 
 import (
 	"context"
-	"fmt"
 	"net/http/httptest"
 	"os"
 	"slices"
@@ -14,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -200,8 +202,8 @@ func (h *Harness) CheckTable(ctx context.Context, formID string, want []sink.Row
 		if older && !g.CreatedAt.Equal(w.CreatedAt) {
 			h.T.Errorf("form %s key %s: created_at %s, want %s (the older form's six digits)", formID, w.SubmissionKey, g.CreatedAt.Format(time.RFC3339Nano), w.CreatedAt.Format(time.RFC3339Nano))
 		}
-		if diff := rowDiff(w, g); diff != "" {
-			h.T.Errorf("form %s key %s: %s", formID, w.SubmissionKey, diff)
+		if diff := sinktest.RowDiff(w, g, tableColumns...); diff != "" {
+			h.T.Errorf("form %s key %s (-want +got):\n%s", formID, w.SubmissionKey, diff)
 		}
 	}
 	if missing > 0 {
@@ -217,6 +219,14 @@ func (h *Harness) CheckTable(ctx context.Context, formID string, want []sink.Row
 	if len(unexpected) > 0 {
 		h.T.Errorf("form %s: %d unexpected rows, e.g. %v", formID, len(unexpected), unexpected[:min(5, len(unexpected))])
 	}
+}
+
+// tableColumns is what CheckTable compares of a row: what the API's
+// submission says, created_at to the millisecond (both response forms carry
+// it). The keys matched the row already; raw and deleted_at are the sink's.
+var tableColumns = []cmp.Option{
+	sinktest.IgnoreColumns("SubmissionKey", "ContentKey", "Raw", "DeletedAt"),
+	sinktest.CreatedAtTo(time.Millisecond),
 }
 
 // CheckKeys asserts that every submission of want is stored exactly once,
@@ -253,32 +263,6 @@ func (h *Harness) CheckKeys(ctx context.Context, formID string, want []sink.Row)
 	}
 }
 
-func rowDiff(want, got sink.Row) string {
-	switch {
-	case got.FormID != want.FormID:
-		return fmt.Sprintf("form_id %q, want %q", got.FormID, want.FormID)
-	case !got.CreatedAt.Truncate(time.Millisecond).Equal(want.CreatedAt.Truncate(time.Millisecond)):
-		return fmt.Sprintf("created_at %s, want %s", got.CreatedAt, want.CreatedAt)
-	case got.IsSpam != want.IsSpam:
-		return fmt.Sprintf("is_spam %v, want %v", got.IsSpam, want.IsSpam)
-	case got.Fields != want.Fields:
-		return fmt.Sprintf("fields %s, want %s", got.Fields, want.Fields)
-	case got.Files != want.Files:
-		return fmt.Sprintf("files %s, want %s", got.Files, want.Files)
-	case (got.SubmissionID == nil) != (want.SubmissionID == nil),
-		got.SubmissionID != nil && *got.SubmissionID != *want.SubmissionID:
-		return fmt.Sprintf("submission_id %v, want %v", deref(got.SubmissionID), deref(want.SubmissionID))
-	}
-	return ""
-}
-
-func deref(p *int64) any {
-	if p == nil {
-		return nil
-	}
-	return *p
-}
-
 // FormReport finds one form in a report.
 func FormReport(t testing.TB, rep *worker.Report, formID string) worker.FormReport {
 	t.Helper()
@@ -298,7 +282,12 @@ const SlowTestsVar = "FORMSYNC_SLOW_TESTS"
 // Slow skips tb unless FORMSYNC_SLOW_TESTS=1; cost says what the test costs.
 func Slow(tb testing.TB, cost string) {
 	tb.Helper()
-	if os.Getenv(SlowTestsVar) != "1" {
+	if !SlowTests() {
 		tb.Skipf("slow test (%s): runs with %s=1, as .ci/run does", cost, SlowTestsVar)
 	}
 }
+
+// SlowTests reports whether the slow tests run (FORMSYNC_SLOW_TESTS=1): a
+// test that sweeps many seeds or moments runs a few of them without it,
+// and all of them with it.
+func SlowTests() bool { return os.Getenv(SlowTestsVar) == "1" }

@@ -8,6 +8,7 @@ import (
 )
 
 func TestContract(t *testing.T) {
+	t.Parallel()
 	sinktest.Run(t, func(t *testing.T) sinktest.Sink {
 		s := memsink.New()
 		t.Cleanup(func() { s.Close() })

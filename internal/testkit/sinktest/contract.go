@@ -37,30 +37,37 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123456000, time.UTC)
 
 // Run checks every promise a sink makes, on sinks open returns.
 func Run(t *testing.T, open Open) {
-	t.Run("InsertThenIdenticalRecommit", func(t *testing.T) { testInsert(t, open(t)) })
-	t.Run("UpdateReplacesEveryColumn", func(t *testing.T) { testUpdate(t, open(t)) })
-	t.Run("MillisecondsAreNotAChange", func(t *testing.T) { testMilliseconds(t, open(t)) })
-	t.Run("RekeyOlderToNewer", func(t *testing.T) { testRekey(t, open(t)) })
-	t.Run("ContentKeyedTwinRemoved", func(t *testing.T) { testTwin(t, open(t)) })
-	t.Run("TwinStagedAgainAfterItsID", func(t *testing.T) { testTwinStagedAgain(t, open(t)) })
-	t.Run("RekeyWithinOneCommit", func(t *testing.T) { testRekeyWithinCommit(t, open(t)) })
-	t.Run("RekeyThenEditWithinOneCommit", func(t *testing.T) { testRekeyThenEdit(t, open(t)) })
-	t.Run("LaterVersionsTwinRemoved", func(t *testing.T) { testLaterVersionTwin(t, open(t)) })
-	t.Run("StateRoundTrip", func(t *testing.T) { testStateRoundTrip(t, open(t)) })
-	t.Run("StateOnlyCommit", func(t *testing.T) { testStateOnly(t, open(t)) })
-	t.Run("SameFormTwiceInOneCommit", func(t *testing.T) { testSameFormTwice(t, open(t)) })
-	t.Run("SameFormAtTwoRevisionsRefused", func(t *testing.T) { testSameFormTwoRevisions(t, open(t)) })
-	t.Run("FailureInsideCommitWritesNothing", func(t *testing.T) { testFailureInside(t, open(t)) })
-	t.Run("CancelledCommitWritesNothing", func(t *testing.T) { testCancelled(t, open(t)) })
-	t.Run("StaleRevisionIsRefused", func(t *testing.T) { testConflict(t, open(t)) })
-	t.Run("ExactNumbersAndRaw", func(t *testing.T) { testExact(t, open(t)) })
-	t.Run("ManyRowsKeyedByContent", func(t *testing.T) { testManyContentKeyed(t, open(t)) })
-	t.Run("ReconcileMarksRowsNoLongerServed", func(t *testing.T) { testReconcile(t, open(t)) })
-	t.Run("ReconcileKeepsReKeyedRows", func(t *testing.T) { testReconcileRekey(t, open(t)) })
-	t.Run("FailedReconcileMarksNothing", func(t *testing.T) { testReconcileFailure(t, open(t)) })
-	t.Run("ForgetRemovesAndTombstonesKeepOut", func(t *testing.T) { testForget(t, open(t)) })
-	t.Run("RefusedForgetRemovesNothing", func(t *testing.T) { testForgetConflict(t, open(t)) })
-	t.Run("Find", func(t *testing.T) { testFind(t, open(t)) })
+	// Each check opens a sink of its own: they run in parallel.
+	run := func(name string, check func(*testing.T, Sink)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			check(t, open(t))
+		})
+	}
+	run("InsertThenIdenticalRecommit", testInsert)
+	run("UpdateReplacesEveryColumn", testUpdate)
+	run("MillisecondsAreNotAChange", testMilliseconds)
+	run("RekeyOlderToNewer", testRekey)
+	run("ContentKeyedTwinRemoved", testTwin)
+	run("TwinStagedAgainAfterItsID", testTwinStagedAgain)
+	run("RekeyWithinOneCommit", testRekeyWithinCommit)
+	run("RekeyThenEditWithinOneCommit", testRekeyThenEdit)
+	run("LaterVersionsTwinRemoved", testLaterVersionTwin)
+	run("StateRoundTrip", testStateRoundTrip)
+	run("StateOnlyCommit", testStateOnly)
+	run("SameFormTwiceInOneCommit", testSameFormTwice)
+	run("SameFormAtTwoRevisionsRefused", testSameFormTwoRevisions)
+	run("FailureInsideCommitWritesNothing", testFailureInside)
+	run("CancelledCommitWritesNothing", testCancelled)
+	run("StaleRevisionIsRefused", testConflict)
+	run("ExactNumbersAndRaw", testExact)
+	run("ManyRowsKeyedByContent", testManyContentKeyed)
+	run("ReconcileMarksRowsNoLongerServed", testReconcile)
+	run("ReconcileKeepsReKeyedRows", testReconcileRekey)
+	run("FailedReconcileMarksNothing", testReconcileFailure)
+	run("ForgetRemovesAndTombstonesKeepOut", testForget)
+	run("RefusedForgetRemovesNothing", testForgetConflict)
+	run("Find", testFind)
 }
 
 // Row builds a row the way the engine does, failing the test on error.
@@ -210,8 +217,8 @@ func (f *fixture) checkRows(formID string, want ...sink.Row) {
 			f.t.Errorf("form %s: key %s missing", formID, w.SubmissionKey)
 			continue
 		}
-		if d := diff(w, g); d != "" {
-			f.t.Errorf("form %s key %s: %s", formID, w.SubmissionKey, d)
+		if d := RowDiff(w, g); d != "" {
+			f.t.Errorf("form %s key %s (-want +got):\n%s", formID, w.SubmissionKey, d)
 		}
 	}
 	var live, deleted int64
@@ -225,36 +232,6 @@ func (f *fixture) checkRows(formID string, want ...sink.Row) {
 	if st := f.state(formID); st.Rows != live || st.Deleted != deleted {
 		f.t.Errorf("form %s: row_count %d and deleted_count %d, but %d rows stored, %d of them deleted", formID, st.Rows, st.Deleted, len(got), deleted)
 	}
-}
-
-func diff(want, got sink.Row) string {
-	switch {
-	case !got.CreatedAt.Equal(want.CreatedAt):
-		return fmt.Sprintf("created_at %s, want %s", got.CreatedAt.Format(time.RFC3339Nano), want.CreatedAt.Format(time.RFC3339Nano))
-	case got.IsSpam != want.IsSpam:
-		return fmt.Sprintf("is_spam %v, want %v", got.IsSpam, want.IsSpam)
-	case got.Fields != want.Fields:
-		return fmt.Sprintf("fields %s, want %s", got.Fields, want.Fields)
-	case got.Files != want.Files:
-		return fmt.Sprintf("files %s, want %s", got.Files, want.Files)
-	case got.Raw != want.Raw:
-		return fmt.Sprintf("raw %s, want %s", got.Raw, want.Raw)
-	case (got.SubmissionID == nil) != (want.SubmissionID == nil),
-		got.SubmissionID != nil && *got.SubmissionID != *want.SubmissionID:
-		return fmt.Sprintf("submission_id %v, want %v", deref(got.SubmissionID), deref(want.SubmissionID))
-	case got.ContentKey != want.ContentKey:
-		return fmt.Sprintf("content key %s, want %s", got.ContentKey, want.ContentKey)
-	case !got.DeletedAt.Equal(want.DeletedAt):
-		return fmt.Sprintf("deleted_at %s, want %s", got.DeletedAt.Format(time.RFC3339Nano), want.DeletedAt.Format(time.RFC3339Nano))
-	}
-	return ""
-}
-
-func deref(p *int64) any {
-	if p == nil {
-		return nil
-	}
-	return *p
 }
 
 func wantCounts(t *testing.T, what string, res sink.Result, want sink.Result) {

@@ -216,8 +216,8 @@ func testFind(t *testing.T, s Sink) {
 		for i := range got {
 			if got[i].SubmissionKey != tc.want[i].SubmissionKey {
 				t.Errorf("%s: row %d is %s, want %s", tc.name, i, got[i].SubmissionKey, tc.want[i].SubmissionKey)
-			} else if d := diff(tc.want[i], got[i]); d != "" {
-				t.Errorf("%s: row %s: %s", tc.name, got[i].SubmissionKey, d)
+			} else if d := RowDiff(tc.want[i], got[i]); d != "" {
+				t.Errorf("%s: row %s (-want +got):\n%s", tc.name, got[i].SubmissionKey, d)
 			}
 		}
 	}

@@ -54,6 +54,7 @@ var broken = map[string]func() sinktest.Sink{
 // SINKTEST_BROKEN; it is meant to fail, and runs only as the child process
 // of TestContractCatchesBrokenSinks.
 func TestBrokenSinkUnderContract(t *testing.T) {
+	t.Parallel()
 	open, ok := broken[os.Getenv("SINKTEST_BROKEN")]
 	if !ok {
 		t.Skip("runs only as a child of TestContractCatchesBrokenSinks")
@@ -65,6 +66,7 @@ func TestBrokenSinkUnderContract(t *testing.T) {
 // commits rows without their state, and one that double-counts row_count,
 // each fail it, in the checks that should catch them.
 func TestContractCatchesBrokenSinks(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]string{
 		"rows-without-state": "--- FAIL: TestBrokenSinkUnderContract/StateRoundTrip",
 		"double-count":       "row_count",

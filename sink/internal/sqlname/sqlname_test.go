@@ -7,6 +7,7 @@ import (
 )
 
 func TestIdentifiers(t *testing.T) {
+	t.Parallel()
 	if got := ViewName("contact"); got != "form_contact" {
 		t.Errorf("ViewName(contact) = %q", got)
 	}
@@ -47,6 +48,7 @@ func checkIdent(t *testing.T, s string) {
 }
 
 func TestViewColumnsDedupeAndCap(t *testing.T) {
+	t.Parallel()
 	fields := []string{"b", "a", "b", "form_id"}
 	for i := range MaxViewFields + 10 {
 		fields = append(fields, fmt.Sprintf("f%d", i))
@@ -65,6 +67,7 @@ func TestViewColumnsDedupeAndCap(t *testing.T) {
 
 // A form id that looks like another's sanitised name does not take it.
 func TestViewNamesDoNotCollide(t *testing.T) {
+	t.Parallel()
 	ids := []string{"a-b", "a_b", "a.b", "A_B", ViewName("a-b")[len("form_"):], "a_b_00000000", "x_deadbeef", "x-deadbeef"}
 	seen := map[string]string{}
 	for _, id := range ids {

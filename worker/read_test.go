@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -30,6 +31,7 @@ import (
 // orders, at 20 a page and a deletion every few requests: after it and one
 // sync, no live submission is missing.
 func TestBackfillUnderDeletionsLosesNothing(t *testing.T) {
+	t.Parallel()
 	for _, o := range []apisim.Order{apisim.NewestFirst, apisim.OldestFirst} {
 		t.Run(o.String(), func(t *testing.T) {
 			ctx := t.Context()
@@ -52,73 +54,66 @@ func TestBackfillUnderDeletionsLosesNothing(t *testing.T) {
 	}
 }
 
-// fakeAPI serves hand-written submissions in the newer response form, so
-// that tests can serve what the simulator never would.
-type fakeAPI struct {
-	mu       sync.Mutex
-	forms    map[string][]map[string]any // newest first
-	perPage  int
-	oldest   bool                      // serve oldest first
-	rewrite  func(p, q map[string]any) // envelope and its pagination, before sending
-	pages    func(formID string) (total, totalPages int, ok bool)
-	requests atomic.Int64
+// handSim is a simulator of the newer response form whose forms hold
+// only the submissions a test gives them (apisim's SetSubmissions), so
+// that tests can serve what generated forms never hold.
+func handSim(order apisim.Order) *apisim.Server {
+	return apisim.New(apisim.Options{Variant: apisim.Newer, Order: order, SubmissionsPerForm: apisim.NoSubmissions})
 }
 
-func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.requests.Add(1)
-	parts := strings.Split(r.URL.Path, "/")
-	if len(parts) != 5 || parts[1] != "api" || parts[2] != "forms" || parts[4] != "submissions" {
-		http.NotFound(w, r)
-		return
+// orderOf is the order a test serving oldest first asks for.
+func orderOf(oldest bool) apisim.Order {
+	if oldest {
+		return apisim.OldestFirst
 	}
-	formID := parts[3]
+	return apisim.NewestFirst
+}
+
+// rewriting serves h through a proxy that hands each envelope of a 200 (and
+// its pagination) to edit before sending it on: a server, or a proxy in
+// front of it, that lies. r is the request as the client sent it.
+func rewriting(h http.Handler, edit func(r *http.Request, env, pag map[string]any)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		var env map[string]any
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &env) != nil {
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+			return
+		}
+		edit(r, env, env["meta"].(map[string]any)["pagination"].(map[string]any))
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(env)
+	})
+}
+
+// askedPage is the page r asks for.
+func askedPage(r *http.Request) int {
 	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
-	page = max(page, 1)
-	f.mu.Lock()
-	subs := f.forms[formID]
-	if f.oldest {
-		rev := make([]map[string]any, len(subs))
-		for i, s := range subs {
-			rev[len(subs)-1-i] = s
-		}
-		subs = rev
-	}
-	total := len(subs)
-	totalPages := max(1, (total+f.perPage-1)/f.perPage)
-	if f.pages != nil {
-		if t, tp, ok := f.pages(formID); ok {
-			total, totalPages = t, tp
-		}
-	}
-	var data []map[string]any
-	if lo := (page - 1) * f.perPage; lo < len(subs) {
-		data = subs[lo:min(lo+f.perPage, len(subs))]
-	}
-	f.mu.Unlock()
-	if data == nil {
-		data = []map[string]any{}
-	}
-	pag := map[string]any{"total": total, "count": len(data), "per_page": f.perPage, "current_page": page, "total_pages": totalPages,
-		"links": map[string]any{"previous": nil, "next": nil}}
-	env := map[string]any{"data": data, "meta": map[string]any{"pagination": pag}}
-	if f.rewrite != nil {
-		f.rewrite(env, pag)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(env)
+	return max(page, 1)
 }
 
-func (f *fakeAPI) set(formID string, subs ...map[string]any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.forms == nil {
-		f.forms = map[string][]map[string]any{}
-	}
-	f.forms[formID] = subs
+// onPage1 serves h every request as if it asked for page 1.
+func onPage1(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := r.Clone(r.Context())
+		q := r2.URL.Query()
+		q.Set("page", "1")
+		r2.URL.RawQuery = q.Encode()
+		h.ServeHTTP(w, r2)
+	})
 }
 
-func sub(id int, at time.Time, fields map[string]any) map[string]any {
-	return map[string]any{"id": id, "fields": fields, "files": []any{}, "is_spam": false, "created_at": at.UTC().Format("2006-01-02T15:04:05.000Z")}
+// sub is a submission of the newer response form; nil fields are served
+// as null.
+func sub(id int, at time.Time, fields map[string]any) apisim.Submission {
+	b, err := json.Marshal(fields)
+	if err != nil {
+		panic(err)
+	}
+	return apisim.Submission{ID: int64(id), CreatedAt: at, Fields: b, Files: json.RawMessage(`[]`)}
 }
 
 // fakeEngine serves api on loopback and returns an engine over sink s.
@@ -126,7 +121,7 @@ func fakeEngine(t *testing.T, api http.Handler, s worker.Sink, cfg worker.Config
 	t.Helper()
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	c, err := formsapi.New(formsapi.Config{BaseURL: srv.URL, Token: "fake-api-token", RateLimit: 10000, MaxWait: 200 * time.Millisecond,
+	c, err := formsapi.New(formsapi.Config{BaseURL: srv.URL, Token: apisim.DefaultToken, RateLimit: 10000, MaxWait: 200 * time.Millisecond,
 		InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -141,8 +136,9 @@ func fakeEngine(t *testing.T, api http.Handler, s worker.Sink, cfg worker.Config
 
 var base = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 
-func manySubs(n int) []map[string]any {
-	subs := make([]map[string]any, n)
+// manySubs is n submissions a minute apart, newest (id n) first.
+func manySubs(n int) []apisim.Submission {
+	subs := make([]apisim.Submission, n)
 	for i := range n {
 		subs[n-1-i] = sub(i+1, base.Add(time.Duration(i)*time.Minute), map[string]any{"n": strconv.Itoa(i + 1)})
 	}
@@ -152,8 +148,9 @@ func manySubs(n int) []map[string]any {
 // A server (or proxy) that ignores page and always answers page 1: the
 // form fails for the run and keeps its watermark; nothing is trusted.
 func TestPageIgnoringServerFailsTheForm(t *testing.T) {
-	api := &fakeAPI{perPage: 10}
-	api.set("f", manySubs(250)...)
+	t.Parallel()
+	api := handSim(apisim.NewestFirst)
+	api.SetSubmissions("f", manySubs(250)...)
 	var ignore atomic.Bool
 	ignore.Store(true)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -191,10 +188,12 @@ func TestPageIgnoringServerFailsTheForm(t *testing.T) {
 // An envelope claiming total_pages 0 for 25 submissions: refused, not a
 // form of 10 rows.
 func TestTotalPagesZeroFailsTheForm(t *testing.T) {
-	api := &fakeAPI{perPage: 10, rewrite: func(_, pag map[string]any) { pag["total_pages"] = 0 }}
-	api.set("f", manySubs(25)...)
+	t.Parallel()
+	api := handSim(apisim.NewestFirst)
+	api.SetSubmissions("f", manySubs(25)...)
+	lying := rewriting(api, func(_ *http.Request, _, pag map[string]any) { pag["total_pages"] = 0 })
 	s := memsink.New()
-	rep, err := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10}).Sync(t.Context())
+	rep, err := fakeEngine(t, lying, s, worker.Config{Forms: []string{"f"}, PageSize: 10}).Sync(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,43 +206,31 @@ func TestTotalPagesZeroFailsTheForm(t *testing.T) {
 // An oldest-first form whose envelope claims 10^12 pages is read until its
 // time budget runs out; the healthy form beside it commits.
 func TestEndlessFormDoesNotHoldBackOthers(t *testing.T) {
+	t.Parallel()
 	const endless = 1_000_000_000_000
-	api := &fakeAPI{perPage: 10, oldest: true, pages: func(formID string) (int, int, bool) {
-		if formID == "endless" {
-			return endless * 10, endless, true
-		}
-		return 0, 0, false
-	}}
-	api.set("healthy", manySubs(30)...)
-	// Every page of the endless form serves the same ten submissions'
-	// shapes with created_at rising by page, so nothing looks repeated.
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.Contains(r.URL.Path, "/endless/") {
-			page, _ := strconv.Atoi(r.URL.Query().Get("page"))
-			var data []map[string]any
-			for i := range 10 {
-				n := (page-1)*10 + i
-				data = append(data, sub(n+1, base.Add(time.Duration(n)*time.Second), map[string]any{"n": n}))
-			}
-			api.mu.Lock()
-			api.forms["endless"] = data
-			api.mu.Unlock()
-			q := r.URL.Query()
-			q.Set("page", "1")
-			r2 := r.Clone(r.Context())
-			r2.URL.RawQuery = q.Encode()
-			rec := httptest.NewRecorder()
-			api.ServeHTTP(rec, r2)
-			var env map[string]any
-			json.Unmarshal(rec.Body.Bytes(), &env)
-			pag := env["meta"].(map[string]any)["pagination"].(map[string]any)
-			pag["current_page"] = page
-			json.NewEncoder(w).Encode(env)
+	api := handSim(apisim.OldestFirst)
+	api.SetSubmissions("healthy", manySubs(30)...)
+	// Every page of the endless form serves ten new submissions with
+	// created_at rising by page, so nothing looks repeated.
+	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.URL.Path, "/endless/") {
+			api.ServeHTTP(w, r)
 			return
 		}
-		api.ServeHTTP(w, r)
+		page := askedPage(r)
+		var data []apisim.Submission
+		for i := range 10 {
+			n := (page-1)*10 + i
+			data = append(data, sub(n+1, base.Add(time.Duration(n)*time.Second), map[string]any{"n": n}))
+		}
+		api.SetSubmissions("endless", data...)
+		onPage1(api).ServeHTTP(w, r)
 	})
-	api.set("endless")
+	handler := rewriting(serve, func(r *http.Request, _, pag map[string]any) {
+		if strings.Contains(r.URL.Path, "/endless/") {
+			pag["current_page"], pag["total"], pag["total_pages"] = askedPage(r), endless*10, endless
+		}
+	})
 	s := memsink.New()
 	e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"endless", "healthy"}, PageSize: 10, FormTimeout: time.Second})
 	rep, err := e.Sync(t.Context())
@@ -263,16 +250,17 @@ func TestEndlessFormDoesNotHoldBackOthers(t *testing.T) {
 // The same id served again with a different created_at and fields: the row
 // becomes the later version, every column.
 func TestLaterVersionReplacesTheRow(t *testing.T) {
-	api := &fakeAPI{perPage: 10}
+	t.Parallel()
+	api := handSim(apisim.NewestFirst)
 	v1 := sub(5, base, map[string]any{"v": "1"})
-	api.set("f", v1, sub(4, base.Add(-time.Minute), map[string]any{"v": "old"}))
+	api.SetSubmissions("f", v1, sub(4, base.Add(-time.Minute), map[string]any{"v": "old"}))
 	s := memsink.New()
 	e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, Lookback: 48 * time.Hour})
 	if rep, _ := e.Sync(t.Context()); rep.Err() != nil {
 		t.Fatal(rep.Err())
 	}
 	v2 := sub(5, base.Add(time.Hour), map[string]any{"v": "2"})
-	api.set("f", v2, sub(4, base.Add(-time.Minute), map[string]any{"v": "old"}))
+	api.SetSubmissions("f", v2, sub(4, base.Add(-time.Minute), map[string]any{"v": "old"}))
 	rep, _ := e.Sync(t.Context())
 	if rep.Err() != nil {
 		t.Fatal(rep.Err())
@@ -309,6 +297,7 @@ func (s *syncFirst) Commit(ctx context.Context, c *sink.Commit) (sink.Result, er
 }
 
 func TestSyncCommittingDuringBackfillIsMerged(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	mem := memsink.New()
 	s := &syncFirst{Sink: mem}
@@ -347,10 +336,12 @@ func TestSyncCommittingDuringBackfillIsMerged(t *testing.T) {
 // A form whose API counts more submissions than it serves: read again in
 // full once, then reported incomplete, in the report and in the state.
 func TestIncompleteFormIsReported(t *testing.T) {
-	api := &fakeAPI{perPage: 10, pages: func(formID string) (int, int, bool) { return 12, 2, true }}
-	api.set("f", manySubs(10)...)
+	t.Parallel()
+	api := handSim(apisim.NewestFirst)
+	api.SetSubmissions("f", manySubs(10)...)
+	lying := rewriting(api, func(_ *http.Request, _, pag map[string]any) { pag["total"], pag["total_pages"] = 12, 2 })
 	s := memsink.New()
-	rep, err := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10}).Sync(t.Context())
+	rep, err := fakeEngine(t, lying, s, worker.Config{Forms: []string{"f"}, PageSize: 10}).Sync(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,6 +365,7 @@ func TestIncompleteFormIsReported(t *testing.T) {
 // A wrong token over 10 forms: the run stops at once, with at most as many
 // requests as forms read at once.
 func TestUnauthorizedStopsTheRun(t *testing.T) {
+	t.Parallel()
 	var forms []string
 	for i := range 10 {
 		forms = append(forms, fmt.Sprintf("f%d", i))
@@ -406,15 +398,16 @@ func TestUnauthorizedStopsTheRun(t *testing.T) {
 // the watermark: a created_at in the year 9999, fields nested deeper than
 // the sinks query, no fields at all.
 func TestUntrustedSubmissionsAreStoredNotTrusted(t *testing.T) {
+	t.Parallel()
 	deep := any("leaf")
 	for range sink.MaxDepth + 5 {
 		deep = []any{deep}
 	}
 	now := time.Now().UTC()
-	api := &fakeAPI{perPage: 10}
+	api := handSim(apisim.NewestFirst)
 	noFields := sub(4, now.Add(-3*time.Hour), nil)
-	delete(noFields, "fields")
-	api.set("f",
+	noFields.Fields = nil // served without a fields member
+	api.SetSubmissions("f",
 		sub(9, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), map[string]any{"x": "future"}),
 		sub(6, now.Add(-time.Hour), map[string]any{"deep": deep}),
 		sub(5, now.Add(-2*time.Hour), map[string]any{"x": "fine"}),
@@ -467,6 +460,7 @@ func (s *bumpFirst) Commit(ctx context.Context, c *sink.Commit) (sink.Result, er
 // it read them merges: its rows and watermark go in, the other's backfill
 // progress stays.
 func TestSyncMergesAConcurrentCommit(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	mem := memsink.New()
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 24, Variant: apisim.Newer, Forms: []string{"a", "b"}, SubmissionsPerForm: 40}, mem)
@@ -498,6 +492,7 @@ func TestSyncMergesAConcurrentCommit(t *testing.T) {
 }
 
 func TestConfigValidateListsEveryProblem(t *testing.T) {
+	t.Parallel()
 	err := worker.Config{PageSize: 101, Concurrency: -1, FormTimeout: -time.Second, Lookback: -time.Hour, ShutdownGrace: -1}.Validate()
 	var fields []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
@@ -517,12 +512,13 @@ func TestConfigValidateListsEveryProblem(t *testing.T) {
 
 // A form with more field names than a view has columns is logged.
 func TestViewColumnCapIsLogged(t *testing.T) {
+	t.Parallel()
 	fields := map[string]any{}
 	for i := range sink.MaxViewFields + 3 {
 		fields[fmt.Sprintf("f%d", i)] = "x"
 	}
-	api := &fakeAPI{perPage: 10}
-	api.set("wide", sub(1, base, fields))
+	api := handSim(apisim.NewestFirst)
+	api.SetSubmissions("wide", sub(1, base, fields))
 	var logs strings.Builder
 	cfg := worker.Config{Forms: []string{"wide"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	rep, err := fakeEngine(t, api, memsink.New(), cfg).Sync(t.Context())
@@ -537,12 +533,13 @@ func TestViewColumnCapIsLogged(t *testing.T) {
 // A form short of the API's total whose full re-read finds what was missing
 // is complete: no error, nothing reported missing.
 func TestShortFormMendedByTheReRead(t *testing.T) {
+	t.Parallel()
 	subs := manySubs(3)
-	api := &fakeAPI{perPage: 10, pages: func(string) (int, int, bool) { return 3, 1, true }}
-	api.set("f", subs[0], subs[2]) // the middle one is not listed yet
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		api.ServeHTTP(w, r)
-		api.set("f", subs...) // listed from the second request on
+	api := handSim(apisim.NewestFirst)
+	api.SetSubmissions("f", subs[0], subs[2]) // the middle one is not listed yet
+	handler := rewriting(api, func(_ *http.Request, _, pag map[string]any) {
+		pag["total"], pag["total_pages"] = 3, 1
+		api.SetSubmissions("f", subs...) // listed from the second request on
 	})
 	s := memsink.New()
 	rep, err := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}}).Sync(t.Context())
@@ -561,22 +558,10 @@ func TestShortFormMendedByTheReRead(t *testing.T) {
 // pagination of the page asked for passes the client's checks; the walker
 // sees the repeated page and fails the form.
 func TestRepeatedPageFailsTheForm(t *testing.T) {
-	api := &fakeAPI{perPage: 10}
-	api.set("f", manySubs(40)...)
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked := r.URL.Query().Get("page")
-		r2 := r.Clone(r.Context())
-		q := r2.URL.Query()
-		q.Set("page", "1")
-		r2.URL.RawQuery = q.Encode()
-		rec := httptest.NewRecorder()
-		api.ServeHTTP(rec, r2)
-		var env map[string]any
-		json.Unmarshal(rec.Body.Bytes(), &env)
-		n, _ := strconv.Atoi(asked)
-		env["meta"].(map[string]any)["pagination"].(map[string]any)["current_page"] = max(n, 1)
-		json.NewEncoder(w).Encode(env)
-	})
+	t.Parallel()
+	api := handSim(apisim.NewestFirst)
+	api.SetSubmissions("f", manySubs(40)...)
+	handler := rewriting(onPage1(api), func(r *http.Request, _, pag map[string]any) { pag["current_page"] = askedPage(r) })
 	s := memsink.New()
 	rep, err := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10}).Sync(t.Context())
 	if err != nil {
@@ -597,6 +582,7 @@ func TestRepeatedPageFailsTheForm(t *testing.T) {
 // few requests as the fall of the total allows. An oldest-first form is
 // read backwards, where such deletions only repeat submissions.
 func TestDeletionsOfManyReadSubmissionsLoseNothing(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		after  int    // the page served before the deletions
@@ -614,26 +600,22 @@ func TestDeletionsOfManyReadSubmissionsLoseNothing(t *testing.T) {
 		for _, backfill := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/backfill=%v", tc.name, backfill), func(t *testing.T) {
 				subs := manySubs(50) // ids 50 (newest) to 1
-				api := &fakeAPI{perPage: 10, oldest: tc.oldest}
-				api.set("f", subs...)
+				api := handSim(orderOf(tc.oldest))
+				api.SetSubmissions("f", subs...)
 				var fired atomic.Bool
-				api.rewrite = func(_, pag map[string]any) {
-					if pag["current_page"] == tc.after && fired.CompareAndSwap(false, true) {
-						gone := map[int]bool{}
-						for _, id := range tc.delete {
-							gone[id] = true
-						}
-						var left []map[string]any
+				handler := rewriting(api, func(r *http.Request, _, _ map[string]any) {
+					if askedPage(r) == tc.after && fired.CompareAndSwap(false, true) {
+						var left []apisim.Submission
 						for _, s := range subs {
-							if !gone[s["id"].(int)] {
+							if !slices.Contains(tc.delete, int(s.ID)) {
 								left = append(left, s)
 							}
 						}
-						api.set("f", left...)
+						api.SetSubmissions("f", left...)
 					}
-				}
+				})
 				s := memsink.New()
-				e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+				e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
 				rescans, staged := readWhole(t, e, "f", backfill)
 				if !backfill && (rescans < tc.rescan[0] || rescans > tc.rescan[1]) {
 					t.Errorf("%d pages read again, want %d to %d", rescans, tc.rescan[0], tc.rescan[1])
@@ -712,6 +694,7 @@ func ids(a, b int) []int {
 // the form under a new field policy (what the failure asks for) while the
 // sync ran keeps the policy it recorded, and the next sync goes through.
 func TestFailedFormMergedKeepsAConcurrentReconcile(t *testing.T) {
+	t.Parallel()
 	pol := mustPolicy(t, "email=drop")
 	for _, sk := range deletionSinks {
 		t.Run(sk.name, func(t *testing.T) {

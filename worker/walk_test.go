@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/internal/testkit/memsink"
 	"github.com/formsync/formsync/worker"
 )
@@ -34,6 +36,7 @@ func storedIDs(t *testing.T, s *memsink.Sink, f string) map[int64]bool {
 // page ahead (as the first page was read) onto the first page (as the page
 // ahead was read): on neither as read.
 func TestBackfillWindowMovedBetweenBisectionReadsLosesNothing(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		oldest bool
@@ -51,20 +54,20 @@ func TestBackfillWindowMovedBetweenBisectionReadsLosesNothing(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			subs := manySubs(100) // ids 100 (newest) to 1, a minute apart
-			api := &fakeAPI{perPage: 10, oldest: tc.oldest}
-			api.set("f", subs...)
-			moved := append([]map[string]any{sub(101, base.Add(200*time.Minute), map[string]any{"n": "101"})}, subs...)
+			api := handSim(orderOf(tc.oldest))
+			api.SetSubmissions("f", subs...)
+			moved := append([]apisim.Submission{sub(101, base.Add(200*time.Minute), map[string]any{"n": "101"})}, subs...)
 			if tc.oldest {
 				moved = subs[:99] // id 1 deleted
 			}
 			var fired atomic.Bool
-			api.rewrite = func(_, pag map[string]any) {
-				if pag["current_page"] == tc.after && fired.CompareAndSwap(false, true) {
-					api.set("f", moved...)
+			handler := rewriting(api, func(r *http.Request, _, pag map[string]any) {
+				if askedPage(r) == tc.after && fired.CompareAndSwap(false, true) {
+					api.SetSubmissions("f", moved...)
 				}
-			}
+			})
 			s := memsink.New()
-			e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+			e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
 			rep, err := e.Backfill(t.Context(), "f", worker.BackfillOptions{Window: worker.Window{Until: base.Add(time.Duration(tc.until-1) * time.Minute)}})
 			if err != nil {
 				t.Fatal(err)
@@ -94,6 +97,7 @@ func TestBackfillWindowMovedBetweenBisectionReadsLosesNothing(t *testing.T) {
 // pages of the walk. A window that lies, as read, on one page holding
 // none of it is read, not reported empty, when the total fell.
 func TestBackfillWindowPulledAboveItsFirstPageLosesNothing(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		deleted      int // how many of the newest are deleted
@@ -108,18 +112,18 @@ func TestBackfillWindowPulledAboveItsFirstPageLosesNothing(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			subs := manySubs(100) // ids 100 (newest) to 1, a minute apart
-			api := &fakeAPI{perPage: 10}
-			api.set("f", subs...)
+			api := handSim(apisim.NewestFirst)
+			api.SetSubmissions("f", subs...)
 			// The bisection reads pages 6, 3, 5 and 4, in that order; the
 			// deletions land after page 3.
 			var fired atomic.Bool
-			api.rewrite = func(_, pag map[string]any) {
-				if pag["current_page"] == 3 && fired.CompareAndSwap(false, true) {
-					api.set("f", subs[tc.deleted:]...)
+			handler := rewriting(api, func(r *http.Request, _, pag map[string]any) {
+				if askedPage(r) == 3 && fired.CompareAndSwap(false, true) {
+					api.SetSubmissions("f", subs[tc.deleted:]...)
 				}
-			}
+			})
 			s := memsink.New()
-			e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+			e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
 			win := worker.Window{Until: base.Add(time.Duration(tc.until-1) * time.Minute)}
 			if tc.since > 0 {
 				win.Since = base.Add(time.Duration(tc.since-1) * time.Minute)
@@ -153,6 +157,7 @@ func TestBackfillWindowPulledAboveItsFirstPageLosesNothing(t *testing.T) {
 // again before it came. The walk reads them there too. The deleted rows,
 // stored, keep the completeness check from counting those lost.
 func TestAdditionWhilePulledPagesAreReadAgainLosesNothing(t *testing.T) {
+	t.Parallel()
 	type move struct {
 		page, serving int // the move comes as page is served for the serving-th time
 		ids           []int
@@ -189,36 +194,36 @@ func TestAdditionWhilePulledPagesAreReadAgainLosesNothing(t *testing.T) {
 	for _, tc := range tests {
 		for _, backfill := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/backfill=%v", tc.name, backfill), func(t *testing.T) {
-				byID := map[int]map[string]any{}
+				byID := map[int]apisim.Submission{}
 				for _, m := range append(manySubs(tc.n), sub(tc.n+1, base.Add(time.Duration(tc.n)*time.Minute), map[string]any{"n": "new"})) {
-					byID[m["id"].(int)] = m
+					byID[int(m.ID)] = m
 				}
-				list := func(ids []int) []map[string]any {
-					var out []map[string]any
+				list := func(ids []int) []apisim.Submission {
+					var out []apisim.Submission
 					for _, id := range ids {
 						out = append(out, byID[id])
 					}
 					return out
 				}
-				api := &fakeAPI{perPage: 10}
-				api.set("f", manySubs(tc.n)...)
+				api := handSim(apisim.NewestFirst)
+				api.SetSubmissions("f", manySubs(tc.n)...)
 				var mu sync.Mutex
 				served := map[int]int{}
 				var moved atomic.Int32
-				api.rewrite = func(_, pag map[string]any) {
+				handler := rewriting(api, func(r *http.Request, _, pag map[string]any) {
 					mu.Lock()
 					defer mu.Unlock()
-					page := pag["current_page"].(int)
+					page := askedPage(r)
 					served[page]++
 					for _, m := range tc.moves {
 						if m.page == page && m.serving == served[page] {
-							api.set("f", list(m.ids)...)
+							api.SetSubmissions("f", list(m.ids)...)
 							moved.Add(1)
 						}
 					}
-				}
+				})
 				s := memsink.New()
-				e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+				e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
 				readWhole(t, e, "f", backfill)
 				if int(moved.Load()) != len(tc.moves) {
 					t.Fatalf("%d of %d moves came", moved.Load(), len(tc.moves))
@@ -245,31 +250,32 @@ func TestAdditionWhilePulledPagesAreReadAgainLosesNothing(t *testing.T) {
 // back onto a page it read before. Once the form holds still, the next
 // sync stores every live submission.
 func TestFormThatNeverHoldsStillFailsAndLosesNothing(t *testing.T) {
+	t.Parallel()
 	subs := manySubs(50) // ids 50 (newest) to 1
-	api := &fakeAPI{perPage: 10}
-	api.set("f", subs...)
+	api := handSim(apisim.NewestFirst)
+	api.SetSubmissions("f", subs...)
 	var mu sync.Mutex
 	live := slices.Clone(subs)
 	churning, added, next := false, false, 51
-	api.rewrite = func(_, pag map[string]any) {
+	handler := rewriting(api, func(r *http.Request, _, pag map[string]any) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case churning && added:
 			live, added = live[1:], false
-			api.set("f", live...)
+			api.SetSubmissions("f", live...)
 		case churning:
-			live = append([]map[string]any{sub(next, base.Add(time.Duration(next)*time.Minute), map[string]any{"n": "new"})}, live...)
+			live = append([]apisim.Submission{sub(next, base.Add(time.Duration(next)*time.Minute), map[string]any{"n": "new"})}, live...)
 			next, added = next+1, true
-			api.set("f", live...)
-		case pag["current_page"] == 2 && next == 51:
+			api.SetSubmissions("f", live...)
+		case askedPage(r) == 2 && next == 51:
 			live = live[1:] // id 50 deleted
-			api.set("f", live...)
+			api.SetSubmissions("f", live...)
 			churning = true
 		}
-	}
+	})
 	s := memsink.New()
-	e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
+	e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
 	rep, err := e.Sync(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +292,7 @@ func TestFormThatNeverHoldsStillFailsAndLosesNothing(t *testing.T) {
 	churning = false
 	if added {
 		live = live[1:]
-		api.set("f", live...)
+		api.SetSubmissions("f", live...)
 	}
 	mu.Unlock()
 	rep, err = e.Sync(t.Context())
@@ -300,7 +306,7 @@ func TestFormThatNeverHoldsStillFailsAndLosesNothing(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, m := range live {
-		if id := int64(m["id"].(int)); !stored[id] {
+		if id := m.ID; !stored[id] {
 			t.Errorf("live submission %d not stored", id)
 		}
 	}

@@ -35,6 +35,7 @@ func namesInClear(st state.Form, keys []string) []string {
 // clear (the tombstones are keyed hashes), and the next sync reads as
 // little as before and stores nothing of them.
 func TestForgetLeavesNoKeyInTheWatermark(t *testing.T) {
+	t.Parallel()
 	for _, sk := range deletionSinks {
 		for _, v := range variants {
 			t.Run(sk.name+"/"+v.name, func(t *testing.T) {
@@ -79,6 +80,7 @@ func TestForgetLeavesNoKeyInTheWatermark(t *testing.T) {
 // before it was forgotten commits after the forget; its watermark, merged
 // with the forget's state, does not name the submission either.
 func TestSyncMergedWithAForgetLeavesNoKey(t *testing.T) {
+	t.Parallel()
 	for _, sk := range deletionSinks {
 		t.Run(sk.name, func(t *testing.T) {
 			ctx := t.Context()

@@ -42,6 +42,7 @@ var orders = []struct {
 // while they are read, backdated inserts, a form switching response forms,
 // lookback, failing forms and commits) and checks the table is exact.
 func TestScenarios(t *testing.T) {
+	t.Parallel()
 	runScenarios(t, memSink)
 }
 
@@ -49,6 +50,7 @@ func TestScenarios(t *testing.T) {
 // each form's rows in parts of 7 while it reads on (Config.PartRows):
 // the tables must come out the same.
 func TestScenariosInParts(t *testing.T) {
+	t.Parallel()
 	runScenarios(t, func(t *testing.T) enginetest.Sink { return inParts{memSink(t), 7} })
 }
 
@@ -82,23 +84,62 @@ func newHarness(t *testing.T, opts apisim.Options, s enginetest.Sink) *enginetes
 func runScenarios(t *testing.T, open open) {
 	for _, v := range variants {
 		for _, o := range orders {
-			t.Run("Incremental/"+v.name+"/"+o.name, func(t *testing.T) { testIncremental(t, open(t), v.v, o.o) })
-			t.Run("MovingPages/"+v.name+"/"+o.name, func(t *testing.T) { testMovingPages(t, open(t), v.v, o.o) })
+			t.Run("Incremental/"+v.name+"/"+o.name, func(t *testing.T) {
+				t.Parallel()
+				testIncremental(t, open(t), v.v, o.o)
+			})
+			t.Run("MovingPages/"+v.name+"/"+o.name, func(t *testing.T) {
+				t.Parallel()
+				testMovingPages(t, open(t), v.v, o.o)
+			})
 		}
-		t.Run("Ties/"+v.name, func(t *testing.T) { testTies(t, open(t), v.v) })
+		t.Run("Ties/"+v.name, func(t *testing.T) {
+			t.Parallel()
+			testTies(t, open(t), v.v)
+		})
 	}
-	t.Run("OnePage/live", func(t *testing.T) { testOnePage(t, open(t)) })
-	t.Run("SwitchingForms", func(t *testing.T) { testSwitching(t, open(t)) })
+	t.Run("OnePage/live", func(t *testing.T) {
+		t.Parallel()
+		testOnePage(t, open(t))
+	})
+	t.Run("SwitchingForms", func(t *testing.T) {
+		t.Parallel()
+		testSwitching(t, open(t))
+	})
 	for _, o := range orders {
-		t.Run("OlderToNewer/"+o.name, func(t *testing.T) { testOlderToNewer(t, open(t), o.o) })
-		t.Run("BackdatedInsert/"+o.name, func(t *testing.T) { testBackdated(t, open(t), o.o) })
-		t.Run("Copies/"+o.name, func(t *testing.T) { testCopies(t, open(t), o.o) })
+		t.Run("OlderToNewer/"+o.name, func(t *testing.T) {
+			t.Parallel()
+			testOlderToNewer(t, open(t), o.o)
+		})
+		t.Run("BackdatedInsert/"+o.name, func(t *testing.T) {
+			t.Parallel()
+			testBackdated(t, open(t), o.o)
+		})
+		t.Run("Copies/"+o.name, func(t *testing.T) {
+			t.Parallel()
+			testCopies(t, open(t), o.o)
+		})
 	}
-	t.Run("MovingPagesManySeeds", func(t *testing.T) { testMovingSeeds(t, open) })
-	t.Run("Lookback", func(t *testing.T) { testLookback(t, open(t)) })
-	t.Run("FailingFormDoesNotBlockOthers", func(t *testing.T) { testFailingForm(t, open(t)) })
-	t.Run("FailedCommitChangesNothing", func(t *testing.T) { testFailedCommit(t, open(t)) })
-	t.Run("FailureBetweenPages", func(t *testing.T) { testFailureBetweenPages(t, open(t)) })
+	t.Run("MovingPagesManySeeds", func(t *testing.T) {
+		t.Parallel()
+		testMovingSeeds(t, open)
+	})
+	t.Run("Lookback", func(t *testing.T) {
+		t.Parallel()
+		testLookback(t, open(t))
+	})
+	t.Run("FailingFormDoesNotBlockOthers", func(t *testing.T) {
+		t.Parallel()
+		testFailingForm(t, open(t))
+	})
+	t.Run("FailedCommitChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		testFailedCommit(t, open(t))
+	})
+	t.Run("FailureBetweenPages", func(t *testing.T) {
+		t.Parallel()
+		testFailureBetweenPages(t, open(t))
+	})
 }
 
 func perPage(v apisim.Variant, asked int) int {
@@ -215,12 +256,18 @@ func testMovingPages(t *testing.T, s enginetest.Sink, v apisim.Variant, o apisim
 }
 
 // testMovingSeeds mutates forms of every shape (ties everywhere, several
-// additions and deletions per page read) under many seeds.
+// additions and deletions per page read) under many seeds: 2 by default,
+// 10 with FORMSYNC_SLOW_TESTS=1.
 func testMovingSeeds(t *testing.T, open open) {
-	for seed := int64(1); seed <= 10; seed++ {
+	seeds := int64(10)
+	if !enginetest.SlowTests() {
+		seeds = 2
+	}
+	for seed := int64(1); seed <= seeds; seed++ {
 		for _, v := range variants {
 			for _, o := range orders {
 				t.Run(fmt.Sprintf("%d/%s/%s", seed, v.name, o.name), func(t *testing.T) {
+					t.Parallel()
 					ctx := t.Context()
 					h := newHarness(t, apisim.Options{
 						Seed: seed, Variant: v.v, Order: o.o, Forms: []string{"busy"}, SubmissionsPerForm: 150,
