@@ -202,15 +202,9 @@ func (w *wirePage) page(formID string, page int) (p *Page, err error) {
 	p.TotalPages = totalPages
 	if pg.TotalPages == nil {
 		p.TotalPages = pagesOf(p.Total, p.PerPage)
-	} else if err := checkTotalPages(p.Total, p.PerPage, totalPages); err != nil {
-		return nil, &Error{FormID: formID, Page: page, Kind: KindPaging, Err: err}
 	}
-	if asked > 0 && p.CurrentPage != asked {
-		// A server (or a cache in front of it) that ignores page would
-		// otherwise hand back page 1 for every page asked, and the engine
-		// would take it for the page it wanted.
-		return nil, &Error{FormID: formID, Page: page, Kind: KindPaging,
-			Err: fmt.Errorf("asked for page %d, the response says current_page %d", asked, p.CurrentPage)}
+	if err := p.pagingProblem(asked); err != nil {
+		return nil, &Error{FormID: formID, Page: page, Kind: KindPaging, Err: err}
 	}
 	return p, nil
 }
@@ -404,6 +398,35 @@ func decodeLinks(raw json.RawMessage) (next, previous string, newer bool, err er
 		}
 	}
 	return next, previous, newer, nil
+}
+
+// CheckPaging refuses a page whose pagination does not add up, with an
+// error that matches ErrPaging: current_page must be the page asked for
+// (asked 0 skips that check), and total_pages max(1, ⌈total / per_page⌉)
+// (an empty form may say 0). Client.Page checks every page it decodes; a
+// caller that is handed pages from elsewhere checks them with the same
+// rule.
+func (p *Page) CheckPaging(asked int) error {
+	if err := p.pagingProblem(asked); err != nil {
+		return fmt.Errorf("%w: %w", ErrPaging, err)
+	}
+	return nil
+}
+
+// pagingProblem says what does not add up in p's pagination, or nil.
+func (p *Page) pagingProblem(asked int) error {
+	if p.PerPage > 0 {
+		if err := checkTotalPages(p.Total, p.PerPage, p.TotalPages); err != nil {
+			return err
+		}
+	}
+	if asked > 0 && p.CurrentPage != asked {
+		// A server (or a cache in front of it) that ignores page would
+		// otherwise hand back page 1 for every page asked, and the engine
+		// would take it for the page it wanted.
+		return fmt.Errorf("asked for page %d, the response says current_page %d", asked, p.CurrentPage)
+	}
+	return nil
 }
 
 // checkTotalPages says what does not add up when total_pages is not

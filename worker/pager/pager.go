@@ -3,7 +3,6 @@ package pager
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/formsync/formsync/state"
@@ -81,27 +80,12 @@ var ErrMoving = errors.New("the form kept moving while read; it is read again ne
 // errStopped ends a walk whose reader stopped taking its events.
 var errStopped = errors.New("pager: the reader stopped")
 
-// Check refuses a page whose pagination does not add up: current_page must
-// be the page asked for, and total_pages max(1, ⌈total / per_page⌉) (0 for
-// an empty form is accepted). formsapi.Client checks the same; a walk
-// checks every page again, so that no other Fetch feeds it a page it
+// Check refuses a page whose pagination does not add up, by the rule
+// formsapi.Client applies to every page it decodes (Page.CheckPaging). A
+// walk checks every page again, so that no other Fetch feeds it a page it
 // would take for another.
 func Check(asked int, p *formsapi.Page) error {
-	if p.CurrentPage != asked {
-		return fmt.Errorf("asked for page %d, the response says current_page %d: %w", asked, p.CurrentPage, formsapi.ErrPaging)
-	}
-	if p.PerPage <= 0 {
-		return nil
-	}
-	want := p.Total / p.PerPage
-	if p.Total%p.PerPage != 0 {
-		want++
-	}
-	if p.TotalPages == max(1, want) || p.Total == 0 && p.TotalPages == 0 {
-		return nil
-	}
-	return fmt.Errorf("page %d: total_pages is %d, but total %d at per_page %d makes %d page(s): %w",
-		asked, p.TotalPages, p.Total, p.PerPage, max(1, want), formsapi.ErrPaging)
+	return p.CheckPaging(asked)
 }
 
 // Detect tells the sort order from page 1 (first), or, when page 1 cannot
