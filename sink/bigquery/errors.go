@@ -130,7 +130,7 @@ func (sc errorScope) classify(op, resource string, err error) error {
 		// revision check sees whatever the job went on to commit before
 		// the cancellation took.
 		e.Kind = ErrRetryable
-		e.Hint = "BigQuery had not finished the job (queued behind other jobs on the same tables, or short of slots); it may still complete before it stops, and the next run carries on from whatever it stored"
+		e.Hint = "BigQuery had not finished the job within FORMSYNC_BQ_JOB_TIMEOUT (queued behind other jobs on the same tables, or short of slots); it may still complete before it stops, else this commit stored nothing (parts committed before it stay) and the next run reads its rows again: raise FORMSYNC_BQ_JOB_TIMEOUT, or lower FORMSYNC_BQ_PART_ROWS so that a large read commits in smaller parts"
 		return e
 	}
 	switch e.Kind {

@@ -74,8 +74,16 @@ type Config struct {
 	Now func() time.Time
 	// PollInterval is how often a running job is polled. Default 1s.
 	PollInterval time.Duration
-	// JobTimeout bounds the wait for one job. Default 10 minutes.
+	// JobTimeout bounds the wait for one job (a load, a commit's
+	// transaction); a job still running then is cancelled and its step
+	// fails. A large read is committed in parts (PartRows) so that each
+	// transaction fits in it. FORMSYNC_BQ_JOB_TIMEOUT, default 10 minutes.
 	JobTimeout time.Duration
+	// PartRows is how many rows of one form a sync stages before it
+	// commits them as a part while it reads on (Sink.Tuning): a form that
+	// reads fewer in a run is committed with the others, in the run's one
+	// load job. FORMSYNC_BQ_PART_ROWS, default DefaultPartRows (100,000).
+	PartRows int
 	// Timeout bounds how long BigQuery may fail to answer: the dial and
 	// the wait for a response's headers once a request is sent, and, for
 	// each operation (Open, ReadState, Commit, ...), a run of failed
@@ -111,6 +119,9 @@ var (
 // DefaultTimeout is Config.Timeout's default.
 const DefaultTimeout = 2 * time.Minute
 
+// DefaultJobTimeout is Config.JobTimeout's default.
+const DefaultJobTimeout = 10 * time.Minute
+
 func (c Config) withDefaults() Config {
 	c.Dataset = cmp.Or(c.Dataset, "formsync")
 	c.Location = cmp.Or(c.Location, "US")
@@ -122,7 +133,8 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
-	c.JobTimeout = cmp.Or(c.JobTimeout, 10*time.Minute)
+	c.JobTimeout = cmp.Or(c.JobTimeout, DefaultJobTimeout)
+	c.PartRows = cmp.Or(c.PartRows, DefaultPartRows)
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.RetryInitial = cmp.Or(c.RetryInitial, time.Second)
 	c.MaxRetries = cmp.Or(c.MaxRetries, 5)
@@ -169,6 +181,12 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		bad("Timeout", "must not be negative")
+	}
+	if c.JobTimeout < 0 {
+		bad("JobTimeout", "must not be negative")
+	}
+	if c.PartRows < 0 {
+		bad("PartRows", "must not be negative")
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bigquery: invalid configuration: %w", err)

@@ -123,6 +123,15 @@ type Config struct {
 	// refused or unanswered, 5xx) before the step waiting on it fails,
 	// watermarks untouched. Default 2m.
 	BQTimeout time.Duration `envconfig:"BQ_TIMEOUT" default:"2m" field:"bigquery.Timeout" check:"positive" group:"sink" desc:"how long BigQuery may fail to answer before the sync fails, watermarks untouched"`
+	// BQ_JOB_TIMEOUT: how long one BigQuery job (a load, a commit's
+	// transaction) may run before formsync cancels it and the step fails,
+	// watermarks untouched. Default 10m.
+	BQJobTimeout time.Duration `envconfig:"BQ_JOB_TIMEOUT" default:"10m" field:"bigquery.JobTimeout" check:"positive" group:"sink" desc:"how long one BigQuery job may run before it is cancelled and the commit fails"`
+	// BQ_PART_ROWS: a form that stages this many rows in one run (a first
+	// sync) is committed to BigQuery in parts of this many, each its own
+	// load job and transaction; smaller reads commit together, once per
+	// run. Default 100000.
+	BQPartRows int `envconfig:"BQ_PART_ROWS" default:"100000" field:"bigquery.PartRows" check:"positive" group:"sink" desc:"rows of one form committed to BigQuery as one part of a large read"`
 	// TMP_DIR: where a run stages rows as NDJSON before committing them.
 	// Default: system temp dir (os.TempDir).
 	TmpDir string `envconfig:"TMP_DIR" show:"system temp dir" field:"worker.TmpDir" check:"staging" group:"api" desc:"directory for staged rows"`
