@@ -46,9 +46,10 @@ type Config struct {
 	Endpoint string
 	// StagingTable is the prefix of the staging tables: each commit loads
 	// its rows into a table of its own, <StagingTable>_<commit id>, in
-	// StagingDataset, created by the load job itself, so that nothing one
-	// process loads can be merged by another (a shard, a backfill, a
-	// retried commit). Default "_formsync_staging". (It named one shared
+	// StagingDataset, created just before its load job with an expiration
+	// of StagingExpiration and deleted once the commit is over, so that
+	// nothing one process loads can be merged by another (a shard, a
+	// backfill, a retried commit). Default "_formsync_staging". (It named one shared
 	// table before; a value from that time still works as a prefix.)
 	StagingTable string
 	// StagingDataset holds the staging tables; Open creates it with a
@@ -57,8 +58,10 @@ type Config struct {
 	// "<Dataset>_staging". The service account needs
 	// roles/bigquery.dataEditor on it too.
 	StagingDataset string
-	// StagingExpiration is the staging dataset's default table
-	// expiration, set when Open creates the dataset. Default 6 hours.
+	// StagingExpiration is how long a staging table outlives its
+	// creation if its commit could not delete it (a crash): each table's
+	// own expiration, whoever made the staging dataset, and the dataset's
+	// default table expiration when Open creates it. Default 6 hours.
 	StagingExpiration time.Duration
 	// ClientOptions are passed to the BigQuery client after the endpoint
 	// options when Endpoint is set (tests); otherwise they configure the
