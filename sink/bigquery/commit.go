@@ -532,7 +532,7 @@ func (s *Sink) startLoad(ctx context.Context, id, table string, spools []staged)
 }
 
 // dropStagingTimeout bounds the deletion of a commit's staging table.
-const dropStagingTimeout = 30 * time.Second
+const dropStagingTimeout = 10 * time.Second
 
 // dropStaging deletes a commit's staging table once the commit is over,
 // committed or not: nothing reads it after. A failure (or a run already

@@ -87,6 +87,9 @@ const (
 	// update", reason invalidQuery. The status and reason given are
 	// ignored; nothing is applied.
 	OpSerialize Op = "serialize"
+	// OpTableDelete answers the next tables.delete with the given status
+	// and reason; the table stays.
+	OpTableDelete Op = "table-delete"
 )
 
 type fault struct {

@@ -215,6 +215,9 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) deleteTable(w http.ResponseWriter, r *http.Request) error {
 	project, dataset, table := r.PathValue("project"), r.PathValue("dataset"), r.PathValue("table")
+	if f, ok := s.takeFault(OpTableDelete); ok {
+		return &apiError{status: f.status, reason: f.reason, message: "bqfake: injected tables.delete fault"}
+	}
 	if _, err := s.table(project, dataset, table); err != nil {
 		return err
 	}
