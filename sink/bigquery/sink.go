@@ -41,8 +41,9 @@ type Config struct {
 	// Endpoint is the base URL of a BigQuery emulator or fake (e.g.
 	// "http://127.0.0.1:9050", with or without the API's path
 	// "/bigquery/v2/"); empty for Google's. The client does not read
-	// BIGQUERY_EMULATOR_HOST. FORMSYNC_BQ_ENDPOINT, optional; when set no
-	// credentials are sent.
+	// BIGQUERY_EMULATOR_HOST. FORMSYNC_BQ_ENDPOINT, optional. Credentials
+	// are sent to an https endpoint that is not on a loopback host (a
+	// regional endpoint, Private Service Connect), and to no other.
 	Endpoint string
 	// StagingTable is the prefix of the staging tables: each commit loads
 	// its rows into a table of its own, <StagingTable>_<commit id>, in
@@ -64,8 +65,9 @@ type Config struct {
 	// default table expiration when Open creates it. Default 6 hours.
 	StagingExpiration time.Duration
 	// ClientOptions are passed to the BigQuery client after the endpoint
-	// options when Endpoint is set (tests); otherwise they configure the
-	// credentials of the sink's own transport (option.WithCredentialsFile
+	// options when Endpoint is an emulator's (http, or a loopback host:
+	// tests); otherwise they configure the credentials of the sink's own
+	// transport (option.WithCredentialsFile
 	// and the like; option.WithHTTPClient is refused, as it would drop the
 	// bounds of Timeout).
 	ClientOptions []option.ClientOption
@@ -332,7 +334,9 @@ func connect(ctx context.Context, cfg Config) (*Sink, error) {
 	opts := []option.ClientOption{option.WithHTTPClient(&http.Client{Transport: rt})}
 	if cfg.Endpoint != "" {
 		opts = append(opts, option.WithEndpoint(apiRoot(cfg.Endpoint)+"/bigquery/v2/"))
-		opts = append(opts, cfg.ClientOptions...)
+		if !sendsCredentials(cfg.Endpoint) {
+			opts = append(opts, cfg.ClientOptions...)
+		}
 	}
 	client, err := bq.NewClient(ctx, cfg.Project, opts...)
 	if err != nil {

@@ -116,9 +116,10 @@ type Config struct {
 	BQDataset string `envconfig:"BQ_DATASET" default:"formsync" field:"bigquery.Dataset" group:"sink" desc:"BigQuery dataset"`
 	// BQ_LOCATION: the BigQuery location of the dataset and jobs. Default US.
 	BQLocation string `envconfig:"BQ_LOCATION" default:"US" field:"bigquery.Location" group:"sink" desc:"BigQuery location of the dataset and jobs"`
-	// BQ_ENDPOINT: overrides the BigQuery API base URL (emulators, tests).
-	// Default: none (Google's endpoint).
-	BQEndpoint string `envconfig:"BQ_ENDPOINT" field:"bigquery.Endpoint" group:"sink" desc:"BigQuery API base URL override (emulators, tests)"`
+	// BQ_ENDPOINT: overrides the BigQuery API base URL: a regional or
+	// Private Service Connect endpoint (credentials sent), or an emulator
+	// (http or loopback: none sent). Default: none (Google's endpoint).
+	BQEndpoint string `envconfig:"BQ_ENDPOINT" field:"bigquery.Endpoint" group:"sink" desc:"BigQuery API base URL override (regional, Private Service Connect; credentials sent unless http or loopback: emulators)"`
 	// BQ_TIMEOUT: how long BigQuery may go without answering (connections
 	// refused or unanswered, 5xx) before the step waiting on it fails,
 	// watermarks untouched. Default 2m.
