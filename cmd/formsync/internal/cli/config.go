@@ -153,6 +153,11 @@ type Config struct {
 	ShardIndex int `envconfig:"SHARD_INDEX" default:"0" show:"JOB_COMPLETION_INDEX, else 0" group:"api" desc:"this pod's shard"`
 	// SHARD_COUNT: the number of shards the forms are split into. Default 1.
 	ShardCount int `envconfig:"SHARD_COUNT" default:"1" check:"positive" group:"api" desc:"number of shards the forms are split into"`
+	// SHARD_START_JITTER: with SHARD_COUNT above 1, each sync or reconcile
+	// waits a random time up to this before it reads anything, so that
+	// the shards started on one tick do not commit at the same moment
+	// (worker.Config.StartJitter, set only for a sharded run). Default 30s.
+	ShardStartJitter time.Duration `envconfig:"SHARD_START_JITTER" default:"30s" group:"api" desc:"longest random wait before a sharded run starts (0s: none)"`
 	// SHUTDOWN_TIMEOUT: after SIGTERM, how long the commit of what was read
 	// completely may take. Default 20s.
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" field:"worker.ShutdownGrace" check:"positive" group:"api" desc:"bound on the commit after SIGTERM"`
