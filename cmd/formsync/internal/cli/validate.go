@@ -453,7 +453,9 @@ func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
 	cfg := worker.Config{Logger: log, FieldPolicy: c.fieldPolicy()}
 	c.setLibraryFields("worker", &cfg)
 	cfg.Forms = forms // this shard's, or the one a command names
-	if c.ShardCount > 1 { // else there is nothing to spread
+	// Shards started on one tick commit together; one process alone
+	// has nothing to spread.
+	if c.ShardCount > 1 {
 		cfg.StartJitter = max(c.ShardStartJitter, 0)
 	}
 	return cfg
