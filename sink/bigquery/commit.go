@@ -375,7 +375,9 @@ func conflicts(stored map[string]state.Form, order []string, states map[string]s
 
 // transact runs a commit's transaction script. When BigQuery cancels it
 // for a concurrent update of the same tables (another shard or a backfill
-// committing at the same time), it waits (exponential backoff with jitter),
+// committing at the same time), it waits (exponential backoff, the pause
+// drawn from 0 to twice the interval so that the commits BigQuery
+// cancelled together do not come back together),
 // re-reads the stored revisions and, unless another process committed one
 // of the forms meanwhile (a *sink.ConflictError), runs the script again
 // under a new job id: the script plans from the tables as they are then.
@@ -384,8 +386,12 @@ func conflicts(stored map[string]state.Form, order []string, states map[string]s
 func (s *Sink) transact(ctx context.Context, base, op, sql string, params []bq.QueryParameter, order []string, states map[string]state.Form) (*bq.Job, error) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = s.cfg.RetryInitial
-	b.MaxInterval = max(30*time.Second, s.cfg.RetryInitial)
-	b.MaxElapsedTime = 0 // bounded by MaxConcurrentRetries and ctx
+	b.MaxInterval = max(s.cfg.RetryMaxInterval, s.cfg.RetryInitial)
+	b.RandomizationFactor = 1
+	b.MaxElapsedTime = 0 // bounded by ConcurrentRetryTime and ctx
+	// A budget in time, not in runs: a long transaction (a backfill's
+	// checkpoint) may lose to short ones many times in a row.
+	began := s.cfg.Now()
 	for run := 1; ; run++ {
 		job, err := s.runStatement(ctx, fmt.Sprintf("%s%d", base, run), op, sql, params)
 		switch {
@@ -397,8 +403,8 @@ func (s *Sink) transact(ctx context.Context, base, op, sql string, params []bq.Q
 			return nil, err
 		}
 		s.aborted.Add(1)
-		if run > s.cfg.MaxConcurrentRetries {
-			return nil, fmt.Errorf("bigquery: %s: cancelled %d times by concurrent transactions: %w", op, run, err)
+		if spent := s.cfg.Now().Sub(began); spent >= s.cfg.ConcurrentRetryTime {
+			return nil, fmt.Errorf("bigquery: %s: cancelled %d times in %v by concurrent transactions: %w", op, run, spent.Round(time.Second), err)
 		}
 		pause := time.NewTimer(b.NextBackOff())
 		select {

@@ -39,8 +39,8 @@ var (
 	// another transaction was mutating the same table ("Transaction is
 	// aborted due to concurrent update against table ..." or "Could not
 	// serialize access to table ... due to concurrent update"). Commit retries
-	// it itself (Config.MaxConcurrentRetries); it reaches a caller only
-	// when those retries are spent.
+	// it itself (Config.ConcurrentRetryTime); it reaches a caller only
+	// when that time is spent.
 	ErrConcurrentUpdate = errors.New("bigquery: transaction cancelled by a concurrent update")
 	// ErrOlderSchema: OpenReadOnly found tables of a formsync older than
 	// the one before this, without columns it reads (Open adds them).

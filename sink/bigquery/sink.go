@@ -101,16 +101,20 @@ type Config struct {
 	// of which is tried again until Timeout is spent.
 	Observer func(Event)
 	// RetryInitial is the first pause before retrying a transient failure
-	// (doubling, with jitter, up to 30 s). Default 1s.
+	// (doubling, with jitter, up to RetryMaxInterval). Default 1s.
 	RetryInitial time.Duration
 	// MaxRetries bounds the retries of one step (upload, load, transaction).
 	// Default 5.
 	MaxRetries int
-	// MaxConcurrentRetries bounds how often one commit's transaction is
-	// run again after BigQuery cancelled it for a concurrent update of the
+	// RetryMaxInterval is the longest pause between retries. Default 30s.
+	RetryMaxInterval time.Duration
+	// ConcurrentRetryTime bounds how long one commit's transaction is run
+	// again after BigQuery cancelled it for a concurrent update of the
 	// same tables (another shard or a backfill committing at the same
-	// time). Default 20.
-	MaxConcurrentRetries int
+	// time): a time, not a count, so that a long transaction that loses
+	// to short ones again and again is not given up on before they are
+	// done. Default 30 minutes.
+	ConcurrentRetryTime time.Duration
 }
 
 var (
@@ -133,7 +137,8 @@ func (c Config) withDefaults() Config {
 	c.StagingTable = cmp.Or(c.StagingTable, "_formsync_staging")
 	c.StagingDataset = cmp.Or(c.StagingDataset, c.Dataset+"_staging")
 	c.StagingExpiration = cmp.Or(c.StagingExpiration, 6*time.Hour)
-	c.MaxConcurrentRetries = cmp.Or(c.MaxConcurrentRetries, 20)
+	c.ConcurrentRetryTime = cmp.Or(c.ConcurrentRetryTime, 30*time.Minute)
+	c.RetryMaxInterval = cmp.Or(c.RetryMaxInterval, 30*time.Second)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -186,6 +191,12 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		bad("Timeout", "must not be negative")
+	}
+	if c.ConcurrentRetryTime < 0 {
+		bad("ConcurrentRetryTime", "must not be negative")
+	}
+	if c.RetryMaxInterval < 0 {
+		bad("RetryMaxInterval", "must not be negative")
 	}
 	if c.JobTimeout < 0 {
 		bad("JobTimeout", "must not be negative")
@@ -687,7 +698,7 @@ func (s *Sink) migrate(ctx context.Context, tbl *bq.Table, meta *bq.TableMetadat
 func (s *Sink) retry(ctx context.Context, op func() error) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = s.cfg.RetryInitial
-	b.MaxInterval = max(30*time.Second, s.cfg.RetryInitial)
+	b.MaxInterval = max(s.cfg.RetryMaxInterval, s.cfg.RetryInitial)
 	b.MaxElapsedTime = 0 // bounded by MaxRetries and ctx
 	policy := backoff.WithContext(backoff.WithMaxRetries(b, uint64(s.cfg.MaxRetries)), ctx)
 	return backoff.Retry(func() error {
