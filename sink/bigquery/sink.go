@@ -527,6 +527,9 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 			if err != nil {
 				return s.scope.classify("reading the table's schema", res, err)
 			}
+			if err := checkLayout(res, s.cfg.Project+"."+s.cfg.Dataset+"."+t.name, meta, t.meta); err != nil {
+				return backoff.Permanent(err)
+			}
 			if t.name == stateTable && lacksAny(meta.Schema, deletionStateColumns) {
 				// submissions, migrated before, has deleted_at now.
 				if err := s.recreateViews(ctx); err != nil {
