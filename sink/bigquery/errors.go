@@ -144,7 +144,7 @@ func (sc errorScope) classify(op, resource string, err error) error {
 		e.Hint = "BigQuery refused the request; this is a formsync bug or a table changed by hand: report it with this message"
 		if e.Reason == "resourcesExceeded" {
 			// The commit's MERGE grows with the rows of one commit.
-			e.Hint = "BigQuery ran out of resources for the commit, which grows with the rows it carries: load a large form with `formsync backfill --form ID`, whose checkpoints commit --checkpoint-rows rows at a time (fewer if this recurs), and let the syncs carry on from there"
+			e.Hint = "BigQuery ran out of resources for the commit, which grows with the rows it carries: lower FORMSYNC_BQ_PART_ROWS, so that a large read commits in smaller parts, or load a large form with `formsync backfill --form ID`, whose checkpoints commit --checkpoint-rows rows at a time (fewer if this recurs), and let the syncs carry on from there"
 		}
 	case ErrRetryable:
 		e.Hint = "a transient BigQuery failure; the next run retries it"
