@@ -11,6 +11,12 @@ type Tuning struct {
 	// (worker.Config.PartRows), so that the sink writes while the API is
 	// read rather than after.
 	CommitInParts bool
+	// PartRows is the part size the sink asks for when it commits in
+	// parts; 0 leaves it to the engine (worker.DefaultPartRows). A sink
+	// whose commits cost a job each asks for large parts, so that only a
+	// large read (a first sync) is split and the steady state keeps one
+	// commit per run.
+	PartRows int
 	// SortContentKeys: the sink inserts rows keyed by content (the older
 	// response form) faster in key order (Spool.SortContentKeys).
 	SortContentKeys bool

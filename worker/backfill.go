@@ -43,8 +43,11 @@ func (w Window) bounds() pager.Bounds {
 }
 
 // DefaultCheckpointRows is BackfillOptions.CheckpointRows when zero, but
-// for rows keyed by id when Config.PartRows is set: then a backfill
-// checkpoints every PartRows rows, as a sync commits its parts.
+// for rows keyed by id when Config.PartRows is set below it: then a
+// backfill checkpoints every PartRows rows, as a sync commits its parts.
+// (A sink that asks for larger parts, BigQuery, asks them of a large
+// sync's read; a backfill's checkpoints stay this size, as short as a
+// transaction that must win against the syncs' commits had better be.)
 //
 // Rows keyed by content (the older response form) are keyed by hashes that
 // land all over the table, so a checkpoint rewrites pages the one before
@@ -347,7 +350,7 @@ func (b *backfill) checkpointDue() bool {
 	case b.opts.CheckpointRows > 0:
 		return n >= b.opts.CheckpointRows
 	case !b.spool.ByContent() && b.e.cfg.PartRows > 0:
-		return n >= b.e.cfg.PartRows
+		return n >= min(b.e.cfg.PartRows, DefaultCheckpointRows)
 	case !b.spool.ByContent():
 		return n >= DefaultCheckpointRows
 	case n < contentCheckpointRows:

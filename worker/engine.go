@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -98,6 +99,14 @@ type Config struct {
 	// form) sorted by key, a MiB at a time (sink.Spool.SortContentKeys),
 	// for a sink that inserts them faster in key order: SQLite.
 	SortContentKeys bool
+	// StartJitter is the longest random wait before a sync or reconcile
+	// reads anything, so that the pods of a sharded run started on one
+	// tick do not all commit at the same moment (BigQuery cancels one of
+	// two transactions on the same tables). 0, the default, starts at
+	// once.
+	StartJitter time.Duration
+	// Jitter draws a wait in [0, max); default uniform (math/rand/v2).
+	Jitter func(max time.Duration) time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -106,6 +115,9 @@ func (c Config) withDefaults() Config {
 	c.FormTimeout = cmp.Or(c.FormTimeout, DefaultFormTimeout)
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	if c.Jitter == nil {
+		c.Jitter = func(max time.Duration) time.Duration { return rand.N(max) }
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -144,6 +156,9 @@ func (c Config) Validate() error {
 	}
 	if c.PartRows < 0 {
 		bad("PartRows", "%d is negative", c.PartRows)
+	}
+	if c.StartJitter < 0 {
+		bad("StartJitter", "%s is negative", c.StartJitter)
 	}
 	return errors.Join(errs...)
 }
@@ -304,6 +319,27 @@ func (e *Engine) Sync(ctx context.Context) (*Report, error) {
 	})
 }
 
+// waitJitter waits a random time up to Config.StartJitter; false when ctx
+// ended first.
+func (e *Engine) waitJitter(ctx context.Context) bool {
+	if e.cfg.StartJitter <= 0 {
+		return true
+	}
+	d := e.cfg.Jitter(e.cfg.StartJitter)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	e.cfg.Logger.Debug("waiting before the run starts (start jitter)", "wait_seconds", d.Seconds())
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // Reconcile reads every page of the given forms (all configured forms when
 // none is given) and commits what it read as a sync does, marking in the
 // same commit every stored row that was not served as deleted upstream
@@ -322,6 +358,9 @@ func (e *Engine) Reconcile(ctx context.Context, formIDs ...string) (*Report, err
 // them together and checks their completeness. what names the run in its
 // log lines: "sync" or "reconcile".
 func (e *Engine) run(ctx context.Context, what string, forms []string, modeOf func(state.Form) readMode) (*Report, error) {
+	if !e.waitJitter(ctx) {
+		return &Report{}, nil // stopped before anything was read
+	}
 	start := e.cfg.Now()
 	states, err := e.dst.ReadState(ctx, forms)
 	if err != nil {

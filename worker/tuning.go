@@ -1,6 +1,10 @@
 package worker
 
-import "github.com/formsync/formsync/sink"
+import (
+	"cmp"
+
+	"github.com/formsync/formsync/sink"
+)
 
 // Tuner is a Sink that says how it is best written to. It is optional:
 // Config.TunedFor asks a sink that implements it.
@@ -9,9 +13,10 @@ type Tuner interface {
 }
 
 // TunedFor returns c shaped for dst, as dst asks if it is a Tuner: a sink
-// that takes commits cheaply gets a sync's rows in parts of
-// DefaultPartRows (unless PartRows is set), and one that inserts rows
-// keyed by content faster in key order gets them sorted. Any other sink
+// that commits in parts gets a sync's rows in parts of the size it asks
+// for (sink.Tuning.PartRows, else DefaultPartRows) unless PartRows is set,
+// and one that inserts rows keyed by content faster in key order gets
+// them sorted. Any other sink
 // gets c unchanged. A caller that builds its Config for whichever sink it
 // opened calls it before New.
 func (c Config) TunedFor(dst Sink) Config {
@@ -21,7 +26,7 @@ func (c Config) TunedFor(dst Sink) Config {
 	}
 	tn := t.Tuning()
 	if tn.CommitInParts && c.PartRows == 0 {
-		c.PartRows = DefaultPartRows
+		c.PartRows = cmp.Or(tn.PartRows, DefaultPartRows)
 	}
 	if tn.SortContentKeys {
 		c.SortContentKeys = true

@@ -5,11 +5,15 @@ import (
 	"testing"
 
 	"github.com/formsync/formsync/internal/testkit/memsink"
+	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
 )
 
-var _ worker.Tuner = (*sqlite.Sink)(nil)
+var (
+	_ worker.Tuner = (*sqlite.Sink)(nil)
+	_ worker.Tuner = (*bigquery.Sink)(nil)
+)
 
 // TestTunedFor: a sink that says how it is best written to gets its
 // tuning, a part size set by the caller kept; any other sink gets the

@@ -140,6 +140,7 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 	}
 	if scr.Rows {
 		staging := s.cfg.StagingTable + "_" + base
+		defer s.dropStaging(ctx, staging)
 		if err := s.load(ctx, base, staging, spools); err != nil {
 			return nil, err
 		}
@@ -374,7 +375,9 @@ func conflicts(stored map[string]state.Form, order []string, states map[string]s
 
 // transact runs a commit's transaction script. When BigQuery cancels it
 // for a concurrent update of the same tables (another shard or a backfill
-// committing at the same time), it waits (exponential backoff with jitter),
+// committing at the same time), it waits (exponential backoff, the pause
+// drawn from 0 to twice the interval so that the commits BigQuery
+// cancelled together do not come back together),
 // re-reads the stored revisions and, unless another process committed one
 // of the forms meanwhile (a *sink.ConflictError), runs the script again
 // under a new job id: the script plans from the tables as they are then.
@@ -383,8 +386,12 @@ func conflicts(stored map[string]state.Form, order []string, states map[string]s
 func (s *Sink) transact(ctx context.Context, base, op, sql string, params []bq.QueryParameter, order []string, states map[string]state.Form) (*bq.Job, error) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = s.cfg.RetryInitial
-	b.MaxInterval = max(30*time.Second, s.cfg.RetryInitial)
-	b.MaxElapsedTime = 0 // bounded by MaxConcurrentRetries and ctx
+	b.MaxInterval = max(s.cfg.RetryMaxInterval, s.cfg.RetryInitial)
+	b.RandomizationFactor = 1
+	b.MaxElapsedTime = 0 // bounded by ConcurrentRetryTime and ctx
+	// A budget in time, not in runs: a long transaction (a backfill's
+	// checkpoint) may lose to short ones many times in a row.
+	began := s.cfg.Now()
 	for run := 1; ; run++ {
 		job, err := s.runStatement(ctx, fmt.Sprintf("%s%d", base, run), op, sql, params)
 		switch {
@@ -396,8 +403,8 @@ func (s *Sink) transact(ctx context.Context, base, op, sql string, params []bq.Q
 			return nil, err
 		}
 		s.aborted.Add(1)
-		if run > s.cfg.MaxConcurrentRetries {
-			return nil, fmt.Errorf("bigquery: %s: cancelled %d times by concurrent transactions: %w", op, run, err)
+		if spent := s.cfg.Now().Sub(began); spent >= s.cfg.ConcurrentRetryTime {
+			return nil, fmt.Errorf("bigquery: %s: cancelled %d times in %v by concurrent transactions: %w", op, run, spent.Round(time.Second), err)
 		}
 		pause := time.NewTimer(b.NextBackOff())
 		select {
@@ -467,12 +474,29 @@ func createdRange(spools []staged) (from, to time.Time) {
 }
 
 // load runs the one load job of a commit: every spool, concatenated, into
-// the commit's own staging table, which the job creates (CREATE_IF_NEEDED)
-// and which expires with the staging dataset's default expiration. The
-// client never retries an upload from a reader, so runJob's retries are the
-// only ones.
+// the commit's own staging table. The table is created first, expiring
+// StagingExpiration from now, whoever made the staging dataset and
+// whatever its default expiration (none, if Terraform or the console made
+// it): a table left behind by a crash disappears on its own. The client
+// never retries an upload from a reader, so runJob's retries are the only
+// ones.
 func (s *Sink) load(ctx context.Context, base, table string, spools []staged) error {
 	res := "table " + s.cfg.Project + "." + s.cfg.StagingDataset + "." + table
+	tbl := s.client.Dataset(s.cfg.StagingDataset).Table(table)
+	meta := &bq.TableMetadata{
+		Schema:         stagingSchema(),
+		ExpirationTime: s.cfg.Now().Add(s.cfg.StagingExpiration),
+		Description:    "formsync: the rows of one commit, deleted after it",
+	}
+	if err := s.retry(ctx, func() error {
+		err := tbl.Create(ctx, meta)
+		if isDuplicate(err) { // made by an attempt whose answer was lost
+			err = nil
+		}
+		return s.scope.classify("creating the staging table", res, err)
+	}); err != nil {
+		return err
+	}
 	_, err := s.runJob(ctx, base+"_load", "loading staged rows into "+res, func(id string) (*bq.Job, error) {
 		return s.startLoad(ctx, id, table, spools)
 	})
@@ -497,10 +521,13 @@ func (s *Sink) startLoad(ctx context.Context, id, table string, spools []staged)
 	src.SourceFormat = bq.JSON
 	src.Schema = stagingSchema()
 	l := s.client.Dataset(s.cfg.StagingDataset).Table(table).LoaderFrom(src)
-	// Truncate: a load job retried after a failure must not append to
-	// what an earlier attempt may have left.
-	l.WriteDisposition = bq.WriteTruncate
-	l.CreateDisposition = bq.CreateIfNeeded
+	// Into the table load made, which it must not replace (its expiration
+	// is metadata a truncating load may drop). A load job is atomic: one
+	// that failed left nothing, and one that may have run is attached to
+	// (runJob), never run again; should a second load ever reach a
+	// loaded table, it fails rather than double the rows.
+	l.WriteDisposition = bq.WriteEmpty
+	l.CreateDisposition = bq.CreateNever
 	l.JobID = id
 	l.AddJobIDSuffix = false
 	l.Location = s.cfg.Location
@@ -508,6 +535,21 @@ func (s *Sink) startLoad(ctx context.Context, id, table string, spools []staged)
 		l.MediaOptions = []googleapi.MediaOption{googleapi.ChunkSize(s.cfg.UploadChunkSize)}
 	}
 	return l.Run(ctx)
+}
+
+// dropStagingTimeout bounds the deletion of a commit's staging table.
+const dropStagingTimeout = 10 * time.Second
+
+// dropStaging deletes a commit's staging table once the commit is over,
+// committed or not: nothing reads it after. A failure (or a run already
+// stopped) leaves it to its expiration.
+func (s *Sink) dropStaging(ctx context.Context, table string) {
+	if ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, dropStagingTimeout)
+	defer cancel()
+	_ = s.client.Dataset(s.cfg.StagingDataset).Table(table).Delete(ctx)
 }
 
 // spoolError is a failure to read a commit's staged rows from its local

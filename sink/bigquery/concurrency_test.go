@@ -41,6 +41,43 @@ func TestCancelledTransactionIsRunAgain(t *testing.T) {
 	}
 }
 
+// TestLongTransactionIsNotGivenUpOn: a transaction that loses to
+// concurrent ones 40 times in a row (a backfill's long checkpoint among
+// short commits) is run again while its time budget lasts, however many
+// runs that takes; once the budget is spent, the commit fails saying so.
+func TestLongTransactionIsNotGivenUpOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t, bqfake.Options{}, func(c *Config) { c.RetryMaxInterval = 2 * time.Millisecond })
+	rows := []sink.Row{b.row(t, "f", 1, 1, false)}
+	for range 40 {
+		b.fake.FailNext(bqfake.OpConcurrent, 0, "")
+	}
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
+	if a := b.sink.aborted.Load(); a != 40 {
+		t.Errorf("%d cancelled, want 40", a)
+	}
+	checkRows(t, b.sink, "f", rows)
+
+	// A clock that moves a minute at each look: the default 30 minutes
+	// are spent after about 15 runs.
+	var mu sync.Mutex
+	at := b.t0
+	slow := setup(t, bqfake.Options{}, func(c *Config) {
+		c.RetryMaxInterval = 2 * time.Millisecond
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); at = at.Add(time.Minute); return at }
+	})
+	for range 40 {
+		slow.fake.FailNext(bqfake.OpConcurrent, 0, "")
+	}
+	_, err := slow.commit(t, slow.t0.Add(time.Hour), formRows{formState("f", rows), rows})
+	if !errors.Is(err, ErrConcurrentUpdate) || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("commit past its retry time: %v, want ErrConcurrentUpdate", err)
+	}
+	if n := slow.fake.Pending(bqfake.OpConcurrent); n == 0 || n > 30 {
+		t.Errorf("%d cancellations left, want the runs bounded by time (about 15 used)", n)
+	}
+}
+
 // TestSerializationFailureIsRunAgain: BigQuery also reports a conflict
 // between concurrent mutating DML on one table as "Could not serialize
 // access to table ... due to concurrent update" (reason invalidQuery, like

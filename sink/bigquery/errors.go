@@ -39,8 +39,8 @@ var (
 	// another transaction was mutating the same table ("Transaction is
 	// aborted due to concurrent update against table ..." or "Could not
 	// serialize access to table ... due to concurrent update"). Commit retries
-	// it itself (Config.MaxConcurrentRetries); it reaches a caller only
-	// when those retries are spent.
+	// it itself (Config.ConcurrentRetryTime); it reaches a caller only
+	// when that time is spent.
 	ErrConcurrentUpdate = errors.New("bigquery: transaction cancelled by a concurrent update")
 	// ErrOlderSchema: OpenReadOnly found tables of a formsync older than
 	// the one before this, without columns it reads (Open adds them).
@@ -130,7 +130,7 @@ func (sc errorScope) classify(op, resource string, err error) error {
 		// revision check sees whatever the job went on to commit before
 		// the cancellation took.
 		e.Kind = ErrRetryable
-		e.Hint = "BigQuery had not finished the job (queued behind other jobs on the same tables, or short of slots); it may still complete before it stops, and the next run carries on from whatever it stored"
+		e.Hint = "BigQuery had not finished the job within FORMSYNC_BQ_JOB_TIMEOUT (queued behind other jobs on the same tables, or short of slots); it may still complete before it stops, else this commit stored nothing (parts committed before it stay) and the next run reads its rows again: raise FORMSYNC_BQ_JOB_TIMEOUT, or lower FORMSYNC_BQ_PART_ROWS so that a large read commits in smaller parts"
 		return e
 	}
 	switch e.Kind {
@@ -144,7 +144,7 @@ func (sc errorScope) classify(op, resource string, err error) error {
 		e.Hint = "BigQuery refused the request; this is a formsync bug or a table changed by hand: report it with this message"
 		if e.Reason == "resourcesExceeded" {
 			// The commit's MERGE grows with the rows of one commit.
-			e.Hint = "BigQuery ran out of resources for the commit, which grows with the rows it carries: load a large form with `formsync backfill --form ID`, whose checkpoints commit --checkpoint-rows rows at a time (fewer if this recurs), and let the syncs carry on from there"
+			e.Hint = "BigQuery ran out of resources for the commit, which grows with the rows it carries: lower FORMSYNC_BQ_PART_ROWS, so that a large read commits in smaller parts, or load a large form with `formsync backfill --form ID`, whose checkpoints commit --checkpoint-rows rows at a time (fewer if this recurs), and let the syncs carry on from there"
 		}
 	case ErrRetryable:
 		e.Hint = "a transient BigQuery failure; the next run retries it"

@@ -190,7 +190,12 @@ func olderDataset(t *testing.T, tables map[string]bq.Schema) (*bqfake.Server, Co
 		t.Fatal(err)
 	}
 	for name, schema := range tables {
-		if err := ds.Table(name).Create(t.Context(), &bq.TableMetadata{Schema: schema}); err != nil {
+		meta := &bq.TableMetadata{Schema: schema}
+		if name == submissionsTable { // as every formsync made it
+			meta.TimePartitioning = &bq.TimePartitioning{Type: bq.DayPartitioningType, Field: "created_at"}
+			meta.Clustering = &bq.Clustering{Fields: []string{"form_id"}}
+		}
+		if err := ds.Table(name).Create(t.Context(), meta); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -34,6 +34,9 @@ func (s *Sink) waitJob(ctx context.Context, job *bq.Job) error {
 	// reported as a job that took too long, not as the caller's context
 	// error (which would read as the run itself having been stopped).
 	timedOut := func() bool { return ctx.Err() != nil && caller.Err() == nil }
+	// The bound is also measured on Config.Now between polls, so that a
+	// test clock can run a long job in a moment.
+	began := s.cfg.Now()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	failures := 0
@@ -61,6 +64,9 @@ func (s *Sink) waitJob(ctx context.Context, job *bq.Job) error {
 		failures = 0
 		if st.Done() {
 			return jobError(st)
+		}
+		if s.cfg.Now().Sub(began) >= s.cfg.JobTimeout {
+			return &pollError{job: job.ID(), err: s.cancelLate(caller, job)}
 		}
 		t.Reset(s.cfg.PollInterval)
 	}

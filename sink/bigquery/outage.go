@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,16 +230,17 @@ func (t *watchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // transport is the sink's HTTP transport: dial and response headers
-// bounded by Timeout, each outcome watched. Against Google's endpoint it
-// carries the Application Default Credentials (or those of
-// Config.ClientOptions), as the client's own would.
+// bounded by Timeout, each outcome watched. Unless the endpoint is an
+// emulator's (sendsCredentials) it carries the Application Default
+// Credentials (or those of Config.ClientOptions), as the client's own
+// would: Google's endpoint, a regional one, Private Service Connect.
 func transport(ctx context.Context, cfg Config, endpoint string) (http.RoundTripper, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	dialer := &net.Dialer{Timeout: min(cfg.Timeout, 30*time.Second), KeepAlive: 30 * time.Second}
 	base.DialContext = dialer.DialContext
 	base.ResponseHeaderTimeout = cfg.Timeout
 	var rt http.RoundTripper = &watchTransport{base: base, endpoint: endpoint, observe: cfg.Observer}
-	if cfg.Endpoint != "" {
+	if !sendsCredentials(cfg.Endpoint) {
 		return rt, nil
 	}
 	opts := append([]option.ClientOption{option.WithScopes(bq.Scope)}, cfg.ClientOptions...)
@@ -246,4 +249,26 @@ func transport(ctx context.Context, cfg Config, endpoint string) (http.RoundTrip
 		return nil, fmt.Errorf("bigquery: credentials: %w", err)
 	}
 	return rt, nil
+}
+
+// sendsCredentials reports whether requests to endpoint (Config.Endpoint)
+// carry Google credentials: not to an emulator or fake, which is served
+// over http or on a loopback host, and needs none; to any other https
+// endpoint (a regional endpoint such as
+// https://bigquery.europe-west3.rep.googleapis.com, Private Service
+// Connect), which is BigQuery's and refuses a request without them.
+func sendsCredentials(endpoint string) bool {
+	if endpoint == "" {
+		return true
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Scheme != "https" {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
 }

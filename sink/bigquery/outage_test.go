@@ -2,6 +2,8 @@ package bigquery
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +12,8 @@ import (
 	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
+	"golang.org/x/oauth2"
+	"google.golang.org/api/option"
 )
 
 // outageBudget is Timeout in these tests; an operation must end within it
@@ -131,5 +135,56 @@ func TestCommitDuringOutage(t *testing.T) {
 			}
 			checkRows(t, b.sink, "f", more)
 		})
+	}
+}
+
+// TestCredentialsByEndpoint: an emulator's endpoint (http, or a loopback
+// host) gets no credentials; Google's, a regional endpoint and a Private
+// Service Connect one get them.
+func TestCredentialsByEndpoint(t *testing.T) {
+	t.Parallel()
+	var got []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization"))
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		endpoint string
+		creds    bool
+	}{
+		{"", true},
+		{"https://bigquery.europe-west3.rep.googleapis.com", true},
+		{"https://bigquery-myendpoint.p.googleapis.com/bigquery/v2/", true},
+		{"https://10.1.2.3", true},
+		{"http://127.0.0.1:9050", false},
+		{"http://bqfake.test:9050", false},
+		{"https://localhost:9050", false},
+		{"https://127.0.0.1:9050", false},
+		{"https://[::1]:9050", false},
+	} {
+		if sendsCredentials(c.endpoint) != c.creds {
+			t.Errorf("%q: credentials %v, want %v", c.endpoint, !c.creds, c.creds)
+		}
+		cfg := Config{Project: "p", Endpoint: c.endpoint,
+			ClientOptions: []option.ClientOption{option.WithTokenSource(oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "tok"}))}}.withDefaults()
+		rt, err := transport(t.Context(), cfg, "test")
+		if err != nil {
+			t.Fatalf("%q: %v", c.endpoint, err)
+		}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%q: %v", c.endpoint, err)
+		}
+		resp.Body.Close()
+		mu.Lock()
+		auth := got[len(got)-1]
+		mu.Unlock()
+		if want := map[bool]string{true: "Bearer tok", false: ""}[c.creds]; auth != want {
+			t.Errorf("%q: Authorization %q, want %q", c.endpoint, auth, want)
+		}
 	}
 }

@@ -41,14 +41,16 @@ type Config struct {
 	// Endpoint is the base URL of a BigQuery emulator or fake (e.g.
 	// "http://127.0.0.1:9050", with or without the API's path
 	// "/bigquery/v2/"); empty for Google's. The client does not read
-	// BIGQUERY_EMULATOR_HOST. FORMSYNC_BQ_ENDPOINT, optional; when set no
-	// credentials are sent.
+	// BIGQUERY_EMULATOR_HOST. FORMSYNC_BQ_ENDPOINT, optional. Credentials
+	// are sent to an https endpoint that is not on a loopback host (a
+	// regional endpoint, Private Service Connect), and to no other.
 	Endpoint string
 	// StagingTable is the prefix of the staging tables: each commit loads
 	// its rows into a table of its own, <StagingTable>_<commit id>, in
-	// StagingDataset, created by the load job itself, so that nothing one
-	// process loads can be merged by another (a shard, a backfill, a
-	// retried commit). Default "_formsync_staging". (It named one shared
+	// StagingDataset, created just before its load job with an expiration
+	// of StagingExpiration and deleted once the commit is over, so that
+	// nothing one process loads can be merged by another (a shard, a
+	// backfill, a retried commit). Default "_formsync_staging". (It named one shared
 	// table before; a value from that time still works as a prefix.)
 	StagingTable string
 	// StagingDataset holds the staging tables; Open creates it with a
@@ -57,12 +59,15 @@ type Config struct {
 	// "<Dataset>_staging". The service account needs
 	// roles/bigquery.dataEditor on it too.
 	StagingDataset string
-	// StagingExpiration is the staging dataset's default table
-	// expiration, set when Open creates the dataset. Default 6 hours.
+	// StagingExpiration is how long a staging table outlives its
+	// creation if its commit could not delete it (a crash): each table's
+	// own expiration, whoever made the staging dataset, and the dataset's
+	// default table expiration when Open creates it. Default 6 hours.
 	StagingExpiration time.Duration
 	// ClientOptions are passed to the BigQuery client after the endpoint
-	// options when Endpoint is set (tests); otherwise they configure the
-	// credentials of the sink's own transport (option.WithCredentialsFile
+	// options when Endpoint is an emulator's (http, or a loopback host:
+	// tests); otherwise they configure the credentials of the sink's own
+	// transport (option.WithCredentialsFile
 	// and the like; option.WithHTTPClient is refused, as it would drop the
 	// bounds of Timeout).
 	ClientOptions []option.ClientOption
@@ -74,8 +79,16 @@ type Config struct {
 	Now func() time.Time
 	// PollInterval is how often a running job is polled. Default 1s.
 	PollInterval time.Duration
-	// JobTimeout bounds the wait for one job. Default 10 minutes.
+	// JobTimeout bounds the wait for one job (a load, a commit's
+	// transaction); a job still running then is cancelled and its step
+	// fails. A large read is committed in parts (PartRows) so that each
+	// transaction fits in it. FORMSYNC_BQ_JOB_TIMEOUT, default 10 minutes.
 	JobTimeout time.Duration
+	// PartRows is how many rows of one form a sync stages before it
+	// commits them as a part while it reads on (Sink.Tuning): a form that
+	// reads fewer in a run is committed with the others, in the run's one
+	// load job. FORMSYNC_BQ_PART_ROWS, default DefaultPartRows (100,000).
+	PartRows int
 	// Timeout bounds how long BigQuery may fail to answer: the dial and
 	// the wait for a response's headers once a request is sent, and, for
 	// each operation (Open, ReadState, Commit, ...), a run of failed
@@ -88,16 +101,20 @@ type Config struct {
 	// of which is tried again until Timeout is spent.
 	Observer func(Event)
 	// RetryInitial is the first pause before retrying a transient failure
-	// (doubling, with jitter, up to 30 s). Default 1s.
+	// (doubling, with jitter, up to RetryMaxInterval). Default 1s.
 	RetryInitial time.Duration
 	// MaxRetries bounds the retries of one step (upload, load, transaction).
 	// Default 5.
 	MaxRetries int
-	// MaxConcurrentRetries bounds how often one commit's transaction is
-	// run again after BigQuery cancelled it for a concurrent update of the
+	// RetryMaxInterval is the longest pause between retries. Default 30s.
+	RetryMaxInterval time.Duration
+	// ConcurrentRetryTime bounds how long one commit's transaction is run
+	// again after BigQuery cancelled it for a concurrent update of the
 	// same tables (another shard or a backfill committing at the same
-	// time). Default 20.
-	MaxConcurrentRetries int
+	// time): a time, not a count, so that a long transaction that loses
+	// to short ones again and again is not given up on before they are
+	// done. Default 30 minutes.
+	ConcurrentRetryTime time.Duration
 }
 
 var (
@@ -111,18 +128,23 @@ var (
 // DefaultTimeout is Config.Timeout's default.
 const DefaultTimeout = 2 * time.Minute
 
+// DefaultJobTimeout is Config.JobTimeout's default.
+const DefaultJobTimeout = 10 * time.Minute
+
 func (c Config) withDefaults() Config {
 	c.Dataset = cmp.Or(c.Dataset, "formsync")
 	c.Location = cmp.Or(c.Location, "US")
 	c.StagingTable = cmp.Or(c.StagingTable, "_formsync_staging")
 	c.StagingDataset = cmp.Or(c.StagingDataset, c.Dataset+"_staging")
 	c.StagingExpiration = cmp.Or(c.StagingExpiration, 6*time.Hour)
-	c.MaxConcurrentRetries = cmp.Or(c.MaxConcurrentRetries, 20)
+	c.ConcurrentRetryTime = cmp.Or(c.ConcurrentRetryTime, 30*time.Minute)
+	c.RetryMaxInterval = cmp.Or(c.RetryMaxInterval, 30*time.Second)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
-	c.JobTimeout = cmp.Or(c.JobTimeout, 10*time.Minute)
+	c.JobTimeout = cmp.Or(c.JobTimeout, DefaultJobTimeout)
+	c.PartRows = cmp.Or(c.PartRows, DefaultPartRows)
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.RetryInitial = cmp.Or(c.RetryInitial, time.Second)
 	c.MaxRetries = cmp.Or(c.MaxRetries, 5)
@@ -169,6 +191,18 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		bad("Timeout", "must not be negative")
+	}
+	if c.ConcurrentRetryTime < 0 {
+		bad("ConcurrentRetryTime", "must not be negative")
+	}
+	if c.RetryMaxInterval < 0 {
+		bad("RetryMaxInterval", "must not be negative")
+	}
+	if c.JobTimeout < 0 {
+		bad("JobTimeout", "must not be negative")
+	}
+	if c.PartRows < 0 {
+		bad("PartRows", "must not be negative")
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bigquery: invalid configuration: %w", err)
@@ -311,7 +345,9 @@ func connect(ctx context.Context, cfg Config) (*Sink, error) {
 	opts := []option.ClientOption{option.WithHTTPClient(&http.Client{Transport: rt})}
 	if cfg.Endpoint != "" {
 		opts = append(opts, option.WithEndpoint(apiRoot(cfg.Endpoint)+"/bigquery/v2/"))
-		opts = append(opts, cfg.ClientOptions...)
+		if !sendsCredentials(cfg.Endpoint) {
+			opts = append(opts, cfg.ClientOptions...)
+		}
 	}
 	client, err := bq.NewClient(ctx, cfg.Project, opts...)
 	if err != nil {
@@ -491,6 +527,9 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 			if err != nil {
 				return s.scope.classify("reading the table's schema", res, err)
 			}
+			if err := checkLayout(res, s.cfg.Project+"."+s.cfg.Dataset+"."+t.name, meta, t.meta); err != nil {
+				return backoff.Permanent(err)
+			}
 			if t.name == stateTable && lacksAny(meta.Schema, deletionStateColumns) {
 				// submissions, migrated before, has deleted_at now.
 				if err := s.recreateViews(ctx); err != nil {
@@ -662,7 +701,7 @@ func (s *Sink) migrate(ctx context.Context, tbl *bq.Table, meta *bq.TableMetadat
 func (s *Sink) retry(ctx context.Context, op func() error) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = s.cfg.RetryInitial
-	b.MaxInterval = max(30*time.Second, s.cfg.RetryInitial)
+	b.MaxInterval = max(s.cfg.RetryMaxInterval, s.cfg.RetryInitial)
 	b.MaxElapsedTime = 0 // bounded by MaxRetries and ctx
 	policy := backoff.WithContext(backoff.WithMaxRetries(b, uint64(s.cfg.MaxRetries)), ctx)
 	return backoff.Retry(func() error {

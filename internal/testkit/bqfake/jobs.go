@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	bqv2 "google.golang.org/api/bigquery/v2"
 )
@@ -23,6 +24,10 @@ type job struct {
 	res     *result
 	err     *apiError // a failed job's error, as getQueryResults answers it
 	pending int
+	// until, when set, is when the job stops looking running on now
+	// (Options.RowsPerSecond).
+	until time.Time
+	now   func() time.Time
 	// finish, when set, is a transaction's work: it runs when the job
 	// stops looking running (after pending polls), so that transactions
 	// overlap other jobs as they do in BigQuery.
@@ -34,6 +39,9 @@ type job struct {
 func (j *job) poll() bool {
 	if j.pending > 0 {
 		j.pending--
+		return true
+	}
+	if !j.until.IsZero() && j.now().Before(j.until) {
 		return true
 	}
 	if f := j.finish; f != nil {
@@ -68,6 +76,7 @@ func (s *Server) newJob(project string, in *bqv2.Job, prefix string) (*job, erro
 			Status:     &bqv2.JobStatus{State: "DONE"},
 		},
 		pending: s.opts.PendingPolls,
+		now:     s.opts.Now,
 	}
 	s.jobs[key] = j
 	return j, nil
@@ -200,6 +209,10 @@ func (s *Server) start(j *job, stmt *statement, params map[string]param) {
 	}
 	key := j.j.Id
 	s.running[key] = &running{j: j, mutates: stmt.mutates}
+	if rate := s.opts.RowsPerSecond; rate > 0 {
+		n := s.rowsRead(stmt)
+		j.until = s.opts.Now().Add(time.Duration(float64(n) / rate * float64(time.Second)))
+	}
 	j.finish = func() {
 		delete(s.running, key)
 		s.runStatement(j, stmt, params)
@@ -207,6 +220,23 @@ func (s *Server) start(j *job, stmt *statement, params map[string]param) {
 	if j.pending == 0 {
 		j.poll()
 	}
+}
+
+// rowsRead counts the rows of the tables stmt reads and does not change.
+func (s *Server) rowsRead(stmt *statement) int64 {
+	var total int64
+	seen := map[string]bool{}
+	for _, r := range stmt.refs {
+		if seen[r] || slices.Contains(stmt.mutates, r) {
+			continue
+		}
+		seen[r] = true
+		var n int64
+		if err := s.db.QueryRow("SELECT count(*) FROM " + quoteIdent(r)).Scan(&n); err == nil {
+			total += n
+		}
+	}
+	return total
 }
 
 // running is a transaction in flight.
@@ -263,7 +293,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusNotFound, "notFound", "Not found: Job %s:%s", r.PathValue("project"), r.PathValue("job"))
 	}
 	if j.pending > 0 || j.finish != nil {
-		j.pending, j.finish = 0, nil
+		j.pending, j.finish, j.until = 0, nil, time.Time{}
 		delete(s.running, j.j.Id)
 		j.res = nil
 		j.fail(&apiError{status: http.StatusBadRequest, reason: "stopped", message: "Job execution was cancelled: User requested cancellation"})

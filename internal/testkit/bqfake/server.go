@@ -25,8 +25,16 @@ type Options struct {
 	// new job as still running before it is reported done (the work itself
 	// is done at once). Default 0.
 	PendingPolls int
-	// Now is the clock used for job statistics. Default time.Now.
+	// Now is the clock used for job statistics and RowsPerSecond.
+	// Default time.Now.
 	Now func() time.Time
+	// RowsPerSecond, when positive, is how fast a transaction script
+	// reads: it runs (polls report it running, and it cancels the
+	// transactions that overlap it) until the rows of the tables it reads
+	// and does not change (a commit's staging table), divided by this,
+	// have passed on Now, as a small reservation runs a large commit.
+	// Default 0: at once (after PendingPolls).
+	RowsPerSecond float64
 }
 
 // Op names a place where a fault can be injected with FailNext.
@@ -79,6 +87,9 @@ const (
 	// update", reason invalidQuery. The status and reason given are
 	// ignored; nothing is applied.
 	OpSerialize Op = "serialize"
+	// OpTableDelete answers the next tables.delete with the given status
+	// and reason; the table stays.
+	OpTableDelete Op = "table-delete"
 )
 
 type fault struct {

@@ -133,6 +133,11 @@ func (s *Server) createTable(key string, t *bqv2.Table) error {
 	t.Etag = fmt.Sprintf("etag-%d", s.seq)
 	if ds := s.datasets[t.TableReference.ProjectId+"."+t.TableReference.DatasetId]; ds != nil {
 		t.Location = ds.Location
+		// A dataset's default expiration applies to the tables made
+		// without one after it was set (none, when nobody set it).
+		if t.ExpirationTime == 0 && ds.DefaultTableExpirationMs > 0 {
+			t.ExpirationTime = t.CreationTime + ds.DefaultTableExpirationMs
+		}
 	}
 	s.tables[key] = t
 	return nil
@@ -201,6 +206,7 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
 		t := s.tables[k]
 		list.Tables = append(list.Tables, &bqv2.TableListTables{
 			Kind: "bigquery#table", Id: t.Id, TableReference: t.TableReference, Type: t.Type,
+			CreationTime: t.CreationTime, ExpirationTime: t.ExpirationTime,
 		})
 	}
 	writeJSON(w, http.StatusOK, list)
@@ -209,6 +215,9 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) deleteTable(w http.ResponseWriter, r *http.Request) error {
 	project, dataset, table := r.PathValue("project"), r.PathValue("dataset"), r.PathValue("table")
+	if f, ok := s.takeFault(OpTableDelete); ok {
+		return &apiError{status: f.status, reason: f.reason, message: "bqfake: injected tables.delete fault"}
+	}
 	if _, err := s.table(project, dataset, table); err != nil {
 		return err
 	}

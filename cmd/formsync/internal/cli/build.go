@@ -60,9 +60,10 @@ func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, o
 	if err != nil {
 		return nil, err
 	}
-	// The sink says how it is best written to (SQLite: in parts, rows
-	// keyed by content sorted); BigQuery, whose every commit spends its
-	// tables' daily quotas, says nothing and gets one commit per run.
+	// The sink says how it is best written to: SQLite in parts, rows
+	// keyed by content sorted; BigQuery, whose every commit spends its
+	// tables' daily quotas, in parts only for a large read
+	// (FORMSYNC_BQ_PART_ROWS), one commit per run otherwise.
 	eng, err := worker.New(client, dst, cfg.TunedFor(dst))
 	if err != nil {
 		dst.Close()

@@ -116,13 +116,23 @@ type Config struct {
 	BQDataset string `envconfig:"BQ_DATASET" default:"formsync" field:"bigquery.Dataset" group:"sink" desc:"BigQuery dataset"`
 	// BQ_LOCATION: the BigQuery location of the dataset and jobs. Default US.
 	BQLocation string `envconfig:"BQ_LOCATION" default:"US" field:"bigquery.Location" group:"sink" desc:"BigQuery location of the dataset and jobs"`
-	// BQ_ENDPOINT: overrides the BigQuery API base URL (emulators, tests).
-	// Default: none (Google's endpoint).
-	BQEndpoint string `envconfig:"BQ_ENDPOINT" field:"bigquery.Endpoint" group:"sink" desc:"BigQuery API base URL override (emulators, tests)"`
+	// BQ_ENDPOINT: overrides the BigQuery API base URL: a regional or
+	// Private Service Connect endpoint (credentials sent), or an emulator
+	// (http or loopback: none sent). Default: none (Google's endpoint).
+	BQEndpoint string `envconfig:"BQ_ENDPOINT" field:"bigquery.Endpoint" group:"sink" desc:"BigQuery API base URL override (regional, Private Service Connect; credentials sent unless http or loopback: emulators)"`
 	// BQ_TIMEOUT: how long BigQuery may go without answering (connections
 	// refused or unanswered, 5xx) before the step waiting on it fails,
 	// watermarks untouched. Default 2m.
 	BQTimeout time.Duration `envconfig:"BQ_TIMEOUT" default:"2m" field:"bigquery.Timeout" check:"positive" group:"sink" desc:"how long BigQuery may fail to answer before the sync fails, watermarks untouched"`
+	// BQ_JOB_TIMEOUT: how long one BigQuery job (a load, a commit's
+	// transaction) may run before formsync cancels it and the step fails,
+	// watermarks untouched. Default 10m.
+	BQJobTimeout time.Duration `envconfig:"BQ_JOB_TIMEOUT" default:"10m" field:"bigquery.JobTimeout" check:"positive" group:"sink" desc:"how long one BigQuery job may run before it is cancelled and the commit fails"`
+	// BQ_PART_ROWS: a form that stages this many rows in one run (a first
+	// sync) is committed to BigQuery in parts of this many, each its own
+	// load job and transaction; smaller reads commit together, once per
+	// run. Default 100000.
+	BQPartRows int `envconfig:"BQ_PART_ROWS" default:"100000" field:"bigquery.PartRows" check:"positive" group:"sink" desc:"rows of one form committed to BigQuery as one part of a large read"`
 	// TMP_DIR: where a run stages rows as NDJSON before committing them.
 	// Default: system temp dir (os.TempDir).
 	TmpDir string `envconfig:"TMP_DIR" show:"system temp dir" field:"worker.TmpDir" check:"staging" group:"api" desc:"directory for staged rows"`
@@ -143,6 +153,11 @@ type Config struct {
 	ShardIndex int `envconfig:"SHARD_INDEX" default:"0" show:"JOB_COMPLETION_INDEX, else 0" group:"api" desc:"this pod's shard"`
 	// SHARD_COUNT: the number of shards the forms are split into. Default 1.
 	ShardCount int `envconfig:"SHARD_COUNT" default:"1" check:"positive" group:"api" desc:"number of shards the forms are split into"`
+	// SHARD_START_JITTER: with SHARD_COUNT above 1, each sync or reconcile
+	// waits a random time up to this before it reads anything, so that
+	// the shards started on one tick do not commit at the same moment
+	// (worker.Config.StartJitter, set only for a sharded run). Default 30s.
+	ShardStartJitter time.Duration `envconfig:"SHARD_START_JITTER" default:"30s" group:"api" desc:"longest random wait before a sharded run starts (0s: none)"`
 	// SHUTDOWN_TIMEOUT: after SIGTERM, how long the commit of what was read
 	// completely may take. Default 20s.
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" field:"worker.ShutdownGrace" check:"positive" group:"api" desc:"bound on the commit after SIGTERM"`

@@ -271,6 +271,9 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 			p.add("FORMS", "FORMSYNC_FORMS: %s", msg)
 		}
 	}
+	if !p.has("SHARD_START_JITTER") && c.ShardStartJitter < 0 {
+		p.add("SHARD_START_JITTER", "FORMSYNC_SHARD_START_JITTER=%s is negative: use 0s for no wait", shortDuration(c.ShardStartJitter))
+	}
 	if !p.has("SHARD_INDEX") && !p.has("SHARD_COUNT") && (c.ShardIndex < 0 || c.ShardIndex >= c.ShardCount) {
 		p.add("SHARD_INDEX", "shard %d of %d is impossible: FORMSYNC_SHARD_INDEX (or JOB_COMPLETION_INDEX) must be 0..FORMSYNC_SHARD_COUNT-1", c.ShardIndex, c.ShardCount)
 	}
@@ -450,6 +453,11 @@ func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
 	cfg := worker.Config{Logger: log, FieldPolicy: c.fieldPolicy()}
 	c.setLibraryFields("worker", &cfg)
 	cfg.Forms = forms // this shard's, or the one a command names
+	// Shards started on one tick commit together; one process alone
+	// has nothing to spread.
+	if c.ShardCount > 1 {
+		cfg.StartJitter = max(c.ShardStartJitter, 0)
+	}
 	return cfg
 }
 
