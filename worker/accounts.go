@@ -1,0 +1,83 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/formsync/formsync/worker/formsapi"
+)
+
+// A form service token belongs to one account, and the service's rate
+// limit is that account's. A deployment that syncs the forms of several
+// accounts therefore reads each form through its own account's client:
+// each has its own token, its own rate-limit bucket and its own pacing
+// from the server's headers, so that an account at its limit does not
+// slow another, and a token is only ever sent for its own account's forms.
+
+// Accounts is a Source that reads each form through the Source of the
+// account the form belongs to. It is safe for concurrent use when the
+// account Sources are (*formsapi.Client is).
+type Accounts struct {
+	byForm  map[string]account
+	names   []string // sorted
+	sources map[string]Source
+}
+
+type account struct {
+	name string
+	src  Source
+}
+
+var _ Source = (*Accounts)(nil)
+
+// NewAccounts returns the Source that reads the forms of each account of
+// sources through that account's Source; forms maps each form id to its
+// account. A form id of an account that sources does not hold is refused.
+func NewAccounts(sources map[string]Source, forms map[string]string) (*Accounts, error) {
+	a := &Accounts{byForm: make(map[string]account, len(forms)), sources: sources}
+	for name, src := range sources {
+		if src == nil {
+			return nil, fmt.Errorf("worker: account %q has no source", name)
+		}
+		a.names = append(a.names, name)
+	}
+	slices.Sort(a.names)
+	for id, name := range forms {
+		src, ok := sources[name]
+		if !ok {
+			return nil, fmt.Errorf("worker: form %q belongs to account %q, which has no source", id, name)
+		}
+		a.byForm[id] = account{name: name, src: src}
+	}
+	return a, nil
+}
+
+// Page reads a page of formID through its account's Source. A form of no
+// account is refused without a request: no token is sent for it.
+func (a *Accounts) Page(ctx context.Context, formID string, page, limit int) (*formsapi.Page, *formsapi.Response, error) {
+	acc, ok := a.byForm[formID]
+	if !ok {
+		return nil, &formsapi.Response{}, fmt.Errorf("worker: form %q page %d: the form belongs to no configured account, so no token is sent for it", formID, page)
+	}
+	return acc.src.Page(ctx, formID, page, limit)
+}
+
+// Account returns the account formID belongs to; "" for none.
+func (a *Accounts) Account(formID string) string { return a.byForm[formID].name }
+
+// Names returns the accounts, sorted.
+func (a *Accounts) Names() []string { return slices.Clone(a.names) }
+
+// Source returns the Source of an account; nil for none.
+func (a *Accounts) Source(name string) Source { return a.sources[name] }
+
+// accountOf is the account of a form as src knows it: "" when src reads
+// every form with one token (a *formsapi.Client), so that all forms share
+// one account.
+func accountOf(src Source, formID string) string {
+	if a, ok := src.(interface{ Account(string) string }); ok {
+		return a.Account(formID)
+	}
+	return ""
+}
