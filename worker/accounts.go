@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 
 	"github.com/formsync/formsync/worker/formsapi"
 )
@@ -19,14 +21,11 @@ import (
 // account the form belongs to. It is safe for concurrent use when the
 // account Sources are (*formsapi.Client is).
 type Accounts struct {
-	byForm  map[string]account
-	names   []string // sorted
-	sources map[string]Source
-}
+	byForm map[string]string // form id → account
+	names  []string          // sorted
 
-type account struct {
-	name string
-	src  Source
+	mu      sync.RWMutex
+	sources map[string]Source
 }
 
 var _ Source = (*Accounts)(nil)
@@ -35,7 +34,7 @@ var _ Source = (*Accounts)(nil)
 // sources through that account's Source; forms maps each form id to its
 // account. A form id of an account that sources does not hold is refused.
 func NewAccounts(sources map[string]Source, forms map[string]string) (*Accounts, error) {
-	a := &Accounts{byForm: make(map[string]account, len(forms)), sources: sources}
+	a := &Accounts{byForm: make(map[string]string, len(forms)), sources: maps.Clone(sources)}
 	for name, src := range sources {
 		if src == nil {
 			return nil, fmt.Errorf("worker: account %q has no source", name)
@@ -44,11 +43,10 @@ func NewAccounts(sources map[string]Source, forms map[string]string) (*Accounts,
 	}
 	slices.Sort(a.names)
 	for id, name := range forms {
-		src, ok := sources[name]
-		if !ok {
+		if _, ok := sources[name]; !ok {
 			return nil, fmt.Errorf("worker: form %q belongs to account %q, which has no source", id, name)
 		}
-		a.byForm[id] = account{name: name, src: src}
+		a.byForm[id] = name
 	}
 	return a, nil
 }
@@ -56,21 +54,39 @@ func NewAccounts(sources map[string]Source, forms map[string]string) (*Accounts,
 // Page reads a page of formID through its account's Source. A form of no
 // account is refused without a request: no token is sent for it.
 func (a *Accounts) Page(ctx context.Context, formID string, page, limit int) (*formsapi.Page, *formsapi.Response, error) {
-	acc, ok := a.byForm[formID]
+	name, ok := a.byForm[formID]
 	if !ok {
 		return nil, &formsapi.Response{}, fmt.Errorf("worker: form %q page %d: the form belongs to no configured account, so no token is sent for it", formID, page)
 	}
-	return acc.src.Page(ctx, formID, page, limit)
+	return a.Source(name).Page(ctx, formID, page, limit)
 }
 
 // Account returns the account formID belongs to; "" for none.
-func (a *Accounts) Account(formID string) string { return a.byForm[formID].name }
+func (a *Accounts) Account(formID string) string { return a.byForm[formID] }
 
 // Names returns the accounts, sorted.
 func (a *Accounts) Names() []string { return slices.Clone(a.names) }
 
 // Source returns the Source of an account; nil for none.
-func (a *Accounts) Source(name string) Source { return a.sources[name] }
+func (a *Accounts) Source(name string) Source {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.sources[name]
+}
+
+// Replace makes src the Source of an existing account for the pages asked
+// from then on: a client with the account's new token, when the API
+// rejected the old one (a *formsapi.Client refuses every call after a
+// 401).
+func (a *Accounts) Replace(name string, src Source) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.sources[name]; !ok || src == nil {
+		return fmt.Errorf("worker: no account %q to replace the source of", name)
+	}
+	a.sources[name] = src
+	return nil
+}
 
 // accountOf is the account of a form as src knows it: "" when src reads
 // every form with one token (a *formsapi.Client), so that all forms share
