@@ -58,8 +58,22 @@ func (a *Accounts) Page(ctx context.Context, formID string, page, limit int) (*f
 	if !ok {
 		return nil, &formsapi.Response{}, fmt.Errorf("worker: form %q page %d: the form belongs to no configured account, so no token is sent for it", formID, page)
 	}
-	return a.Source(name).Page(ctx, formID, page, limit)
+	p, resp, err := a.Source(name).Page(ctx, formID, page, limit)
+	if err != nil {
+		err = &AccountError{Account: name, Err: err}
+	}
+	return p, resp, err
 }
+
+// AccountError is a failure of a form read through an account: it names
+// the account, and errors.Is and errors.As see the failure through it.
+type AccountError struct {
+	Account string
+	Err     error
+}
+
+func (e *AccountError) Error() string { return "account " + e.Account + ": " + e.Err.Error() }
+func (e *AccountError) Unwrap() error { return e.Err }
 
 // Account returns the account formID belongs to; "" for none.
 func (a *Accounts) Account(formID string) string { return a.byForm[formID] }

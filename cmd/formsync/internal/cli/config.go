@@ -73,8 +73,9 @@ type Config struct {
 	// PAGE_SIZE: the limit asked per page (the older API form ignores it and
 	// pages by 25). Default 100.
 	PageSize int `envconfig:"PAGE_SIZE" default:"100" field:"worker.PageSize" check:"positive" group:"api" desc:"submissions asked per page (1-100)"`
-	// CONCURRENCY: forms synced at once. Default 4.
-	Concurrency int `envconfig:"CONCURRENCY" default:"4" field:"worker.Concurrency" check:"positive" group:"api" desc:"forms synced at once"`
+	// CONCURRENCY: forms synced at once (of each account, with
+	// API_TOKEN_DIR). Default 4.
+	Concurrency int `envconfig:"CONCURRENCY" default:"4" field:"worker.Concurrency" check:"positive" group:"api" desc:"forms synced at once (of each account, with FORMSYNC_API_TOKEN_DIR)"`
 	// RATE_LIMIT: requests per second to the API, shared by all forms
 	// (by all forms of an account, each account having its own, with
 	// API_TOKEN_DIR). Default 5.
