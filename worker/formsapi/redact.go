@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -207,24 +208,35 @@ func matchForm(alts [][]string, s string, i int) int {
 // passes every line through it. A deployment syncing several accounts
 // holds a token per account, and one Redactor covers them all. A nil
 // Redactor leaves text as it is.
-type Redactor struct{ ms []*tokenMatcher }
+type Redactor struct {
+	mu sync.RWMutex
+	ms []*tokenMatcher
+}
 
 // NewRedactor returns the Redactor of tokens; nil when every token is
 // empty.
 func NewRedactor(tokens ...Secret) *Redactor {
-	var r Redactor
+	r := &Redactor{}
+	r.Add(tokens...)
+	if len(r.ms) == 0 {
+		return nil
+	}
+	return r
+}
+
+// Add makes r redact tokens too: an account's new token, read after a
+// rotation. It is safe to call while r redacts.
+func (r *Redactor) Add(tokens ...Secret) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, t := range tokens {
 		if t != "" {
 			r.ms = append(r.ms, newTokenMatcher(t.Reveal()))
 		}
 	}
-	if len(r.ms) == 0 {
-		return nil
-	}
 	// A longer token first: one token may hold another, and the longer
 	// match must not leave a tail of the longer token behind.
 	slices.SortStableFunc(r.ms, func(a, b *tokenMatcher) int { return len(b.forms[0]) - len(a.forms[0]) })
-	return &r
 }
 
 // Redact returns s with every occurrence of each token replaced by
@@ -233,6 +245,8 @@ func (r *Redactor) Redact(s string) string {
 	if r == nil {
 		return s
 	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	for _, m := range r.ms {
 		s = m.redact(s)
 	}

@@ -3,7 +3,9 @@ package cli
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +18,8 @@ import (
 
 	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/formsync/formsync/worker/metrics"
 )
 
 // accountForms are the forms of the two simulated accounts.
@@ -333,4 +337,70 @@ func diff(want, got any) string {
 		return ""
 	}
 	return fmt.Sprintf("want %v\ngot  %v", want, got)
+}
+
+// TestAccountsRotatedTokenIsPickedUp: in `formsync run`, a rejected
+// account's forms fail without a request while its token file is
+// unchanged, and the next sync uses the token the file holds once it
+// changes (a rotated Secret), with the log redacting it.
+func TestAccountsRotatedTokenIsPickedUp(t *testing.T) {
+	sims, _, db := accountsEnv(t, apisim.Options{})
+	dir := os.Getenv("FORMSYNC_API_TOKEN_DIR")
+	globexFile := filepath.Join(dir, "..data", "globex")
+	must(t, os.WriteFile(globexFile, []byte("globex-revoked-0000\n"), 0o600))
+
+	cfg, err := LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(needs("run")); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	e := &env{stdout: &logs, stderr: &logs, cfg: cfg}
+	e.redactor = formsapi.NewRedactor(cfg.tokens()...)
+	e.log = slog.New(&redactingHandler{inner: slog.NewJSONHandler(&logs, nil), r: e.redactor})
+	m := metrics.New()
+	p, err := wire(t.Context(), e, shardForms(cfg), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	globex := sims.Server("globex")
+	pass := func() *worker.Report {
+		t.Helper()
+		rep, err := p.engine.Sync(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.renewRejected(e, rep.Rejected)
+		return rep
+	}
+
+	if rep := pass(); rep.Rejected["globex"] == nil {
+		t.Fatalf("a wrong globex token was not rejected: %v", rep.Err())
+	}
+	before := globex.Stats().Requests
+	if rep := pass(); rep.Rejected["globex"] == nil {
+		t.Fatal("globex's token, unchanged, was accepted")
+	}
+	if n := globex.Stats().Requests - before; n != 0 {
+		t.Errorf("with its token file unchanged, globex got %d requests, want none", n)
+	}
+
+	must(t, os.WriteFile(globexFile, []byte("globex-token-5678\n"), 0o600)) // rotated
+	p.renewRejected(e, map[string]error{"globex": errors.New("rejected")})
+	if rep := pass(); rep.Err() != nil {
+		t.Fatalf("after the rotation: %v", rep.Err())
+	}
+	for _, f := range accountForms["globex"] {
+		if d := diff(servedIDs(globex, f), storedIDs(t, db, f)); d != "" {
+			t.Errorf("globex form %s after the rotation: %s", f, d)
+		}
+	}
+	for _, tok := range []string{"globex-token-5678", "globex-revoked-0000", "acme-token-1234"} {
+		if strings.Contains(logs.String(), tok) {
+			t.Errorf("the log holds a token")
+		}
+	}
 }

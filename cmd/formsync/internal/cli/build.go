@@ -106,6 +106,9 @@ func (p *pipeline) renewRejected(e *env, rejected map[string]error) {
 				"account", name, "file", filepath.Join(e.cfg.APITokenDir, name), "error", errors.Join(rejected[name], err).Error())
 			continue
 		}
+		if e.redactor != nil {
+			e.redactor.Add(tok) // before anything can log it
+		}
 		client, cerr := formsapi.New(e.cfg.clientConfig(tok, func(ev formsapi.Event) { p.observe(name, ev) }))
 		if cerr == nil {
 			cerr = p.accounts.Replace(name, client)

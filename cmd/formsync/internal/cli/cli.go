@@ -32,6 +32,9 @@ type env struct {
 	stdout, stderr io.Writer
 	cfg            Config
 	log            *slog.Logger
+	// redactor is the log's (redactingHandler), nil without a token; a
+	// token read later (an account's rotated one) is added to it.
+	redactor *formsapi.Redactor
 }
 
 func commands() []command {
@@ -73,7 +76,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg, _ := LoadConfig()
 		e := &env{stdout: stdout, stderr: stderr, cfg: cfg, log: newLogger(stderr, cfg)}
 		if toks := cfg.tokens(); len(toks) > 0 {
-			e.log = slog.New(&redactingHandler{inner: e.log.Handler(), r: formsapi.NewRedactor(toks...)})
+			e.redactor = formsapi.NewRedactor(toks...)
+			e.log = slog.New(&redactingHandler{inner: e.log.Handler(), r: e.redactor})
 		}
 		e.cfg.bqObserve = func(ev bigquery.Event) { logBigQueryRetry(e.log, ev) }
 		return c.run(ctx, e, args[1:])
