@@ -57,7 +57,7 @@ func TestAccountsRejectedTokenStopsOnlyItsAccount(t *testing.T) {
 	sims.Server("globex").Revoke()
 	srv := httptest.NewServer(sims)
 	t.Cleanup(srv.Close)
-	src := accountSources(t, srv.URL, map[string]string{"acme": "acme-token", "globex": "globex-token"},
+	src := accountSources(t, srv.URL, 50, map[string]string{"acme": "acme-token", "globex": "globex-token"},
 		map[string]string{"a1": "acme", "a2": "acme", "g1": "globex", "g2": "globex"})
 	dst := memsink.New()
 	eng, err := worker.New(src, dst, worker.Config{Forms: []string{"g1", "a1", "g2", "a2"}, PageSize: 10, Concurrency: 1})
@@ -98,11 +98,11 @@ func TestAccountsRejectedTokenStopsOnlyItsAccount(t *testing.T) {
 }
 
 // accountSources is a client per account, routed by form.
-func accountSources(tb testing.TB, base string, tokens, forms map[string]string, wrap ...func(name string, src worker.Source) worker.Source) *worker.Accounts {
+func accountSources(tb testing.TB, base string, ceiling float64, tokens, forms map[string]string, wrap ...func(name string, src worker.Source) worker.Source) *worker.Accounts {
 	tb.Helper()
 	sources := map[string]worker.Source{}
 	for name, tok := range tokens {
-		c, err := formsapi.New(formsapi.Config{BaseURL: base, Token: formsapi.Secret(tok), RateLimit: 50, MaxRetryAfter: 5 * time.Second})
+		c, err := formsapi.New(formsapi.Config{BaseURL: base, Token: formsapi.Secret(tok), RateLimit: ceiling, MaxRetryAfter: 5 * time.Second})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -139,14 +139,21 @@ func (s *finishSource) Page(ctx context.Context, formID string, page, limit int)
 // beside an account whose plan allows 2 requests a second; the metric
 // unlimited-s is the time from the start of the run to the unlimited
 // account's last page, which should be the same (within 10 %) in both.
+// Each account's client ceiling (FORMSYNC_RATE_LIMIT) is 50/s, which
+// bounds the unlimited account, or 1000/s, where the simulator's latency
+// and the 4 forms at once do.
 //
-//	go test ./worker -run '^$' -bench AccountsThrottledBeside -benchtime 5x
+//	go test ./worker -run '^$' -bench AccountsThrottledBeside -benchtime 3x
 func BenchmarkAccountsThrottledBeside(b *testing.B) {
 	const unlimitedForms, throttledForms, perForm = 4, 4, 1000
-	for _, beside := range []bool{false, true} {
-		name := "alone"
+	for _, bc := range []struct {
+		ceiling float64
+		beside  bool
+	}{{50, false}, {50, true}, {1000, false}, {1000, true}} {
+		ceiling, beside := bc.ceiling, bc.beside
+		name := fmt.Sprintf("ceiling=%g/alone", ceiling)
 		if beside {
-			name = "beside-throttled"
+			name = fmt.Sprintf("ceiling=%g/beside-throttled", ceiling)
 		}
 		b.Run(name, func(b *testing.B) {
 			var total time.Duration
@@ -178,7 +185,7 @@ func BenchmarkAccountsThrottledBeside(b *testing.B) {
 				sims := apisim.NewAccounts(opts)
 				srv := httptest.NewServer(sims)
 				var globex *finishSource
-				src := accountSources(b, srv.URL, tokens, forms, func(name string, s worker.Source) worker.Source {
+				src := accountSources(b, srv.URL, ceiling, tokens, forms, func(name string, s worker.Source) worker.Source {
 					if name != "globex" {
 						return s
 					}
@@ -197,6 +204,15 @@ func BenchmarkAccountsThrottledBeside(b *testing.B) {
 					b.Fatalf("sync: %v %v", err, rep.Err())
 				}
 				total += globex.last.Sub(start)
+				if testing.Verbose() {
+					var req, lim int
+					for _, f := range rep.Forms {
+						if f.Account == "globex" {
+							req, lim = req+f.Requests, lim+f.Limited
+						}
+					}
+					b.Logf("unlimited account: last page at %v, %d requests, %d answered 429; run %v", globex.last.Sub(start), req, lim, rep.Duration)
+				}
 				srv.Close()
 			}
 			b.ReportMetric(total.Seconds()/float64(b.N), "unlimited-s")

@@ -57,7 +57,9 @@ type Config struct {
 	Forms []string
 	// PageSize is the limit asked per page, 1 to 100. Defaults to 100.
 	PageSize int
-	// Concurrency is how many forms are read at once. Defaults to 4.
+	// Concurrency is how many forms are read at once; of each account,
+	// when the Source reads forms through several ([Accounts]). Defaults
+	// to 4.
 	Concurrency int
 	// FormTimeout bounds everything one form waits on in a run: requests,
 	// retries, the rate limiter. A form past it fails for this run and
@@ -364,13 +366,14 @@ func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, sta
 	// One context per account, so that a rejected token stops its own
 	// account's forms only.
 	accounts := map[string]*accountRun{}
-	for _, id := range forms {
+	for i, id := range forms {
 		name := accountOf(e.src, id)
 		if accounts[name] == nil {
 			actx, acancel := context.WithCancelCause(runCtx)
 			defer acancel(nil)
 			accounts[name] = &accountRun{ctx: actx, cancel: acancel}
 		}
+		accounts[name].forms = append(accounts[name].forms, i)
 	}
 	runs := make([]*formRun, len(forms))
 	var parts *partCommitter
@@ -389,27 +392,36 @@ func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, sta
 			}
 		}()
 	}
+	// Each account reads Config.Concurrency forms at once, in the order
+	// given: forms waiting on one account's rate limit do not hold the
+	// places of another account's.
 	var g errgroup.Group
-	g.SetLimit(e.cfg.Concurrency)
-	for i, id := range forms {
-		st, ok := states[id]
-		if !ok {
-			st = state.New(id)
-		}
-		acc := accounts[accountOf(e.src, id)]
+	for _, acc := range accounts {
 		g.Go(func() error {
-			if acc.ctx.Err() != nil {
-				runs[i] = e.newRun(st)
-				runs[i].err = fmt.Errorf("form %s: not started: %w", id, context.Cause(acc.ctx))
-				return nil
+			var ag errgroup.Group
+			ag.SetLimit(e.cfg.Concurrency)
+			for _, i := range acc.forms {
+				id := forms[i]
+				st, ok := states[id]
+				if !ok {
+					st = state.New(id)
+				}
+				ag.Go(func() error {
+					if acc.ctx.Err() != nil {
+						runs[i] = e.newRun(st)
+						runs[i].err = fmt.Errorf("form %s: not started: %w", id, context.Cause(acc.ctx))
+						return nil
+					}
+					fctx, fcancel := context.WithTimeoutCause(acc.ctx, e.cfg.FormTimeout, ErrFormTimeout)
+					defer fcancel()
+					runs[i] = e.readForm(fctx, st, modeOf(st), parts)
+					if err := runs[i].err; errors.Is(err, formsapi.ErrUnauthorized) {
+						acc.cancel(err)
+					}
+					return nil
+				})
 			}
-			fctx, fcancel := context.WithTimeoutCause(acc.ctx, e.cfg.FormTimeout, ErrFormTimeout)
-			defer fcancel()
-			runs[i] = e.readForm(fctx, st, modeOf(st), parts)
-			if err := runs[i].err; errors.Is(err, formsapi.ErrUnauthorized) {
-				acc.cancel(err)
-			}
-			return nil
+			return ag.Wait()
 		})
 	}
 	g.Wait()
@@ -429,6 +441,7 @@ func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, sta
 type accountRun struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	forms  []int // indexes of the run's forms
 }
 
 // rejection sorts a run's rejected tokens (readForms): one for every form
