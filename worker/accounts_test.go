@@ -227,3 +227,72 @@ func formNames(prefix string, n int) []string {
 	}
 	return out
 }
+
+// gateSource holds every page until open is closed (or a time out).
+type gateSource struct {
+	worker.Source
+	open <-chan struct{}
+}
+
+func (s *gateSource) Page(ctx context.Context, formID string, page, limit int) (*formsapi.Page, *formsapi.Response, error) {
+	select {
+	case <-s.open:
+	case <-time.After(10 * time.Second):
+		return nil, &formsapi.Response{}, errors.New("held for 10 s: the other account's forms did not get read meanwhile")
+	}
+	return s.Source.Page(ctx, formID, page, limit)
+}
+
+// seenSource closes done once every form of want has been read from.
+type seenSource struct {
+	worker.Source
+	mu   sync.Mutex
+	want map[string]bool
+	done chan struct{}
+}
+
+func (s *seenSource) Page(ctx context.Context, formID string, page, limit int) (*formsapi.Page, *formsapi.Response, error) {
+	p, r, err := s.Source.Page(ctx, formID, page, limit)
+	s.mu.Lock()
+	if delete(s.want, formID); len(s.want) == 0 && s.done != nil {
+		close(s.done)
+		s.done = nil
+	}
+	s.mu.Unlock()
+	return p, r, err
+}
+
+// TestAccountsEachReadTheirOwnFormsAtOnce: Config.Concurrency counts per
+// account, so an account whose forms are held (at its rate limit) does not
+// keep another account's forms from being read.
+func TestAccountsEachReadTheirOwnFormsAtOnce(t *testing.T) {
+	t.Parallel()
+	sims := apisim.NewAccounts(map[string]apisim.Options{
+		"acme":   {Seed: 1, Variant: apisim.Newer, Token: "acme-token", Forms: []string{"a1", "a2"}, SubmissionsPerForm: 5},
+		"globex": {Seed: 2, Variant: apisim.Newer, Token: "globex-token", Forms: []string{"g1", "g2"}, SubmissionsPerForm: 5},
+	})
+	srv := httptest.NewServer(sims)
+	t.Cleanup(srv.Close)
+	open := make(chan struct{})
+	src := accountSources(t, srv.URL, 50, map[string]string{"acme": "acme-token", "globex": "globex-token"},
+		map[string]string{"a1": "acme", "a2": "acme", "g1": "globex", "g2": "globex"},
+		func(name string, s worker.Source) worker.Source {
+			if name == "acme" {
+				return &gateSource{Source: s, open: open}
+			}
+			return &seenSource{Source: s, want: map[string]bool{"g1": true, "g2": true}, done: open}
+		})
+	// One form at once: acme's first form holds its place until globex's
+	// forms have both been read.
+	eng, err := worker.New(src, memsink.New(), worker.Config{Forms: []string{"a1", "a2", "g1", "g2"}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := eng.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Err(); err != nil {
+		t.Error(err)
+	}
+}
