@@ -7,6 +7,7 @@
 //	status/               a one-off Job: formsync status
 //	overlays/sharded/     the CronJob's runs as Indexed Jobs of 4 pods
 //	overlays/scheduler/   a Deployment running formsync run, with probes
+//	overlays/accounts/    the CronJob syncing several accounts: a token per account
 //	image/                the one place the image is set
 //
 // The tests render every directory with `kubectl kustomize` (skipped

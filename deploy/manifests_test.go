@@ -30,7 +30,7 @@ import (
 
 // kustomizations are the directories a user applies. TestKustomizationsListed
 // keeps the list in step with the tree, so a new overlay is tested too.
-var kustomizations = []string{"backfill", "base", "overlays/scheduler", "overlays/sharded", "status"}
+var kustomizations = []string{"backfill", "base", "overlays/accounts", "overlays/scheduler", "overlays/sharded", "status"}
 
 // imageComponent is the kustomize Component that sets the image, the one
 // place a user changes it.
@@ -704,7 +704,9 @@ func checkPod(t *testing.T, pt podTemplate, objs []manifest) {
 	if _, ok := env["FORMSYNC_API_TOKEN"]; ok {
 		t.Errorf("%s: FORMSYNC_API_TOKEN is set; give the token as a file (FORMSYNC_API_TOKEN_FILE)", pt.owner)
 	}
-	if readsAPI(c.Args) {
+	if dir, ok := env["FORMSYNC_API_TOKEN_DIR"]; ok && readsAPI(c.Args) {
+		checkTokenDir(t, pt.owner, dir, env, mounts, volumes)
+	} else if readsAPI(c.Args) {
 		checkTokenFile(t, pt.owner, env["FORMSYNC_API_TOKEN_FILE"], mounts, volumes)
 	} else {
 		// A pod that only reads the sink holds no secret it does not use.
@@ -886,6 +888,7 @@ func checkConfigLoads(t *testing.T, pt podTemplate, env map[string]string) {
 		}
 		podEnv["FORMSYNC_API_TOKEN_FILE"] = tok
 	}
+	standInTokenDir(t, podEnv)
 	// The staging directory is the pod's emptyDir mount: a directory
 	// stands in for it here.
 	if _, ok := podEnv["FORMSYNC_TMP_DIR"]; ok {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -57,7 +58,9 @@ type Config struct {
 	Forms []string
 	// PageSize is the limit asked per page, 1 to 100. Defaults to 100.
 	PageSize int
-	// Concurrency is how many forms are read at once. Defaults to 4.
+	// Concurrency is how many forms are read at once; of each account,
+	// when the Source reads forms through several ([Accounts]). Defaults
+	// to 4.
 	Concurrency int
 	// FormTimeout bounds everything one form waits on in a run: requests,
 	// retries, the rate limiter. A form past it fails for this run and
@@ -180,7 +183,10 @@ func New(src Source, dst Sink, cfg Config) (*Engine, error) {
 
 // FormReport says what one sync did for one form.
 type FormReport struct {
-	FormID   string
+	FormID string
+	// Account is the account the form was read through ([Accounts]); ""
+	// when the Source reads every form with one token.
+	Account  string
 	Inserted int64 // rows new to the table
 	Updated  int64 // rows changed (a later version) or re-keyed
 	// Reconciled is set when the run reconciled the form; Deleted counts
@@ -253,6 +259,12 @@ type Report struct {
 	// Fatal is a failure that ended the run for every form (the API
 	// rejected the token): no further request was made.
 	Fatal error
+	// Rejected holds, by account, the tokens the API rejected when the
+	// Source reads forms through several accounts ([Accounts]): each
+	// stopped its own account's forms (they failed, watermarks untouched)
+	// and no further request was made for them; the other accounts' forms
+	// committed.
+	Rejected map[string]error
 }
 
 // Failed counts the forms that failed, a failed commit failing them all.
@@ -367,11 +379,11 @@ func (e *Engine) run(ctx context.Context, what string, forms []string, modeOf fu
 		return nil, fmt.Errorf("reading sync state: %w", err)
 	}
 	rep := &Report{}
-	runs, fatal := e.readForms(ctx, rep, forms, states, modeOf)
+	runs, rejected := e.readForms(ctx, rep, forms, states, modeOf)
 	defer discardAll(runs)
-	rep.Fatal = fatal
+	rejection(rep, rejected)
 	remarked := e.commitRuns(ctx, rep, runs)
-	if rep.CommitErr == nil && fatal == nil && ctx.Err() == nil {
+	if rep.CommitErr == nil && rep.Fatal == nil && ctx.Err() == nil {
 		e.checkCompleteness(ctx, rep, runs, remarked)
 	}
 	for _, r := range runs {
@@ -384,10 +396,24 @@ func (e *Engine) run(ctx context.Context, what string, forms []string, modeOf fu
 
 // readForms reads forms, Config.Concurrency at once, each under its time
 // budget, in the mode modeOf gives for its state. A 401 cancels the forms
-// still reading and is returned: the token is wrong for all of them.
-func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, states map[string]state.Form, modeOf func(state.Form) readMode) ([]*formRun, error) {
+// of its account still reading (all forms, when the Source reads them all
+// with one token) and is returned by account: the token is wrong for all
+// of them. The other accounts' forms read on.
+func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, states map[string]state.Form, modeOf func(state.Form) readMode) ([]*formRun, map[string]error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	// One context per account, so that a rejected token stops its own
+	// account's forms only.
+	accounts := map[string]*accountRun{}
+	for i, id := range forms {
+		name := accountOf(e.src, id)
+		if accounts[name] == nil {
+			actx, acancel := context.WithCancelCause(runCtx)
+			defer acancel(nil)
+			accounts[name] = &accountRun{ctx: actx, cancel: acancel}
+		}
+		accounts[name].forms = append(accounts[name].forms, i)
+	}
 	runs := make([]*formRun, len(forms))
 	var parts *partCommitter
 	if e.cfg.PartRows > 0 {
@@ -405,33 +431,72 @@ func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, sta
 			}
 		}()
 	}
+	// Each account reads Config.Concurrency forms at once, in the order
+	// given: forms waiting on one account's rate limit do not hold the
+	// places of another account's.
 	var g errgroup.Group
-	g.SetLimit(e.cfg.Concurrency)
-	for i, id := range forms {
-		st, ok := states[id]
-		if !ok {
-			st = state.New(id)
-		}
+	for _, acc := range accounts {
 		g.Go(func() error {
-			if runCtx.Err() != nil {
-				runs[i] = e.newRun(st)
-				runs[i].err = fmt.Errorf("form %s: not started: %w", id, context.Cause(runCtx))
-				return nil
+			var ag errgroup.Group
+			ag.SetLimit(e.cfg.Concurrency)
+			for _, i := range acc.forms {
+				id := forms[i]
+				st, ok := states[id]
+				if !ok {
+					st = state.New(id)
+				}
+				ag.Go(func() error {
+					if acc.ctx.Err() != nil {
+						runs[i] = e.newRun(st)
+						runs[i].err = fmt.Errorf("form %s: not started: %w", id, context.Cause(acc.ctx))
+						return nil
+					}
+					fctx, fcancel := context.WithTimeoutCause(acc.ctx, e.cfg.FormTimeout, ErrFormTimeout)
+					defer fcancel()
+					runs[i] = e.readForm(fctx, st, modeOf(st), parts)
+					if err := runs[i].err; errors.Is(err, formsapi.ErrUnauthorized) {
+						acc.cancel(err)
+					}
+					return nil
+				})
 			}
-			fctx, fcancel := context.WithTimeoutCause(runCtx, e.cfg.FormTimeout, ErrFormTimeout)
-			defer fcancel()
-			runs[i] = e.readForm(fctx, st, modeOf(st), parts)
-			if err := runs[i].err; errors.Is(err, formsapi.ErrUnauthorized) {
-				cancel(err)
-			}
-			return nil
+			return ag.Wait()
 		})
 	}
 	g.Wait()
-	if err := context.Cause(runCtx); errors.Is(err, formsapi.ErrUnauthorized) {
-		return runs, fmt.Errorf("the run stopped at the first rejected request, since the token is the same for every form: %w", err)
+	var rejected map[string]error
+	for name, acc := range accounts {
+		if err := context.Cause(acc.ctx); errors.Is(err, formsapi.ErrUnauthorized) {
+			if rejected == nil {
+				rejected = map[string]error{}
+			}
+			rejected[name] = err
+		}
 	}
-	return runs, nil
+	return runs, rejected
+}
+
+// accountRun is what the forms of one account share in a run.
+type accountRun struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	forms  []int // indexes of the run's forms
+}
+
+// rejection sorts a run's rejected tokens (readForms): one for every form
+// (the Source reads them all with one token) is the run's Fatal, those of
+// accounts are its Rejected.
+func rejection(rep *Report, rejected map[string]error) {
+	if err, ok := rejected[""]; ok {
+		rep.Fatal = fmt.Errorf("the run stopped at the first rejected request, since the token is the same for every form: %w", err)
+		return
+	}
+	for name, err := range rejected {
+		if rep.Rejected == nil {
+			rep.Rejected = map[string]error{}
+		}
+		rep.Rejected[name] = fmt.Errorf("account %s: its forms stopped at the first rejected request, since they share its token: %w", name, err)
+	}
 }
 
 func discardAll(runs []*formRun) {
@@ -681,9 +746,9 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs, remar
 		return
 	}
 	sub := &Report{}
-	again, fatal := e.readForms(ctx, sub, ids, states, func(state.Form) readMode { return readAll })
+	again, rejected := e.readForms(ctx, sub, ids, states, func(state.Form) readMode { return readAll })
 	defer discardAll(again)
-	sub.Fatal = fatal
+	rejection(sub, rejected)
 	e.commitRuns(ctx, sub, again) // readAll marks nothing
 	rep.CommitDuration += sub.CommitDuration
 	rep.Conflicts += sub.Conflicts
@@ -786,14 +851,17 @@ func (e *Engine) logReport(what string, rep *Report) {
 	for _, f := range rep.Forms {
 		inserted, updated = inserted+f.Inserted, updated+f.Updated
 		requests, limited = requests+f.Requests, limited+f.Limited
-		attrs := []any{
-			slog.String("form", f.FormID),
+		attrs := []any{slog.String("form", f.FormID)}
+		if f.Account != "" {
+			attrs = append(attrs, slog.String("account", f.Account))
+		}
+		attrs = append(attrs,
 			slog.Int64("new", f.Inserted), slog.Int64("updated", f.Updated),
 			slog.Int("staged", f.Staged), slog.Int("pages", f.Pages),
 			slog.Int("requests", f.Requests), slog.Int("rate_limited", f.Limited),
 			slog.Int("rescans", f.Rescans), slog.String("order", string(f.Order)),
 			slog.Float64("duration_seconds", f.Duration.Seconds()),
-		}
+		)
 		if f.Reconciled {
 			attrs = append(attrs, slog.Bool("reconciled", true), slog.Int64("deleted_upstream", f.Deleted))
 		}
@@ -818,6 +886,9 @@ func (e *Engine) logReport(what string, rep *Report) {
 		case rep.Fatal != nil && errors.Is(err, formsapi.ErrUnauthorized):
 			// Said once, below, for the whole run.
 			log.Debug("form not read: the run stopped", append(attrs, slog.String("error", err.Error()))...)
+		case rep.Rejected[f.Account] != nil && errors.Is(err, formsapi.ErrUnauthorized):
+			// Said once, below, for the account.
+			log.Debug("form not read: its account's token was rejected", append(attrs, slog.String("error", err.Error()))...)
 		case err != nil && interrupted(err):
 			log.Warn("form interrupted before it was read completely; it will be read again next run", attrs...)
 		case err != nil:
@@ -836,6 +907,16 @@ func (e *Engine) logReport(what string, rep *Report) {
 	}
 	if rep.Conflicts > 0 {
 		attrs = append(attrs, slog.Int("commit_conflicts", rep.Conflicts))
+	}
+	for _, name := range slices.Sorted(maps.Keys(rep.Rejected)) {
+		failed := 0
+		for _, f := range rep.Forms {
+			if f.Account == name && f.Err != nil {
+				failed++
+			}
+		}
+		log.Error("the API rejected an account's token: its forms failed, the other accounts' forms went on",
+			slog.String("account", name), slog.Int("failed", failed), slog.String("error", rep.Rejected[name].Error()))
 	}
 	switch {
 	case rep.Fatal != nil:

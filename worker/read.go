@@ -53,7 +53,7 @@ type formRun struct {
 func (e *Engine) newRun(st state.Form) *formRun {
 	return &formRun{
 		e: e, old: st, wm: state.NewWatermarkBuilder(st.Watermark), fields: map[string]struct{}{}, facts: pager.Facts{Total: -1}, start: e.cfg.Now(),
-		report: FormReport{FormID: st.FormID, Total: -1},
+		report: FormReport{FormID: st.FormID, Account: accountOf(e.src, st.FormID), Total: -1},
 	}
 }
 

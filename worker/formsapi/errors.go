@@ -146,7 +146,7 @@ func (e *Error) Error() string {
 	case KindAccessDisabled:
 		b.WriteString(`HTTP API access is disabled for this form (HTTP 400): enable "HTTP API Access" in the form's Settings tab in the dashboard`)
 	case KindUnauthorized:
-		b.WriteString("the API token was rejected (HTTP 401): it is invalid or revoked, or the Bearer prefix is missing; check FORMSYNC_API_TOKEN (or the file FORMSYNC_API_TOKEN_FILE names)")
+		b.WriteString("the API token was rejected (HTTP 401): it is invalid or revoked, or the Bearer prefix is missing; check FORMSYNC_API_TOKEN, the file FORMSYNC_API_TOKEN_FILE names, or the account's file in FORMSYNC_API_TOKEN_DIR")
 	case KindFormNotFound:
 		b.WriteString("form not found (HTTP 404): it does not exist or was deleted; check the form id (FORMSYNC_FORMS or --form), or FORMSYNC_API_BASE_URL if every form answers 404")
 	case KindRateLimited:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -201,25 +202,53 @@ func matchForm(alts [][]string, s string, i int) int {
 	return walk(i, 0)
 }
 
-// Redactor removes the API token, in every form the client's own errors
-// are cleaned of (raw in any case, JSON, URL and HTML escaping, base64 and
+// Redactor removes API tokens, in every form the client's own errors are
+// cleaned of (raw in any case, JSON, URL and HTML escaping, base64 and
 // hex), from text that leaves the process by another way: a log handler
-// passes every line through it. A nil Redactor leaves text as it is.
-type Redactor struct{ m *tokenMatcher }
-
-// NewRedactor returns the Redactor of token; nil when token is empty.
-func NewRedactor(token Secret) *Redactor {
-	if token == "" {
-		return nil
-	}
-	return &Redactor{m: newTokenMatcher(token.Reveal())}
+// passes every line through it. A deployment syncing several accounts
+// holds a token per account, and one Redactor covers them all. A nil
+// Redactor leaves text as it is.
+type Redactor struct {
+	mu sync.RWMutex
+	ms []*tokenMatcher
 }
 
-// Redact returns s with every occurrence of the token replaced by
+// NewRedactor returns the Redactor of tokens; nil when every token is
+// empty.
+func NewRedactor(tokens ...Secret) *Redactor {
+	r := &Redactor{}
+	r.Add(tokens...)
+	if len(r.ms) == 0 {
+		return nil
+	}
+	return r
+}
+
+// Add makes r redact tokens too: an account's new token, read after a
+// rotation. It is safe to call while r redacts.
+func (r *Redactor) Add(tokens ...Secret) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range tokens {
+		if t != "" {
+			r.ms = append(r.ms, newTokenMatcher(t.Reveal()))
+		}
+	}
+	// A longer token first: one token may hold another, and the longer
+	// match must not leave a tail of the longer token behind.
+	slices.SortStableFunc(r.ms, func(a, b *tokenMatcher) int { return len(b.forms[0]) - len(a.forms[0]) })
+}
+
+// Redact returns s with every occurrence of each token replaced by
 // Redacted.
 func (r *Redactor) Redact(s string) string {
 	if r == nil {
 		return s
 	}
-	return r.m.redact(s)
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, m := range r.ms {
+		s = m.redact(s)
+	}
+	return s
 }

@@ -31,17 +31,22 @@ type Metrics struct {
 	backoff         prometheus.Counter
 	requestDuration prometheus.Histogram
 
-	runs           *prometheus.CounterVec
-	rows           *prometheus.CounterVec
-	pages          *prometheus.CounterVec
-	formFailures   *prometheus.CounterVec
-	lastSuccess    *prometheus.GaugeVec
-	lastReconcile  *prometheus.GaugeVec
-	watermarkLag   *prometheus.GaugeVec
-	missingRows    *prometheus.GaugeVec
-	conflicts      prometheus.Counter
-	commitDuration prometheus.Histogram
-	runDuration    prometheus.Histogram
+	runs          *prometheus.CounterVec
+	rows          *prometheus.CounterVec
+	pages         *prometheus.CounterVec
+	formFailures  *prometheus.CounterVec
+	lastSuccess   *prometheus.GaugeVec
+	lastReconcile *prometheus.GaugeVec
+	watermarkLag  *prometheus.GaugeVec
+	missingRows   *prometheus.GaugeVec
+	conflicts     prometheus.Counter
+	// With several accounts (worker.Accounts): each form's account, and
+	// the requests and rejected tokens by account.
+	formAccount     *prometheus.GaugeVec
+	accountRequests *prometheus.CounterVec
+	accountRejected *prometheus.GaugeVec
+	commitDuration  prometheus.Histogram
+	runDuration     prometheus.Histogram
 }
 
 // Option changes how New builds Metrics.
@@ -111,6 +116,18 @@ func New(opts ...Option) *Metrics {
 		Namespace: namespace, Name: "form_missing_rows",
 		Help: "Submissions the API counts for the form that the sink does not hold after the last complete read (0 when complete).",
 	}, []string{"form"})
+	m.formAccount = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "form_account_info",
+		Help: "1 for each form and the account it is read through, when forms are read through several accounts (FORMSYNC_API_TOKEN_DIR): join on form to see any form metric by account.",
+	}, []string{"form", "account"})
+	m.accountRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "account_api_requests_total",
+		Help: "Forms API request attempts, retries included, by account and HTTP status (\"error\" when no response arrived), when forms are read through several accounts.",
+	}, []string{"account", "status"})
+	m.accountRejected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "account_token_rejected",
+		Help: "1 when the API rejected the account's token (401) in the last run, its forms failed; 0 when it was accepted.",
+	}, []string{"account"})
 	m.conflicts = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: namespace, Name: "commit_conflicts_total",
 		Help: "Commits refused because another formsync committed the same forms meanwhile; each was merged and tried again.",
@@ -131,6 +148,7 @@ func New(opts ...Option) *Metrics {
 		m.requests, m.rateLimited, m.backoff, m.requestDuration,
 		m.runs, m.rows, m.pages, m.formFailures, m.lastSuccess, m.lastReconcile, m.watermarkLag,
 		m.missingRows, m.conflicts, m.commitDuration, m.runDuration,
+		m.formAccount, m.accountRequests, m.accountRejected,
 	)
 	// Both results exist from the start so that rate() and alerts on
 	// failures see a zero rather than no series at all.
@@ -166,6 +184,17 @@ func (m *Metrics) ObserveRequest(ev formsapi.Event) {
 	}
 }
 
+// ObserveAccountRequest records one API request attempt made through an
+// account's token (worker.Accounts), by account: ObserveRequest counts it
+// for the whole deployment.
+func (m *Metrics) ObserveAccountRequest(account string, ev formsapi.Event) {
+	status := "error"
+	if ev.Status != 0 {
+		status = strconv.Itoa(ev.Status)
+	}
+	m.accountRequests.WithLabelValues(account, status).Inc()
+}
+
 // ObserveRun records one sync run. rep may be nil when the run failed before
 // it could report (reading the sync state, for instance): it then counts as
 // a failed run and nothing else. commitDuration is observed when positive.
@@ -187,6 +216,11 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 
 	now := m.now()
 	for _, f := range rep.Forms {
+		if f.Account != "" {
+			m.formAccount.WithLabelValues(f.FormID, f.Account).Set(1)
+			_, rejected := rep.Rejected[f.Account]
+			m.accountRejected.WithLabelValues(f.Account).Set(map[bool]float64{false: 0, true: 1}[rejected])
+		}
 		m.pages.WithLabelValues(f.FormID).Add(float64(f.Pages))
 		if f.Checked {
 			m.missingRows.WithLabelValues(f.FormID).Set(float64(f.Missing))

@@ -11,6 +11,10 @@
 //	sim.Delete("contact", 2)       // deleted upstream
 //	want := sim.Submissions("contact")
 //
+// NewAccounts serves several accounts at one address, each a Server with
+// its own token and limits, and records any request that carried another
+// account's token (Accounts.Crossed).
+//
 // Every random choice comes from Options.Seed, so two servers with the same
 // Options answer the same requests with the same bytes. docs/testing.md
 // says more.

@@ -131,6 +131,10 @@ type Options struct {
 	MutateEvery       int
 	AddPerMutation    int
 	DeletePerMutation int
+	// RevokeAfter revokes the token (Server.Revoke) once this many pages
+	// have been served with 200: every later request is answered 401, as
+	// when the account owner deletes the token during a run. 0 means never.
+	RevokeAfter int
 	// Now is the clock for rate limiting, Retry-After dates and the
 	// created_at of added submissions. Defaults to time.Now.
 	Now func() time.Time

@@ -49,6 +49,10 @@ type Server struct {
 	bucket  bucket
 	plan    window
 	stats   Stats
+	// served counts the 200s, for Options.RevokeAfter; revoked is set
+	// once the token is revoked (Revoke).
+	served  int
+	revoked bool
 }
 
 // New builds a server and generates its forms' initial submissions.
@@ -83,6 +87,14 @@ func New(opts Options) *Server {
 
 // Token returns the bearer token the server accepts.
 func (s *Server) Token() string { return s.opts.Token }
+
+// Revoke revokes the token: every later request is answered 401, as the
+// service answers a token its account owner deleted.
+func (s *Server) Revoke() {
+	s.mu.Lock()
+	s.revoked = true
+	s.mu.Unlock()
+}
 
 // PlanLimit returns the plan limit in effect (0 when none) and its window,
 // rounded up to whole seconds.
@@ -327,6 +339,9 @@ func (s *Server) serveSubmissions(w http.ResponseWriter, r *http.Request) {
 		s.stats.Faults[mode]++
 	}
 	s.recordLocked(formID, http.StatusOK)
+	if s.served++; s.opts.RevokeAfter > 0 && s.served >= s.opts.RevokeAfter {
+		s.revoked = true
+	}
 	s.mu.Unlock()
 
 	body := s.envelope(r, f, custom, variant, recs, total, page, perPage)
@@ -371,7 +386,7 @@ func (s *Server) gateLocked(r *http.Request, formID string, rng *rand.Rand) (*re
 			header: map[string]string{"Allow": "GET"}}, nil
 	}
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || tok != s.opts.Token {
+	if !ok || tok != s.opts.Token || s.revoked {
 		return &reply{status: http.StatusUnauthorized, contentType: jsonType, body: []byte(`{"message":"Unauthenticated."}`)}, nil
 	}
 	now := s.opts.Now()

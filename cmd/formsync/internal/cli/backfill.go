@@ -286,7 +286,7 @@ func printDryRun(ctx context.Context, e *env, rep *worker.BackfillReport, win wo
 // countWindow counts the window's submissions on the located first and last
 // pages, plus full pages in between; ok is false when a page cannot be read.
 func countWindow(ctx context.Context, e *env, rep *worker.BackfillReport, win worker.Window) (int, bool) {
-	client, err := newClient(e.cfg, nil)
+	client, err := newSource(e.cfg, nil)
 	if err != nil {
 		return 0, false
 	}

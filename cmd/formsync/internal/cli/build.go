@@ -6,7 +6,10 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
+	"path/filepath"
+	"slices"
 
 	"github.com/formsync/formsync/internal/testkit/memsink"
 	"github.com/formsync/formsync/sink"
@@ -24,6 +27,12 @@ type pipeline struct {
 	sink    sink.Sink
 	metrics *metrics.Metrics
 	forms   []string
+	// accounts is the source when the forms are read through several
+	// accounts (FORMSYNC_API_TOKEN_DIR), with the observer of its clients
+	// and the token each uses: renewRejected replaces a rejected one.
+	accounts *worker.Accounts
+	observe  func(account string, ev formsapi.Event)
+	tokens   map[string]formsapi.Secret
 }
 
 // Close closes the sink.
@@ -42,10 +51,14 @@ func wire(ctx context.Context, e *env, forms []string, m *metrics.Metrics) (*pip
 
 // wireSink is wire with the sink opened by open.
 func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, open func(context.Context, Config) (sink.Sink, error)) (*pipeline, error) {
-	client, err := newClient(e.cfg, func(ev formsapi.Event) {
+	observe := func(account string, ev formsapi.Event) {
 		m.ObserveRequest(ev)
-		logRetry(e.log, ev)
-	})
+		if account != "" {
+			m.ObserveAccountRequest(account, ev)
+		}
+		logRetry(e.log, account, ev)
+	}
+	client, err := newSource(e.cfg, observe)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
@@ -69,7 +82,45 @@ func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, o
 		dst.Close()
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	return &pipeline{engine: eng, sink: dst, metrics: m, forms: forms}, nil
+	p := &pipeline{engine: eng, sink: dst, metrics: m, forms: forms, observe: observe}
+	if acc, ok := client.(*worker.Accounts); ok {
+		p.accounts, p.tokens = acc, maps.Clone(e.cfg.accountTokens)
+	}
+	return p, nil
+}
+
+// renewRejected gives each account whose token the API rejected a new
+// client when its token file now holds another token (a rotated Secret;
+// the kubelet updates a mounted Secret's files in place). An account whose
+// file is unchanged keeps its client, which fails the account's forms at
+// once without a request: the token is known to be refused.
+func (p *pipeline) renewRejected(e *env, rejected map[string]error) {
+	if p.accounts == nil || len(rejected) == 0 {
+		return
+	}
+	tokens, err := readTokenDir(e.cfg.APITokenDir)
+	for _, name := range slices.Sorted(maps.Keys(rejected)) {
+		tok, ok := tokens[name]
+		switch {
+		case !ok || tok == p.tokens[name]:
+			e.log.Error("the API rejected the account's token and its token file holds no other: its forms fail until the file (the Secret's key) holds a valid token; the other accounts sync on",
+				"account", name, "file", filepath.Join(e.cfg.APITokenDir, name), "error", errors.Join(rejected[name], err).Error())
+			continue
+		}
+		if e.redactor != nil {
+			e.redactor.Add(tok) // before anything can log it
+		}
+		client, cerr := formsapi.New(e.cfg.clientConfig(tok, func(ev formsapi.Event) { p.observe(name, ev) }))
+		if cerr == nil {
+			cerr = p.accounts.Replace(name, client)
+		}
+		if cerr != nil {
+			e.log.Error("cannot use the account's new token", "account", name, "error", cerr.Error())
+			continue
+		}
+		p.tokens[name] = tok
+		e.log.Info("the account's token file holds a new token: the next sync uses it", "account", name)
+	}
 }
 
 // logRetry says when a failed API request is about to be tried again, so
@@ -78,14 +129,18 @@ func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, o
 // level: the rate limit is expected and its count is in every form's
 // summary (rate_limited). The attempt that gives up is said by the form's
 // failure.
-func logRetry(log *slog.Logger, ev formsapi.Event) {
+func logRetry(log *slog.Logger, account string, ev formsapi.Event) {
 	if ev.Err == nil || ev.Wait == 0 {
 		return
 	}
-	attrs := []any{
-		slog.String("form", ev.FormID), slog.Int("page", ev.Page), slog.Int("attempt", ev.Attempt),
-		slog.Int("status", ev.Status), slog.Float64("retry_in_seconds", ev.Wait.Seconds()), slog.String("error", ev.Err.Error()),
+	attrs := []any{slog.String("form", ev.FormID)}
+	if account != "" {
+		attrs = append(attrs, slog.String("account", account))
 	}
+	attrs = append(attrs,
+		slog.Int("page", ev.Page), slog.Int("attempt", ev.Attempt),
+		slog.Int("status", ev.Status), slog.Float64("retry_in_seconds", ev.Wait.Seconds()), slog.String("error", ev.Err.Error()),
+	)
 	if ev.Status == http.StatusTooManyRequests {
 		log.Debug("rate limited by the API; retrying", attrs...)
 		return

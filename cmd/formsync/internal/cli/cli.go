@@ -32,6 +32,9 @@ type env struct {
 	stdout, stderr io.Writer
 	cfg            Config
 	log            *slog.Logger
+	// redactor is the log's (redactingHandler), nil without a token; a
+	// token read later (an account's rotated one) is added to it.
+	redactor *formsapi.Redactor
 }
 
 func commands() []command {
@@ -72,8 +75,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// ones it reads (its Validate): version, demo and simulate read none.
 		cfg, _ := LoadConfig()
 		e := &env{stdout: stdout, stderr: stderr, cfg: cfg, log: newLogger(stderr, cfg)}
-		if tok, err := cfg.Token(); err == nil && tok != "" {
-			e.log = slog.New(&redactingHandler{inner: e.log.Handler(), r: formsapi.NewRedactor(tok)})
+		if toks := cfg.tokens(); len(toks) > 0 {
+			e.redactor = formsapi.NewRedactor(toks...)
+			e.log = slog.New(&redactingHandler{inner: e.log.Handler(), r: e.redactor})
 		}
 		e.cfg.bqObserve = func(ev bigquery.Event) { logBigQueryRetry(e.log, ev) }
 		return c.run(ctx, e, args[1:])
@@ -115,6 +119,11 @@ func runEnv(_ context.Context, e *env, args []string) int {
 	}
 	if err := e.cfg.Validate(need); err != nil {
 		return configError(e, err)
+	}
+	if need.API {
+		for _, w := range e.cfg.warnings() {
+			fmt.Fprintf(e.stdout, "warning: %s\n", w)
+		}
 	}
 	fmt.Fprintf(e.stdout, "the configuration is complete for formsync %s\n", *check)
 	return exitOK

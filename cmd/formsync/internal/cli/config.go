@@ -60,17 +60,26 @@ type Config struct {
 	// Kubernetes Secret). Exactly one of API_TOKEN and API_TOKEN_FILE is
 	// needed. Default: none.
 	APITokenFile string `envconfig:"API_TOKEN_FILE" group:"api" desc:"file holding the API token (e.g. a mounted Secret)"`
-	// FORMS: comma-separated form ids to sync. Default: none (required by
-	// sync, run and reconcile without form names).
-	Forms []string `envconfig:"FORMS" field:"worker.Forms" group:"api" desc:"comma-separated form ids to sync"`
+	// API_TOKEN_DIR: a directory holding one token file per account, named
+	// after the account (a Kubernetes Secret with one key per account,
+	// mounted as a directory), for a deployment that syncs the forms of
+	// several accounts. FORMS then names each form's account, account:form.
+	// It replaces API_TOKEN and API_TOKEN_FILE. Default: none.
+	APITokenDir string `envconfig:"API_TOKEN_DIR" group:"api" desc:"directory of token files, one per account and named after it (a mounted Secret); FORMSYNC_FORMS then reads account:form"`
+	// FORMS: comma-separated form ids to sync; with API_TOKEN_DIR each is
+	// written account:form (acme:f1,acme:f2,globex:f3). Default: none
+	// (required by sync, run and reconcile without form names).
+	Forms []string `envconfig:"FORMS" field:"worker.Forms" group:"api" desc:"comma-separated form ids to sync (account:form each with FORMSYNC_API_TOKEN_DIR)"`
 	// PAGE_SIZE: the limit asked per page (the older API form ignores it and
 	// pages by 25). Default 100.
 	PageSize int `envconfig:"PAGE_SIZE" default:"100" field:"worker.PageSize" check:"positive" group:"api" desc:"submissions asked per page (1-100)"`
-	// CONCURRENCY: forms synced at once. Default 4.
-	Concurrency int `envconfig:"CONCURRENCY" default:"4" field:"worker.Concurrency" check:"positive" group:"api" desc:"forms synced at once"`
-	// RATE_LIMIT: requests per second to the API, shared by all forms.
-	// Default 5.
-	RateLimit float64 `envconfig:"RATE_LIMIT" default:"5" field:"formsapi.RateLimit" check:"positive" group:"api" desc:"most API requests per second, all forms together; below it the server's rate-limit headers set the pace"`
+	// CONCURRENCY: forms synced at once (of each account, with
+	// API_TOKEN_DIR). Default 4.
+	Concurrency int `envconfig:"CONCURRENCY" default:"4" field:"worker.Concurrency" check:"positive" group:"api" desc:"forms synced at once (of each account, with FORMSYNC_API_TOKEN_DIR)"`
+	// RATE_LIMIT: requests per second to the API, shared by all forms
+	// (by all forms of an account, each account having its own, with
+	// API_TOKEN_DIR). Default 5.
+	RateLimit float64 `envconfig:"RATE_LIMIT" default:"5" field:"formsapi.RateLimit" check:"positive" group:"api" desc:"most API requests per second, all forms together (each account's, with FORMSYNC_API_TOKEN_DIR); below it the server's rate-limit headers set the pace"`
 	// REQUEST_TIMEOUT: limit of one HTTP attempt, body included. Default 30s.
 	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" default:"30s" field:"formsapi.RequestTimeout" check:"positive" group:"api" desc:"timeout of one API request, body included"`
 	// MAX_WAIT: how long one page may spend waiting on retries (429, 5xx)
@@ -171,6 +180,13 @@ type Config struct {
 	problems map[string]string
 	// token is the token read from APITokenFile by Validate.
 	token formsapi.Secret
+	// formEntries are FORMS as written when APITokenDir is set (Forms then
+	// holds the form ids alone), and formAccount each form's account.
+	formEntries []string
+	formAccount map[string]string
+	// accountTokens are the tokens of APITokenDir by account, read by
+	// Validate.
+	accountTokens map[string]formsapi.Secret
 	// policy is FieldPolicy parsed, with its key, by Validate; nil for none.
 	policy *fieldpolicy.Policy
 	// bqObserve is told of every failed BigQuery request (logged).
@@ -363,6 +379,10 @@ func readConfig(lookup func(string) (string, bool)) Config {
 			v.Field(f.index).SetString(lower)
 		}
 	}
+	if c.APITokenDir != "" {
+		c.formEntries = c.Forms
+		c.Forms, c.formAccount = splitAccounts(c.Forms)
+	}
 	if idx, _ := lookup(fieldByName("SHARD_INDEX").env()); strings.TrimSpace(idx) == "" {
 		// An Indexed Job tells each pod its index.
 		if s, ok := lookup("JOB_COMPLETION_INDEX"); ok {
@@ -443,9 +463,12 @@ func (e *ConfigError) Error() string {
 // few dozen bytes, and a path such as /dev/zero must not fill the memory.
 const maxTokenFile = 64 << 10
 
-// readTokenFile reads the token file, bounded.
+// readTokenFile reads the token file, bounded. It is opened without
+// blocking: a FIFO with no writer reads as empty rather than hanging the
+// start. Whitespace and a UTF-8 byte order mark (an editor's) around the
+// token are not part of it.
 func readTokenFile(path string) (formsapi.Secret, error) {
-	f, err := os.Open(path)
+	f, err := openNonBlocking(path)
 	if err != nil {
 		return "", fmt.Errorf("cannot read the file: %w", unwrapPath(err))
 	}
@@ -457,7 +480,7 @@ func readTokenFile(path string) (formsapi.Secret, error) {
 	if len(b) > maxTokenFile {
 		return "", fmt.Errorf("the file holds more than %d KiB: it must hold only the token", maxTokenFile>>10)
 	}
-	tok := strings.TrimSpace(string(b))
+	tok := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(b)), "\ufeff"))
 	if tok == "" {
 		return "", errors.New("the file is empty: it must hold the token")
 	}
@@ -520,6 +543,9 @@ func (c *Config) valueText(f field) string {
 		}
 		return formsapi.Redacted
 	case []string:
+		if f.name == "FORMS" && c.formEntries != nil {
+			return strings.Join(c.formEntries, ",")
+		}
 		return strings.Join(x, ",")
 	case time.Duration:
 		return shortDuration(x)

@@ -77,6 +77,10 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		}
 		m.ObserveRun(rep, rep.CommitDuration)
 		logInterrupted(ctx, e, rep, false)
+		// A rejected account's token fails its own forms only: the
+		// process goes on for the other accounts, and reads the account's
+		// token file again for the next sync.
+		p.renewRejected(e, rep.Rejected)
 		if errors.Is(rep.Fatal, formsapi.ErrUnauthorized) {
 			e.log.Error("the API rejected the token: stopping, so that a restart reads it again (FORMSYNC_API_TOKEN_FILE)", "error", rep.Fatal.Error())
 			rejected.Store(true)

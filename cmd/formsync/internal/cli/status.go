@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +21,10 @@ import (
 
 // formStatus is one form's line of `formsync status`.
 type formStatus struct {
-	Form        string     `json:"form_id"`
+	Form string `json:"form_id"`
+	// Account is the form's account in FORMSYNC_FORMS (account:form, with
+	// FORMSYNC_API_TOKEN_DIR); "" with a single token.
+	Account     string     `json:"account,omitempty"`
 	Watermark   *time.Time `json:"watermark,omitempty"`
 	WatermarkID int64      `json:"watermark_id,omitempty"`
 	Order       string     `json:"order,omitempty"`
@@ -130,6 +134,9 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 			out = append(out, formStatus{Form: id, NeverSynced: true})
 		}
 	}
+	for i := range out {
+		out[i].Account = e.cfg.formAccount[out[i].Form]
+	}
 	slices.SortFunc(out, func(a, b formStatus) int { return strings.Compare(a.Form, b.Form) })
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -149,13 +156,21 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	}
 	// A backfill in progress gets a last column, shown only then.
 	backfills := slices.ContainsFunc(out, func(s formStatus) bool { return s.BackfillProgress != nil })
+	// So does the account, first, when the forms have accounts.
+	accounts := slices.ContainsFunc(out, func(s formStatus) bool { return s.Account != "" })
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	head := "FORM\tWATERMARK\tLAG\tROWS\tDELETED UPSTREAM\tLAST RECONCILE\tLAST SUCCESS\tLAST ERROR"
 	if backfills {
 		head += "\tBACKFILL IN PROGRESS"
 	}
+	if accounts {
+		head = "ACCOUNT\t" + head
+	}
 	fmt.Fprintln(tw, head)
 	for _, s := range out {
+		if accounts {
+			fmt.Fprintf(tw, "%s\t", cmp.Or(s.Account, "-"))
+		}
 		success := fmtTime(s.LastSuccessAt)
 		if s.NeverSynced {
 			success = "not synced yet"

@@ -255,8 +255,10 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 		p.add("API_BASE_URL", "FORMSYNC_API_BASE_URL is not set: give the API's base URL, e.g. https://forms.example.com")
 	}
 	switch {
+	case c.APITokenDir != "":
+		c.validateAccounts(p, forms)
 	case c.APIToken == "" && c.APITokenFile == "":
-		p.add("API_TOKEN", "no API token: set FORMSYNC_API_TOKEN_FILE (a file holding the token) or FORMSYNC_API_TOKEN")
+		p.add("API_TOKEN", "no API token: set FORMSYNC_API_TOKEN_FILE (a file holding the token) or FORMSYNC_API_TOKEN (or FORMSYNC_API_TOKEN_DIR, a token file per account)")
 	case c.APIToken != "" && c.APITokenFile != "":
 		p.add("API_TOKEN", "both FORMSYNC_API_TOKEN and FORMSYNC_API_TOKEN_FILE are set: keep one")
 	case c.APITokenFile != "":
@@ -434,6 +436,9 @@ func (c *Config) warnings() []string {
 	}
 	// BigQuery may hold a query request up to its default timeoutMs (10 s)
 	// before answering.
+	if unused := c.unusedTokens(); len(unused) > 0 {
+		out = append(out, fmt.Sprintf("FORMSYNC_API_TOKEN_DIR=%q holds token files no form uses (%s): check the account names in FORMSYNC_FORMS", c.APITokenDir, strings.Join(unused, ", ")))
+	}
 	if c.Sink == "bigquery" && c.BQTimeout < 15*time.Second {
 		out = append(out, fmt.Sprintf("FORMSYNC_BQ_TIMEOUT=%s is under 15s: BigQuery may take up to 10 s to answer a query request, so a slow query can be taken for an outage", shortDuration(c.BQTimeout)))
 	}
