@@ -276,7 +276,7 @@ func FormReport(t testing.TB, rep *worker.Report, formID string) worker.FormRepo
 // SlowTestsVar switches on the slow tests: those that sweep many seeds,
 // soak a binary for minutes or compile it again with other flags. They add
 // minutes to a run; .ci/run sets it, and so can anyone:
-// FORMSYNC_SLOW_TESTS=1 go test -race ./...
+// FORMSYNC_SLOW_TESTS=1 go test ./...
 const SlowTestsVar = "FORMSYNC_SLOW_TESTS"
 
 // Slow skips tb unless FORMSYNC_SLOW_TESTS=1; cost says what the test costs.
