@@ -2,6 +2,7 @@ package bqfake
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ type job struct {
 	res     *result
 	err     *apiError // a failed job's error, as getQueryResults answers it
 	pending int
+	seq     int // creation order
 	// finish, when set, is a transaction's work: it runs when the job
 	// stops looking running (after pending polls), so that transactions
 	// overlap other jobs as they do in BigQuery.
@@ -68,6 +70,7 @@ func (s *Server) newJob(project string, in *bqv2.Job, prefix string) (*job, erro
 			Status:     &bqv2.JobStatus{State: "DONE"},
 		},
 		pending: s.opts.PendingPolls,
+		seq:     len(s.jobs),
 	}
 	s.jobs[key] = j
 	return j, nil
@@ -85,8 +88,13 @@ func (j *job) fail(e *apiError) {
 }
 
 // view is the job as jobs.get shows it now.
-func (j *job) view() *bqv2.Job {
-	running := j.poll()
+func (j *job) view() *bqv2.Job { return j.show(j.poll()) }
+
+// peek is the job as it is, without counting a poll: jobs.list does not
+// move a job along.
+func (j *job) peek() *bqv2.Job { return j.show(j.pending > 0 || j.finish != nil) }
+
+func (j *job) show(running bool) *bqv2.Job {
 	out := *j.j
 	st := *j.j.Status
 	if running {
@@ -217,7 +225,10 @@ type running struct {
 
 // runStatement executes a recognised statement for a query job.
 func (s *Server) runStatement(j *job, stmt *statement, params map[string]param) {
+	s.meter = newMeter()
 	res, err := stmt.run(s, params)
+	m := s.meter
+	s.meter = nil
 	qs := &bqv2.JobStatistics2{StatementType: stmt.kind}
 	j.j.Statistics.Query = qs
 	if err != nil {
@@ -238,6 +249,43 @@ func (s *Server) runStatement(j *job, stmt *statement, params map[string]param) 
 	if res != nil {
 		qs.NumDmlAffectedRows = res.dml
 	}
+	qs.TotalBytesProcessed, j.j.Statistics.TotalBytesProcessed = m.bytes, m.bytes
+	s.stats.BytesProcessed += m.bytes
+}
+
+// listJobs serves jobs.list: the project's jobs, newest first as BigQuery
+// lists them, in one page, each with its statistics
+// (totalBytesProcessed); stateFilter is honoured, other options are not.
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	project := r.PathValue("project")
+	states := r.URL.Query()["stateFilter"]
+	var all []*job
+	for k, j := range s.jobs {
+		if strings.HasPrefix(k, project+".") {
+			all = append(all, j)
+		}
+	}
+	// Newest first; jobs created in one millisecond by creation order.
+	slices.SortFunc(all, func(a, b *job) int {
+		if c := cmp.Compare(b.j.Statistics.CreationTime, a.j.Statistics.CreationTime); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.seq, a.seq)
+	})
+	list := &bqv2.JobList{Kind: "bigquery#jobList"}
+	for _, j := range all {
+		v := j.peek()
+		state := strings.ToLower(v.Status.State)
+		if len(states) > 0 && !slices.ContainsFunc(states, func(s string) bool { return strings.EqualFold(s, state) }) {
+			continue
+		}
+		list.Jobs = append(list.Jobs, &bqv2.JobListJobs{
+			Kind: "bigquery#job", Id: v.Id, JobReference: v.JobReference, State: v.Status.State,
+			Configuration: v.Configuration, Statistics: v.Statistics, Status: v.Status, ErrorResult: v.Status.ErrorResult,
+		})
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
@@ -312,7 +360,8 @@ func (s *Server) runQuery(w http.ResponseWriter, r *http.Request) error {
 		return j.err
 	}
 	int64TS := req.FormatOptions != nil && req.FormatOptions.UseInt64Timestamp
-	resp := &bqv2.QueryResponse{Kind: "bigquery#queryResponse", JobReference: j.j.JobReference, JobComplete: true}
+	resp := &bqv2.QueryResponse{Kind: "bigquery#queryResponse", JobReference: j.j.JobReference, JobComplete: true,
+		TotalBytesProcessed: j.j.Statistics.TotalBytesProcessed}
 	if j.res != nil {
 		n := len(j.res.rows)
 		size := min(n, s.opts.PageRows)
@@ -351,6 +400,7 @@ func (s *Server) getQueryResults(w http.ResponseWriter, r *http.Request) error {
 		return j.err
 	}
 	resp.JobComplete = true
+	resp.TotalBytesProcessed = j.j.Statistics.TotalBytesProcessed
 	if j.res != nil {
 		n := len(j.res.rows)
 		start, size, err := pageBounds(r, n, s.opts.PageRows)

@@ -110,6 +110,9 @@ type Stats struct {
 	// MergePlan is SQLite's EXPLAIN QUERY PLAN of the last submissions
 	// MERGE join, one step a line.
 	MergePlan string
+	// BytesProcessed is the sum of the query jobs' totalBytesProcessed
+	// (the model in cost.go).
+	BytesProcessed int64
 }
 
 // Server is a BigQuery fake. New makes one that serves nothing by itself
@@ -129,6 +132,9 @@ type Server struct {
 	hooks    []func(kind string)
 	stats    Stats
 	seq      int
+	// meter is what the statement being run has processed (cost.go),
+	// nil between statements.
+	meter *meter
 }
 
 // New makes an empty fake and opens no listener: serve Handler() where
@@ -273,6 +279,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PATCH "+p+"/datasets/{dataset}/tables/{table}", s.lock(s.patchTable))
 	mux.HandleFunc("GET "+p+"/datasets/{dataset}/tables/{table}/data", s.lock(s.listTableData))
 	mux.HandleFunc("POST "+p+"/jobs", s.lock(s.insertJob))
+	mux.HandleFunc("GET "+p+"/jobs", s.lock(s.listJobs))
 	mux.HandleFunc("GET "+p+"/jobs/{job}", s.lock(s.getJob))
 	mux.HandleFunc("POST "+p+"/jobs/{job}/cancel", s.lock(s.cancelJob))
 	mux.HandleFunc("POST "+p+"/queries", s.lock(s.runQuery))

@@ -211,6 +211,11 @@ func (s *Server) recognise(q string) (*statement, error) {
 			if err != nil {
 				return nil, err
 			}
+			if _, err := s.tx(func(tx *sql.Tx) (*result, error) {
+				return nil, s.scan(tx, refs[0], nil, allPartitions)
+			}); err != nil {
+				return nil, err
+			}
 			return s.selectAll(refs[0], tbl.Schema)
 		}}, nil
 	}
@@ -292,6 +297,9 @@ func (s *Server) readState(t map[string]string, params map[string]param, copies 
 		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
 			return nil, err
 		}
+		if err := s.scan(tx, t["state"], nil, allPartitions); err != nil {
+			return nil, err
+		}
 		return s.query(tx, []*bqv2.TableFieldSchema{
 			col("form_id", "STRING"), col("wm_created_at", "TIMESTAMP"), col("wm_id", "INTEGER"),
 			col("boundary", "STRING"), col("sort_order", "STRING"), col("last_total", "INTEGER"),
@@ -314,6 +322,9 @@ func (s *Server) readCommits(t map[string]string, params map[string]param) (*res
 		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
 			return nil, err
 		}
+		if err := s.scan(tx, t["state"], []string{"form_id", "last_commit"}, allPartitions); err != nil {
+			return nil, err
+		}
 		return s.query(tx, []*bqv2.TableFieldSchema{col("form_id", "STRING"), col("last_commit", "STRING")},
 			`SELECT form_id, last_commit FROM `+quoteIdent(t["state"])+`
 			WHERE form_id IN (SELECT value FROM temp.param_form_ids) ORDER BY form_id`)
@@ -324,6 +335,9 @@ func (s *Server) readCommits(t map[string]string, params map[string]param) (*res
 // recreate the forms' views.
 func (s *Server) viewForms(t map[string]string, _ map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.scan(tx, t["state"], []string{"form_id", "field_names"}, allPartitions); err != nil {
+			return nil, err
+		}
 		return s.query(tx, []*bqv2.TableFieldSchema{col("form_id", "STRING"), col("field_names", "STRING")},
 			`SELECT form_id, field_names FROM `+quoteIdent(t["state"])+` ORDER BY form_id`)
 	})
@@ -338,8 +352,14 @@ func rowColumns() []*bqv2.TableFieldSchema {
 	}
 }
 
+// rowRead are the submissions columns readRows and find read.
+var rowRead = []string{"form_id", "submission_id", "submission_key", "created_at", "is_spam", "fields", "fields_text", "files", "files_text", "raw", "deleted_at"}
+
 func (s *Server) readRows(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.scan(tx, t["subs"], rowRead, allPartitions); err != nil {
+			return nil, err
+		}
 		q := `SELECT submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields),
 			COALESCE(files_text, files), raw, deleted_at
 			FROM ` + quoteIdent(t["subs"]) + ` WHERE form_id = @form_id ORDER BY created_at, submission_key`
@@ -358,6 +378,9 @@ func (s *Server) readRows(t map[string]string, params map[string]param) (*result
 func (s *Server) find(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := materialise(tx, "keys", params["keys"]); err != nil {
+			return nil, err
+		}
+		if err := s.scan(tx, t["subs"], rowRead, allPartitions); err != nil {
 			return nil, err
 		}
 		// TO_HEX(SHA256(CONCAT(@salt, value))) = @value_sha256, computed
@@ -424,6 +447,9 @@ func (s *Server) scrubStaging(t map[string]string, params map[string]param) (*re
 		if err := materialise(tx, "forget", params["forget"]); err != nil {
 			return nil, err
 		}
+		if err := s.scan(tx, t["staging"], nil, allPartitions); err != nil {
+			return nil, err
+		}
 		res, err := tx.Exec(`DELETE FROM ` + quoteIdent(t["staging"]) + ` AS s
 			WHERE EXISTS (SELECT 1 FROM temp.param_forget AS f WHERE f.form_id = s.form_id AND f.submission_key = s.submission_key)`)
 		if err != nil {
@@ -442,6 +468,9 @@ var minTimestamp = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 // (NULL and a missing row read as 0) is the one its state carries.
 func (s *Server) assertRevisions(tx *sql.Tx, ref string, params map[string]param) error {
 	if err := materialise(tx, "states", params["states"]); err != nil {
+		return err
+	}
+	if err := s.scan(tx, ref, []string{"form_id", "revision"}, allPartitions); err != nil {
 		return err
 	}
 	var n int
@@ -466,6 +495,10 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 		return 0, err
 	}
 	st := quoteIdent(ref)
+	// sync_state is not partitioned: its MERGE reads and rewrites it whole.
+	if err := s.scan(tx, ref, nil, allPartitions); err != nil {
+		return 0, err
+	}
 	if _, err := exec(tx, `DROP TABLE IF EXISTS temp._fake_state_src`); err != nil {
 		return 0, err
 	}
@@ -683,6 +716,16 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			}
 			forgotten := `form_id IN (SELECT value FROM temp.param_form_ids) AND EXISTS (SELECT 1 FROM temp.param_forget AS f
 				WHERE f.form_id = ` + subs + `.form_id AND f.submission_key = ` + subs + `.submission_key)`
+			// The count, then the DELETE: each reads every partition.
+			if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "deleted_at"}, allPartitions); err != nil {
+				return nil, err
+			}
+			if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key"}, allPartitions); err != nil {
+				return nil, err
+			}
+			if err := s.touch(tx, t["subs"], forgotten, true); err != nil {
+				return nil, err
+			}
 			if _, err := exec(tx, `CREATE TEMP TABLE _formsync_forgotten AS
 				SELECT form_id, SUM(deleted_at IS NULL) AS live, SUM(deleted_at IS NOT NULL) AS deleted
 				FROM `+subs+` WHERE `+forgotten+` GROUP BY form_id`); err != nil {
@@ -711,6 +754,14 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			}
 			if _, err := exec(tx, `CREATE TEMP TABLE _formsync_reconciled AS
 				SELECT form_id, count(*) AS deleted FROM `+subs+` WHERE `+unserved+` GROUP BY form_id`); err != nil {
+				return nil, err
+			}
+			for range 2 { // the count, then the UPDATE
+				if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "deleted_at"}, allPartitions); err != nil {
+					return nil, err
+				}
+			}
+			if err := s.touch(tx, t["subs"], unserved, true); err != nil {
 				return nil, err
 			}
 			q := `UPDATE ` + subs + ` SET deleted_at = @synced_at WHERE ` + unserved
@@ -779,6 +830,25 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 	if err != nil {
 		return 0, err
 	}
+	from, to, err := createdRange(params)
+	if err != nil {
+		return 0, err
+	}
+	// The plan reads the staging table, the stored rows of the batch's
+	// range, and the key columns of every other partition.
+	for _, r := range []struct {
+		ref  string
+		cols []string
+		sp   span
+	}{
+		{t["staging"], nil, allPartitions},
+		{t["subs"], rowRead, within(from, to)},
+		{t["subs"], []string{"form_id", "submission_key", "created_at", "deleted_at"}, beyond(from, to)},
+	} {
+		if err := s.scan(tx, r.ref, r.cols, r.sp); err != nil {
+			return 0, err
+		}
+	}
 	if _, err := exec(tx, plan, args...); err != nil {
 		return 0, err
 	}
@@ -804,6 +874,14 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 	}
 	s.stats.MergePlan = plans
 	if _, err := exec(tx, `CREATE TEMP TABLE _fake_match AS `+matchSelect, args...); err != nil {
+		return 0, err
+	}
+	// The MERGE's join has no filter on created_at: it reads its target
+	// columns in every partition, and rewrites those it changes.
+	if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "submission_id", "created_at"}, allPartitions); err != nil {
+		return 0, err
+	}
+	if err := s.mergeTouches(tx, t["subs"]); err != nil {
 		return 0, err
 	}
 	var dup int64
@@ -1019,4 +1097,44 @@ func sqliteLiteral(s string) string {
 		return fmt.Sprintf("CAST(X'%x' AS TEXT)", s)
 	}
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// createdRange is the commit's @created_from and @created_to.
+func createdRange(params map[string]param) (from, to int64, err error) {
+	for i, name := range []string{"created_from", "created_to"} {
+		p, ok := params[name]
+		if !ok {
+			return 0, 0, invalidQuery("Query parameter '%s' not found", name)
+		}
+		v, err := scalar(p.Type, p.Value)
+		if err != nil {
+			return 0, 0, err
+		}
+		n, ok := v.(int64)
+		if !ok {
+			return 0, 0, invalidQuery("Query parameter '%s' is NULL", name)
+		}
+		if i == 0 {
+			from = n
+		} else {
+			to = n
+		}
+	}
+	return from, to, nil
+}
+
+// mergeTouches records the partitions the submissions MERGE modifies
+// (temp._fake_match against temp._fake_src): those of the rows it
+// updates or deletes and those their new created_at moves them to,
+// rewritten, and those it inserts into.
+func (s *Server) mergeTouches(tx *sql.Tx, ref string) error {
+	if err := s.touch(tx, ref, `rowid IN (SELECT trow FROM temp._fake_match WHERE clause > 0)`, true); err != nil {
+		return err
+	}
+	if err := s.touchQuery(tx, ref, `SELECT DISTINCT `+dayOf("p.created_at")+` FROM temp._fake_match AS m
+		JOIN temp._fake_src AS p ON p.rowid = m.prow WHERE m.clause = 3`, true); err != nil {
+		return err
+	}
+	return s.touchQuery(tx, ref, `SELECT DISTINCT `+dayOf("created_at")+` FROM temp._fake_src
+		WHERE NOT twin AND action = 'insert' AND rowid NOT IN (SELECT prow FROM temp._fake_match)`, false)
 }
