@@ -201,7 +201,8 @@ type Sink struct {
 	scrubMu sync.Mutex
 	scrub   []forgetParam
 	// stateWithoutCopies: a read-only Sink (OpenReadOnly) found sync_state
-	// without its copies column, which ReadState then reads as NULL.
+	// without its copies or max_submission_id column, which ReadState then
+	// reads as NULL.
 	stateWithoutCopies bool
 }
 
@@ -249,11 +250,11 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 			}
 			lacks := func(c string) bool { return lacksAny(meta.Schema, []string{c}) }
 			for _, c := range addedStateColumns {
-				if c != "copies" && lacks(c) {
+				if c != "copies" && c != "max_submission_id" && lacks(c) {
 					return backoff.Permanent(fmt.Errorf("bigquery: %s lacks columns this formsync reads: %w; a sync (which adds them) must run first", res, ErrOlderSchema))
 				}
 			}
-			s.stateWithoutCopies = lacks("copies")
+			s.stateWithoutCopies = lacks("copies") || lacks("max_submission_id")
 			return nil
 		})
 	}); err != nil {
@@ -381,10 +382,11 @@ func stateSchema() bq.Schema {
 		{Name: "forgotten", Type: bq.JSONFieldType, Description: "tombstones of submissions forgotten on request (salt, keyed hashes, count)"},
 		{Name: "last_commit", Type: bq.JSONFieldType, Description: "the last commit that wrote this state: its id (the prefix of its job ids) and what it did to the form's rows"},
 		{Name: "copies", Type: bq.JSONFieldType, Description: "submissions served more than once with nothing to tell them apart (no id, same created_at and content): content key to how many more times a page held it"},
+		{Name: "max_submission_id", Type: bq.IntegerFieldType, Description: "no stored row of the form has a larger submission_id (NULL: not known yet); a commit whose ids are all larger need not look for them outside its created_at range"},
 	}
 }
 
-var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten", "last_commit", "copies"}
+var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten", "last_commit", "copies", "max_submission_id"}
 
 // deletionStateColumns are the sync_state columns added with deleted_at. A
 // sync_state table without them belongs to a dataset whose views were

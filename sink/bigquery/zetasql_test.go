@@ -246,6 +246,9 @@ func zetaParams() []map[string]any {
 		{"name": "created_from", "type": "TIMESTAMP"},
 		{"name": "created_to", "type": "TIMESTAMP"},
 		{"name": "form_ids", "type": map[string]any{"array": "STRING"}},
+		{"name": "outside_forms", "type": map[string]any{"array": "STRING"}},
+		{"name": "outside_before", "type": "TIMESTAMP"},
+		{"name": "outside_after", "type": "TIMESTAMP"},
 		{"name": "form_id", "type": "STRING"},
 		{"name": "forget", "type": map[string]any{"array": map[string]any{"struct": []map[string]any{
 			{"name": "form_id", "type": "STRING"}, {"name": "submission_key", "type": "STRING"},

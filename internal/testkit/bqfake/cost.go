@@ -51,19 +51,39 @@ func newMeter() *meter {
 }
 
 // span is the part of a partitioned table a statement's constant filter
-// on the partitioning column selects: every partition (all), the days
-// from..to (micros, inclusive, whole days), or every partition but
-// those (outside).
+// on the partitioning column selects: every partition (all), or the
+// partitions of some ranges of days (inclusive).
 type span struct {
-	all      bool
-	from, to int64
-	outside  bool
+	all  bool
+	days [][2]int64
 }
 
 var allPartitions = span{all: true}
 
-func within(from, to int64) span  { return span{from: from, to: to} }
-func beyond(from, to int64) span  { return span{from: from, to: to, outside: true} }
+// Days beyond any TIMESTAMP BigQuery holds (years 1 to 9999).
+const (
+	firstDay = -719163
+	lastDay  = 2932896
+)
+
+// within is the partitions a filter created_at BETWEEN from AND to
+// (micros) scans: those of the days from and to and the days between.
+func within(from, to int64) span { return span{days: [][2]int64{{floorDay(from), floorDay(to)}}} }
+
+// beyond is the partitions a filter created_at < before OR created_at >
+// after scans: every partition holding a time outside before..after.
+func beyond(before, after int64) span {
+	return span{days: [][2]int64{{firstDay, floorDay(before - 1)}, {floorDay(after + 1), lastDay}}}
+}
+
+// or is the partitions of either span.
+func (sp span) or(o span) span {
+	if sp.all || o.all {
+		return allPartitions
+	}
+	return span{days: append(slices.Clone(sp.days), o.days...)}
+}
+
 func floorDay(micros int64) int64 { return floorDiv(micros, dayMicros) }
 
 func floorDiv(a, b int64) int64 {
@@ -90,12 +110,13 @@ func (s *Server) where(ref string, sp span) string {
 	if f == "" || sp.all {
 		return "1"
 	}
-	lo, hi := floorDay(sp.from)*dayMicros, (floorDay(sp.to)+1)*dayMicros
-	in := fmt.Sprintf("(%s >= %d AND %s < %d)", quoteIdent(f), lo, quoteIdent(f), hi)
-	if sp.outside {
-		return "NOT COALESCE(" + in + ", 0)"
+	conds := []string{"0"}
+	for _, d := range sp.days {
+		if d[0] <= d[1] {
+			conds = append(conds, fmt.Sprintf("(%s >= %d AND %s < %d)", quoteIdent(f), d[0]*dayMicros, quoteIdent(f), (d[1]+1)*dayMicros))
+		}
 	}
-	return in
+	return "(" + strings.Join(conds, " OR ") + ")"
 }
 
 // sizeExpr is the SQLite expression of a column's logical size in a row.

@@ -1,6 +1,7 @@
 package bqfake
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
@@ -93,9 +94,11 @@ var forgetType = "ARRAY<STRUCT<form_id STRING, submission_key STRING>>"
 var shapes = map[string]*shapeDef{}
 
 func init() {
-	commitParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP", "form_ids": "ARRAY<STRING>"}
+	commitParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP", "form_ids": "ARRAY<STRING>",
+		"outside_forms": "ARRAY<STRING>", "outside_before": "TIMESTAMP", "outside_after": "TIMESTAMP"}
 	deletionsParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "form_ids": "ARRAY<STRING>", "forget": forgetType, "reconcile_forms": "ARRAY<STRING>"}
-	commitDeletionsParams := map[string]string{"created_from": "TIMESTAMP", "created_to": "TIMESTAMP"}
+	commitDeletionsParams := map[string]string{"created_from": "TIMESTAMP", "created_to": "TIMESTAMP",
+		"outside_forms": "ARRAY<STRING>", "outside_before": "TIMESTAMP", "outside_after": "TIMESTAMP"}
 	for k, v := range deletionsParams {
 		commitDeletionsParams[k] = v
 	}
@@ -105,17 +108,17 @@ func init() {
 		}
 	}
 	for _, d := range []*shapeDef{
-		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("copies")},
-		{shapeReadStateUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("NULL")},
+		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("copies", "max_submission_id")},
+		{shapeReadStateUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("NULL", "NULL")},
 		{shapeReadCommits, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readCommits},
 		{shapeViewForms, "SELECT", nil, []string{"state"}, nil, (*Server).viewForms},
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).readRows},
 		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>", "field": "STRING", "salt": "STRING", "value_sha256": "STRING"}, []string{"subs"}, nil, (*Server).find},
 		{shapeScrubStaging, "DELETE", map[string]string{"forget": forgetType}, []string{"staging"}, nil, (*Server).scrubStaging},
 		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING"}, []string{"state", "state"}, []string{"state"}, (*Server).writeState},
-		{shapeCommit, "SCRIPT", commitParams, []string{"state", "staging", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(true, false)},
+		{shapeCommit, "SCRIPT", commitParams, []string{"state", "staging", "subs", "subs", "subs", "state", "subs"}, []string{"subs", "state"}, commit(true, false)},
 		{shapeCommitDeletions, "SCRIPT", commitDeletionsParams,
-			[]string{"state", "subs", "subs", "staging", "subs", "subs", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(true, true)},
+			[]string{"state", "subs", "subs", "staging", "subs", "subs", "subs", "subs", "subs", "state", "subs"}, []string{"subs", "state"}, commit(true, true)},
 		{shapeWriteStateDeletions, "SCRIPT", deletionsParams, []string{"state", "subs", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(false, true)},
 	} {
 		n, _, err := normalise(d.text)
@@ -286,13 +289,13 @@ func (s *Server) countDML(ref string) {
 
 // readState reads the state of the given forms, copies read as the
 // expression copies: the column, or NULL from a table without it.
-func readState(copies string) func(*Server, map[string]string, map[string]param) (*result, error) {
+func readState(copies, maxID string) func(*Server, map[string]string, map[string]param) (*result, error) {
 	return func(s *Server, t map[string]string, params map[string]param) (*result, error) {
-		return s.readState(t, params, copies)
+		return s.readState(t, params, copies, maxID)
 	}
 }
 
-func (s *Server) readState(t map[string]string, params map[string]param, copies string) (*result, error) {
+func (s *Server) readState(t map[string]string, params map[string]param, copies, maxID string) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
 			return nil, err
@@ -307,9 +310,10 @@ func (s *Server) readState(t map[string]string, params map[string]param, copies 
 			col("last_error_at", "TIMESTAMP"), col("last_error", "STRING"), col("backfill", "STRING"),
 			col("revision", "INTEGER"), col("deleted_count", "INTEGER"), col("last_reconcile_at", "TIMESTAMP"),
 			col("field_policy", "STRING"), col("forgotten", "STRING"), col("copies", "STRING"),
+			col("max_submission_id", "INTEGER"),
 		}, `SELECT form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names,
 			last_success_at, last_error_at, last_error, backfill, COALESCE(revision, 0), COALESCE(deleted_count, 0),
-			last_reconcile_at, COALESCE(field_policy, ''), forgotten, `+copies+`
+			last_reconcile_at, COALESCE(field_policy, ''), forgotten, `+copies+`, `+maxID+`
 			FROM `+quoteIdent(t["state"])+`
 			WHERE (SELECT count(*) FROM temp.param_form_ids) = 0 OR form_id IN (SELECT value FROM temp.param_form_ids)
 			ORDER BY form_id`)
@@ -490,7 +494,12 @@ func (s *Server) assertRevisions(tx *sql.Tx, ref string, params map[string]param
 // commit's counts) and last_commit, the JSON object of @commit_id and the
 // counts. counts is the commit's counts table (a table name or a
 // parenthesised subquery, one row per form), or "" when it counts nothing.
-func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, counts string) (int64, error) {
+//
+// maxID is the SQLite expression of each source row's max_id (st is the
+// @states row): "" for NULL, the largest id stored now for a commit
+// with rows. A stored max_submission_id is kept when max_id is NULL and
+// raised to it otherwise.
+func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, counts, maxID string) (int64, error) {
 	if err := materialise(tx, "states", params["states"]); err != nil {
 		return 0, err
 	}
@@ -512,7 +521,7 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 	src := `CREATE TEMP TABLE _fake_state_src AS SELECT st.form_id, ` + ts("wm_created_at") + `, st.wm_id,
 		st.boundary, st.sort_order, st.last_total, st.field_names, ` + ts("last_success_at") + `, ` + ts("last_error_at") + `,
 		st.last_error, NULLIF(st.backfill, '') AS backfill, st.revision, ` + ts("last_reconcile_at") + `, st.field_policy,
-		NULLIF(st.forgotten, '') AS forgotten, NULLIF(st.copies, '') AS copies, ` + count("live_delta") + ` AS added_rows, ` + count("deleted_delta") + ` AS added_deleted,
+		NULLIF(st.forgotten, '') AS forgotten, NULLIF(st.copies, '') AS copies, ` + cmp.Or(maxID, "NULL") + ` AS max_id, ` + count("live_delta") + ` AS added_rows, ` + count("deleted_delta") + ` AS added_deleted,
 		json_object('id', @commit_id, 'inserted', ` + count("inserted") + `, 'updated', ` + count("updated") + `,
 			'restored', ` + count("restored") + `, 'deleted', ` + count("deleted") + `, 'forgotten', ` + count("forgotten") + `) AS last_commit
 		FROM temp.param_states AS st`
@@ -541,17 +550,18 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 		field_names = s.field_names, last_success_at = s.last_success_at, last_error_at = s.last_error_at,
 		last_error = s.last_error, backfill = s.backfill, updated_at = @synced_at, revision = s.revision + 1,
 		last_reconcile_at = s.last_reconcile_at, field_policy = s.field_policy, forgotten = s.forgotten,
-		copies = s.copies, last_commit = s.last_commit
+		copies = s.copies, last_commit = s.last_commit,
+		max_submission_id = CASE WHEN s.max_id IS NULL THEN `+st+`.max_submission_id ELSE max(COALESCE(`+st+`.max_submission_id, 0), s.max_id) END
 		FROM temp._fake_state_src AS s WHERE `+st+`.form_id = s.form_id`, args...)
 	if err != nil {
 		return 0, err
 	}
 	m, err := exec(tx, `INSERT INTO `+st+` (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count,
 		field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count,
-		last_reconcile_at, field_policy, forgotten, copies, last_commit)
+		last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
 		SELECT s.form_id, s.wm_created_at, s.wm_id, s.boundary, s.sort_order, s.last_total, s.added_rows,
 		s.field_names, s.last_success_at, s.last_error_at, s.last_error, s.backfill, @synced_at, s.revision + 1,
-		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten, s.copies, s.last_commit
+		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten, s.copies, s.last_commit, s.max_id
 		FROM temp._fake_state_src AS s WHERE s.form_id NOT IN (SELECT form_id FROM `+st+`)`, args...)
 	if err != nil {
 		return 0, err
@@ -569,7 +579,7 @@ func (s *Server) writeState(t map[string]string, params map[string]param) (*resu
 		if err := s.assertRevisions(tx, t["state"], params); err != nil {
 			return nil, err
 		}
-		n, err := s.mergeState(tx, t["state"], params, "")
+		n, err := s.mergeState(tx, t["state"], params, "", "")
 		if err != nil {
 			return nil, err
 		}
@@ -641,7 +651,7 @@ ranked AS (
 ),
 elsewhere AS (
   SELECT form_id, submission_key, deleted_at FROM {{subs}}
-  WHERE form_id IN (SELECT value FROM temp.param_form_ids) AND created_at NOT BETWEEN @created_from AND @created_to
+  WHERE form_id IN (SELECT value FROM temp.param_outside_forms) AND (created_at < @outside_before OR created_at > @outside_after)
 ),
 joined AS (
   SELECT s.*, COALESCE(k.submission_key, e.submission_key) AS stored_key, l.submission_key AS legacy_key,
@@ -798,7 +808,22 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			return nil, &apiError{status: f.status, reason: f.reason, message: "bqfake: injected failure in the middle of the transaction"}
 		}
 
-		n, err := s.mergeState(tx, state, params, counts)
+		maxID := ""
+		if rows {
+			// The largest id stored now, in the partitions of the batch
+			// and those outside the outside bounds.
+			r, err := rowRanges(params)
+			if err != nil {
+				return nil, err
+			}
+			sp := r.batch.or(r.outside)
+			if err := s.scan(tx, t["subs"], []string{"form_id", "submission_id", "created_at"}, sp); err != nil {
+				return nil, err
+			}
+			maxID = `COALESCE((SELECT MAX(k.submission_id) FROM ` + subs + ` AS k WHERE k.form_id = st.form_id
+				AND (k.created_at BETWEEN @created_from AND @created_to OR k.created_at < @outside_before OR k.created_at > @outside_after)), 0)`
+		}
+		n, err := s.mergeState(tx, state, params, counts, maxID)
 		if err != nil {
 			return nil, err
 		}
@@ -830,20 +855,25 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 	if err != nil {
 		return 0, err
 	}
-	from, to, err := createdRange(params)
+	if err := materialise(tx, "outside_forms", params["outside_forms"]); err != nil {
+		return 0, err
+	}
+	r, err := rowRanges(params)
 	if err != nil {
 		return 0, err
 	}
 	// The plan reads the staging table, the stored rows of the batch's
-	// range, and the key columns of every other partition.
+	// range, and the key columns of the partitions outside it that the
+	// outside bounds name (none, unless a form's staged ids may be stored
+	// there).
 	for _, r := range []struct {
 		ref  string
 		cols []string
 		sp   span
 	}{
 		{t["staging"], nil, allPartitions},
-		{t["subs"], rowRead, within(from, to)},
-		{t["subs"], []string{"form_id", "submission_key", "created_at", "deleted_at"}, beyond(from, to)},
+		{t["subs"], rowRead, r.batch},
+		{t["subs"], []string{"form_id", "submission_key", "created_at", "deleted_at"}, r.outside},
 	} {
 		if err := s.scan(tx, r.ref, r.cols, r.sp); err != nil {
 			return 0, err
@@ -858,7 +888,8 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 		SELECT *, legacy_key AS match_key, 1 AS twin FROM temp._formsync_plan WHERE legacy_key IS NOT NULL`); err != nil {
 		return 0, err
 	}
-	on := `t.form_id = p.form_id AND t.submission_key = p.match_key`
+	on := `t.form_id = p.form_id AND t.submission_key = p.match_key
+		AND (t.created_at BETWEEN @created_from AND @created_to OR t.created_at < @outside_before OR t.created_at > @outside_after)`
 	matchSelect := `SELECT t.rowid AS trow, p.rowid AS prow,
 		CASE WHEN p.twin AND p.action = 'rekey' THEN 1
 		     WHEN p.twin THEN 2
@@ -876,9 +907,10 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 	if _, err := exec(tx, `CREATE TEMP TABLE _fake_match AS `+matchSelect, args...); err != nil {
 		return 0, err
 	}
-	// The MERGE's join has no filter on created_at: it reads its target
-	// columns in every partition, and rewrites those it changes.
-	if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "submission_id", "created_at"}, allPartitions); err != nil {
+	// The MERGE reads its target columns in the partitions its ON
+	// condition's constant filter on created_at names, and rewrites those
+	// it changes.
+	if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "submission_id", "created_at"}, r.batch.or(r.outside)); err != nil {
 		return 0, err
 	}
 	if err := s.mergeTouches(tx, t["subs"]); err != nil {
@@ -1099,28 +1131,29 @@ func sqliteLiteral(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
-// createdRange is the commit's @created_from and @created_to.
-func createdRange(params map[string]param) (from, to int64, err error) {
-	for i, name := range []string{"created_from", "created_to"} {
+// commitRanges are the partitions a commit's constant filters name: the
+// batch's (@created_from..@created_to) and those outside
+// @outside_before..@outside_after.
+type commitRanges struct{ batch, outside span }
+
+func rowRanges(params map[string]param) (commitRanges, error) {
+	var ts [4]int64
+	for i, name := range []string{"created_from", "created_to", "outside_before", "outside_after"} {
 		p, ok := params[name]
 		if !ok {
-			return 0, 0, invalidQuery("Query parameter '%s' not found", name)
+			return commitRanges{}, invalidQuery("Query parameter '%s' not found", name)
 		}
 		v, err := scalar(p.Type, p.Value)
 		if err != nil {
-			return 0, 0, err
+			return commitRanges{}, err
 		}
 		n, ok := v.(int64)
 		if !ok {
-			return 0, 0, invalidQuery("Query parameter '%s' is NULL", name)
+			return commitRanges{}, invalidQuery("Query parameter '%s' is NULL", name)
 		}
-		if i == 0 {
-			from = n
-		} else {
-			to = n
-		}
+		ts[i] = n
 	}
-	return from, to, nil
+	return commitRanges{batch: within(ts[0], ts[1]), outside: beyond(ts[2], ts[3])}, nil
 }
 
 // mergeTouches records the partitions the submissions MERGE modifies
