@@ -25,6 +25,7 @@ import (
 const (
 	submissionsTable = "submissions"
 	stateTable       = "sync_state"
+	lockTable        = "sync_lock"
 )
 
 // Config says where the sink writes. Zero fields take their defaults.
@@ -324,6 +325,7 @@ func connect(ctx context.Context, cfg Config) (*Sink, error) {
 	s.t = tables{
 		Submissions: ref(cfg.Project, cfg.Dataset, submissionsTable),
 		State:       ref(cfg.Project, cfg.Dataset, stateTable),
+		Lock:        ref(cfg.Project, cfg.Dataset, lockTable),
 	}
 	return s, nil
 }
@@ -478,6 +480,7 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 			Description:      "formsync: one row per form submission",
 		}, addedSubmissionColumns},
 		{stateTable, &bq.TableMetadata{Schema: stateSchema(), Description: "formsync: sync state, one row per form"}, addedStateColumns},
+		{lockTable, &bq.TableMetadata{Schema: lockSchema(), Description: "formsync: one row every commit updates first, so that two commits running at once conflict"}, nil},
 	} {
 		tbl := s.dataset().Table(t.name)
 		res := "table " + s.cfg.Project + "." + s.cfg.Dataset + "." + t.name
@@ -487,6 +490,9 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 				err = tbl.Create(ctx, t.meta)
 				if isDuplicate(err) {
 					err = nil
+				}
+				if err == nil && t.name == lockTable {
+					return s.seedLock(ctx)
 				}
 				return s.scope.classify("creating the table", res, err)
 			}
@@ -499,6 +505,9 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 					return backoff.Permanent(err) // retried by its own steps
 				}
 			}
+			if t.name == lockTable && meta.NumRows == 0 {
+				return s.seedLock(ctx)
+			}
 			return s.scope.classify("adding columns to the table", res, s.migrate(ctx, tbl, meta, t.meta.Schema, t.added))
 		})
 		if err != nil {
@@ -506,6 +515,27 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// lockSchema is sync_lock's: the commit that last took it, and when.
+func lockSchema() bq.Schema {
+	return bq.Schema{
+		{Name: "commit_id", Type: bq.StringFieldType},
+		{Name: "locked_at", Type: bq.TimestampFieldType},
+	}
+}
+
+// seedLock puts sync_lock's one row in, unless one is there. Every commit
+// transaction first updates it: BigQuery runs transactions that only
+// insert side by side, so two first commits of a new form would both pass
+// the revision check at 0 and both insert; an UPDATE of one shared row
+// makes any two commits conflict, and at the script's first statement,
+// before it has read anything.
+func (s *Sink) seedLock(ctx context.Context) error {
+	// Idempotent (it inserts only into an empty table), so it needs no
+	// job id of its own: a retry may simply run it again.
+	_, err := s.query(render("seedLock", s.t)).Read(ctx)
+	return s.scope.classify("putting its row in", "table "+s.cfg.Project+"."+s.cfg.Dataset+"."+lockTable, err)
 }
 
 func lacksAny(schema bq.Schema, names []string) bool {

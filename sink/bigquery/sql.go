@@ -23,7 +23,7 @@ import (
 
 // tables names the fully qualified tables a statement refers to.
 type tables struct {
-	Submissions, State, Staging string
+	Submissions, State, Staging, Lock string
 }
 
 func ref(project, dataset, table string) string {
@@ -95,6 +95,16 @@ WHERE form_id = @form_id AND {{template "anyTime"}}
 ORDER BY created_at, submission_key
 {{end}}
 
+{{define "seedLock"}}
+INSERT INTO {{.Lock}} (commit_id, locked_at)
+SELECT '', CURRENT_TIMESTAMP() FROM UNNEST([1])
+WHERE NOT EXISTS (SELECT 1 FROM {{.Lock}})
+{{end}}
+
+{{define "lock"}}
+UPDATE {{.Lock}} SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
+{{- end}}
+
 {{define "scrubStaging"}}
 DELETE FROM {{.Staging}} AS s
 WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND f.submission_key = s.submission_key)
@@ -151,6 +161,7 @@ SELECT IF(EXISTS (
 
 {{define "writeState"}}
 BEGIN TRANSACTION;
+{{template "lock" .}}
 {{template "assertRevisions" .}}
 
 MERGE {{.State}} AS t
@@ -186,6 +197,7 @@ COMMIT TRANSACTION;
 
 {{define "commit"}}
 BEGIN TRANSACTION;
+{{template "lock" .}}
 {{template "assertRevisions" .}}
 {{- if .Deletions}}
 

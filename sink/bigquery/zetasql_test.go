@@ -87,6 +87,7 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 			{"name": strings.Trim(tbl.Submissions, "`"), "columns": zetaColumns(submissionsSchema())},
 			{"name": strings.Trim(tbl.State, "`"), "columns": zetaColumns(stateSchema())},
 			{"name": strings.Trim(tbl.Staging, "`"), "columns": zetaColumns(stagingSchema())},
+			{"name": strings.Trim(tbl.Lock, "`"), "columns": zetaColumns(lockSchema())},
 			// The columns of BigQuery's job history the README's queries
 			// use, as BigQuery documents them.
 			{"name": "my-project.region-us.INFORMATION_SCHEMA.JOBS", "columns": zetaColumns(bq.Schema{

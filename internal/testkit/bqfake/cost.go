@@ -44,10 +44,22 @@ type meter struct {
 	// touched are the partitions (days) modified per table, and
 	// rewritten those whose every column a DML statement has paid for.
 	touched, rewritten map[string]map[int64]bool
+	// mutated are the tables whose stored rows the statement updated or
+	// deleted: what BigQuery's transactions conflict on (rows only
+	// inserted do not conflict).
+	mutated map[string]bool
 }
 
 func newMeter() *meter {
-	return &meter{touched: map[string]map[int64]bool{}, rewritten: map[string]map[int64]bool{}}
+	return &meter{touched: map[string]map[int64]bool{}, rewritten: map[string]map[int64]bool{}, mutated: map[string]bool{}}
+}
+
+// mutate records that the running statement updated or deleted stored
+// rows of the table ref.
+func (s *Server) mutate(ref string) {
+	if s.meter != nil {
+		s.meter.mutated[ref] = true
+	}
 }
 
 // span is the part of a partitioned table a statement's constant filter

@@ -167,11 +167,14 @@ func (s *Server) OnStatement(fn func(kind string)) (remove func()) {
 	}
 }
 
-// start runs a statement for a query job. A transaction script is
-// cancelled at once when another running transaction mutates one of its
-// tables (BigQuery cancels the later of two such transactions); otherwise
-// it is registered as running and does its work when it finishes, after
-// Options.PendingPolls polls, while other jobs come and go.
+// start runs a statement for a query job. A transaction script is first
+// run on the data as it is (snapshot.go) to learn which tables it
+// updates or deletes rows of; it is cancelled at once when another
+// running transaction does so to one of them (BigQuery cancels the later
+// of two such transactions; with Options.AbortEarlier, the earlier is
+// cancelled when it finishes). Otherwise it is registered as running and
+// does its work when it finishes, after Options.PendingPolls polls,
+// while other jobs come and go.
 func (s *Server) start(j *job, stmt *statement, params map[string]param) {
 	if len(stmt.mutates) == 0 {
 		s.runStatement(j, stmt, params)
@@ -195,8 +198,23 @@ func (s *Server) start(j *job, stmt *statement, params map[string]param) {
 			return
 		}
 	}
+	// With a fault queued inside scripts, the dry run would take it:
+	// such a transaction is taken to change every table it may.
+	mutates := stmt.mutates
+	var dry *dryRun
+	if len(s.faults[OpScript]) == 0 && len(s.faults[OpScriptCommitted]) == 0 {
+		if dry = s.dryRun(stmt, params); dry != nil {
+			mutates = dry.mutated()
+		}
+	}
 	for _, other := range s.running {
-		for _, a := range stmt.mutates {
+		for _, a := range mutates {
+			if slices.Contains(other.mutates, a) && s.opts.AbortEarlier {
+				if other.aborted == "" {
+					other.aborted = a
+				}
+				continue
+			}
 			if slices.Contains(other.mutates, a) {
 				p, d, t, _ := splitRef(a)
 				j.j.Statistics.Query = &bqv2.JobStatistics2{StatementType: stmt.kind}
@@ -207,10 +225,26 @@ func (s *Server) start(j *job, stmt *statement, params map[string]param) {
 		}
 	}
 	key := j.j.Id
-	s.running[key] = &running{j: j, mutates: stmt.mutates}
+	r := &running{j: j, mutates: mutates}
+	s.running[key] = r
 	j.finish = func() {
 		delete(s.running, key)
-		s.runStatement(j, stmt, params)
+		switch {
+		case r.aborted != "":
+			// Cancelled mid-script: what it read so far is billed.
+			p, d, t, _ := splitRef(r.aborted)
+			j.j.Statistics.Query = &bqv2.JobStatistics2{StatementType: stmt.kind}
+			if dry != nil {
+				j.j.Statistics.Query.TotalBytesProcessed, j.j.Statistics.TotalBytesProcessed = dry.meter.bytes, dry.meter.bytes
+				s.stats.BytesProcessed += dry.meter.bytes
+			}
+			j.fail(invalidQuery("Transaction is aborted due to concurrent update against table %s:%s.%s at [24:9]", p, d, t))
+			s.stats.Aborted++
+		case dry != nil && len(mutates) == 0:
+			s.applyInserts(j, stmt, dry)
+		default:
+			s.runStatement(j, stmt, params)
+		}
 	}
 	if j.pending == 0 {
 		j.poll()
@@ -221,6 +255,9 @@ func (s *Server) start(j *job, stmt *statement, params map[string]param) {
 type running struct {
 	j       *job
 	mutates []string
+	// aborted, with Options.AbortEarlier, is the table a later
+	// transaction updates too: this one fails when it finishes.
+	aborted string
 }
 
 // runStatement executes a recognised statement for a query job.
@@ -229,6 +266,11 @@ func (s *Server) runStatement(j *job, stmt *statement, params map[string]param) 
 	res, err := stmt.run(s, params)
 	m := s.meter
 	s.meter = nil
+	s.endJob(j, stmt, res, m, err)
+}
+
+// endJob ends a query job with the result of its statement.
+func (s *Server) endJob(j *job, stmt *statement, res *result, m *meter, err error) {
 	qs := &bqv2.JobStatistics2{StatementType: stmt.kind}
 	j.j.Statistics.Query = qs
 	if err != nil {

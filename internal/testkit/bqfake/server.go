@@ -27,6 +27,13 @@ type Options struct {
 	PendingPolls int
 	// Now is the clock used for job statistics. Default time.Now.
 	Now func() time.Time
+	// AbortEarlier makes a conflict between two running transactions
+	// (both update or delete rows of one table) cancel the one that
+	// started first, when it finishes, as if mid-script ("Transaction is
+	// aborted due to concurrent update against table p:d.t at [24:9]"),
+	// and let the later one commit. By default the later one is cancelled
+	// at once. BigQuery documents neither which one nor when.
+	AbortEarlier bool
 }
 
 // Op names a place where a fault can be injected with FailNext.
@@ -135,6 +142,9 @@ type Server struct {
 	// meter is what the statement being run has processed (cost.go),
 	// nil between statements.
 	meter *meter
+	// dry, while a transaction is run at its start to learn what it
+	// changes (snapshot.go), makes tx roll back and keep its inserts.
+	dry *dryRun
 }
 
 // New makes an empty fake and opens no listener: serve Handler() where

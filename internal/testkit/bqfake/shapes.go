@@ -52,7 +52,13 @@ ORDER BY created_at, submission_key
 	shapeScrubStaging = `DELETE FROM ` + "`?`" + ` AS s
 WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND f.submission_key = s.submission_key)
 `
+	shapeSeedLock = `INSERT INTO ` + "`?`" + ` (commit_id, locked_at)
+SELECT '', CURRENT_TIMESTAMP() FROM UNNEST([1])
+WHERE NOT EXISTS (SELECT 1 FROM ` + "`?`" + `)
+`
 	shapeWriteState = `BEGIN TRANSACTION;
+
+UPDATE ` + "`?`" + ` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
 
 SELECT IF(EXISTS (
   SELECT 1
@@ -94,6 +100,8 @@ VALUES (
 COMMIT TRANSACTION;
 `
 	shapeCommit = `BEGIN TRANSACTION;
+
+UPDATE ` + "`?`" + ` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
 
 SELECT IF(EXISTS (
   SELECT 1
@@ -302,6 +310,8 @@ FROM (
 );
 `
 	shapeCommitDeletions = `BEGIN TRANSACTION;
+
+UPDATE ` + "`?`" + ` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
 
 SELECT IF(EXISTS (
   SELECT 1
@@ -538,6 +548,8 @@ SELECT form_id, inserted, updated, restored, deleted, forgotten
 FROM _formsync_counts;
 `
 	shapeWriteStateDeletions = `BEGIN TRANSACTION;
+
+UPDATE ` + "`?`" + ` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
 
 SELECT IF(EXISTS (
   SELECT 1

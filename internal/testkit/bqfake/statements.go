@@ -115,11 +115,12 @@ func init() {
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).readRows},
 		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>", "field": "STRING", "salt": "STRING", "value_sha256": "STRING"}, []string{"subs"}, nil, (*Server).find},
 		{shapeScrubStaging, "DELETE", map[string]string{"forget": forgetType}, []string{"staging"}, nil, (*Server).scrubStaging},
-		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING"}, []string{"state", "state"}, []string{"state"}, (*Server).writeState},
-		{shapeCommit, "SCRIPT", commitParams, []string{"state", "staging", "subs", "subs", "subs", "state", "subs"}, []string{"subs", "state"}, commit(true, false)},
+		{shapeSeedLock, "INSERT", nil, []string{"lock", "lock"}, nil, (*Server).seedLock},
+		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING"}, []string{"lock", "state", "state"}, []string{"lock", "state"}, (*Server).writeState},
+		{shapeCommit, "SCRIPT", commitParams, []string{"lock", "state", "staging", "subs", "subs", "subs", "state", "subs"}, []string{"lock", "subs", "state"}, commit(true, false)},
 		{shapeCommitDeletions, "SCRIPT", commitDeletionsParams,
-			[]string{"state", "subs", "subs", "staging", "subs", "subs", "subs", "subs", "subs", "state", "subs"}, []string{"subs", "state"}, commit(true, true)},
-		{shapeWriteStateDeletions, "SCRIPT", deletionsParams, []string{"state", "subs", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(false, true)},
+			[]string{"lock", "state", "subs", "subs", "staging", "subs", "subs", "subs", "subs", "subs", "state", "subs"}, []string{"lock", "subs", "state"}, commit(true, true)},
+		{shapeWriteStateDeletions, "SCRIPT", deletionsParams, []string{"lock", "state", "subs", "subs", "subs", "subs", "state"}, []string{"lock", "subs", "state"}, commit(false, true)},
 	} {
 		n, _, err := normalise(d.text)
 		if err != nil {
@@ -236,9 +237,17 @@ func (s *Server) tx(fn func(tx *sql.Tx) (*result, error)) (*result, error) {
 		return nil, err
 	}
 	defer tx.Rollback()
+	if d := s.dry; d != nil {
+		if err := d.mark(tx); err != nil {
+			return nil, err
+		}
+	}
 	res, err := fn(tx)
 	if err != nil {
 		return nil, err
+	}
+	if d := s.dry; d != nil {
+		return res, d.capture(tx) // and roll back
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
@@ -284,6 +293,10 @@ func col(name, typ string) *bqv2.TableFieldSchema {
 
 func (s *Server) countDML(ref string) {
 	_, d, t, _ := splitRef(ref)
+	if s.dry != nil {
+		s.dry.dml[d+"."+t]++
+		return
+	}
 	s.stats.DML[d+"."+t]++
 }
 
@@ -556,6 +569,9 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 	if err != nil {
 		return 0, err
 	}
+	if n > 0 {
+		s.mutate(ref)
+	}
 	m, err := exec(tx, `INSERT INTO `+st+` (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count,
 		field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count,
 		last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
@@ -573,9 +589,49 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 	return n + m, nil
 }
 
-// writeState is the state-only transaction: the revision check, then the MERGE.
+// seedLock inserts sync_lock's row when the table has none.
+func (s *Server) seedLock(t map[string]string, _ map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.scan(tx, t["lock"], nil, allPartitions); err != nil {
+			return nil, err
+		}
+		n, err := exec(tx, `INSERT INTO `+quoteIdent(t["lock"])+` (commit_id, locked_at)
+			SELECT '', ? WHERE NOT EXISTS (SELECT 1 FROM `+quoteIdent(t["lock"])+`)`, s.opts.Now().UnixMicro())
+		if err != nil {
+			return nil, err
+		}
+		return &result{dml: n}, nil
+	})
+}
+
+// takeLock is a script's first statement: the UPDATE of sync_lock's rows.
+func (s *Server) takeLock(tx *sql.Tx, ref string, params map[string]param) error {
+	if err := s.scan(tx, ref, nil, allPartitions); err != nil {
+		return err
+	}
+	q := `UPDATE ` + quoteIdent(ref) + ` SET commit_id = @commit_id, locked_at = @synced_at`
+	args, err := named(q, params)
+	if err != nil {
+		return err
+	}
+	n, err := exec(tx, q, args...)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		s.mutate(ref)
+	}
+	s.countDML(ref)
+	return nil
+}
+
+// writeState is the state-only transaction: the lock, the revision check,
+// then the MERGE.
 func (s *Server) writeState(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.takeLock(tx, t["lock"], params); err != nil {
+			return nil, err
+		}
 		if err := s.assertRevisions(tx, t["state"], params); err != nil {
 			return nil, err
 		}
@@ -706,6 +762,9 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 	subs, state := quoteIdent(t["subs"]), t["state"]
 	temps := []string{"_formsync_plan", "_fake_src", "_fake_match", "_formsync_forgotten", "_formsync_reconciled", "_formsync_counts"}
 	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.takeLock(tx, t["lock"], params); err != nil {
+			return nil, err
+		}
 		if err := s.assertRevisions(tx, state, params); err != nil {
 			return nil, err
 		}
@@ -745,6 +804,9 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			if err != nil {
 				return nil, err
 			}
+			if n > 0 {
+				s.mutate(t["subs"])
+			}
 			affected += n
 			s.countDML(t["subs"])
 		}
@@ -782,6 +844,9 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			n, err := exec(tx, q, args...)
 			if err != nil {
 				return nil, err
+			}
+			if n > 0 {
+				s.mutate(t["subs"])
 			}
 			affected += n
 			s.countDML(t["subs"])
@@ -947,7 +1012,7 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 			bqfake_json_round_safe(p.files), CASE WHEN p.files_inexact THEN p.files END, p.raw, @synced_at
 			FROM temp._fake_src AS p WHERE NOT p.twin AND p.action = 'insert' AND p.rowid NOT IN (SELECT prow FROM temp._fake_match)`,
 	}
-	for _, q := range steps {
+	for i, q := range steps {
 		args, err := named(q, params)
 		if err != nil {
 			return 0, err
@@ -955,6 +1020,9 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 		n, err := exec(tx, q, args...)
 		if err != nil {
 			return 0, err
+		}
+		if n > 0 && i < len(steps)-1 { // every step but the INSERT changes stored rows
+			s.mutate(t["subs"])
 		}
 		affected += n
 	}

@@ -1,5 +1,7 @@
 BEGIN TRANSACTION;
 
+UPDATE `my-project.formsync.sync_lock` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
+
 SELECT IF(EXISTS (
   SELECT 1
   FROM UNNEST(@states) AS st
