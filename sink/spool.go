@@ -52,8 +52,9 @@ type Spool struct {
 	// byContent says that some row so far has no id: it is keyed by its
 	// content.
 	byContent bool
-	// withID says that some row so far has an id.
+	// withID says that some row so far has an id; minID is the least.
 	withID bool
+	minID  int64
 	// With sortKeys set (SortContentKeys), while every row is keyed by
 	// content, rows are gathered in run and written sorted by key, a run
 	// at a time (spoolsort.go); runs says where each went.
@@ -108,6 +109,9 @@ func (s *Spool) Append(r Row) error {
 		s.descIDs = s.descIDs && *r.SubmissionID < s.prevID
 	}
 	if r.SubmissionID != nil {
+		if !s.withID || *r.SubmissionID < s.minID {
+			s.minID = *r.SubmissionID
+		}
 		s.prevID = *r.SubmissionID
 		s.withID = true
 	}
@@ -136,6 +140,10 @@ func (s *Spool) Len() int { return s.n }
 
 // Size is the number of NDJSON bytes staged.
 func (s *Spool) Size() int64 { return s.size }
+
+// MinID is the least submission id among the rows, and whether any row
+// has an id.
+func (s *Spool) MinID() (id int64, ok bool) { return s.minID, s.withID }
 
 // CreatedRange is the smallest and largest created_at staged; both zero
 // when the spool is empty. Sinks use it to prune the partitions a MERGE

@@ -82,7 +82,8 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 	}
 	// Checked here to spare a load job when the answer is known already;
 	// the transaction checks again, and only that check is authoritative.
-	prev, err := s.ReadState(ctx, order)
+	maxIDs := storedIDs{}
+	prev, err := guardValue(s, ctx, func(ctx context.Context) (map[string]state.Form, error) { return s.readState(ctx, order, maxIDs) })
 	if err != nil {
 		return nil, err
 	}
@@ -153,10 +154,27 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 		// another millisecond: a later version by definition, found by a
 		// scan of the forms' key columns only (clustering on form_id
 		// prunes it to the commit's forms).
+		//
+		// That scan is needed only for the forms whose staged ids may be
+		// stored: a form's max_submission_id bounds its stored ids (the
+		// revision check makes the one read here the one the transaction
+		// sees), so a form whose staged ids all exceed it, or whose rows
+		// are all keyed by content (created_at is in the key), has none
+		// outside the range. When no form needs it, the outside bounds
+		// select no partition at all.
 		from, to := createdRange(spools)
+		from, to = from.Truncate(time.Millisecond), to.Truncate(time.Millisecond).Add(time.Millisecond-time.Microsecond)
+		outside := outsideForms(spools, maxIDs)
+		before, after := bqMinTime, bqMaxTime
+		if len(outside) > 0 {
+			before, after = from, to
+		}
 		params = append(params,
-			bq.QueryParameter{Name: "created_from", Value: from.Truncate(time.Millisecond)},
-			bq.QueryParameter{Name: "created_to", Value: to.Truncate(time.Millisecond).Add(time.Millisecond - time.Microsecond)},
+			bq.QueryParameter{Name: "created_from", Value: from},
+			bq.QueryParameter{Name: "created_to", Value: to},
+			bq.QueryParameter{Name: "outside_forms", Value: outside},
+			bq.QueryParameter{Name: "outside_before", Value: before},
+			bq.QueryParameter{Name: "outside_after", Value: after},
 		)
 		scr.Staging = ref(s.cfg.Project, s.cfg.StagingDataset, staging)
 	}
@@ -222,7 +240,7 @@ func planCommit(c *sink.Commit) (*commitPlan, error) {
 			if err := fc.Rows.Finish(); err != nil {
 				return nil, fmt.Errorf("bigquery: commit: form %s: %w", id, err)
 			}
-			sp := staged{spool: fc.Rows}
+			sp := staged{form: id, spool: fc.Rows}
 			if !fc.State.Forgotten.Empty() {
 				sp.forgotten = fc.State.Forgotten
 			}
@@ -357,8 +375,35 @@ type forgetParam struct {
 // staged is one form's spool and, when it has any, the tombstones its rows
 // are checked against as they are uploaded.
 type staged struct {
+	form      string
 	spool     *sink.Spool
 	forgotten *state.Forgotten
+}
+
+// BigQuery's smallest and largest TIMESTAMP: a filter created_at <
+// bqMinTime or created_at > bqMaxTime selects no partition.
+var (
+	bqMinTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	bqMaxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
+
+// outsideForms lists the forms of a commit whose staged rows may have a
+// stored copy outside the commit's created_at range: those with a staged
+// id not above the largest id they may hold (any id, when that is not
+// known). Rows without an id are keyed by content, created_at included,
+// so their stored copies are in the range.
+func outsideForms(spools []staged, maxIDs storedIDs) []string {
+	out := []string{}
+	for _, sp := range spools {
+		id, ok := sp.spool.MinID()
+		if !ok || slices.Contains(out, sp.form) {
+			continue
+		}
+		if max, known := maxIDs[sp.form]; !known || id <= max {
+			out = append(out, sp.form)
+		}
+	}
+	return out
 }
 
 // conflicts lists the forms whose stored revision (0 when never stored) is

@@ -25,6 +25,7 @@ import (
 const (
 	submissionsTable = "submissions"
 	stateTable       = "sync_state"
+	lockTable        = "sync_lock"
 )
 
 // Config says where the sink writes. Zero fields take their defaults.
@@ -235,7 +236,8 @@ type Sink struct {
 	scrubMu sync.Mutex
 	scrub   []forgetParam
 	// stateWithoutCopies: a read-only Sink (OpenReadOnly) found sync_state
-	// without its copies column, which ReadState then reads as NULL.
+	// without its copies or max_submission_id column, which ReadState then
+	// reads as NULL.
 	stateWithoutCopies bool
 }
 
@@ -283,11 +285,11 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 			}
 			lacks := func(c string) bool { return lacksAny(meta.Schema, []string{c}) }
 			for _, c := range addedStateColumns {
-				if c != "copies" && lacks(c) {
+				if c != "copies" && c != "max_submission_id" && lacks(c) {
 					return backoff.Permanent(fmt.Errorf("bigquery: %s lacks columns this formsync reads: %w; a sync (which adds them) must run first", res, ErrOlderSchema))
 				}
 			}
-			s.stateWithoutCopies = lacks("copies")
+			s.stateWithoutCopies = lacks("copies") || lacks("max_submission_id")
 			return nil
 		})
 	}); err != nil {
@@ -359,6 +361,7 @@ func connect(ctx context.Context, cfg Config) (*Sink, error) {
 	s.t = tables{
 		Submissions: ref(cfg.Project, cfg.Dataset, submissionsTable),
 		State:       ref(cfg.Project, cfg.Dataset, stateTable),
+		Lock:        ref(cfg.Project, cfg.Dataset, lockTable),
 	}
 	return s, nil
 }
@@ -417,10 +420,11 @@ func stateSchema() bq.Schema {
 		{Name: "forgotten", Type: bq.JSONFieldType, Description: "tombstones of submissions forgotten on request (salt, keyed hashes, count)"},
 		{Name: "last_commit", Type: bq.JSONFieldType, Description: "the last commit that wrote this state: its id (the prefix of its job ids) and what it did to the form's rows"},
 		{Name: "copies", Type: bq.JSONFieldType, Description: "submissions served more than once with nothing to tell them apart (no id, same created_at and content): content key to how many more times a page held it"},
+		{Name: "max_submission_id", Type: bq.IntegerFieldType, Description: "no stored row of the form has a larger submission_id (NULL: not known yet); a commit whose ids are all larger need not look for them outside its created_at range"},
 	}
 }
 
-var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten", "last_commit", "copies"}
+var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten", "last_commit", "copies", "max_submission_id"}
 
 // deletionStateColumns are the sync_state columns added with deleted_at. A
 // sync_state table without them belongs to a dataset whose views were
@@ -512,6 +516,7 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 			Description:      "formsync: one row per form submission",
 		}, addedSubmissionColumns},
 		{stateTable, &bq.TableMetadata{Schema: stateSchema(), Description: "formsync: sync state, one row per form"}, addedStateColumns},
+		{lockTable, &bq.TableMetadata{Schema: lockSchema(), Description: "formsync: one row every commit updates first, so that two commits running at once conflict"}, nil},
 	} {
 		tbl := s.dataset().Table(t.name)
 		res := "table " + s.cfg.Project + "." + s.cfg.Dataset + "." + t.name
@@ -521,6 +526,9 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 				err = tbl.Create(ctx, t.meta)
 				if isDuplicate(err) {
 					err = nil
+				}
+				if err == nil && t.name == lockTable {
+					return s.seedLock(ctx)
 				}
 				return s.scope.classify("creating the table", res, err)
 			}
@@ -536,6 +544,9 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 					return backoff.Permanent(err) // retried by its own steps
 				}
 			}
+			if t.name == lockTable && meta.NumRows == 0 {
+				return s.seedLock(ctx)
+			}
 			return s.scope.classify("adding columns to the table", res, s.migrate(ctx, tbl, meta, t.meta.Schema, t.added))
 		})
 		if err != nil {
@@ -543,6 +554,27 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// lockSchema is sync_lock's: the commit that last took it, and when.
+func lockSchema() bq.Schema {
+	return bq.Schema{
+		{Name: "commit_id", Type: bq.StringFieldType},
+		{Name: "locked_at", Type: bq.TimestampFieldType},
+	}
+}
+
+// seedLock puts sync_lock's one row in, unless one is there. Every commit
+// transaction first updates it: BigQuery runs transactions that only
+// insert side by side, so two first commits of a new form would both pass
+// the revision check at 0 and both insert; an UPDATE of one shared row
+// makes any two commits conflict, and at the script's first statement,
+// before it has read anything.
+func (s *Sink) seedLock(ctx context.Context) error {
+	// Idempotent (it inserts only into an empty table), so it needs no
+	// job id of its own: a retry may simply run it again.
+	_, err := s.query(render("seedLock", s.t)).Read(ctx)
+	return s.scope.classify("putting its row in", "table "+s.cfg.Project+"."+s.cfg.Dataset+"."+lockTable, err)
 }
 
 func lacksAny(schema bq.Schema, names []string) bool {

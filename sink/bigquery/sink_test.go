@@ -178,7 +178,8 @@ func TestOneLoadJobPerCommit(t *testing.T) {
 	}
 	res := b.mustCommit(t, b.t0.Add(3*time.Hour), same...)
 	st = b.fake.Stats()
-	if st.LoadJobs != 0 || len(st.DML) != 1 || st.DML["formsync_test.sync_state"] != 1 || len(st.DDL) != 0 {
+	// The lock row's UPDATE is the transaction's first statement.
+	if st.LoadJobs != 0 || len(st.DML) != 2 || st.DML["formsync_test.sync_state"] != 1 || st.DML["formsync_test.sync_lock"] != 1 || len(st.DDL) != 0 {
 		t.Errorf("idle commit: %+v", st)
 	}
 	if len(res) != 4 {

@@ -23,7 +23,7 @@ import (
 
 // tables names the fully qualified tables a statement refers to.
 type tables struct {
-	Submissions, State, Staging string
+	Submissions, State, Staging, Lock string
 }
 
 func ref(project, dataset, table string) string {
@@ -32,7 +32,7 @@ func ref(project, dataset, table string) string {
 
 // stateRead is what readState reads from: WithoutCopies for a sync_state
 // table a sync of this formsync has not migrated yet, read by a read-only
-// Sink (OpenReadOnly), whose copies read as NULL.
+// Sink (OpenReadOnly), whose copies and max_submission_id read as NULL.
 type stateRead struct {
 	tables
 	WithoutCopies bool
@@ -54,7 +54,8 @@ SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort
   TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision,
   COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
   TO_JSON_STRING(forgotten) AS forgotten,
-  {{if .WithoutCopies}}CAST(NULL AS STRING){{else}}TO_JSON_STRING(copies){{end}} AS copies
+  {{if .WithoutCopies}}CAST(NULL AS STRING){{else}}TO_JSON_STRING(copies){{end}} AS copies,
+  {{if .WithoutCopies}}CAST(NULL AS INT64){{else}}max_submission_id{{end}} AS max_submission_id
 FROM {{.State}}
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 {{end}}
@@ -77,27 +78,39 @@ SELECT submission_id, submission_key, created_at, is_spam,
 FROM {{.Submissions}}
 {{- end}}
 
+{{define "anyTime"}}created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'{{end}}
+
 {{define "readRows"}}
 {{- template "rowColumns" .}}
-WHERE form_id = @form_id
+WHERE form_id = @form_id AND {{template "anyTime"}}
 ORDER BY created_at, submission_key
 {{end}}
 
 {{define "find"}}
 {{- template "rowColumns" .}}
-WHERE form_id = @form_id
+WHERE form_id = @form_id AND {{template "anyTime"}}
   AND (submission_key IN UNNEST(@keys)
     OR @field != '' AND JSON_TYPE(fields[@field]) = 'string'
       AND TO_HEX(SHA256(CONCAT(@salt, JSON_VALUE(fields[@field])))) = @value_sha256)
 ORDER BY created_at, submission_key
 {{end}}
 
+{{define "seedLock"}}
+INSERT INTO {{.Lock}} (commit_id, locked_at)
+SELECT '', CURRENT_TIMESTAMP() FROM UNNEST([1])
+WHERE NOT EXISTS (SELECT 1 FROM {{.Lock}})
+{{end}}
+
+{{define "lock"}}
+UPDATE {{.Lock}} SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
+{{- end}}
+
 {{define "scrubStaging"}}
 DELETE FROM {{.Staging}} AS s
 WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND f.submission_key = s.submission_key)
 {{end}}
 
-{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit{{end}}
+{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id{{end}}
 
 {{define "stateUpdate"}}
   wm_created_at = NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), wm_id = s.wm_id,
@@ -109,7 +122,8 @@ WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
-  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit
+  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
 {{- end}}
 
 {{define "stateValues"}}
@@ -119,7 +133,7 @@ WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
 {{- end}}
 
 {{define "mergeState"}}
@@ -147,11 +161,12 @@ SELECT IF(EXISTS (
 
 {{define "writeState"}}
 BEGIN TRANSACTION;
+{{template "lock" .}}
 {{template "assertRevisions" .}}
 
 MERGE {{.State}} AS t
 USING (
-  SELECT *, 0 AS added_rows, 0 AS added_deleted,
+  SELECT *, 0 AS added_rows, 0 AS added_deleted, CAST(NULL AS INT64) AS max_id,
     TO_JSON(STRUCT(@commit_id AS id, 0 AS inserted, 0 AS updated, 0 AS restored, 0 AS deleted, 0 AS forgotten)) AS last_commit
   FROM UNNEST(@states)
 ) AS s{{template "mergeState"}}
@@ -159,9 +174,9 @@ USING (
 COMMIT TRANSACTION;
 {{end}}
 
-{{define "forgotten"}}EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key){{end}}
+{{define "forgotten"}}{{template "anyTime"}} AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key){{end}}
 
-{{define "unserved"}}form_id IN UNNEST(@reconcile_forms) AND deleted_at IS NULL
+{{define "unserved"}}form_id IN UNNEST(@reconcile_forms) AND {{template "anyTime"}} AND deleted_at IS NULL
 {{- if .Rows}}
   AND NOT EXISTS (SELECT 1 FROM _formsync_plan AS p WHERE p.form_id = t.form_id AND p.submission_key = t.submission_key)
 {{- end}}
@@ -176,10 +191,13 @@ COMMIT TRANSACTION;
   GROUP BY form_id
 ){{end}}
 
+{{define "rowRange"}}(t.created_at BETWEEN @created_from AND @created_to OR t.created_at < @outside_before OR t.created_at > @outside_after){{end}}
+
 {{define "counts"}}{{if .Deletions}}_formsync_counts{{else}}{{template "planCounts"}}{{end}}{{end}}
 
 {{define "commit"}}
 BEGIN TRANSACTION;
+{{template "lock" .}}
 {{template "assertRevisions" .}}
 {{- if .Deletions}}
 
@@ -256,7 +274,7 @@ ranked AS (
 elsewhere AS (
   SELECT form_id, submission_key, deleted_at
   FROM {{.Submissions}}
-  WHERE form_id IN UNNEST(@form_ids) AND created_at NOT BETWEEN @created_from AND @created_to
+  WHERE form_id IN UNNEST(@outside_forms) AND (created_at < @outside_before OR created_at > @outside_after)
 ),
 joined AS (
   SELECT s.*, COALESCE(k.submission_key, e.submission_key) AS stored_key, l.submission_key AS legacy_key,
@@ -300,7 +318,7 @@ USING (
   UNION ALL
   SELECT *, legacy_key AS match_key, TRUE AS twin FROM _formsync_plan WHERE legacy_key IS NOT NULL
 ) AS p
-ON t.form_id = p.form_id AND t.submission_key = p.match_key
+ON t.form_id = p.form_id AND t.submission_key = p.match_key AND {{template "rowRange"}}
 WHEN MATCHED AND p.twin AND p.action = 'rekey' AND p.raw IS NOT NULL THEN UPDATE SET
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam, raw = p.raw,{{template "rewritten"}}
 WHEN MATCHED AND p.twin AND p.action = 'rekey' THEN UPDATE SET
@@ -355,10 +373,19 @@ GROUP BY form_id;
 MERGE {{.State}} AS t
 USING (
   SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted,
+    {{if .Rows}}COALESCE(k.max_id, 0){{else}}CAST(NULL AS INT64){{end}} AS max_id,
     TO_JSON(STRUCT(@commit_id AS id, COALESCE(c.inserted, 0) AS inserted, COALESCE(c.updated, 0) AS updated,
       COALESCE(c.restored, 0) AS restored, COALESCE(c.deleted, 0) AS deleted, COALESCE(c.forgotten, 0) AS forgotten)) AS last_commit
   FROM UNNEST(@states) AS st
   LEFT JOIN {{template "counts" .}} AS c ON c.form_id = st.form_id
+{{- if .Rows}}
+  LEFT JOIN (
+    SELECT form_id, MAX(submission_id) AS max_id
+    FROM {{.Submissions}} AS t
+    WHERE form_id IN UNNEST(@form_ids) AND {{template "rowRange"}}
+    GROUP BY form_id
+  ) AS k ON k.form_id = st.form_id
+{{- end}}
 ) AS s{{template "mergeState"}}
 
 COMMIT TRANSACTION;

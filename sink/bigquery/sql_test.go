@@ -24,6 +24,7 @@ func goldenTables() tables {
 		Submissions: ref("my-project", "formsync", submissionsTable),
 		State:       ref("my-project", "formsync", stateTable),
 		Staging:     ref("my-project", "formsync_staging", "_formsync_staging_formsync_0123456789abcdef01234567"),
+		Lock:        ref("my-project", "formsync", lockTable),
 	}
 }
 
@@ -41,6 +42,7 @@ func goldenStatements() map[string]string {
 		"read_rows.sql":             render("readRows", t),
 		"find.sql":                  render("find", t),
 		"scrub_staging.sql":         render("scrubStaging", t),
+		"seed_lock.sql":             render("seedLock", t),
 		"write_state.sql":           render("writeState", t),
 		"commit.sql":                render("commit", script{tables: t, Rows: true}),
 		"commit_deletions.sql":      render("commit", script{tables: t, Rows: true, Deletions: true}),
@@ -80,7 +82,7 @@ func fakeShapes() string {
 	for _, s := range []struct{ name, file string }{
 		{"shapeReadState", "read_state.sql"}, {"shapeReadStateUnmigrated", "read_state_unmigrated.sql"},
 		{"shapeReadCommits", "read_commits.sql"}, {"shapeViewForms", "view_forms.sql"},
-		{"shapeReadRows", "read_rows.sql"}, {"shapeFind", "find.sql"}, {"shapeScrubStaging", "scrub_staging.sql"},
+		{"shapeReadRows", "read_rows.sql"}, {"shapeFind", "find.sql"}, {"shapeScrubStaging", "scrub_staging.sql"}, {"shapeSeedLock", "seed_lock.sql"},
 		{"shapeWriteState", "write_state.sql"}, {"shapeCommit", "commit.sql"},
 		{"shapeCommitDeletions", "commit_deletions.sql"}, {"shapeWriteStateDeletions", "write_state_deletions.sql"},
 	} {

@@ -15,10 +15,18 @@ import (
 // ReadState returns the stored state of the given forms (every form when
 // formIDs is empty). Forms never synced are absent from the map.
 func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]state.Form, error) {
-	return guardValue(s, ctx, func(ctx context.Context) (map[string]state.Form, error) { return s.readState(ctx, formIDs) })
+	return guardValue(s, ctx, func(ctx context.Context) (map[string]state.Form, error) { return s.readState(ctx, formIDs, nil) })
 }
 
-func (s *Sink) readState(ctx context.Context, formIDs []string) (map[string]state.Form, error) {
+// storedIDs is what a commit knows of the ids stored for each form: the
+// largest submission_id its rows may hold (max_submission_id, an upper
+// bound kept by every commit). A form absent from it, never synced or
+// stored before the bound was kept, may hold any id.
+type storedIDs map[string]int64
+
+// readState reads the stored states; maxIDs, when not nil, gets each
+// form's max_submission_id that is known.
+func (s *Sink) readState(ctx context.Context, formIDs []string, maxIDs storedIDs) (map[string]state.Form, error) {
 	var out map[string]state.Form
 	ids := formIDs
 	if ids == nil {
@@ -31,6 +39,12 @@ func (s *Sink) readState(ctx context.Context, formIDs []string) (map[string]stat
 			return err
 		}
 		out[f.FormID] = f
+		if maxIDs != nil {
+			delete(maxIDs, f.FormID)
+			if v[18] != nil {
+				maxIDs[f.FormID] = vInt(v[18])
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -40,8 +54,8 @@ func (s *Sink) readState(ctx context.Context, formIDs []string) (map[string]stat
 }
 
 func scanState(v []bq.Value) (state.Form, error) {
-	if len(v) != 18 {
-		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 18", len(v))
+	if len(v) != 19 {
+		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 19", len(v))
 	}
 	f := state.Form{
 		FormID:          vString(v[0]),

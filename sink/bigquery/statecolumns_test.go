@@ -10,7 +10,10 @@ import (
 )
 
 // TestStateColumnsMatchSQLite keeps sync_state's columns the same in both
-// sinks, so that one query (and the README's) reads either.
+// sinks, so that one query (and the README's) reads either. The one
+// exception is max_submission_id, the bound that spares a BigQuery commit
+// a scan of partitions outside its batch (docs/bigquery.md); SQLite looks
+// keys up by index and needs no such bound.
 func TestStateColumnsMatchSQLite(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "s.db")
@@ -39,7 +42,9 @@ func TestStateColumnsMatchSQLite(t *testing.T) {
 	}
 	var bq []string
 	for _, f := range stateSchema() {
-		bq = append(bq, f.Name)
+		if f.Name != "max_submission_id" {
+			bq = append(bq, f.Name)
+		}
 	}
 	if !slices.Equal(lite, bq) {
 		t.Errorf("sync_state columns differ:\n sqlite   %v\n bigquery %v", lite, bq)

@@ -92,6 +92,7 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 			{"name": strings.Trim(tbl.Submissions, "`"), "columns": zetaColumns(submissionsSchema())},
 			{"name": strings.Trim(tbl.State, "`"), "columns": zetaColumns(stateSchema())},
 			{"name": strings.Trim(tbl.Staging, "`"), "columns": zetaColumns(stagingSchema())},
+			{"name": strings.Trim(tbl.Lock, "`"), "columns": zetaColumns(lockSchema())},
 			// The columns of BigQuery's job history the README's queries
 			// use, as BigQuery documents them.
 			{"name": "my-project.region-us.INFORMATION_SCHEMA.JOBS", "columns": zetaColumns(bq.Schema{
@@ -251,6 +252,9 @@ func zetaParams() []map[string]any {
 		{"name": "created_from", "type": "TIMESTAMP"},
 		{"name": "created_to", "type": "TIMESTAMP"},
 		{"name": "form_ids", "type": map[string]any{"array": "STRING"}},
+		{"name": "outside_forms", "type": map[string]any{"array": "STRING"}},
+		{"name": "outside_before", "type": "TIMESTAMP"},
+		{"name": "outside_after", "type": "TIMESTAMP"},
 		{"name": "form_id", "type": "STRING"},
 		{"name": "forget", "type": map[string]any{"array": map[string]any{"struct": []map[string]any{
 			{"name": "form_id", "type": "STRING"}, {"name": "submission_key", "type": "STRING"},

@@ -3,6 +3,8 @@ package bqfake
 import (
 	"strings"
 	"testing"
+
+	bqv2 "google.golang.org/api/bigquery/v2"
 )
 
 func TestNormaliseJSON(t *testing.T) {
@@ -100,5 +102,32 @@ func TestExplainTellsEqualityFromOr(t *testing.T) {
 	t.Logf("equality:\n%sor:\n%s", eq, or)
 	if !search(eq) || search(or) {
 		t.Errorf("EXPLAIN does not tell the joins apart:\nequality:\n%sor:\n%s", eq, or)
+	}
+}
+
+// TestPartitionsModifiedLimit: a job may modify 4,000 partitions of a
+// table, not one more, and the error is BigQuery's.
+func TestPartitionsModifiedLimit(t *testing.T) {
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const ref = "p.d.t"
+	s.tables[ref] = &bqv2.Table{TimePartitioning: &bqv2.TimePartitioning{Type: "DAY", Field: "at"}}
+	s.meter = newMeter()
+	days := make([]int64, maxPartitionsModified)
+	for i := range days {
+		days[i] = int64(i)
+	}
+	if err := s.touchDays(nil, ref, days, false); err != nil {
+		t.Fatalf("%d partitions: %v", len(days), err)
+	}
+	if err := s.touchDays(nil, ref, days[:10], false); err != nil {
+		t.Fatalf("the same partitions again: %v", err)
+	}
+	err = s.touchDays(nil, ref, []int64{-1}, false)
+	if err == nil || !strings.Contains(err.Error(), "Too many partitions produced by query, allowed 4000, query produces at least 4001 partitions") {
+		t.Errorf("4,001 partitions: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package bqfake
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ type job struct {
 	// (Options.RowsPerSecond).
 	until time.Time
 	now   func() time.Time
+	seq   int // creation order
 	// finish, when set, is a transaction's work: it runs when the job
 	// stops looking running (after pending polls), so that transactions
 	// overlap other jobs as they do in BigQuery.
@@ -77,6 +79,7 @@ func (s *Server) newJob(project string, in *bqv2.Job, prefix string) (*job, erro
 		},
 		pending: s.opts.PendingPolls,
 		now:     s.opts.Now,
+		seq:     len(s.jobs),
 	}
 	s.jobs[key] = j
 	return j, nil
@@ -94,8 +97,13 @@ func (j *job) fail(e *apiError) {
 }
 
 // view is the job as jobs.get shows it now.
-func (j *job) view() *bqv2.Job {
-	running := j.poll()
+func (j *job) view() *bqv2.Job { return j.show(j.poll()) }
+
+// peek is the job as it is, without counting a poll: jobs.list does not
+// move a job along.
+func (j *job) peek() *bqv2.Job { return j.show(j.pending > 0 || j.finish != nil) }
+
+func (j *job) show(running bool) *bqv2.Job {
 	out := *j.j
 	st := *j.j.Status
 	if running {
@@ -168,11 +176,14 @@ func (s *Server) OnStatement(fn func(kind string)) (remove func()) {
 	}
 }
 
-// start runs a statement for a query job. A transaction script is
-// cancelled at once when another running transaction mutates one of its
-// tables (BigQuery cancels the later of two such transactions); otherwise
-// it is registered as running and does its work when it finishes, after
-// Options.PendingPolls polls, while other jobs come and go.
+// start runs a statement for a query job. A transaction script is first
+// run on the data as it is (snapshot.go) to learn which tables it
+// updates or deletes rows of; it is cancelled at once when another
+// running transaction does so to one of them (BigQuery cancels the later
+// of two such transactions; with Options.AbortEarlier, the earlier is
+// cancelled when it finishes). Otherwise it is registered as running and
+// does its work when it finishes, after Options.PendingPolls polls,
+// while other jobs come and go.
 func (s *Server) start(j *job, stmt *statement, params map[string]param) {
 	if len(stmt.mutates) == 0 {
 		s.runStatement(j, stmt, params)
@@ -196,8 +207,23 @@ func (s *Server) start(j *job, stmt *statement, params map[string]param) {
 			return
 		}
 	}
+	// With a fault queued inside scripts, the dry run would take it:
+	// such a transaction is taken to change every table it may.
+	mutates := stmt.mutates
+	var dry *dryRun
+	if len(s.faults[OpScript]) == 0 && len(s.faults[OpScriptCommitted]) == 0 {
+		if dry = s.dryRun(stmt, params); dry != nil {
+			mutates = dry.mutated()
+		}
+	}
 	for _, other := range s.running {
-		for _, a := range stmt.mutates {
+		for _, a := range mutates {
+			if slices.Contains(other.mutates, a) && s.opts.AbortEarlier {
+				if other.aborted == "" {
+					other.aborted = a
+				}
+				continue
+			}
 			if slices.Contains(other.mutates, a) {
 				p, d, t, _ := splitRef(a)
 				j.j.Statistics.Query = &bqv2.JobStatistics2{StatementType: stmt.kind}
@@ -208,14 +234,30 @@ func (s *Server) start(j *job, stmt *statement, params map[string]param) {
 		}
 	}
 	key := j.j.Id
-	s.running[key] = &running{j: j, mutates: stmt.mutates}
+	r := &running{j: j, mutates: mutates}
+	s.running[key] = r
 	if rate := s.opts.RowsPerSecond; rate > 0 {
 		n := s.rowsRead(stmt)
 		j.until = s.opts.Now().Add(time.Duration(float64(n) / rate * float64(time.Second)))
 	}
 	j.finish = func() {
 		delete(s.running, key)
-		s.runStatement(j, stmt, params)
+		switch {
+		case r.aborted != "":
+			// Cancelled mid-script: what it read so far is billed.
+			p, d, t, _ := splitRef(r.aborted)
+			j.j.Statistics.Query = &bqv2.JobStatistics2{StatementType: stmt.kind}
+			if dry != nil {
+				j.j.Statistics.Query.TotalBytesProcessed, j.j.Statistics.TotalBytesProcessed = dry.meter.bytes, dry.meter.bytes
+				s.stats.BytesProcessed += dry.meter.bytes
+			}
+			j.fail(invalidQuery("Transaction is aborted due to concurrent update against table %s:%s.%s at [24:9]", p, d, t))
+			s.stats.Aborted++
+		case dry != nil && len(mutates) == 0:
+			s.applyInserts(j, stmt, dry)
+		default:
+			s.runStatement(j, stmt, params)
+		}
 	}
 	if j.pending == 0 {
 		j.poll()
@@ -243,11 +285,22 @@ func (s *Server) rowsRead(stmt *statement) int64 {
 type running struct {
 	j       *job
 	mutates []string
+	// aborted, with Options.AbortEarlier, is the table a later
+	// transaction updates too: this one fails when it finishes.
+	aborted string
 }
 
 // runStatement executes a recognised statement for a query job.
 func (s *Server) runStatement(j *job, stmt *statement, params map[string]param) {
+	s.meter = newMeter()
 	res, err := stmt.run(s, params)
+	m := s.meter
+	s.meter = nil
+	s.endJob(j, stmt, res, m, err)
+}
+
+// endJob ends a query job with the result of its statement.
+func (s *Server) endJob(j *job, stmt *statement, res *result, m *meter, err error) {
 	qs := &bqv2.JobStatistics2{StatementType: stmt.kind}
 	j.j.Statistics.Query = qs
 	if err != nil {
@@ -268,6 +321,43 @@ func (s *Server) runStatement(j *job, stmt *statement, params map[string]param) 
 	if res != nil {
 		qs.NumDmlAffectedRows = res.dml
 	}
+	qs.TotalBytesProcessed, j.j.Statistics.TotalBytesProcessed = m.bytes, m.bytes
+	s.stats.BytesProcessed += m.bytes
+}
+
+// listJobs serves jobs.list: the project's jobs, newest first as BigQuery
+// lists them, in one page, each with its statistics
+// (totalBytesProcessed); stateFilter is honoured, other options are not.
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	project := r.PathValue("project")
+	states := r.URL.Query()["stateFilter"]
+	var all []*job
+	for k, j := range s.jobs {
+		if strings.HasPrefix(k, project+".") {
+			all = append(all, j)
+		}
+	}
+	// Newest first; jobs created in one millisecond by creation order.
+	slices.SortFunc(all, func(a, b *job) int {
+		if c := cmp.Compare(b.j.Statistics.CreationTime, a.j.Statistics.CreationTime); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.seq, a.seq)
+	})
+	list := &bqv2.JobList{Kind: "bigquery#jobList"}
+	for _, j := range all {
+		v := j.peek()
+		state := strings.ToLower(v.Status.State)
+		if len(states) > 0 && !slices.ContainsFunc(states, func(s string) bool { return strings.EqualFold(s, state) }) {
+			continue
+		}
+		list.Jobs = append(list.Jobs, &bqv2.JobListJobs{
+			Kind: "bigquery#job", Id: v.Id, JobReference: v.JobReference, State: v.Status.State,
+			Configuration: v.Configuration, Statistics: v.Statistics, Status: v.Status, ErrorResult: v.Status.ErrorResult,
+		})
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
@@ -342,7 +432,8 @@ func (s *Server) runQuery(w http.ResponseWriter, r *http.Request) error {
 		return j.err
 	}
 	int64TS := req.FormatOptions != nil && req.FormatOptions.UseInt64Timestamp
-	resp := &bqv2.QueryResponse{Kind: "bigquery#queryResponse", JobReference: j.j.JobReference, JobComplete: true}
+	resp := &bqv2.QueryResponse{Kind: "bigquery#queryResponse", JobReference: j.j.JobReference, JobComplete: true,
+		TotalBytesProcessed: j.j.Statistics.TotalBytesProcessed}
 	if j.res != nil {
 		n := len(j.res.rows)
 		size := min(n, s.opts.PageRows)
@@ -381,6 +472,7 @@ func (s *Server) getQueryResults(w http.ResponseWriter, r *http.Request) error {
 		return j.err
 	}
 	resp.JobComplete = true
+	resp.TotalBytesProcessed = j.j.Statistics.TotalBytesProcessed
 	if j.res != nil {
 		n := len(j.res.rows)
 		start, size, err := pageBounds(r, n, s.opts.PageRows)

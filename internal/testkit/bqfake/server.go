@@ -35,6 +35,13 @@ type Options struct {
 	// have passed on Now, as a small reservation runs a large commit.
 	// Default 0: at once (after PendingPolls).
 	RowsPerSecond float64
+	// AbortEarlier makes a conflict between two running transactions
+	// (both update or delete rows of one table) cancel the one that
+	// started first, when it finishes, as if mid-script ("Transaction is
+	// aborted due to concurrent update against table p:d.t at [24:9]"),
+	// and let the later one commit. By default the later one is cancelled
+	// at once. BigQuery documents neither which one nor when.
+	AbortEarlier bool
 }
 
 // Op names a place where a fault can be injected with FailNext.
@@ -121,6 +128,9 @@ type Stats struct {
 	// MergePlan is SQLite's EXPLAIN QUERY PLAN of the last submissions
 	// MERGE join, one step a line.
 	MergePlan string
+	// BytesProcessed is the sum of the query jobs' totalBytesProcessed
+	// (the model in cost.go).
+	BytesProcessed int64
 }
 
 // Server is a BigQuery fake. New makes one that serves nothing by itself
@@ -140,6 +150,12 @@ type Server struct {
 	hooks    []func(kind string)
 	stats    Stats
 	seq      int
+	// meter is what the statement being run has processed (cost.go),
+	// nil between statements.
+	meter *meter
+	// dry, while a transaction is run at its start to learn what it
+	// changes (snapshot.go), makes tx roll back and keep its inserts.
+	dry *dryRun
 }
 
 // New makes an empty fake and opens no listener: serve Handler() where
@@ -284,6 +300,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PATCH "+p+"/datasets/{dataset}/tables/{table}", s.lock(s.patchTable))
 	mux.HandleFunc("GET "+p+"/datasets/{dataset}/tables/{table}/data", s.lock(s.listTableData))
 	mux.HandleFunc("POST "+p+"/jobs", s.lock(s.insertJob))
+	mux.HandleFunc("GET "+p+"/jobs", s.lock(s.listJobs))
 	mux.HandleFunc("GET "+p+"/jobs/{job}", s.lock(s.getJob))
 	mux.HandleFunc("POST "+p+"/jobs/{job}/cancel", s.lock(s.cancelJob))
 	mux.HandleFunc("POST "+p+"/queries", s.lock(s.runQuery))

@@ -10,7 +10,8 @@ const (
   TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision,
   COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
   TO_JSON_STRING(forgotten) AS forgotten,
-  TO_JSON_STRING(copies) AS copies
+  TO_JSON_STRING(copies) AS copies,
+  max_submission_id AS max_submission_id
 FROM ` + "`?`" + `
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 `
@@ -19,7 +20,8 @@ WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
   TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision,
   COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
   TO_JSON_STRING(forgotten) AS forgotten,
-  CAST(NULL AS STRING) AS copies
+  CAST(NULL AS STRING) AS copies,
+  CAST(NULL AS INT64) AS max_submission_id
 FROM ` + "`?`" + `
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 `
@@ -34,14 +36,14 @@ FROM ` + "`?`" + `
   COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
   COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw, deleted_at
 FROM ` + "`?`" + `
-WHERE form_id = @form_id
+WHERE form_id = @form_id AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
 ORDER BY created_at, submission_key
 `
 	shapeFind = `SELECT submission_id, submission_key, created_at, is_spam,
   COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
   COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw, deleted_at
 FROM ` + "`?`" + `
-WHERE form_id = @form_id
+WHERE form_id = @form_id AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
   AND (submission_key IN UNNEST(@keys)
     OR @field != '' AND JSON_TYPE(fields[@field]) = 'string'
       AND TO_HEX(SHA256(CONCAT(@salt, JSON_VALUE(fields[@field])))) = @value_sha256)
@@ -50,7 +52,13 @@ ORDER BY created_at, submission_key
 	shapeScrubStaging = `DELETE FROM ` + "`?`" + ` AS s
 WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND f.submission_key = s.submission_key)
 `
+	shapeSeedLock = `INSERT INTO ` + "`?`" + ` (commit_id, locked_at)
+SELECT '', CURRENT_TIMESTAMP() FROM UNNEST([1])
+WHERE NOT EXISTS (SELECT 1 FROM ` + "`?`" + `)
+`
 	shapeWriteState = `BEGIN TRANSACTION;
+
+UPDATE ` + "`?`" + ` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
 
 SELECT IF(EXISTS (
   SELECT 1
@@ -61,7 +69,7 @@ SELECT IF(EXISTS (
 
 MERGE ` + "`?`" + ` AS t
 USING (
-  SELECT *, 0 AS added_rows, 0 AS added_deleted,
+  SELECT *, 0 AS added_rows, 0 AS added_deleted, CAST(NULL AS INT64) AS max_id,
     TO_JSON(STRUCT(@commit_id AS id, 0 AS inserted, 0 AS updated, 0 AS restored, 0 AS deleted, 0 AS forgotten)) AS last_commit
   FROM UNNEST(@states)
 ) AS s
@@ -76,8 +84,9 @@ WHEN MATCHED THEN UPDATE SET
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
-  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit)
+  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -85,12 +94,14 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
 );
 
 COMMIT TRANSACTION;
 `
 	shapeCommit = `BEGIN TRANSACTION;
+
+UPDATE ` + "`?`" + ` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
 
 SELECT IF(EXISTS (
   SELECT 1
@@ -161,7 +172,7 @@ ranked AS (
 elsewhere AS (
   SELECT form_id, submission_key, deleted_at
   FROM ` + "`?`" + `
-  WHERE form_id IN UNNEST(@form_ids) AND created_at NOT BETWEEN @created_from AND @created_to
+  WHERE form_id IN UNNEST(@outside_forms) AND (created_at < @outside_before OR created_at > @outside_after)
 ),
 joined AS (
   SELECT s.*, COALESCE(k.submission_key, e.submission_key) AS stored_key, l.submission_key AS legacy_key,
@@ -205,7 +216,7 @@ USING (
   UNION ALL
   SELECT *, legacy_key AS match_key, TRUE AS twin FROM _formsync_plan WHERE legacy_key IS NOT NULL
 ) AS p
-ON t.form_id = p.form_id AND t.submission_key = p.match_key
+ON t.form_id = p.form_id AND t.submission_key = p.match_key AND (t.created_at BETWEEN @created_from AND @created_to OR t.created_at < @outside_before OR t.created_at > @outside_after)
 WHEN MATCHED AND p.twin AND p.action = 'rekey' AND p.raw IS NOT NULL THEN UPDATE SET
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam, raw = p.raw,
   fields = SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
@@ -243,6 +254,7 @@ WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
 MERGE ` + "`?`" + ` AS t
 USING (
   SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted,
+    COALESCE(k.max_id, 0) AS max_id,
     TO_JSON(STRUCT(@commit_id AS id, COALESCE(c.inserted, 0) AS inserted, COALESCE(c.updated, 0) AS updated,
       COALESCE(c.restored, 0) AS restored, COALESCE(c.deleted, 0) AS deleted, COALESCE(c.forgotten, 0) AS forgotten)) AS last_commit
   FROM UNNEST(@states) AS st
@@ -254,6 +266,12 @@ USING (
   FROM _formsync_plan
   GROUP BY form_id
 ) AS c ON c.form_id = st.form_id
+  LEFT JOIN (
+    SELECT form_id, MAX(submission_id) AS max_id
+    FROM ` + "`?`" + ` AS t
+    WHERE form_id IN UNNEST(@form_ids) AND (t.created_at BETWEEN @created_from AND @created_to OR t.created_at < @outside_before OR t.created_at > @outside_after)
+    GROUP BY form_id
+  ) AS k ON k.form_id = st.form_id
 ) AS s
 ON t.form_id = s.form_id
 WHEN MATCHED THEN UPDATE SET
@@ -266,8 +284,9 @@ WHEN MATCHED THEN UPDATE SET
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
-  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit)
+  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -275,7 +294,7 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
 );
 
 COMMIT TRANSACTION;
@@ -292,6 +311,8 @@ FROM (
 `
 	shapeCommitDeletions = `BEGIN TRANSACTION;
 
+UPDATE ` + "`?`" + ` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
+
 SELECT IF(EXISTS (
   SELECT 1
   FROM UNNEST(@states) AS st
@@ -302,11 +323,11 @@ SELECT IF(EXISTS (
 CREATE TEMP TABLE _formsync_forgotten AS
 SELECT form_id, COUNTIF(deleted_at IS NULL) AS live, COUNTIF(deleted_at IS NOT NULL) AS deleted
 FROM ` + "`?`" + ` AS t
-WHERE form_id IN UNNEST(@form_ids) AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key)
+WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00' AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key)
 GROUP BY form_id;
 
 DELETE FROM ` + "`?`" + ` AS t
-WHERE form_id IN UNNEST(@form_ids) AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key);
+WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00' AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key);
 
 CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
@@ -370,7 +391,7 @@ ranked AS (
 elsewhere AS (
   SELECT form_id, submission_key, deleted_at
   FROM ` + "`?`" + `
-  WHERE form_id IN UNNEST(@form_ids) AND created_at NOT BETWEEN @created_from AND @created_to
+  WHERE form_id IN UNNEST(@outside_forms) AND (created_at < @outside_before OR created_at > @outside_after)
 ),
 joined AS (
   SELECT s.*, COALESCE(k.submission_key, e.submission_key) AS stored_key, l.submission_key AS legacy_key,
@@ -414,7 +435,7 @@ USING (
   UNION ALL
   SELECT *, legacy_key AS match_key, TRUE AS twin FROM _formsync_plan WHERE legacy_key IS NOT NULL
 ) AS p
-ON t.form_id = p.form_id AND t.submission_key = p.match_key
+ON t.form_id = p.form_id AND t.submission_key = p.match_key AND (t.created_at BETWEEN @created_from AND @created_to OR t.created_at < @outside_before OR t.created_at > @outside_after)
 WHEN MATCHED AND p.twin AND p.action = 'rekey' AND p.raw IS NOT NULL THEN UPDATE SET
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam, raw = p.raw,
   fields = SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
@@ -452,12 +473,12 @@ WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
 CREATE TEMP TABLE _formsync_reconciled AS
 SELECT form_id, COUNT(*) AS deleted
 FROM ` + "`?`" + ` AS t
-WHERE form_id IN UNNEST(@reconcile_forms) AND deleted_at IS NULL
+WHERE form_id IN UNNEST(@reconcile_forms) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00' AND deleted_at IS NULL
   AND NOT EXISTS (SELECT 1 FROM _formsync_plan AS p WHERE p.form_id = t.form_id AND p.submission_key = t.submission_key)
 GROUP BY form_id;
 
 UPDATE ` + "`?`" + ` AS t SET deleted_at = @synced_at
-WHERE form_id IN UNNEST(@reconcile_forms) AND deleted_at IS NULL
+WHERE form_id IN UNNEST(@reconcile_forms) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00' AND deleted_at IS NULL
   AND NOT EXISTS (SELECT 1 FROM _formsync_plan AS p WHERE p.form_id = t.form_id AND p.submission_key = t.submission_key);
 
 CREATE TEMP TABLE _formsync_counts AS
@@ -485,10 +506,17 @@ GROUP BY form_id;
 MERGE ` + "`?`" + ` AS t
 USING (
   SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted,
+    COALESCE(k.max_id, 0) AS max_id,
     TO_JSON(STRUCT(@commit_id AS id, COALESCE(c.inserted, 0) AS inserted, COALESCE(c.updated, 0) AS updated,
       COALESCE(c.restored, 0) AS restored, COALESCE(c.deleted, 0) AS deleted, COALESCE(c.forgotten, 0) AS forgotten)) AS last_commit
   FROM UNNEST(@states) AS st
   LEFT JOIN _formsync_counts AS c ON c.form_id = st.form_id
+  LEFT JOIN (
+    SELECT form_id, MAX(submission_id) AS max_id
+    FROM ` + "`?`" + ` AS t
+    WHERE form_id IN UNNEST(@form_ids) AND (t.created_at BETWEEN @created_from AND @created_to OR t.created_at < @outside_before OR t.created_at > @outside_after)
+    GROUP BY form_id
+  ) AS k ON k.form_id = st.form_id
 ) AS s
 ON t.form_id = s.form_id
 WHEN MATCHED THEN UPDATE SET
@@ -501,8 +529,9 @@ WHEN MATCHED THEN UPDATE SET
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
-  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit)
+  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -510,7 +539,7 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
 );
 
 COMMIT TRANSACTION;
@@ -519,6 +548,8 @@ SELECT form_id, inserted, updated, restored, deleted, forgotten
 FROM _formsync_counts;
 `
 	shapeWriteStateDeletions = `BEGIN TRANSACTION;
+
+UPDATE ` + "`?`" + ` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
 
 SELECT IF(EXISTS (
   SELECT 1
@@ -530,20 +561,20 @@ SELECT IF(EXISTS (
 CREATE TEMP TABLE _formsync_forgotten AS
 SELECT form_id, COUNTIF(deleted_at IS NULL) AS live, COUNTIF(deleted_at IS NOT NULL) AS deleted
 FROM ` + "`?`" + ` AS t
-WHERE form_id IN UNNEST(@form_ids) AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key)
+WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00' AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key)
 GROUP BY form_id;
 
 DELETE FROM ` + "`?`" + ` AS t
-WHERE form_id IN UNNEST(@form_ids) AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key);
+WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00' AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key);
 
 CREATE TEMP TABLE _formsync_reconciled AS
 SELECT form_id, COUNT(*) AS deleted
 FROM ` + "`?`" + ` AS t
-WHERE form_id IN UNNEST(@reconcile_forms) AND deleted_at IS NULL
+WHERE form_id IN UNNEST(@reconcile_forms) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00' AND deleted_at IS NULL
 GROUP BY form_id;
 
 UPDATE ` + "`?`" + ` AS t SET deleted_at = @synced_at
-WHERE form_id IN UNNEST(@reconcile_forms) AND deleted_at IS NULL;
+WHERE form_id IN UNNEST(@reconcile_forms) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00' AND deleted_at IS NULL;
 
 CREATE TEMP TABLE _formsync_counts AS
 SELECT form_id, SUM(inserted) AS inserted, SUM(updated) AS updated, SUM(restored) AS restored, SUM(deleted) AS deleted,
@@ -561,6 +592,7 @@ GROUP BY form_id;
 MERGE ` + "`?`" + ` AS t
 USING (
   SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted,
+    CAST(NULL AS INT64) AS max_id,
     TO_JSON(STRUCT(@commit_id AS id, COALESCE(c.inserted, 0) AS inserted, COALESCE(c.updated, 0) AS updated,
       COALESCE(c.restored, 0) AS restored, COALESCE(c.deleted, 0) AS deleted, COALESCE(c.forgotten, 0) AS forgotten)) AS last_commit
   FROM UNNEST(@states) AS st
@@ -577,8 +609,9 @@ WHEN MATCHED THEN UPDATE SET
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
-  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit)
+  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -586,7 +619,7 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
 );
 
 COMMIT TRANSACTION;

@@ -1,6 +1,7 @@
 package bqfake
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
@@ -93,9 +94,11 @@ var forgetType = "ARRAY<STRUCT<form_id STRING, submission_key STRING>>"
 var shapes = map[string]*shapeDef{}
 
 func init() {
-	commitParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP", "form_ids": "ARRAY<STRING>"}
+	commitParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP", "form_ids": "ARRAY<STRING>",
+		"outside_forms": "ARRAY<STRING>", "outside_before": "TIMESTAMP", "outside_after": "TIMESTAMP"}
 	deletionsParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "form_ids": "ARRAY<STRING>", "forget": forgetType, "reconcile_forms": "ARRAY<STRING>"}
-	commitDeletionsParams := map[string]string{"created_from": "TIMESTAMP", "created_to": "TIMESTAMP"}
+	commitDeletionsParams := map[string]string{"created_from": "TIMESTAMP", "created_to": "TIMESTAMP",
+		"outside_forms": "ARRAY<STRING>", "outside_before": "TIMESTAMP", "outside_after": "TIMESTAMP"}
 	for k, v := range deletionsParams {
 		commitDeletionsParams[k] = v
 	}
@@ -105,18 +108,19 @@ func init() {
 		}
 	}
 	for _, d := range []*shapeDef{
-		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("copies")},
-		{shapeReadStateUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("NULL")},
+		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("copies", "max_submission_id")},
+		{shapeReadStateUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("NULL", "NULL")},
 		{shapeReadCommits, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readCommits},
 		{shapeViewForms, "SELECT", nil, []string{"state"}, nil, (*Server).viewForms},
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).readRows},
 		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>", "field": "STRING", "salt": "STRING", "value_sha256": "STRING"}, []string{"subs"}, nil, (*Server).find},
 		{shapeScrubStaging, "DELETE", map[string]string{"forget": forgetType}, []string{"staging"}, nil, (*Server).scrubStaging},
-		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING"}, []string{"state", "state"}, []string{"state"}, (*Server).writeState},
-		{shapeCommit, "SCRIPT", commitParams, []string{"state", "staging", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(true, false)},
+		{shapeSeedLock, "INSERT", nil, []string{"lock", "lock"}, nil, (*Server).seedLock},
+		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING"}, []string{"lock", "state", "state"}, []string{"lock", "state"}, (*Server).writeState},
+		{shapeCommit, "SCRIPT", commitParams, []string{"lock", "state", "staging", "subs", "subs", "subs", "state", "subs"}, []string{"lock", "subs", "state"}, commit(true, false)},
 		{shapeCommitDeletions, "SCRIPT", commitDeletionsParams,
-			[]string{"state", "subs", "subs", "staging", "subs", "subs", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(true, true)},
-		{shapeWriteStateDeletions, "SCRIPT", deletionsParams, []string{"state", "subs", "subs", "subs", "subs", "state"}, []string{"subs", "state"}, commit(false, true)},
+			[]string{"lock", "state", "subs", "subs", "staging", "subs", "subs", "subs", "subs", "subs", "state", "subs"}, []string{"lock", "subs", "state"}, commit(true, true)},
+		{shapeWriteStateDeletions, "SCRIPT", deletionsParams, []string{"lock", "state", "subs", "subs", "subs", "subs", "state"}, []string{"lock", "subs", "state"}, commit(false, true)},
 	} {
 		n, _, err := normalise(d.text)
 		if err != nil {
@@ -211,6 +215,11 @@ func (s *Server) recognise(q string) (*statement, error) {
 			if err != nil {
 				return nil, err
 			}
+			if _, err := s.tx(func(tx *sql.Tx) (*result, error) {
+				return nil, s.scan(tx, refs[0], nil, allPartitions)
+			}); err != nil {
+				return nil, err
+			}
 			return s.selectAll(refs[0], tbl.Schema)
 		}}, nil
 	}
@@ -228,9 +237,17 @@ func (s *Server) tx(fn func(tx *sql.Tx) (*result, error)) (*result, error) {
 		return nil, err
 	}
 	defer tx.Rollback()
+	if d := s.dry; d != nil {
+		if err := d.mark(tx); err != nil {
+			return nil, err
+		}
+	}
 	res, err := fn(tx)
 	if err != nil {
 		return nil, err
+	}
+	if d := s.dry; d != nil {
+		return res, d.capture(tx) // and roll back
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
@@ -276,20 +293,27 @@ func col(name, typ string) *bqv2.TableFieldSchema {
 
 func (s *Server) countDML(ref string) {
 	_, d, t, _ := splitRef(ref)
+	if s.dry != nil {
+		s.dry.dml[d+"."+t]++
+		return
+	}
 	s.stats.DML[d+"."+t]++
 }
 
 // readState reads the state of the given forms, copies read as the
 // expression copies: the column, or NULL from a table without it.
-func readState(copies string) func(*Server, map[string]string, map[string]param) (*result, error) {
+func readState(copies, maxID string) func(*Server, map[string]string, map[string]param) (*result, error) {
 	return func(s *Server, t map[string]string, params map[string]param) (*result, error) {
-		return s.readState(t, params, copies)
+		return s.readState(t, params, copies, maxID)
 	}
 }
 
-func (s *Server) readState(t map[string]string, params map[string]param, copies string) (*result, error) {
+func (s *Server) readState(t map[string]string, params map[string]param, copies, maxID string) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
+			return nil, err
+		}
+		if err := s.scan(tx, t["state"], nil, allPartitions); err != nil {
 			return nil, err
 		}
 		return s.query(tx, []*bqv2.TableFieldSchema{
@@ -299,9 +323,10 @@ func (s *Server) readState(t map[string]string, params map[string]param, copies 
 			col("last_error_at", "TIMESTAMP"), col("last_error", "STRING"), col("backfill", "STRING"),
 			col("revision", "INTEGER"), col("deleted_count", "INTEGER"), col("last_reconcile_at", "TIMESTAMP"),
 			col("field_policy", "STRING"), col("forgotten", "STRING"), col("copies", "STRING"),
+			col("max_submission_id", "INTEGER"),
 		}, `SELECT form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names,
 			last_success_at, last_error_at, last_error, backfill, COALESCE(revision, 0), COALESCE(deleted_count, 0),
-			last_reconcile_at, COALESCE(field_policy, ''), forgotten, `+copies+`
+			last_reconcile_at, COALESCE(field_policy, ''), forgotten, `+copies+`, `+maxID+`
 			FROM `+quoteIdent(t["state"])+`
 			WHERE (SELECT count(*) FROM temp.param_form_ids) = 0 OR form_id IN (SELECT value FROM temp.param_form_ids)
 			ORDER BY form_id`)
@@ -314,6 +339,9 @@ func (s *Server) readCommits(t map[string]string, params map[string]param) (*res
 		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
 			return nil, err
 		}
+		if err := s.scan(tx, t["state"], []string{"form_id", "last_commit"}, allPartitions); err != nil {
+			return nil, err
+		}
 		return s.query(tx, []*bqv2.TableFieldSchema{col("form_id", "STRING"), col("last_commit", "STRING")},
 			`SELECT form_id, last_commit FROM `+quoteIdent(t["state"])+`
 			WHERE form_id IN (SELECT value FROM temp.param_form_ids) ORDER BY form_id`)
@@ -324,6 +352,9 @@ func (s *Server) readCommits(t map[string]string, params map[string]param) (*res
 // recreate the forms' views.
 func (s *Server) viewForms(t map[string]string, _ map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.scan(tx, t["state"], []string{"form_id", "field_names"}, allPartitions); err != nil {
+			return nil, err
+		}
 		return s.query(tx, []*bqv2.TableFieldSchema{col("form_id", "STRING"), col("field_names", "STRING")},
 			`SELECT form_id, field_names FROM `+quoteIdent(t["state"])+` ORDER BY form_id`)
 	})
@@ -338,8 +369,14 @@ func rowColumns() []*bqv2.TableFieldSchema {
 	}
 }
 
+// rowRead are the submissions columns readRows and find read.
+var rowRead = []string{"form_id", "submission_id", "submission_key", "created_at", "is_spam", "fields", "fields_text", "files", "files_text", "raw", "deleted_at"}
+
 func (s *Server) readRows(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.scan(tx, t["subs"], rowRead, allPartitions); err != nil {
+			return nil, err
+		}
 		q := `SELECT submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields),
 			COALESCE(files_text, files), raw, deleted_at
 			FROM ` + quoteIdent(t["subs"]) + ` WHERE form_id = @form_id ORDER BY created_at, submission_key`
@@ -358,6 +395,9 @@ func (s *Server) readRows(t map[string]string, params map[string]param) (*result
 func (s *Server) find(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := materialise(tx, "keys", params["keys"]); err != nil {
+			return nil, err
+		}
+		if err := s.scan(tx, t["subs"], rowRead, allPartitions); err != nil {
 			return nil, err
 		}
 		// TO_HEX(SHA256(CONCAT(@salt, value))) = @value_sha256, computed
@@ -424,6 +464,9 @@ func (s *Server) scrubStaging(t map[string]string, params map[string]param) (*re
 		if err := materialise(tx, "forget", params["forget"]); err != nil {
 			return nil, err
 		}
+		if err := s.scan(tx, t["staging"], nil, allPartitions); err != nil {
+			return nil, err
+		}
 		res, err := tx.Exec(`DELETE FROM ` + quoteIdent(t["staging"]) + ` AS s
 			WHERE EXISTS (SELECT 1 FROM temp.param_forget AS f WHERE f.form_id = s.form_id AND f.submission_key = s.submission_key)`)
 		if err != nil {
@@ -444,6 +487,9 @@ func (s *Server) assertRevisions(tx *sql.Tx, ref string, params map[string]param
 	if err := materialise(tx, "states", params["states"]); err != nil {
 		return err
 	}
+	if err := s.scan(tx, ref, []string{"form_id", "revision"}, allPartitions); err != nil {
+		return err
+	}
 	var n int
 	err := tx.QueryRow(`SELECT count(*) FROM temp.param_states AS st LEFT JOIN ` + quoteIdent(ref) + ` AS t ON t.form_id = st.form_id
 		WHERE COALESCE(t.revision, 0) != st.revision`).Scan(&n)
@@ -461,11 +507,20 @@ func (s *Server) assertRevisions(tx *sql.Tx, ref string, params map[string]param
 // commit's counts) and last_commit, the JSON object of @commit_id and the
 // counts. counts is the commit's counts table (a table name or a
 // parenthesised subquery, one row per form), or "" when it counts nothing.
-func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, counts string) (int64, error) {
+//
+// maxID is the SQLite expression of each source row's max_id (st is the
+// @states row): "" for NULL, the largest id stored now for a commit
+// with rows. A stored max_submission_id is kept when max_id is NULL and
+// raised to it otherwise.
+func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, counts, maxID string) (int64, error) {
 	if err := materialise(tx, "states", params["states"]); err != nil {
 		return 0, err
 	}
 	st := quoteIdent(ref)
+	// sync_state is not partitioned: its MERGE reads and rewrites it whole.
+	if err := s.scan(tx, ref, nil, allPartitions); err != nil {
+		return 0, err
+	}
 	if _, err := exec(tx, `DROP TABLE IF EXISTS temp._fake_state_src`); err != nil {
 		return 0, err
 	}
@@ -479,7 +534,7 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 	src := `CREATE TEMP TABLE _fake_state_src AS SELECT st.form_id, ` + ts("wm_created_at") + `, st.wm_id,
 		st.boundary, st.sort_order, st.last_total, st.field_names, ` + ts("last_success_at") + `, ` + ts("last_error_at") + `,
 		st.last_error, NULLIF(st.backfill, '') AS backfill, st.revision, ` + ts("last_reconcile_at") + `, st.field_policy,
-		NULLIF(st.forgotten, '') AS forgotten, NULLIF(st.copies, '') AS copies, ` + count("live_delta") + ` AS added_rows, ` + count("deleted_delta") + ` AS added_deleted,
+		NULLIF(st.forgotten, '') AS forgotten, NULLIF(st.copies, '') AS copies, ` + cmp.Or(maxID, "NULL") + ` AS max_id, ` + count("live_delta") + ` AS added_rows, ` + count("deleted_delta") + ` AS added_deleted,
 		json_object('id', @commit_id, 'inserted', ` + count("inserted") + `, 'updated', ` + count("updated") + `,
 			'restored', ` + count("restored") + `, 'deleted', ` + count("deleted") + `, 'forgotten', ` + count("forgotten") + `) AS last_commit
 		FROM temp.param_states AS st`
@@ -508,17 +563,21 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 		field_names = s.field_names, last_success_at = s.last_success_at, last_error_at = s.last_error_at,
 		last_error = s.last_error, backfill = s.backfill, updated_at = @synced_at, revision = s.revision + 1,
 		last_reconcile_at = s.last_reconcile_at, field_policy = s.field_policy, forgotten = s.forgotten,
-		copies = s.copies, last_commit = s.last_commit
+		copies = s.copies, last_commit = s.last_commit,
+		max_submission_id = CASE WHEN s.max_id IS NULL THEN `+st+`.max_submission_id ELSE max(COALESCE(`+st+`.max_submission_id, 0), s.max_id) END
 		FROM temp._fake_state_src AS s WHERE `+st+`.form_id = s.form_id`, args...)
 	if err != nil {
 		return 0, err
 	}
+	if n > 0 {
+		s.mutate(ref)
+	}
 	m, err := exec(tx, `INSERT INTO `+st+` (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count,
 		field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count,
-		last_reconcile_at, field_policy, forgotten, copies, last_commit)
+		last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
 		SELECT s.form_id, s.wm_created_at, s.wm_id, s.boundary, s.sort_order, s.last_total, s.added_rows,
 		s.field_names, s.last_success_at, s.last_error_at, s.last_error, s.backfill, @synced_at, s.revision + 1,
-		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten, s.copies, s.last_commit
+		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten, s.copies, s.last_commit, s.max_id
 		FROM temp._fake_state_src AS s WHERE s.form_id NOT IN (SELECT form_id FROM `+st+`)`, args...)
 	if err != nil {
 		return 0, err
@@ -530,13 +589,53 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 	return n + m, nil
 }
 
-// writeState is the state-only transaction: the revision check, then the MERGE.
+// seedLock inserts sync_lock's row when the table has none.
+func (s *Server) seedLock(t map[string]string, _ map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.scan(tx, t["lock"], nil, allPartitions); err != nil {
+			return nil, err
+		}
+		n, err := exec(tx, `INSERT INTO `+quoteIdent(t["lock"])+` (commit_id, locked_at)
+			SELECT '', ? WHERE NOT EXISTS (SELECT 1 FROM `+quoteIdent(t["lock"])+`)`, s.opts.Now().UnixMicro())
+		if err != nil {
+			return nil, err
+		}
+		return &result{dml: n}, nil
+	})
+}
+
+// takeLock is a script's first statement: the UPDATE of sync_lock's rows.
+func (s *Server) takeLock(tx *sql.Tx, ref string, params map[string]param) error {
+	if err := s.scan(tx, ref, nil, allPartitions); err != nil {
+		return err
+	}
+	q := `UPDATE ` + quoteIdent(ref) + ` SET commit_id = @commit_id, locked_at = @synced_at`
+	args, err := named(q, params)
+	if err != nil {
+		return err
+	}
+	n, err := exec(tx, q, args...)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		s.mutate(ref)
+	}
+	s.countDML(ref)
+	return nil
+}
+
+// writeState is the state-only transaction: the lock, the revision check,
+// then the MERGE.
 func (s *Server) writeState(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.takeLock(tx, t["lock"], params); err != nil {
+			return nil, err
+		}
 		if err := s.assertRevisions(tx, t["state"], params); err != nil {
 			return nil, err
 		}
-		n, err := s.mergeState(tx, t["state"], params, "")
+		n, err := s.mergeState(tx, t["state"], params, "", "")
 		if err != nil {
 			return nil, err
 		}
@@ -608,7 +707,7 @@ ranked AS (
 ),
 elsewhere AS (
   SELECT form_id, submission_key, deleted_at FROM {{subs}}
-  WHERE form_id IN (SELECT value FROM temp.param_form_ids) AND created_at NOT BETWEEN @created_from AND @created_to
+  WHERE form_id IN (SELECT value FROM temp.param_outside_forms) AND (created_at < @outside_before OR created_at > @outside_after)
 ),
 joined AS (
   SELECT s.*, COALESCE(k.submission_key, e.submission_key) AS stored_key, l.submission_key AS legacy_key,
@@ -663,6 +762,9 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 	subs, state := quoteIdent(t["subs"]), t["state"]
 	temps := []string{"_formsync_plan", "_fake_src", "_fake_match", "_formsync_forgotten", "_formsync_reconciled", "_formsync_counts"}
 	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.takeLock(tx, t["lock"], params); err != nil {
+			return nil, err
+		}
 		if err := s.assertRevisions(tx, state, params); err != nil {
 			return nil, err
 		}
@@ -683,6 +785,16 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			}
 			forgotten := `form_id IN (SELECT value FROM temp.param_form_ids) AND EXISTS (SELECT 1 FROM temp.param_forget AS f
 				WHERE f.form_id = ` + subs + `.form_id AND f.submission_key = ` + subs + `.submission_key)`
+			// The count, then the DELETE: each reads every partition.
+			if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "deleted_at"}, allPartitions); err != nil {
+				return nil, err
+			}
+			if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key"}, allPartitions); err != nil {
+				return nil, err
+			}
+			if err := s.touch(tx, t["subs"], forgotten, true); err != nil {
+				return nil, err
+			}
 			if _, err := exec(tx, `CREATE TEMP TABLE _formsync_forgotten AS
 				SELECT form_id, SUM(deleted_at IS NULL) AS live, SUM(deleted_at IS NOT NULL) AS deleted
 				FROM `+subs+` WHERE `+forgotten+` GROUP BY form_id`); err != nil {
@@ -691,6 +803,9 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			n, err := exec(tx, `DELETE FROM `+subs+` WHERE `+forgotten)
 			if err != nil {
 				return nil, err
+			}
+			if n > 0 {
+				s.mutate(t["subs"])
 			}
 			affected += n
 			s.countDML(t["subs"])
@@ -713,6 +828,14 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 				SELECT form_id, count(*) AS deleted FROM `+subs+` WHERE `+unserved+` GROUP BY form_id`); err != nil {
 				return nil, err
 			}
+			for range 2 { // the count, then the UPDATE
+				if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "deleted_at"}, allPartitions); err != nil {
+					return nil, err
+				}
+			}
+			if err := s.touch(tx, t["subs"], unserved, true); err != nil {
+				return nil, err
+			}
 			q := `UPDATE ` + subs + ` SET deleted_at = @synced_at WHERE ` + unserved
 			args, err := named(q, params)
 			if err != nil {
@@ -721,6 +844,9 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			n, err := exec(tx, q, args...)
 			if err != nil {
 				return nil, err
+			}
+			if n > 0 {
+				s.mutate(t["subs"])
 			}
 			affected += n
 			s.countDML(t["subs"])
@@ -747,7 +873,22 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			return nil, &apiError{status: f.status, reason: f.reason, message: "bqfake: injected failure in the middle of the transaction"}
 		}
 
-		n, err := s.mergeState(tx, state, params, counts)
+		maxID := ""
+		if rows {
+			// The largest id stored now, in the partitions of the batch
+			// and those outside the outside bounds.
+			r, err := rowRanges(params)
+			if err != nil {
+				return nil, err
+			}
+			sp := r.batch.or(r.outside)
+			if err := s.scan(tx, t["subs"], []string{"form_id", "submission_id", "created_at"}, sp); err != nil {
+				return nil, err
+			}
+			maxID = `COALESCE((SELECT MAX(k.submission_id) FROM ` + subs + ` AS k WHERE k.form_id = st.form_id
+				AND (k.created_at BETWEEN @created_from AND @created_to OR k.created_at < @outside_before OR k.created_at > @outside_after)), 0)`
+		}
+		n, err := s.mergeState(tx, state, params, counts, maxID)
 		if err != nil {
 			return nil, err
 		}
@@ -779,6 +920,30 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 	if err != nil {
 		return 0, err
 	}
+	if err := materialise(tx, "outside_forms", params["outside_forms"]); err != nil {
+		return 0, err
+	}
+	r, err := rowRanges(params)
+	if err != nil {
+		return 0, err
+	}
+	// The plan reads the staging table, the stored rows of the batch's
+	// range, and the key columns of the partitions outside it that the
+	// outside bounds name (none, unless a form's staged ids may be stored
+	// there).
+	for _, r := range []struct {
+		ref  string
+		cols []string
+		sp   span
+	}{
+		{t["staging"], nil, allPartitions},
+		{t["subs"], rowRead, r.batch},
+		{t["subs"], []string{"form_id", "submission_key", "created_at", "deleted_at"}, r.outside},
+	} {
+		if err := s.scan(tx, r.ref, r.cols, r.sp); err != nil {
+			return 0, err
+		}
+	}
 	if _, err := exec(tx, plan, args...); err != nil {
 		return 0, err
 	}
@@ -788,7 +953,8 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 		SELECT *, legacy_key AS match_key, 1 AS twin FROM temp._formsync_plan WHERE legacy_key IS NOT NULL`); err != nil {
 		return 0, err
 	}
-	on := `t.form_id = p.form_id AND t.submission_key = p.match_key`
+	on := `t.form_id = p.form_id AND t.submission_key = p.match_key
+		AND (t.created_at BETWEEN @created_from AND @created_to OR t.created_at < @outside_before OR t.created_at > @outside_after)`
 	matchSelect := `SELECT t.rowid AS trow, p.rowid AS prow,
 		CASE WHEN p.twin AND p.action = 'rekey' THEN 1
 		     WHEN p.twin THEN 2
@@ -804,6 +970,15 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 	}
 	s.stats.MergePlan = plans
 	if _, err := exec(tx, `CREATE TEMP TABLE _fake_match AS `+matchSelect, args...); err != nil {
+		return 0, err
+	}
+	// The MERGE reads its target columns in the partitions its ON
+	// condition's constant filter on created_at names, and rewrites those
+	// it changes.
+	if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "submission_id", "created_at"}, r.batch.or(r.outside)); err != nil {
+		return 0, err
+	}
+	if err := s.mergeTouches(tx, t["subs"]); err != nil {
 		return 0, err
 	}
 	var dup int64
@@ -837,7 +1012,7 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 			bqfake_json_round_safe(p.files), CASE WHEN p.files_inexact THEN p.files END, p.raw, @synced_at
 			FROM temp._fake_src AS p WHERE NOT p.twin AND p.action = 'insert' AND p.rowid NOT IN (SELECT prow FROM temp._fake_match)`,
 	}
-	for _, q := range steps {
+	for i, q := range steps {
 		args, err := named(q, params)
 		if err != nil {
 			return 0, err
@@ -845,6 +1020,9 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 		n, err := exec(tx, q, args...)
 		if err != nil {
 			return 0, err
+		}
+		if n > 0 && i < len(steps)-1 { // every step but the INSERT changes stored rows
+			s.mutate(t["subs"])
 		}
 		affected += n
 	}
@@ -1019,4 +1197,45 @@ func sqliteLiteral(s string) string {
 		return fmt.Sprintf("CAST(X'%x' AS TEXT)", s)
 	}
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// commitRanges are the partitions a commit's constant filters name: the
+// batch's (@created_from..@created_to) and those outside
+// @outside_before..@outside_after.
+type commitRanges struct{ batch, outside span }
+
+func rowRanges(params map[string]param) (commitRanges, error) {
+	var ts [4]int64
+	for i, name := range []string{"created_from", "created_to", "outside_before", "outside_after"} {
+		p, ok := params[name]
+		if !ok {
+			return commitRanges{}, invalidQuery("Query parameter '%s' not found", name)
+		}
+		v, err := scalar(p.Type, p.Value)
+		if err != nil {
+			return commitRanges{}, err
+		}
+		n, ok := v.(int64)
+		if !ok {
+			return commitRanges{}, invalidQuery("Query parameter '%s' is NULL", name)
+		}
+		ts[i] = n
+	}
+	return commitRanges{batch: within(ts[0], ts[1]), outside: beyond(ts[2], ts[3])}, nil
+}
+
+// mergeTouches records the partitions the submissions MERGE modifies
+// (temp._fake_match against temp._fake_src): those of the rows it
+// updates or deletes and those their new created_at moves them to,
+// rewritten, and those it inserts into.
+func (s *Server) mergeTouches(tx *sql.Tx, ref string) error {
+	if err := s.touch(tx, ref, `rowid IN (SELECT trow FROM temp._fake_match WHERE clause > 0)`, true); err != nil {
+		return err
+	}
+	if err := s.touchQuery(tx, ref, `SELECT DISTINCT `+dayOf("p.created_at")+` FROM temp._fake_match AS m
+		JOIN temp._fake_src AS p ON p.rowid = m.prow WHERE m.clause = 3`, true); err != nil {
+		return err
+	}
+	return s.touchQuery(tx, ref, `SELECT DISTINCT `+dayOf("created_at")+` FROM temp._fake_src
+		WHERE NOT twin AND action = 'insert' AND rowid NOT IN (SELECT prow FROM temp._fake_match)`, false)
 }

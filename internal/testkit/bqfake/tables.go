@@ -207,6 +207,7 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) error {
 		list.Tables = append(list.Tables, &bqv2.TableListTables{
 			Kind: "bigquery#table", Id: t.Id, TableReference: t.TableReference, Type: t.Type,
 			CreationTime: t.CreationTime, ExpirationTime: t.ExpirationTime,
+			TimePartitioning: t.TimePartitioning, Clustering: t.Clustering, Labels: t.Labels,
 		})
 	}
 	writeJSON(w, http.StatusOK, list)

@@ -1,5 +1,7 @@
 BEGIN TRANSACTION;
 
+UPDATE `my-project.formsync.sync_lock` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
+
 SELECT IF(EXISTS (
   SELECT 1
   FROM UNNEST(@states) AS st
@@ -69,7 +71,7 @@ ranked AS (
 elsewhere AS (
   SELECT form_id, submission_key, deleted_at
   FROM `my-project.formsync.submissions`
-  WHERE form_id IN UNNEST(@form_ids) AND created_at NOT BETWEEN @created_from AND @created_to
+  WHERE form_id IN UNNEST(@outside_forms) AND (created_at < @outside_before OR created_at > @outside_after)
 ),
 joined AS (
   SELECT s.*, COALESCE(k.submission_key, e.submission_key) AS stored_key, l.submission_key AS legacy_key,
@@ -113,7 +115,7 @@ USING (
   UNION ALL
   SELECT *, legacy_key AS match_key, TRUE AS twin FROM _formsync_plan WHERE legacy_key IS NOT NULL
 ) AS p
-ON t.form_id = p.form_id AND t.submission_key = p.match_key
+ON t.form_id = p.form_id AND t.submission_key = p.match_key AND (t.created_at BETWEEN @created_from AND @created_to OR t.created_at < @outside_before OR t.created_at > @outside_after)
 WHEN MATCHED AND p.twin AND p.action = 'rekey' AND p.raw IS NOT NULL THEN UPDATE SET
   submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam, raw = p.raw,
   fields = SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), fields_text = IF(p.fields_inexact, p.fields, NULL),
@@ -151,6 +153,7 @@ WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
 MERGE `my-project.formsync.sync_state` AS t
 USING (
   SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted,
+    COALESCE(k.max_id, 0) AS max_id,
     TO_JSON(STRUCT(@commit_id AS id, COALESCE(c.inserted, 0) AS inserted, COALESCE(c.updated, 0) AS updated,
       COALESCE(c.restored, 0) AS restored, COALESCE(c.deleted, 0) AS deleted, COALESCE(c.forgotten, 0) AS forgotten)) AS last_commit
   FROM UNNEST(@states) AS st
@@ -162,6 +165,12 @@ USING (
   FROM _formsync_plan
   GROUP BY form_id
 ) AS c ON c.form_id = st.form_id
+  LEFT JOIN (
+    SELECT form_id, MAX(submission_id) AS max_id
+    FROM `my-project.formsync.submissions` AS t
+    WHERE form_id IN UNNEST(@form_ids) AND (t.created_at BETWEEN @created_from AND @created_to OR t.created_at < @outside_before OR t.created_at > @outside_after)
+    GROUP BY form_id
+  ) AS k ON k.form_id = st.form_id
 ) AS s
 ON t.form_id = s.form_id
 WHEN MATCHED THEN UPDATE SET
@@ -174,8 +183,9 @@ WHEN MATCHED THEN UPDATE SET
   backfill = PARSE_JSON(NULLIF(s.backfill, '')), updated_at = @synced_at, revision = s.revision + 1,
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
-  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit)
+  copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -183,7 +193,7 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
 );
 
 COMMIT TRANSACTION;

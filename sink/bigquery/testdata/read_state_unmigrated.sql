@@ -3,6 +3,7 @@ SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort
   TO_JSON_STRING(backfill) AS backfill, COALESCE(revision, 0) AS revision,
   COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
   TO_JSON_STRING(forgotten) AS forgotten,
-  CAST(NULL AS STRING) AS copies
+  CAST(NULL AS STRING) AS copies,
+  CAST(NULL AS INT64) AS max_submission_id
 FROM `my-project.formsync.sync_state`
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)

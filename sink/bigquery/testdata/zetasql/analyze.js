@@ -24,7 +24,7 @@ const z = require(path.join(modules, '@fivetrandevelopers/zetasql'));
 
 const kinds = ['RESOLVED_QUERY_STMT', 'RESOLVED_MERGE_STMT', 'RESOLVED_BEGIN_STMT', 'RESOLVED_COMMIT_STMT',
   'RESOLVED_ASSERT_STMT', 'RESOLVED_CREATE_TABLE_AS_SELECT_STMT', 'RESOLVED_CREATE_VIEW_STMT',
-  'RESOLVED_UPDATE_STMT', 'RESOLVED_DELETE_STMT'];
+  'RESOLVED_UPDATE_STMT', 'RESOLVED_DELETE_STMT', 'RESOLVED_INSERT_STMT'];
 
 function typeProto(t) {
   if (typeof t === 'string') return { typeKind: 'TYPE_' + t };
