@@ -98,6 +98,11 @@ type Config struct {
 	// form) sorted by key, a MiB at a time (sink.Spool.SortContentKeys),
 	// for a sink that inserts them faster in key order: SQLite.
 	SortContentKeys bool
+	// Progress, when set, is told after every page a sync or a reconcile
+	// reads how far that form got; it is called from the goroutines that
+	// read the forms, concurrently. A backfill reports its own progress
+	// (BackfillOptions.Progress).
+	Progress func(Progress)
 }
 
 func (c Config) withDefaults() Config {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -32,6 +33,19 @@ type env struct {
 	stdout, stderr io.Writer
 	cfg            Config
 	log            *slog.Logger
+	// progress, when set, is told how far each form's read got (sync,
+	// reconcile); progressEvery overrides progressLogEvery (tests).
+	progress      *progressPrinter
+	progressEvery time.Duration
+}
+
+// logTo is the process logger writing to w, which redacts the token.
+func (e *env) logTo(w io.Writer) *slog.Logger {
+	log := newLogger(w, e.cfg)
+	if tok, err := e.cfg.Token(); err == nil && tok != "" {
+		log = slog.New(&redactingHandler{inner: log.Handler(), r: formsapi.NewRedactor(tok)})
+	}
+	return log
 }
 
 func commands() []command {
@@ -71,10 +85,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// Every variable is parsed here, but a command fails only on the
 		// ones it reads (its Validate): version, demo and simulate read none.
 		cfg, _ := LoadConfig()
-		e := &env{stdout: stdout, stderr: stderr, cfg: cfg, log: newLogger(stderr, cfg)}
-		if tok, err := cfg.Token(); err == nil && tok != "" {
-			e.log = slog.New(&redactingHandler{inner: e.log.Handler(), r: formsapi.NewRedactor(tok)})
-		}
+		e := &env{stdout: stdout, stderr: stderr, cfg: cfg}
+		e.log = e.logTo(stderr)
 		e.cfg.bqObserve = func(ev bigquery.Event) { logBigQueryRetry(e.log, ev) }
 		return c.run(ctx, e, args[1:])
 	}
