@@ -133,15 +133,16 @@ func runEnv(_ context.Context, e *env, args []string) int {
 }
 
 // newLogger builds the process logger: JSON with the keys Cloud Logging reads
-// (severity, message), or text. Settings that are not valid give the
-// default (JSON, info): the commands that read them report them.
+// (severity, message), or text, which a person reads; auto is text when w
+// is a terminal. Settings that are not valid give auto at info: the
+// commands that read them report them.
 func newLogger(w io.Writer, cfg Config) *slog.Logger {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(strings.ToLower(cfg.LogLevel))); err != nil {
 		lvl = slog.LevelInfo
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
-	if cfg.LogFormat == "text" {
+	if cfg.LogFormat == "text" || (cfg.LogFormat != "json" && isTerminal(w)) {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	opts.ReplaceAttr = cloudLoggingKeys
