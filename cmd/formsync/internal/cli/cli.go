@@ -172,9 +172,11 @@ func cloudLoggingKeys(groups []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// parseFlags parses a command's flags; -h prints them.
+// parseFlags parses a command's flags; -h says what the command does and
+// prints them.
 func parseFlags(fs *flag.FlagSet, e *env, args []string) (ok bool, code int) {
 	fs.SetOutput(e.stderr)
+	fs.Usage = func() { commandUsage(fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return false, exitOK
@@ -186,6 +188,26 @@ func parseFlags(fs *flag.FlagSet, e *env, args []string) (ok bool, code int) {
 		return false, exitUsage
 	}
 	return true, 0
+}
+
+// commandUsage is a command's -h: what it does, its flags, and where its
+// configuration is listed.
+func commandUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	for _, c := range commands() {
+		if c.name == fs.Name() {
+			fmt.Fprintf(w, "Usage: formsync %s [flags]\n\n%s.\n", c.name, strings.ToUpper(c.summary[:1])+c.summary[1:])
+		}
+	}
+	flags := 0
+	fs.VisitAll(func(*flag.Flag) { flags++ })
+	if flags > 0 {
+		fmt.Fprintln(w, "\nFlags:")
+		fs.PrintDefaults()
+	} else {
+		fmt.Fprintln(w, "\nIt takes no flags.")
+	}
+	fmt.Fprintln(w, "\nIt is configured by FORMSYNC_* environment variables: 'formsync help' lists them, 'formsync env' shows the values in effect.")
 }
 
 // configError prints a configuration problem list and returns exitUsage.
