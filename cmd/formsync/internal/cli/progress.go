@@ -36,6 +36,10 @@ type progressPrinter struct {
 // progress.
 const progressLogEvery = 10 * time.Second
 
+// rateAfter is how long a read goes before the bar shows its rate and the
+// time left.
+const rateAfter = 2 * time.Second
+
 // startProgress returns the progress printer of command what. On a
 // terminal, e's log lines then clear the bar's line before they are
 // written (lineClearer), so that bar and lines do not run into each other.
@@ -124,7 +128,11 @@ func (p *progressPrinter) update(pr worker.Progress) {
 		}
 		p.last, p.drawn = now, true
 		secs := max(all.Elapsed.Seconds(), 1e-9)
-		rate := fmt.Sprintf("%.1f pages/s  %.0f rows/s", float64(all.Pages)/secs, float64(all.Rows)/secs)
+		rate, eta := fmt.Sprintf("%.1f pages/s  %.0f rows/s", float64(all.Pages)/secs, float64(all.Rows)/secs), humanDuration(all.ETA)
+		if all.Elapsed < rateAfter {
+			// The first page or two come at once: their rate says nothing.
+			rate, eta = "-- pages/s", "--"
+		}
 		if all.PagesTotal == 0 {
 			fmt.Fprintf(p.tty, "\r%s %d pages  %d rows  %s   ", label, all.Pages, all.Rows, rate)
 			return
@@ -132,7 +140,7 @@ func (p *progressPrinter) update(pr worker.Progress) {
 		const width = 30
 		filled := width * min(all.Pages, all.PagesTotal) / all.PagesTotal
 		fmt.Fprintf(p.tty, "\r%s [%s%s] %d/%d pages  %d rows  %s  ETA %s   ", label,
-			strings.Repeat("=", filled), strings.Repeat(" ", width-filled), all.Pages, all.PagesTotal, all.Rows, rate, humanDuration(all.ETA))
+			strings.Repeat("=", filled), strings.Repeat(" ", width-filled), all.Pages, all.PagesTotal, all.Rows, rate, eta)
 		return
 	}
 	if p.last.IsZero() {

@@ -63,6 +63,11 @@ func TestProgressBarOfSeveralForms(t *testing.T) {
 		t.Errorf("line %q, want it to start %q", term.String(), want)
 	}
 	p.done()
+	p.update(worker.Progress{FormID: "a", Pages: 1, PagesTotal: 40, Rows: 100, Elapsed: 10 * time.Millisecond, ETA: 400 * time.Millisecond})
+	if want := "\ra [                              ] 1/40 pages  100 rows  -- pages/s  ETA --"; !strings.HasPrefix(term.String()[strings.LastIndex(term.String(), "\r"):], want) {
+		t.Errorf("first page's bar %q, want it to start %q", term.String(), want)
+	}
+	p.done()
 	if !strings.HasSuffix(term.String(), "\n") || p.forms != nil {
 		t.Errorf("done: %q, forms %v: want the line ended and the forms forgotten", term.String(), p.forms)
 	}
