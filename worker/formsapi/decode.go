@@ -121,10 +121,11 @@ func decodePageStd(formID string, page int, body []byte) (*Page, error) {
 		var syn *json.SyntaxError
 		var typ *json.UnmarshalTypeError
 		switch {
+		case len(bytes.TrimSpace(body)) == 0:
+			// Before the truncation case, which an empty body also meets.
+			return nil, malformed("empty body (%d bytes): a page is a JSON object", len(body))
 		case errors.As(err, &syn) && syn.Offset >= int64(len(bytes.TrimRight(body, " \t\r\n"))):
 			return nil, malformed("body ends early after %d bytes (truncated transfer?): %w", len(body), err)
-		case len(bytes.TrimSpace(body)) == 0:
-			return nil, malformed("empty body")
 		case errors.As(err, &typ) && typ.Type == reflect.TypeFor[wireSubmission]():
 			return nil, malformed("data: a submission is a JSON %s, not an object", typ.Value)
 		case errors.As(err, &typ) && typ.Field == "data":
