@@ -67,7 +67,7 @@ func rfc3339Canonical(s string) string {
 
 func runBackfill(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("backfill", flag.ContinueOnError)
-	form := fs.String("form", "", "form id to re-read (required)")
+	form := onceString(fs, "form", "`id` of the form to re-read (required)")
 	since, until := timeFlag{}, timeFlag{until: true}
 	fs.Var(&since, "since", "re-read submissions created at or after this time (RFC 3339 or YYYY-MM-DD)")
 	fs.Var(&until, "until", "re-read submissions created at or before this time; a date includes its whole day, a time in seconds its whole second")

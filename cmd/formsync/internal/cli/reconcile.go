@@ -13,7 +13,7 @@ import (
 // mark the stored rows the API no longer serves as deleted upstream.
 func runReconcile(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
-	form := fs.String("form", "", "reconcile this form only (default: every form of FORMSYNC_FORMS in this shard)")
+	form := onceString(fs, "form", "reconcile the form of this `id` only (default: every form of FORMSYNC_FORMS in this shard)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
