@@ -86,7 +86,7 @@ type Progress struct {
 	FormID     string
 	Pages      int // pages read so far
 	PagesTotal int // pages the read spans (an estimate: the form moves); 0 when not known
-	Rows       int // rows staged so far
+	Rows       int // rows staged so far (a backfill), submissions read (a sync, a reconcile)
 	Elapsed    time.Duration
 	// ETA estimates the time left at the rate so far; 0 when unknown.
 	ETA time.Duration

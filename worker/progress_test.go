@@ -37,8 +37,8 @@ func TestSyncReportsProgress(t *testing.T) {
 			t.Errorf("first sync report %d: %+v, want page %d of %d", i, p, i+1, pages)
 		}
 	}
-	if last := got[pages-1]; last.Rows != 240 || last.ETA != 0 {
-		t.Errorf("last report %+v: want the rows staged before the last page (240) and no time left", last)
+	if last := got[pages-1]; last.Rows != 250 || last.ETA != 0 {
+		t.Errorf("last report %+v: want every submission read (250) and no time left", last)
 	}
 
 	got = nil

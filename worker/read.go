@@ -47,7 +47,7 @@ type formRun struct {
 	parts   partResult
 
 	// progress, when set, is told of every page read (Config.Progress);
-	// rows counts the rows staged (or forgotten) so far, for it.
+	// rows counts the submissions the pages read held, for it.
 	progress func(Progress)
 	rows     int
 
@@ -246,6 +246,7 @@ func (r *formRun) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
 		return nil, err
 	}
 	r.report.Pages++
+	r.rows += len(p.Submissions)
 	if r.progress != nil {
 		r.progress(r.progressAfter(p))
 	}
@@ -299,7 +300,6 @@ func (r *formRun) rowOf(s formsapi.Submission) (sink.Row, []string, error) {
 // submission forgotten on request is not staged (it never touches disk)
 // but moves the watermark all the same: it is handled.
 func (r *formRun) stage(row sink.Row, fieldNames []string) error {
-	r.rows++
 	if fg := r.old.Forgotten; !fg.Empty() && (fg.Has(row.SubmissionKey) || fg.Has(row.ContentKey)) {
 		r.forgotten++
 		fieldNames = nil
