@@ -83,12 +83,13 @@ type BackfillOptions struct {
 	Progress func(Progress)
 }
 
-// Progress is how far a backfill got.
+// Progress is how far the read of a form got: a backfill's, a sync's or a
+// reconcile's.
 type Progress struct {
 	FormID     string
 	Pages      int // pages read so far
-	PagesTotal int // pages the window spans (an estimate: the form moves)
-	Rows       int // rows staged so far
+	PagesTotal int // pages the read spans (an estimate: the form moves); 0 when not known
+	Rows       int // rows staged so far (a backfill), submissions read (a sync, a reconcile)
 	Elapsed    time.Duration
 	// ETA estimates the time left at the rate so far; 0 when unknown.
 	ETA time.Duration

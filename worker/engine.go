@@ -110,6 +110,11 @@ type Config struct {
 	StartJitter time.Duration
 	// Jitter draws a wait in [0, max); default uniform (math/rand/v2).
 	Jitter func(max time.Duration) time.Duration
+	// Progress, when set, is told after every page a sync or a reconcile
+	// reads how far that form got; it is called from the goroutines that
+	// read the forms, concurrently. A backfill reports its own progress
+	// (BackfillOptions.Progress).
+	Progress func(Progress)
 }
 
 func (c Config) withDefaults() Config {

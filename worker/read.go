@@ -46,6 +46,11 @@ type formRun struct {
 	partsTo *partCommitter
 	parts   partResult
 
+	// progress, when set, is told of every page read (Config.Progress);
+	// rows counts the submissions the pages read held, for it.
+	progress func(Progress)
+	rows     int
+
 	report FormReport
 	err    error
 }
@@ -86,6 +91,7 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, par
 		mode = readReconcile
 	}
 	r.mode = mode
+	r.progress = e.cfg.Progress
 	if mode != readReconcile {
 		// A reconcile marks what it did not stage in the same commit as
 		// everything it staged.
@@ -240,7 +246,31 @@ func (r *formRun) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
 		return nil, err
 	}
 	r.report.Pages++
+	r.rows += len(p.Submissions)
+	if r.progress != nil {
+		r.progress(r.progressAfter(p))
+	}
 	return p, nil
+}
+
+// progressAfter is how far the read got after page p. How many pages it
+// spans is known when it reads every page (a first sync, a reconcile): the
+// pages the API counts; a sync since a watermark stops where it meets it,
+// which no count says in advance (PagesTotal 0).
+func (r *formRun) progressAfter(p *formsapi.Page) Progress {
+	pr := Progress{FormID: r.old.FormID, Pages: r.report.Pages, Rows: r.rows, Elapsed: r.e.cfg.Now().Sub(r.start)}
+	if r.mode != readNew || r.old.Watermark.IsZero() {
+		total := p.TotalPages
+		if total <= 0 && p.PerPage > 0 {
+			total = (p.Total + p.PerPage - 1) / p.PerPage
+		}
+		// Pages read again (the form moved) count on top.
+		pr.PagesTotal = max(total+r.report.Rescans, pr.Pages)
+	}
+	if pr.PagesTotal > pr.Pages {
+		pr.ETA = time.Duration(float64(pr.Elapsed) / float64(pr.Pages) * float64(pr.PagesTotal-pr.Pages))
+	}
+	return pr
 }
 
 // rowOf builds the stored row of a submission. What a sink cannot hold is

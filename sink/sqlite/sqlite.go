@@ -51,21 +51,30 @@ type Sink struct {
 	stateSelect string
 }
 
-// Open opens the formsync database at path, creating the file if it is
-// missing, and creates or migrates its schema.
-func Open(ctx context.Context, path string) (*Sink, error) {
+// CheckPath reports a database path Open refuses whatever the file
+// system holds: empty, in memory, or not a plain file path.
+func CheckPath(path string) error {
 	if path == "" {
-		return nil, errors.New("sqlite: empty database path")
+		return errors.New("sqlite: empty database path")
 	}
 	if strings.HasPrefix(path, ":memory:") || path == ":memory" {
 		// An in-memory database is gone when the process exits: a sync
 		// into it would report success and keep nothing.
-		return nil, fmt.Errorf("sqlite: database path %q is an in-memory database, which keeps nothing after the run: give a file path", path)
+		return fmt.Errorf("sqlite: database path %q is an in-memory database, which keeps nothing after the run: give a file path", path)
 	}
 	if strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
 		// The driver reads a query string after '?'; refusing is clearer
 		// than opening some other file.
-		return nil, fmt.Errorf("sqlite: database path %q must be a plain file path, without '?' or '#' and not a file: URI", path)
+		return fmt.Errorf("sqlite: database path %q must be a plain file path, without '?' or '#' and not a file: URI", path)
+	}
+	return nil
+}
+
+// Open opens the formsync database at path, creating the file if it is
+// missing, and creates or migrates its schema.
+func Open(ctx context.Context, path string) (*Sink, error) {
+	if err := CheckPath(path); err != nil {
+		return nil, err
 	}
 	if fi, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && fi.Mode().IsRegular() && fi.Size() == 0) {
 		setPageSize(ctx, path)

@@ -82,9 +82,9 @@ func viewSQL(formID string, fieldNames []string) string {
 		b.WriteString(quoteIdent(c))
 	}
 	for _, c := range sqlname.ViewColumns(fieldNames) {
-		b.WriteString(",\n\tjson_extract(fields, ")
-		b.WriteString(quoteString(jsonPath(c.Field)))
-		b.WriteString(") AS ")
+		b.WriteString(",\n\t")
+		b.WriteString(memberSQL(c.Field))
+		b.WriteString(" AS ")
 		b.WriteString(quoteIdent(c.Name))
 	}
 	b.WriteString("\nFROM submissions WHERE form_id = ")
@@ -128,15 +128,35 @@ func rewriteViews(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// jsonPath is the SQLite JSON path of one object key: the key as a JSON
-// string (quotes, backslashes and control characters escaped), so that no
-// '.', '[' or '"' in it is read as path syntax.
-func jsonPath(key string) string {
-	var buf strings.Builder
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(key) // a string always encodes
-	return "$." + strings.TrimSuffix(buf.String(), "\n")
+// memberSQL is the SQL expression of member key of the fields object,
+// the same in every SQLite from 3.31 on, whatever the key. A path
+// ('$."key"') is read alike by all of them only for a key whose stored
+// (canonical JSON) form is the key itself: an older SQLite (3.40, which
+// the sqlite3 shell and Python may carry) ends the quoted label at its
+// first '"' and compares it with the key as stored, escapes and all, and
+// so answered NULL, without an error, for a key holding '"', '\' or a
+// character JSON escapes. Such a key is looked up by its decoded text
+// with json_each: slower, for the rare field named so.
+func memberSQL(key string) string {
+	if plainKey(key) {
+		return "json_extract(fields, " + quoteString(`$."`+key+`"`) + ")"
+	}
+	return "(SELECT value FROM json_each(fields) WHERE key = " + quoteString(key) + " LIMIT 1)"
+}
+
+// plainKey reports whether key is stored in canonical JSON as itself and
+// holds no '"': valid UTF-8, no '"' or '\\', no control character and
+// no U+2028 or U+2029 (which encoding/json escapes).
+func plainKey(key string) bool {
+	if !utf8.ValidString(key) {
+		return false
+	}
+	for _, r := range key {
+		if r < 0x20 || r == '"' || r == '\\' || r == '\u2028' || r == '\u2029' {
+			return false
+		}
+	}
+	return true
 }
 
 // quoteIdent quotes an SQL identifier. The names passed are already

@@ -47,6 +47,10 @@ type Client struct {
 	// form, so every later call fails at once instead of spending a request
 	// (and a rate-limit slot) to hear the same answer.
 	rejected atomic.Pointer[Error]
+	// reached is set by the first response of any kind: from then on a
+	// refused connection is the API going away for a while, retried,
+	// rather than a base URL that points nowhere (unreachable).
+	reached atomic.Bool
 }
 
 // New validates cfg, fills its defaults and returns a Client. The error
@@ -222,7 +226,7 @@ func (c *Client) get(ctx context.Context, formID string, page int, u *url.URL, r
 		}
 		var wait time.Duration
 		after429 = e.Kind == KindRateLimited
-		final := !e.Kind.retryable() || malformed >= maxMalformedAttempts || lasting(e)
+		final := !e.Kind.retryable() || malformed >= maxMalformedAttempts || lasting(e) || (!c.reached.Load() && unreachable(e.Err))
 		if !final {
 			wait = c.nextWait(bo, e.RetryAfter)
 			var hold time.Duration
@@ -317,6 +321,7 @@ func (c *Client) attempt(ctx context.Context, formID string, page int, u *url.UR
 	if err != nil {
 		return nil, nil, fail(KindTransport, 0, c.timeoutText(actx, err))
 	}
+	c.reached.Store(true)
 	defer resp.Body.Close()
 
 	if resp.StatusCode != http.StatusOK {

@@ -539,10 +539,15 @@ func TestStalledBodyTimesOutAndRetries(t *testing.T) {
 
 func TestTransportErrorRetried(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {})
-	u := srv.URL
-	srv.Close() // nothing listens any more: connection refused
-	b := setup(t, u, func(c *Config) { c.MaxWait = 2 * time.Second })
+	// The connection is dropped before any response: a reset, retried
+	// (a refused connection before any answer is not: unreachable).
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	})
+	b := setup(t, srv.URL, func(c *Config) { c.MaxWait = 2 * time.Second })
 	_, _, err := b.client.Page(t.Context(), "f", 1, 0)
 	if !errors.Is(record(err), ErrTransport) {
 		t.Fatalf("err = %v", err)
@@ -552,8 +557,8 @@ func TestTransportErrorRetried(t *testing.T) {
 		t.Errorf("cause not kept: %v", err)
 	}
 	// Waits 0.5s and 1s fit in 2s; the next (2s) would not.
-	if ev := b.Events(); len(ev) != 3 || ev[0].Status != 0 || srv.Hits() != 0 {
-		t.Errorf("events = %+v", ev)
+	if ev := b.Events(); len(ev) != 3 || ev[0].Status != 0 || srv.Hits() != 3 {
+		t.Errorf("events = %+v, hits %d", ev, srv.Hits())
 	}
 }
 

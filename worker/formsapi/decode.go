@@ -121,10 +121,11 @@ func decodePageStd(formID string, page int, body []byte) (*Page, error) {
 		var syn *json.SyntaxError
 		var typ *json.UnmarshalTypeError
 		switch {
+		case len(bytes.TrimSpace(body)) == 0:
+			// Before the truncation case, which an empty body also meets.
+			return nil, malformed("empty body (%d bytes): a page is a JSON object", len(body))
 		case errors.As(err, &syn) && syn.Offset >= int64(len(bytes.TrimRight(body, " \t\r\n"))):
 			return nil, malformed("body ends early after %d bytes (truncated transfer?): %w", len(body), err)
-		case len(bytes.TrimSpace(body)) == 0:
-			return nil, malformed("empty body")
 		case errors.As(err, &typ) && typ.Type == reflect.TypeFor[wireSubmission]():
 			return nil, malformed("data: a submission is a JSON %s, not an object", typ.Value)
 		case errors.As(err, &typ) && typ.Field == "data":
@@ -293,11 +294,27 @@ func plainString(raw json.RawMessage) (string, bool) {
 
 // ParseCreatedAt parses an RFC 3339 timestamp with any number of fractional
 // digits and a Z or numeric offset, and returns it in UTC truncated to
-// microseconds (the precision every sink stores).
+// microseconds (the precision every sink stores). As RFC 3339 has it, 't'
+// and 'z' may be lower case, and an offset's hours run to 23: "+24:00" is
+// refused. A leap second (":60"), which RFC 3339 allows but no instant
+// stored in UTC can tell from the next second, is refused: see
+// docs/operations.md.
 func ParseCreatedAt(v string) (time.Time, error) {
+	bad := func() (time.Time, error) {
+		return time.Time{}, fmt.Errorf("created_at %.60q is not an RFC 3339 timestamp", v)
+	}
+	if len(v) > 10 && v[10] == 't' {
+		v = v[:10] + "T" + v[11:]
+	}
+	if strings.HasSuffix(v, "z") {
+		v = v[:len(v)-1] + "Z"
+	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("created_at %.60q is not an RFC 3339 timestamp", v)
+		return bad()
+	}
+	if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+		return bad()
 	}
 	return t.UTC().Truncate(time.Microsecond), nil
 }

@@ -209,6 +209,9 @@ func errorText(body []byte, tok *tokenMatcher) string {
 		// raw form is what a partial match would hide in.
 		return excerpt([]byte(*lv.Message), tok)
 	}
+	if page, ok := htmlSummary(body); ok {
+		return excerpt([]byte(page), tok)
+	}
 	return excerpt(body, tok)
 }
 

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/formsync/formsync/worker"
@@ -70,7 +67,7 @@ func rfc3339Canonical(s string) string {
 
 func runBackfill(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("backfill", flag.ContinueOnError)
-	form := fs.String("form", "", "form id to re-read (required)")
+	form := onceString(fs, "form", "`id` of the form to re-read (required)")
 	since, until := timeFlag{}, timeFlag{until: true}
 	fs.Var(&since, "since", "re-read submissions created at or after this time (RFC 3339 or YYYY-MM-DD)")
 	fs.Var(&until, "until", "re-read submissions created at or before this time; a date includes its whole day, a time in seconds its whole second")
@@ -109,12 +106,7 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	if *dry {
 		open = openDryRunSink
 	}
-	prog := newProgressPrinter(e)
-	if prog.tty != nil {
-		// Log lines (a checkpoint's) go to the terminal the bar is drawn
-		// on: each clears the bar's line first.
-		e.log = newLogger(lineClearer{prog}, e.cfg)
-	}
+	prog := startProgress(e, "backfill")
 	p, err := wireSink(ctx, e, []string{*form}, m, open) // a backfill names its form: no sharding
 	if err != nil {
 		return wireFailed(e, err)
@@ -155,91 +147,6 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	}
 	pushMetrics(ctx, e, m)
 	return exitOK
-}
-
-// progressPrinter shows backfill progress: a bar redrawn in place on a
-// terminal, a log line every progressLogEvery otherwise (a Kubernetes
-// Job's log), the first one progressLogEvery after the reading starts: a
-// rate from the first page or two says nothing, and a backfill done
-// sooner logs only its end.
-type progressPrinter struct {
-	e   *env
-	tty io.Writer
-	now func() time.Time
-	// mu guards what follows: the walk draws the bar while a checkpoint's
-	// commit logs.
-	mu    sync.Mutex
-	last  time.Time
-	drawn bool // the bar is on the terminal's current line
-}
-
-// lineClearer writes a log line under a progress bar: it clears the bar's
-// line first, so that the line does not run on after the bar; the next
-// update draws the bar again below it.
-type lineClearer struct{ p *progressPrinter }
-
-func (c lineClearer) Write(b []byte) (int, error) {
-	c.p.mu.Lock()
-	defer c.p.mu.Unlock()
-	if c.p.drawn {
-		io.WriteString(c.p.tty, "\r\033[K")
-		c.p.drawn = false
-	}
-	return c.p.tty.Write(b)
-}
-
-// progressLogEvery is how often a backfill without a terminal logs its
-// progress.
-const progressLogEvery = 10 * time.Second
-
-func newProgressPrinter(e *env) *progressPrinter {
-	p := &progressPrinter{e: e, now: time.Now}
-	if f, ok := e.stderr.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			p.tty = f
-		}
-	}
-	return p
-}
-
-func (p *progressPrinter) update(pr worker.Progress) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	if p.tty != nil {
-		if now.Sub(p.last) < 100*time.Millisecond && pr.Pages < pr.PagesTotal {
-			return
-		}
-		p.last, p.drawn = now, true
-		const width = 30
-		filled := width * pr.Pages / max(pr.PagesTotal, 1)
-		rate := float64(pr.Pages) / max(pr.Elapsed.Seconds(), 1e-9)
-		fmt.Fprintf(p.tty, "\r%s [%s%s] %d/%d pages  %d rows  %.1f pages/s  ETA %s   ", pr.FormID,
-			strings.Repeat("=", filled), strings.Repeat(" ", width-filled), pr.Pages, pr.PagesTotal, pr.Rows, rate, pr.ETA.Round(time.Second))
-		return
-	}
-	if p.last.IsZero() {
-		p.last = now
-		return
-	}
-	if now.Sub(p.last) < progressLogEvery {
-		return
-	}
-	p.last = now
-	attrs := []any{"form", pr.FormID, "pages", pr.Pages, "pages_total", pr.PagesTotal, "rows", pr.Rows,
-		"pages_per_second", float64(pr.Pages) / max(pr.Elapsed.Seconds(), 1e-9)}
-	if pr.ETA > 0 {
-		attrs = append(attrs, "eta", pr.ETA.Round(time.Second).String())
-	}
-	p.e.log.Info("backfill progress", attrs...)
-}
-
-func (p *progressPrinter) done() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprintln(p.tty)
-	}
 }
 
 // printDryRun says what a backfill of the window would read. The engine's

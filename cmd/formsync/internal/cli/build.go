@@ -197,7 +197,11 @@ func newClient(cfg Config, observe func(formsapi.Event)) (*formsapi.Client, erro
 
 // engineConfig is the engine's share of the configuration.
 func engineConfig(e *env, forms []string) worker.Config {
-	return e.cfg.engineConfig(forms, e.log)
+	cfg := e.cfg.engineConfig(forms, e.log)
+	if e.progress != nil {
+		cfg.Progress = e.progress.update
+	}
+	return cfg
 }
 
 // shardForms is this pod's share of the configured forms.

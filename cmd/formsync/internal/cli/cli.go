@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -35,6 +36,19 @@ type env struct {
 	// redactor is the log's (redactingHandler), nil without a token; a
 	// token read later (an account's rotated one) is added to it.
 	redactor *formsapi.Redactor
+	// progress, when set, is told how far each form's read got (sync,
+	// reconcile); progressEvery overrides progressLogEvery (tests).
+	progress      *progressPrinter
+	progressEvery time.Duration
+}
+
+// logTo is the process logger writing to w, which redacts every token.
+func (e *env) logTo(w io.Writer) *slog.Logger {
+	log := newLogger(w, e.cfg)
+	if e.redactor != nil {
+		log = slog.New(&redactingHandler{inner: log.Handler(), r: e.redactor})
+	}
+	return log
 }
 
 func commands() []command {
@@ -74,11 +88,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// Every variable is parsed here, but a command fails only on the
 		// ones it reads (its Validate): version, demo and simulate read none.
 		cfg, _ := LoadConfig()
-		e := &env{stdout: stdout, stderr: stderr, cfg: cfg, log: newLogger(stderr, cfg)}
+		e := &env{stdout: stdout, stderr: stderr, cfg: cfg}
 		if toks := cfg.tokens(); len(toks) > 0 {
 			e.redactor = formsapi.NewRedactor(toks...)
-			e.log = slog.New(&redactingHandler{inner: e.log.Handler(), r: e.redactor})
 		}
+		e.log = e.logTo(stderr)
 		e.cfg.bqObserve = func(ev bigquery.Event) { logBigQueryRetry(e.log, ev) }
 		return c.run(ctx, e, args[1:])
 	}
@@ -130,15 +144,16 @@ func runEnv(_ context.Context, e *env, args []string) int {
 }
 
 // newLogger builds the process logger: JSON with the keys Cloud Logging reads
-// (severity, message), or text. Settings that are not valid give the
-// default (JSON, info): the commands that read them report them.
+// (severity, message), or text, which a person reads; auto is text when w
+// is a terminal. Settings that are not valid give auto at info: the
+// commands that read them report them.
 func newLogger(w io.Writer, cfg Config) *slog.Logger {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(strings.ToLower(cfg.LogLevel))); err != nil {
 		lvl = slog.LevelInfo
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
-	if cfg.LogFormat == "text" {
+	if cfg.LogFormat == "text" || (cfg.LogFormat != "json" && isTerminal(w)) {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	opts.ReplaceAttr = cloudLoggingKeys
@@ -168,9 +183,11 @@ func cloudLoggingKeys(groups []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// parseFlags parses a command's flags; -h prints them.
+// parseFlags parses a command's flags; -h says what the command does and
+// prints them.
 func parseFlags(fs *flag.FlagSet, e *env, args []string) (ok bool, code int) {
 	fs.SetOutput(e.stderr)
+	fs.Usage = func() { commandUsage(fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return false, exitOK
@@ -182,6 +199,26 @@ func parseFlags(fs *flag.FlagSet, e *env, args []string) (ok bool, code int) {
 		return false, exitUsage
 	}
 	return true, 0
+}
+
+// commandUsage is a command's -h: what it does, its flags, and where its
+// configuration is listed.
+func commandUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	for _, c := range commands() {
+		if c.name == fs.Name() {
+			fmt.Fprintf(w, "Usage: formsync %s [flags]\n\n%s.\n", c.name, strings.ToUpper(c.summary[:1])+c.summary[1:])
+		}
+	}
+	flags := 0
+	fs.VisitAll(func(*flag.Flag) { flags++ })
+	if flags > 0 {
+		fmt.Fprintln(w, "\nFlags:")
+		fs.PrintDefaults()
+	} else {
+		fmt.Fprintln(w, "\nIt takes no flags.")
+	}
+	fmt.Fprintln(w, "\nIt is configured by FORMSYNC_* environment variables: 'formsync help' lists them, 'formsync env' shows the values in effect.")
 }
 
 // configError prints a configuration problem list and returns exitUsage.

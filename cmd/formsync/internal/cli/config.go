@@ -170,8 +170,9 @@ type Config struct {
 	// SHUTDOWN_TIMEOUT: after SIGTERM, how long the commit of what was read
 	// completely may take. Default 20s.
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" field:"worker.ShutdownGrace" check:"positive" group:"api" desc:"bound on the commit after SIGTERM"`
-	// LOG_FORMAT: json (Cloud Logging keys) or text. Default json.
-	LogFormat string `envconfig:"LOG_FORMAT" default:"json" oneof:"json,text" group:"log" desc:"log format: json or text"`
+	// LOG_FORMAT: auto (text when stderr is a terminal, json otherwise),
+	// json (Cloud Logging keys) or text. Default auto.
+	LogFormat string `envconfig:"LOG_FORMAT" default:"auto" oneof:"auto,json,text" group:"log" desc:"log format: auto (text on a terminal, json otherwise), json or text"`
 	// LOG_LEVEL: debug, info, warn or error. Default info.
 	LogLevel string `envconfig:"LOG_LEVEL" default:"info" oneof:"debug,info,warn,error" group:"log" desc:"log level: debug, info, warn or error"`
 

@@ -34,7 +34,7 @@ func (l *listFlag) Set(s string) error {
 // sink and keep them out of every later load.
 func runForget(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("forget", flag.ContinueOnError)
-	form := fs.String("form", "", "form id (required)")
+	form := onceString(fs, "form", "`id` of the form (required)")
 	var keys listFlag
 	fs.Var(&keys, "key", "submission key to forget: the submission's id, or, in a form of the older response form (no ids), its content key, 32 hex digits of a hash of its content (the submission_key column); repeat or comma-separate")
 	field := fs.String("field", "", "forget every submission whose field NAME holds VALUE exactly: NAME=VALUE (a hashed field takes the clear value)")

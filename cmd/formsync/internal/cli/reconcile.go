@@ -13,7 +13,7 @@ import (
 // mark the stored rows the API no longer serves as deleted upstream.
 func runReconcile(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
-	form := fs.String("form", "", "reconcile this form only (default: every form of FORMSYNC_FORMS in this shard)")
+	form := onceString(fs, "form", "reconcile the form of this `id` only (default: every form of FORMSYNC_FORMS in this shard)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -57,6 +57,7 @@ func runReconcile(ctx context.Context, e *env, args []string) int {
 	}
 	defer prepareTmpDir(e)()
 	m := metrics.New()
+	e.progress = startProgress(e, "reconcile")
 	p, err := wire(ctx, e, forms, m)
 	if err != nil {
 		// A failed run, as sync counts one: the Pushgateway's group
@@ -67,6 +68,7 @@ func runReconcile(ctx context.Context, e *env, args []string) int {
 	}
 	defer p.Close()
 	rep, err := p.engine.Reconcile(ctx, forms...)
+	e.progress.done()
 	if err != nil {
 		e.log.Error("reconcile failed", "error", err.Error())
 		m.ObserveRun(nil, 0)

@@ -46,6 +46,7 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		return exitFailed
 	}
 	defer srv.Close()
+	e.progress = startProgress(e, "sync")
 	p, err := wire(ctx, e, forms, m)
 	if err != nil {
 		return wireFailed(e, err)
@@ -70,6 +71,7 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		}
 		defer busy.Unlock()
 		rep, err := p.engine.Sync(ctx)
+		e.progress.done()
 		if err != nil {
 			e.log.Error("sync failed", "error", err.Error())
 			m.ObserveRun(nil, 0)

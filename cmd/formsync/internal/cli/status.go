@@ -248,7 +248,7 @@ func fmtLag(s *float64) string {
 	if s == nil {
 		return "-"
 	}
-	return time.Duration(*s * float64(time.Second)).Round(time.Second).String()
+	return humanDuration(time.Duration(*s * float64(time.Second)))
 }
 
 func shorten(s string, n int) string {

@@ -16,6 +16,7 @@ func runSync(ctx context.Context, e *env, args []string) int {
 	if err := e.cfg.Validate(needs("sync")); err != nil {
 		return configError(e, err)
 	}
+	e.progress = startProgress(e, "sync")
 	m := metrics.New()
 	_, code := syncOnce(ctx, e, m)
 	pushMetrics(ctx, e, m)
@@ -38,6 +39,7 @@ func syncOnce(ctx context.Context, e *env, m *metrics.Metrics) (*worker.Report, 
 	}
 	defer p.Close()
 	rep, err := p.engine.Sync(ctx)
+	e.progress.done()
 	if err != nil {
 		e.log.Error("sync failed", "error", err.Error())
 		m.ObserveRun(nil, 0)

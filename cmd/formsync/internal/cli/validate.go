@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/formsync/formsync/internal/config"
+	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -130,6 +131,8 @@ func (c *Config) Validate(n Need) error {
 		case "sqlite":
 			if c.SQLitePath == "" {
 				p.add("SQLITE_PATH", "FORMSYNC_SQLITE_PATH is empty")
+			} else if err := sqlite.CheckPath(c.SQLitePath); err != nil {
+				p.add("SQLITE_PATH", "FORMSYNC_SQLITE_PATH: %v", err)
 			}
 		case "bigquery":
 			if c.BQProject == "" {
