@@ -31,6 +31,12 @@ func testConfig(fake *bqfake.Server) Config {
 		PollInterval: time.Millisecond,
 		RetryInitial: time.Millisecond,
 		MaxRetries:   3,
+		// The fake runs a script inside the request that starts it: a
+		// commit of thousands of rows can take minutes under the race
+		// detector on a busy machine, which the outage budget (2m by
+		// default) would take for a BigQuery that does not answer. The
+		// outage tests set their own budget.
+		Timeout: 10 * time.Minute,
 	}
 }
 
