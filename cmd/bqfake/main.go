@@ -25,8 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/formsync/formsync/internal/loopback"
 	"github.com/formsync/formsync/internal/testkit/bqfake"
-	"github.com/formsync/formsync/worker/formsapi"
 )
 
 func main() {
@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-addr %q: %w", *addr, err)
 	}
-	if !formsapi.IsLoopback(host) {
+	if !loopback.Host(host) {
 		// Anyone who reaches it may read and write what it holds.
 		return fmt.Errorf("-addr %q: give a loopback address (127.0.0.1, ::1 or localhost); the fake checks no credentials", *addr)
 	}

@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/formsync/formsync/internal/loopback"
 	htransport "google.golang.org/api/transport/http"
 
 	bq "cloud.google.com/go/bigquery"
@@ -265,10 +265,5 @@ func sendsCredentials(endpoint string) bool {
 	if err != nil || u.Scheme != "https" {
 		return false
 	}
-	host := u.Hostname()
-	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip == nil || !ip.IsLoopback()
+	return !loopback.Host(u.Hostname())
 }

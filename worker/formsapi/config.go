@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/internal/config"
+	"github.com/formsync/formsync/internal/loopback"
 )
 
 // Version is the formsync version sent in the default User-Agent. It is
@@ -263,7 +264,7 @@ func parseBaseURL(raw string) (*url.URL, error) {
 	switch strings.ToLower(u.Scheme) {
 	case "https":
 	case "http":
-		if u.Host != "" && !IsLoopback(u.Hostname()) {
+		if u.Host != "" && !loopback.Host(u.Hostname()) {
 			problems = append(problems, fmt.Errorf("the API base URL %q uses plain http, which would send the token in clear: use https (http is allowed only for loopback hosts): %w", redactURL(raw), ErrInsecureURL))
 		}
 	case "":
@@ -275,19 +276,6 @@ func parseBaseURL(raw string) (*url.URL, error) {
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	return u, nil
-}
-
-// IsLoopback reports whether host (no port, no brackets) is a loopback
-// address (127.0.0.0/8, ::1) or the name localhost, in any case: the hosts
-// to which the token may go over plain http, and the only ones the local
-// servers (formsync simulate, cmd/bqfake) listen on, since they check no
-// credentials. Anything else, the empty host of ":8080" included, is not.
-func IsLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/formsync/formsync/internal/loopback"
 	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/worker/formsapi"
 )
 
 func runSimulate(ctx context.Context, e *env, args []string) int {
@@ -24,7 +24,7 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
-	if host, _, err := net.SplitHostPort(*addr); err != nil || !formsapi.IsLoopback(host) {
+	if host, _, err := net.SplitHostPort(*addr); err != nil || !loopback.Host(host) {
 		fmt.Fprintf(e.stderr, "formsync simulate: -addr %q: the simulator only listens on loopback (127.0.0.1:PORT, [::1]:PORT or localhost:PORT)\n", *addr)
 		return exitUsage
 	}
