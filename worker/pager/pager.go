@@ -3,6 +3,7 @@ package pager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/formsync/formsync/state"
@@ -80,12 +81,19 @@ var ErrMoving = errors.New("the form kept moving while read; it is read again ne
 // errStopped ends a walk whose reader stopped taking its events.
 var errStopped = errors.New("pager: the reader stopped")
 
-// Check refuses a page whose pagination does not add up, by the rule
-// formsapi.Client applies to every page it decodes (Page.CheckPaging). A
-// walk checks every page again, so that no other Fetch feeds it a page it
-// would take for another.
-func Check(asked int, p *formsapi.Page) error {
-	return p.CheckPaging(asked)
+// fetchChecked fetches page of form and refuses it when its pagination
+// does not add up, by the rule formsapi.Client applies to every page it
+// decodes (Page.CheckPaging): a walk checks every page again, so that no
+// other Fetch feeds it a page it would take for another.
+func fetchChecked(ctx context.Context, fetch Fetch, form string, page int) (*formsapi.Page, error) {
+	p, err := fetch(ctx, page)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.CheckPaging(page); err != nil {
+		return nil, fmt.Errorf("form %s: %w", form, err)
+	}
+	return p, nil
 }
 
 // Detect tells the sort order from page 1 (first), or, when page 1 cannot

@@ -3,7 +3,6 @@ package pager
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"time"
 
@@ -146,12 +145,9 @@ func (s *Scan[T]) again(ctx context.Context, yield func(Event[T], error) bool) e
 
 // fetch reads a page and takes in its totals.
 func (s *Scan[T]) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
-	p, err := s.Fetch(ctx, page)
+	p, err := fetchChecked(ctx, s.Fetch, s.Form, page)
 	if err != nil {
 		return nil, err
-	}
-	if err := Check(page, p); err != nil {
-		return nil, fmt.Errorf("form %s: %w", s.Form, err)
 	}
 	s.fell = s.fell || p.Total < s.last
 	s.last = p.Total

@@ -70,12 +70,9 @@ func (r *walking[T]) emit(ev Event[T]) error {
 }
 
 func (r *walking[T]) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
-	p, err := r.Fetch(ctx, page)
+	p, err := fetchChecked(ctx, r.Fetch, r.Form, page)
 	if err != nil {
 		return nil, err
-	}
-	if err := Check(page, p); err != nil {
-		return nil, fmt.Errorf("form %s: %w", r.Form, err)
 	}
 	if p.PerPage > 0 {
 		r.perPage = p.PerPage
