@@ -496,16 +496,6 @@ func StringEnd(src []byte, i int) int {
 	return r.i
 }
 
-// Valid reports whether src is one JSON text, as encoding/json.Valid does.
-func Valid(src []byte) bool {
-	var r Reader
-	r.Reset(src)
-	if _, err := r.ReadValue(); err != nil {
-		return false
-	}
-	return r.End() == nil
-}
-
 // String returns v without the space around it when that is exactly one
 // JSON string, quotes included.
 func String(v []byte) ([]byte, bool) {
