@@ -36,6 +36,3 @@ func canonicalError(err error) error {
 	}
 	return err
 }
-
-// appendQuoted appends s as a JSON string as encoding/json writes it.
-func appendQuoted[S []byte | string](dst []byte, s S) []byte { return jsonscan.AppendQuoted(dst, s) }

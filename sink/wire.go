@@ -21,7 +21,7 @@ import (
 // appendWireRow appends r as one NDJSON line, '\n' included.
 func appendWireRow(dst []byte, r Row) []byte {
 	dst = append(dst, `{"form_id":`...)
-	dst = appendQuoted(dst, r.FormID)
+	dst = jsonscan.AppendQuoted(dst, r.FormID)
 	dst = append(dst, `,"submission_id":`...)
 	if r.SubmissionID == nil {
 		dst = append(dst, "null"...)
@@ -33,19 +33,19 @@ func appendWireRow(dst []byte, r Row) []byte {
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"submission_key":`...)
-	dst = appendQuoted(dst, r.SubmissionKey)
+	dst = jsonscan.AppendQuoted(dst, r.SubmissionKey)
 	dst = append(dst, `,"content_key":`...)
-	dst = appendQuoted(dst, r.ContentKey)
+	dst = jsonscan.AppendQuoted(dst, r.ContentKey)
 	dst = append(dst, `,"created_at":"`...)
 	dst = appendUTC(dst, r.CreatedAt, 6)
 	dst = append(dst, `","is_spam":`...)
 	dst = strconv.AppendBool(dst, r.IsSpam)
 	dst = append(dst, `,"fields":`...)
-	dst = appendQuoted(dst, r.Fields)
+	dst = jsonscan.AppendQuoted(dst, r.Fields)
 	dst = append(dst, `,"files":`...)
-	dst = appendQuoted(dst, r.Files)
+	dst = jsonscan.AppendQuoted(dst, r.Files)
 	dst = append(dst, `,"raw":`...)
-	dst = appendQuoted(dst, r.Raw)
+	dst = jsonscan.AppendQuoted(dst, r.Raw)
 	return append(dst, "}\n"...)
 }
 
