@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 	"unicode/utf8"
+
+	"github.com/formsync/formsync/state/fieldtype"
 )
 
 // Order is the sort order in which the API returns a form's submissions. The
@@ -192,6 +194,9 @@ type Form struct {
 	Deleted int64
 	// FieldNames is every field name seen in the form's submissions, sorted.
 	FieldNames []string
+	// FieldTypes is the type of each field's view column: the types its
+	// values fit (which only widen) and the types an operator pinned.
+	FieldTypes fieldtype.Columns
 	// LastSuccessAt and LastErrorAt are when a run last succeeded or failed
 	// for the form; LastError is the failure's message, empty after a success.
 	LastSuccessAt time.Time

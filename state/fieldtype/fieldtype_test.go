@@ -1,0 +1,53 @@
+package fieldtype
+
+import "testing"
+
+func TestOf(t *testing.T) {
+	for in, want := range map[string]Type{
+		`null`: Unknown, `""`: Unknown, `[]`: Unknown,
+		`true`: Boolean, `"False"`: Boolean, `"yes"`: String,
+		`5`: Integer, `"5"`: Integer, `"-12"`: Integer, `"007"`: String, `"+44"`: String,
+		`"9223372036854775808"`: Decimal, `1.5`: Decimal, `"0.25"`: Decimal, `1e3`: String,
+		`"1.1234567891"`: String, `"2026-03-01"`: Date, `"2026-02-30"`: String,
+		`"2026-03-01T10:00:00Z"`: Timestamp, `"2026-03-01 10:00:00.123456+02:00"`: Timestamp,
+		`"2026-03-01T10:00:00"`: Timestamp, `"2026-03-01T10:00:00.1234567Z"`: String,
+		`"2026-03-01t10:00:00z"`: String,
+		`["a","b"]`: Array, `[1,true]`: Array, `["a",null]`: String, `[["a"]]`: String,
+		`{"a":1}`: String, `"n/a"`: String, `"\u0035"`: Integer,
+	} {
+		if got := Of([]byte(in)); got != want {
+			t.Errorf("Of(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestWidenOnly(t *testing.T) {
+	all := append(Types(), Unknown)
+	for _, a := range all {
+		for _, b := range all {
+			w := Widen(a, b)
+			if Widen(w, a) != w || Widen(w, b) != w || Widen(b, a) != w {
+				t.Errorf("Widen(%q, %q) = %q is not an upper bound of both", a, b, w)
+			}
+		}
+	}
+}
+
+func TestObserve(t *testing.T) {
+	var s Set
+	s = s.Observe([]byte(`{"age":"41","a\"b":2,"when":"2026-03-01","x":null}`))
+	s = s.Observe([]byte(`{ "age" : "n/a", "when":"2026-03-01T00:00:00Z"}`))
+	want := Set{"age": String, `a"b`: Integer, "when": Timestamp, "x": Unknown}
+	if len(s) != len(want) {
+		t.Fatalf("got %v, want %v", s, want)
+	}
+	for f, w := range want {
+		if s[f] != w {
+			t.Errorf("%q: got %q, want %q", f, s[f], w)
+		}
+	}
+	c := Columns{Seen: s, Pinned: Set{"age": Integer}}
+	if c.Type("age") != Integer || c.Type("x") != String || c.Type("when") != Timestamp {
+		t.Errorf("Columns.Type: %v", c)
+	}
+}
