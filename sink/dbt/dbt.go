@@ -177,27 +177,53 @@ func (p Project) projectFile() projectFile {
 
 // profileFile is profiles.yml for the adapter: dbt reads it from the
 // project's directory (or --profiles-dir).
-func (p Project) profileFile() map[string]any {
-	var out map[string]any
+func (p Project) profileFile() map[string]profile {
+	var out any
 	switch p.Adapter {
 	case SQLite:
 		dir := p.SQLitePath[:max(strings.LastIndexAny(p.SQLitePath, `/\`), 0)]
-		out = map[string]any{
-			"type": "sqlite", "threads": 1, "database": "database", "schema": "main",
-			"schemas_and_paths": map[string]string{"main": p.SQLitePath},
-			"schema_directory":  cmp.Or(dir, "."),
+		out = sqliteOutput{
+			Type: "sqlite", Threads: 1, Database: "database", Schema: "main",
+			SchemasAndPaths: map[string]string{"main": p.SQLitePath},
+			SchemaDirectory: cmp.Or(dir, "."),
 		}
 	case BigQuery:
-		out = map[string]any{
-			"type": "bigquery", "method": "oauth", "project": p.BQProject, "dataset": p.BQDataset,
-			"location": cmp.Or(p.BQLocation, "US"), "threads": 4, "job_execution_timeout_seconds": 300,
+		out = bigqueryOutput{
+			Type: "bigquery", Method: "oauth", Project: p.BQProject, Dataset: p.BQDataset,
+			Location: cmp.Or(p.BQLocation, "US"), Threads: 4, JobExecutionTimeoutSeconds: 300,
 		}
 	}
-	return map[string]any{ProjectName: map[string]any{
-		"target":  string(p.Adapter),
-		"outputs": map[string]any{string(p.Adapter): out},
-	}}
+	return map[string]profile{ProjectName: {Target: string(p.Adapter), Outputs: map[string]any{string(p.Adapter): out}}}
 }
+
+type (
+	profile struct {
+		Target  string         `yaml:"target"`
+		Outputs map[string]any `yaml:"outputs"`
+	}
+	// sqliteOutput is a target of the dbt-sqlite adapter: schema main is
+	// the formsync database file, other schemas are files in
+	// schema_directory.
+	sqliteOutput struct {
+		Type            string            `yaml:"type"`
+		Threads         int               `yaml:"threads"`
+		Database        string            `yaml:"database"`
+		Schema          string            `yaml:"schema"`
+		SchemasAndPaths map[string]string `yaml:"schemas_and_paths"`
+		SchemaDirectory string            `yaml:"schema_directory"`
+	}
+	// bigqueryOutput is a target of dbt-bigquery, with Application
+	// Default Credentials (method oauth).
+	bigqueryOutput struct {
+		Type                       string `yaml:"type"`
+		Method                     string `yaml:"method"`
+		Project                    string `yaml:"project"`
+		Dataset                    string `yaml:"dataset"`
+		Location                   string `yaml:"location"`
+		Threads                    int    `yaml:"threads"`
+		JobExecutionTimeoutSeconds int    `yaml:"job_execution_timeout_seconds"`
+	}
+)
 
 // The property files, in the shapes of dbt's JSON schema for them.
 type (
