@@ -431,3 +431,37 @@ func TestDBTUsageAndErrors(t *testing.T) {
 		t.Errorf("bigquery without a project: exit %d, %s", code, errOut)
 	}
 }
+
+// TestDBTForBigQuery: with the BigQuery sink (the fake), the project's
+// sources name the project and dataset, its profile is dbt-bigquery's,
+// and its YAML holds to dbt's schemas. (The models' SQL is analyzed by
+// ZetaSQL in package dbt.)
+func TestDBTForBigQuery(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 13, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
+	syncEnv(t, sim, "contact")
+	bigQueryEnv(t)
+	t.Setenv("FORMSYNC_BQ_DATASET", "forms_eu")
+	t.Setenv("FORMSYNC_BQ_LOCATION", "EU")
+	t.Setenv("FORMSYNC_SCHEDULE", "@hourly")
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync: exit %d: %s", code, errOut)
+	}
+	dir := filepath.Join(t.TempDir(), "proj")
+	if code, out, errOut := run(t, "dbt", "--dir", dir); code != exitOK || !strings.Contains(out, "dbt project for bigquery with 1 staging model") {
+		t.Fatalf("dbt: exit %d: %s%s", code, out, errOut)
+	}
+	files := readProject(t, dir)
+	dbtcheck.Validate(t, files)
+	for name, want := range map[string][]string{
+		"profiles.yml": {"type: bigquery", "method: oauth", "project: p", "dataset: forms_eu", "location: EU"},
+		dbt.ModelDir + "/_formsync__sources.yml": {"database: p", "schema: forms_eu", "loaded_at_field: synced_at",
+			"warn_after:\n            count: 2\n            period: hour", "error_after:\n            count: 1\n            period: day"},
+		dbt.ModelPath("contact"): {"from {{ source('formsync', 'form_contact') }}", "`submission_key`"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(string(files[name]), w) {
+				t.Errorf("%s lacks %q:\n%s", name, w, files[name])
+			}
+		}
+	}
+}
