@@ -15,6 +15,8 @@ func TestPeriod(t *testing.T) {
 		"0 3 * * *":         24 * time.Hour,
 		"*/15 9-17 * * 1-5": 63*time.Hour + 15*time.Minute, // Friday 17:45 to Monday 09:00
 		"0 0 1 * *":         31 * 24 * time.Hour,
+		"* * * * 1-5":       48*time.Hour + time.Minute, // Friday 23:59 to Monday 00:00
+		"@every 1s":         time.Second,
 	} {
 		got, err := Period(spec, from)
 		if err != nil || got != want {
