@@ -387,7 +387,19 @@ func (p Project) sourcesFile(forms []state.Form) propertiesFile {
 			Columns: []column{{Name: "form_id", DataTests: []any{"not_null"}}, {Name: "submission_key", DataTests: []any{"not_null"}}}},
 		table{Name: "sync_state", Description: "One row per form: its watermark, last success and error, and the field names seen.",
 			Columns: []column{{Name: "form_id", DataTests: keyTests()}}},
-		table{Name: "submission_files", Description: "One row per file uploaded with a submission: form_id, submission_key, submission_id, input, position, name, url, size, type."},
+		// No tests: a source that nothing reads is never queried, so a
+		// sink without this view yet still builds.
+		table{Name: "submission_files", Description: "One row per file uploaded with a submission.", Columns: []column{
+			{Name: "form_id", Description: "the form's id"},
+			{Name: "submission_key", Description: "the key of the submission the file came with"},
+			{Name: "submission_id", Description: "its id; NULL in the older response form"},
+			{Name: "input", Description: "the form input the file came through"},
+			{Name: "position", Description: "the file's place in the submission's files"},
+			{Name: "name", Description: "the file's name"},
+			{Name: "url", Description: "the file's URL"},
+			{Name: "size", Description: "the file's size"},
+			{Name: "type", Description: "the file's type"},
+		}},
 	)
 	for _, f := range forms {
 		t := table{
