@@ -1,12 +1,8 @@
 package bigquery
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,11 +10,8 @@ import (
 	bq "cloud.google.com/go/bigquery"
 
 	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/testkit/zetasql"
 )
-
-// zetasqlPackage is the npm package that ships Google's ZetaSQL analyzer
-// prebuilt (a local gRPC server) with a Node client.
-const zetasqlPackage = "@fivetrandevelopers/zetasql@1.13.0"
 
 // TestZetaSQLAcceptsEverySQLText feeds every SQL text the sink can send
 // (the golden files, and views of forms and fields with hostile names) to
@@ -34,16 +27,6 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 	// The default run downloads nothing but Go modules.
 	enginetest.Slow(t, "installs the ZetaSQL analyzer from npm, 354 MB, once")
 	t.Parallel()
-	node, errNode := exec.LookPath("node")
-	npm, errNpm := exec.LookPath("npm")
-	if errNode != nil || errNpm != nil {
-		t.Skip("node or npm not found: skipping the ZetaSQL analysis of the sink's SQL")
-	}
-	modules := zetasqlModules(t, npm)
-	driver, err := filepath.Abs(filepath.Join("testdata", "zetasql", "analyze.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	type script struct {
 		Name string `json:"name"`
@@ -103,31 +86,8 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 		"params":  zetaParams(),
 		"scripts": scripts,
 	}
-	in, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(t.Context(), node, driver, modules)
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("running the analyzer: %v\n%s", err, stderr.String())
-	}
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		var r struct {
-			Name       string `json:"name"`
-			OK         bool   `json:"ok"`
-			Error      string `json:"error"`
-			At         int    `json:"at"`
-			Statements int    `json:"statements"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("analyzer output %q: %v", sc.Text(), err)
-		}
+	for _, r := range zetasql.Analyze(t, req) {
 		seen[r.Name] = true
 		_, probe := probes[r.Name]
 		switch {
@@ -170,43 +130,6 @@ func readmeQueries(t *testing.T) []string {
 		t.Fatalf("found %d BigQuery queries in the README; the extraction is broken", len(out))
 	}
 	return out
-}
-
-// zetasqlModules returns a node_modules directory holding the analyzer
-// package, installing it into the user's cache directory when missing.
-func zetasqlModules(t *testing.T, npm string) string {
-	t.Helper()
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "formsync-zetasql", strings.NewReplacer("@", "_", "/", "_").Replace(zetasqlPackage))
-	modules := filepath.Join(dir, "node_modules")
-	if _, err := os.Stat(filepath.Join(modules, "@fivetrandevelopers", "zetasql", "package.json")); err == nil {
-		return modules
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// Installed beside its final place, then renamed: a test run
-	// interrupted mid-install, or two running at once, never leave a half
-	// installed package where the next run looks.
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "install-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	t.Logf("installing %s into %s (once; a minute or so)", zetasqlPackage, dir)
-	cmd := exec.CommandContext(t.Context(), npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--no-save", zetasqlPackage)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install %s: %v\n%s", zetasqlPackage, err, out)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(filepath.Join(modules, "@fivetrandevelopers", "zetasql", "package.json")); serr != nil {
-			t.Fatalf("moving the installed analyzer into place: %v", err)
-		}
-	}
-	return modules
 }
 
 // zetaType is a column or parameter type as analyze.js takes it.

@@ -46,6 +46,8 @@ var commandNeeds = map[string]Need{
 	"reconcile": {API: true, Forms: true, Sink: true},
 	"forget":    {Sink: true, Policy: true},
 	"status":    {Sink: true},
+	// dbt reads the schedule for the freshness it writes.
+	"dbt": {Sink: true, Sched: true},
 }
 
 // needs is what command checks before it starts. A name without an entry

@@ -1,0 +1,153 @@
+// Package zetasql has Google's ZetaSQL analyzer, BigQuery's SQL front
+// end, check SQL text with BigQuery's types and maximum language
+// features, from a test. The analyzer comes prebuilt (a local gRPC
+// server and its Node client) in an npm package that Analyze installs
+// once into the user's cache directory: it needs node and npm, and the
+// tests that use it are slow ones (enginetest.Slow).
+//
+//	results := zetasql.Analyze(t, zetasql.Request{
+//		Tables:  []zetasql.Table{{Name: "p.d.t", Columns: []zetasql.Column{{Name: "a", Type: "STRING"}}}},
+//		Scripts: []zetasql.Script{{Name: "q", SQL: "SELECT a FROM `p.d.t`"}},
+//	})
+//	for _, r := range results { ... r.OK, r.Error ... }
+//
+// analyze.js is the driver; see its comment for the request's shape.
+package zetasql
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Package is the npm package that ships the analyzer.
+const Package = "@fivetrandevelopers/zetasql@1.13.0"
+
+//go:embed analyze.js
+var driver []byte
+
+// Request is what the analyzer is given: a catalog of tables, query
+// parameters and the scripts to analyze. A type is "STRING", "INT64",
+// "BOOL", "TIMESTAMP", "JSON" (any ZetaSQL TypeKind without its TYPE_
+// prefix: "NUMERIC", "DATE"), {"array": <type>} or {"struct":
+// [{"name": ..., "type": ...}]}.
+type Request struct {
+	Tables  []Table  `json:"tables"`
+	Params  []Column `json:"params"`
+	Scripts []Script `json:"scripts"`
+}
+
+// Table is a table of the catalog, by its full name ("project.dataset.t").
+type Table struct {
+	Name    string   `json:"name"`
+	Columns []Column `json:"columns"`
+}
+
+// Column is a column or a query parameter and its type.
+type Column struct {
+	Name string `json:"name"`
+	Type any    `json:"type"`
+}
+
+// Script is one SQL text, analyzed statement by statement.
+type Script struct {
+	Name string `json:"name"`
+	SQL  string `json:"sql"`
+}
+
+// Result is the analyzer's answer for one script: OK, or the Error of the
+// statement (Statements+1) at byte At that it refused.
+type Result struct {
+	Name       string `json:"name"`
+	OK         bool   `json:"ok"`
+	Error      string `json:"error"`
+	At         int    `json:"at"`
+	Statements int    `json:"statements"`
+}
+
+// Analyze has the analyzer check every script of req (a Request, or any
+// value that marshals to its JSON) and returns its answers, in the
+// scripts' order. It skips tb when node or npm is missing, and fails it
+// when the analyzer cannot run.
+func Analyze(tb testing.TB, req any) []Result {
+	tb.Helper()
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		tb.Skip("node or npm not found: skipping the ZetaSQL analysis")
+	}
+	modules := Modules(tb, npm)
+	script := filepath.Join(tb.TempDir(), "analyze.js")
+	if err := os.WriteFile(script, driver, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	in, err := json.Marshal(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.CommandContext(tb.Context(), node, script, modules)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("running the analyzer: %v\n%s", err, stderr.String())
+	}
+	var results []Result
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var r Result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			tb.Fatalf("analyzer output %q: %v", sc.Text(), err)
+		}
+		results = append(results, r)
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return results
+}
+
+// Modules returns a node_modules directory holding the analyzer package,
+// installing it into the user's cache directory when missing.
+func Modules(tb testing.TB, npm string) string {
+	tb.Helper()
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "formsync-zetasql", strings.NewReplacer("@", "_", "/", "_").Replace(Package))
+	modules := filepath.Join(dir, "node_modules")
+	if _, err := os.Stat(filepath.Join(modules, "@fivetrandevelopers", "zetasql", "package.json")); err == nil {
+		return modules
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	// Installed beside its final place, then renamed: a test run
+	// interrupted mid-install, or two running at once, never leave a half
+	// installed package where the next run looks.
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "install-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	tb.Logf("installing %s into %s (once; a minute or so)", Package, dir)
+	cmd := exec.CommandContext(tb.Context(), npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--no-save", Package)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("npm install %s: %v\n%s", Package, err, out)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(modules, "@fivetrandevelopers", "zetasql", "package.json")); serr != nil {
+			tb.Fatalf("moving the installed analyzer into place: %v", err)
+		}
+	}
+	return modules
+}

@@ -1,0 +1,164 @@
+package dbt
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	yaml "sigs.k8s.io/yaml/goyaml.v3"
+
+	"github.com/formsync/formsync/internal/testkit/dbtcheck"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/testkit/zetasql"
+	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/state/fieldtype"
+)
+
+// TestZetaSQLAcceptsTheModels has BigQuery's SQL front end, the ZetaSQL
+// analyzer, analyze every staging model of the BigQuery project (forms and
+// fields with hostile names, every field type), with each source resolved
+// to the view it names, and every data test of the property files as dbt
+// compiles it. It does so twice: with views that serve every field as a
+// STRING, as the sink's views did first, and with views whose columns have
+// the types the forms' states give them. A model naming a column its view
+// lacks must be refused, proving the check can fail.
+func TestZetaSQLAcceptsTheModels(t *testing.T) {
+	enginetest.Slow(t, "installs the ZetaSQL analyzer from npm, 354 MB, once")
+	t.Parallel()
+	p := testProject(BigQuery)
+	files, err := p.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := func(table string) string { return "`my-project.formsync." + table + "`" }
+	source := func(_, table string) string { return ref(table) }
+
+	var scripts []zetasql.Script
+	models := map[string]string{}
+	for _, f := range p.Forms {
+		sql := dbtcheck.Resolve(t, string(files[ModelPath(f.FormID)]), source, nil)
+		models[ModelName(f.FormID)] = sql
+		scripts = append(scripts, zetasql.Script{Name: ModelPath(f.FormID), SQL: sql})
+	}
+	var props propertiesFile
+	for _, name := range []string{"_formsync__sources.yml", "_formsync__models.yml"} {
+		var one propertiesFile
+		if err := yaml.Unmarshal(files[ModelDir+"/"+name], &one); err != nil {
+			t.Fatal(err)
+		}
+		props.Sources = append(props.Sources, one.Sources...)
+		props.Models = append(props.Models, one.Models...)
+	}
+	tests := 0
+	addTests := func(rel string, cols []column) {
+		for _, c := range cols {
+			for _, dt := range c.DataTests {
+				scripts = append(scripts, zetasql.Script{Name: fmt.Sprintf("test %v of %s.%s", dt, rel, c.Name), SQL: genericTestSQL(t, rel, c.Name, dt)})
+				tests++
+			}
+		}
+	}
+	for _, s := range props.Sources {
+		for _, tb := range s.Tables {
+			addTests(ref(tb.Name), tb.Columns)
+		}
+	}
+	for _, m := range props.Models {
+		addTests("("+models[m.Name]+")", m.Columns)
+	}
+	if tests < 3*len(p.Forms) {
+		t.Fatalf("only %d data tests", tests)
+	}
+	probe := "probe: a model naming a column its view lacks"
+	f0 := p.Forms[0]
+	scripts = append(scripts, zetasql.Script{Name: probe, SQL: strings.Replace(models[ModelName(f0.FormID)], "`synced_at`", "`synced_at`, `no_such_column`", 1)})
+
+	for _, typed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("typed views %v", typed), func(t *testing.T) {
+			t.Parallel()
+			req := zetasql.Request{Scripts: scripts, Params: []zetasql.Column{}}
+			for _, name := range []string{"submissions", "sync_state", "submission_files"} {
+				req.Tables = append(req.Tables, zetasql.Table{Name: "my-project.formsync." + name, Columns: baseColumns(name)})
+			}
+			for _, f := range p.Forms {
+				cols := []zetasql.Column{}
+				for _, c := range fixedColumns {
+					cols = append(cols, zetasql.Column{Name: c.name, Type: c.bigquery})
+				}
+				for _, c := range sqlname.ViewColumns(f.FieldNames) {
+					typ := any("STRING")
+					if typed {
+						typ = zetaType(f.FieldTypes.Type(c.Field))
+					}
+					cols = append(cols, zetasql.Column{Name: c.Name, Type: typ})
+				}
+				req.Tables = append(req.Tables, zetasql.Table{Name: "my-project.formsync." + sqlname.ViewName(f.FormID), Columns: cols})
+			}
+			seen := map[string]bool{}
+			for _, r := range zetasql.Analyze(t, req) {
+				seen[r.Name] = true
+				switch {
+				case r.Name == probe && r.OK:
+					t.Errorf("%s: accepted", r.Name)
+				case r.Name == probe:
+					t.Logf("%s: refused as it should be: %s", r.Name, r.Error)
+				case !r.OK:
+					t.Errorf("%s: ZetaSQL refuses it (byte %d): %s", r.Name, r.At, r.Error)
+				}
+			}
+			for _, s := range scripts {
+				if !seen[s.Name] {
+					t.Errorf("%s: no answer from the analyzer", s.Name)
+				}
+			}
+		})
+	}
+}
+
+// baseColumns are the columns of formsync's tables that the property
+// files name.
+func baseColumns(table string) []zetasql.Column {
+	switch table {
+	case "submissions":
+		return []zetasql.Column{{Name: "form_id", Type: "STRING"}, {Name: "submission_key", Type: "STRING"}, {Name: "synced_at", Type: "TIMESTAMP"}}
+	case "sync_state":
+		return []zetasql.Column{{Name: "form_id", Type: "STRING"}}
+	}
+	return []zetasql.Column{{Name: "form_id", Type: "STRING"}, {Name: "submission_key", Type: "STRING"}, {Name: "submission_id", Type: "INT64"},
+		{Name: "input", Type: "STRING"}, {Name: "position", Type: "INT64"}, {Name: "name", Type: "STRING"}, {Name: "url", Type: "STRING"},
+		{Name: "size", Type: "INT64"}, {Name: "type", Type: "STRING"}}
+}
+
+func zetaType(t fieldtype.Type) any {
+	if t == fieldtype.Array {
+		return map[string]any{"array": "STRING"}
+	}
+	return DataType(BigQuery, t)
+}
+
+// genericTestSQL is a data test as dbt's default generic tests compile it
+// for relation rel (dbt-core's default__test_not_null, __test_unique and
+// __test_accepted_values).
+func genericTestSQL(t *testing.T, rel, col string, test any) string {
+	t.Helper()
+	c := "`" + col + "`"
+	switch v := test.(type) {
+	case string:
+		switch v {
+		case "not_null":
+			return "select " + c + " from " + rel + " where " + c + " is null"
+		case "unique":
+			return "select " + c + " as unique_field, count(*) as n_records from " + rel + " where " + c + " is not null group by " + c + " having count(*) > 1"
+		}
+	case map[string]any:
+		av := v["accepted_values"].(map[string]any)
+		var vals []string
+		for _, x := range av["values"].([]any) {
+			vals = append(vals, x.(string))
+		}
+		return "with all_values as (select " + c + " as value_field, count(*) as n_records from " + rel + " group by " + c + ")" +
+			" select * from all_values where value_field not in (" + strings.Join(vals, ", ") + ")"
+	}
+	t.Fatalf("no SQL for the test %v", test)
+	return ""
+}
