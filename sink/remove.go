@@ -38,4 +38,9 @@ type Removed struct {
 	// upstream, and marked. They are the rows removed when the removal
 	// asked for Rows, and the rows that stay otherwise.
 	Rows, Deleted int64
+	// View, when not nil, says why the form's view, which shows no row
+	// once they are removed, could not be dropped after the removal (a
+	// sink whose views are not in its transaction). The removal is done
+	// all the same.
+	View error
 }

@@ -24,8 +24,8 @@ import (
 // its revision, and the transaction then refuses.
 //
 // With r.Rows the form's view is dropped after the transaction, if it is
-// formsync's (its description says so); a failure to drop it is returned
-// with the removal done.
+// formsync's (its description says so); Removed.View says why it could
+// not be.
 func (s *Sink) Remove(ctx context.Context, r sink.Removal) (sink.Removed, error) {
 	return guardValue(s, ctx, func(ctx context.Context) (sink.Removed, error) { return s.remove(ctx, r) })
 }
@@ -71,9 +71,7 @@ func (s *Sink) remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
 	}
 	if r.Rows {
 		s.forgetView(r.FormID)
-		if err := s.dropView(ctx, r.FormID); err != nil {
-			return out, err
-		}
+		out.View = s.dropView(ctx, r.FormID)
 	}
 	return out, nil
 }

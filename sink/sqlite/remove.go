@@ -53,7 +53,10 @@ func (s *Sink) Remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
 	}
 	if r.DryRun {
 		_, out, err := removalOf(ctx, s.db, r.FormID)
-		return out, err
+		if err != nil {
+			return sink.Removed{}, err
+		}
+		return out, nil
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -64,7 +67,7 @@ func (s *Sink) Remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
 	defer tx.Rollback()
 	revision, out, err := removalOf(ctx, tx, r.FormID)
 	if err != nil {
-		return out, err
+		return sink.Removed{}, err
 	}
 	if revision != r.Revision {
 		return sink.Removed{}, fmt.Errorf("sqlite: %w", &sink.ConflictError{Forms: []string{r.FormID}})
