@@ -19,8 +19,9 @@ type Recounter interface {
 	Recount(ctx context.Context, formIDs []string) error
 }
 
-// runRemoval adds the checks of Remove and Recount to Run, for the sinks
-// that have them.
+// runRemoval adds the checks of Remove and Recount to Run: every sink
+// removes forms and recounts rows (the command and the engine find these
+// methods by interface).
 func runRemoval(run func(string, func(*testing.T, Sink))) {
 	run("RemoveDryRunChangesNothing", testRemoveDryRun)
 	run("RemoveStateKeepsRows", testRemoveState)
@@ -34,7 +35,7 @@ func remover(t *testing.T, s Sink) Remover {
 	t.Helper()
 	r, ok := s.(Remover)
 	if !ok {
-		t.Skip("the sink does not remove forms")
+		t.Fatal("the sink does not remove forms: it has no Remove(context.Context, sink.Removal) (sink.Removed, error)")
 	}
 	return r
 }
@@ -179,7 +180,7 @@ func testRecount(t *testing.T, s Sink) {
 	remover(t, s)
 	rc, ok := s.(Recounter)
 	if !ok {
-		t.Skip("the sink does not recount")
+		t.Fatal("the sink does not recount: it has no Recount(context.Context, []string) error")
 	}
 	f, rows := removeFixture(t, s)
 	f.remove(sink.Removal{FormID: "a", Revision: f.state("a").Revision})

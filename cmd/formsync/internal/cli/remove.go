@@ -9,12 +9,25 @@ import (
 	"strings"
 
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/bigquery"
+	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/worker"
 )
 
 // remover is a sink that removes forms; both sinks are.
 type remover interface {
 	Remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
 }
+
+// The command and the engine find these methods by interface: a sink
+// that lost one would fail only when it is needed (the engine would no
+// longer recount, and blame the API for a drifted count).
+var (
+	_ remover          = (*sqlite.Sink)(nil)
+	_ remover          = (*bigquery.Sink)(nil)
+	_ worker.Recounter = (*sqlite.Sink)(nil)
+	_ worker.Recounter = (*bigquery.Sink)(nil)
+)
 
 // runRemove is `formsync remove`: take a form out of the store, its sync
 // state (so that status no longer lists it, nor its last error) and, with

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -184,5 +185,63 @@ func TestRemoveKeepsTombstones(t *testing.T) {
 		if r.SubmissionKey == strconv.FormatInt(key, 10) {
 			t.Errorf("the forgotten submission %s is stored again", r.SubmissionKey)
 		}
+	}
+}
+
+// TestStatusRowsAfterAHandDeletedState: the sync_state row of a form
+// deleted by hand (to reset it) made every later sync fail as incomplete,
+// the API counting more submissions than the counter of inserts, and
+// status showed that counter. The next sync heals: it succeeds, and
+// status shows the rows the table holds. Likewise a row_count of -1.
+func TestStatusRowsAfterAHandDeletedState(t *testing.T) {
+	for _, sinkName := range []string{"sqlite", "bigquery"} {
+		t.Run(sinkName, func(t *testing.T) {
+			sim := apisim.New(apisim.Options{Seed: 33, Variant: apisim.Newer, Forms: []string{"f1"}, SubmissionsPerForm: 8})
+			db := syncEnv(t, sim, "f1")
+			table, edit := "sync_state", func(q string) {
+				t.Helper()
+				h, err := sql.Open("sqlite", db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer h.Close()
+				if _, err := h.Exec(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if sinkName == "bigquery" {
+				fake := bigQueryEnv(t)
+				table, edit = `"p.formsync.sync_state"`, func(q string) {
+					t.Helper()
+					if _, err := fake.EditByHand(q); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			rows := func() int64 {
+				t.Helper()
+				code, out, errOut := run(t, "status", "--json")
+				var got []formStatus
+				if err := json.Unmarshal([]byte(out), &got); code != exitOK || err != nil || len(got) != 1 {
+					t.Fatalf("status: exit %d, %v:\n%s%s", code, err, out, errOut)
+				}
+				return got[0].Rows
+			}
+			if code, _, errOut := run(t, "sync"); code != exitOK {
+				t.Fatalf("sync: exit %d:\n%s", code, errOut)
+			}
+			for _, q := range []string{
+				`DELETE FROM ` + table + ` WHERE form_id = 'f1'`,
+				`UPDATE ` + table + ` SET row_count = -1 WHERE form_id = 'f1'`,
+			} {
+				edit(q)
+				if code, _, errOut := run(t, "sync"); code != exitOK {
+					t.Errorf("sync after %s: exit %d:\n%s", q, code, errOut)
+				}
+				if n := rows(); n != 8 {
+					t.Errorf("status after %s and a sync: rows %d, want 8", q, n)
+				}
+			}
+		})
 	}
 }
