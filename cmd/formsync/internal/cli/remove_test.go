@@ -92,11 +92,21 @@ func TestRemoveAMistypedForm(t *testing.T) {
 			if states, _ := storeOf(t, "contcat"); states["contcat"].LastError == "" {
 				t.Fatalf("a dry run removed the state")
 			}
-			// Still configured: refused.
+			// Still configured: refused; a dry run reports, and says so.
 			code, _, errOut = run(t, "remove", "--form", "a")
 			if code != exitUsage || !strings.Contains(errOut, "--form a is in FORMSYNC_FORMS") {
 				t.Errorf("remove of a configured form: exit %d, want %d:\n%s", code, exitUsage, errOut)
 			}
+			code, out, _ = run(t, "remove", "--form", "a", "--dry-run")
+			if code != exitOK || !strings.Contains(out, "stored rows: 12 would stay") || !strings.Contains(out, "the removal itself is refused") {
+				t.Errorf("remove --dry-run of a configured form: exit %d:\n%s", code, out)
+			}
+			// Without FORMSYNC_FORMS, status cannot tell: it lists every state.
+			t.Setenv("FORMSYNC_FORMS", "")
+			if got := strings.Join(statusForms(t), ","); got != "a,b,contcat" {
+				t.Errorf("status without FORMSYNC_FORMS lists %s, want a,b,contcat", got)
+			}
+			t.Setenv("FORMSYNC_FORMS", "a,b")
 			for _, args := range [][]string{{"remove"}, {"remove", "--form", "a,b"}, {"remove", "--form", "x", "--form", "y"}} {
 				if code, _, errOut := run(t, args...); code != exitUsage {
 					t.Errorf("%v: exit %d, want %d:\n%s", args, code, exitUsage, errOut)
