@@ -725,7 +725,7 @@ func merged(stored, ours state.Form) state.Form {
 // still short is reported incomplete. So are the forms of remarked
 // (commitRuns), which the total cannot vouch for.
 func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs, remarked []*formRun) {
-	short := e.shortForms(ctx, runs)
+	short := e.shortForms(ctx, runs, true)
 	for _, r := range remarked {
 		if r.report.Checked && !slices.Contains(short, r) {
 			// A reconcile marks every stored row it did not read as
@@ -777,7 +777,7 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs, remar
 		}
 	}
 	// Recorded in the states too, so that `formsync status` shows it.
-	still := e.shortForms(ctx, again)
+	still := e.shortForms(ctx, again, false)
 	if len(still) == 0 {
 		return
 	}
@@ -808,9 +808,24 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs, remar
 	}
 }
 
+// Recounter is a Sink whose row counters can be recounted from its rows.
+// A sink keeps a form's row_count from its stored state, commit by
+// commit: a state row deleted by hand while the rows stayed, or a counter
+// changed by hand, leaves a count the rows do not bear out, which the
+// completeness check would blame on the API. The engine recounts a form
+// whose count falls short of the API's total (or is negative) before it
+// reads the form again or calls it incomplete; a form whose count adds
+// up costs nothing more.
+type Recounter interface {
+	Recount(ctx context.Context, formIDs []string) error
+}
+
 // shortForms are the committed, completely read forms whose stored rows
-// fall short of the API's total; each gets report.Missing.
-func (e *Engine) shortForms(ctx context.Context, runs []*formRun) []*formRun {
+// fall short of the API's total; each gets report.Missing. With recount,
+// the counters of those forms (and of any form with a negative one) are
+// recounted from the rows first, when the sink can (Recounter), and only
+// the forms still short are returned.
+func (e *Engine) shortForms(ctx context.Context, runs []*formRun, recount bool) []*formRun {
 	var ids []string
 	for _, r := range runs {
 		if r.committed && r.err == nil && r.complete() {
@@ -825,6 +840,25 @@ func (e *Engine) shortForms(ctx context.Context, runs []*formRun) []*formRun {
 		e.cfg.Logger.Warn("cannot read the state for the completeness check", "error", err.Error())
 		return nil
 	}
+	rc, canRecount := e.dst.(Recounter)
+	if recount && canRecount {
+		var doubt []string
+		for _, r := range runs {
+			if st, ok := states[r.old.FormID]; ok && r.committed && r.err == nil && r.complete() &&
+				(held(st) < r.report.Total || st.Rows < 0 || st.Deleted < 0) {
+				doubt = append(doubt, r.old.FormID)
+			}
+		}
+		if len(doubt) > 0 {
+			e.cfg.Logger.Info("recounting the stored rows of forms whose row count falls short of the API's total", "forms", doubt)
+			if err := rc.Recount(ctx, doubt); err != nil {
+				e.cfg.Logger.Warn("cannot recount the stored rows", "forms", doubt, "error", err.Error())
+			} else if states, err = e.dst.ReadState(ctx, ids); err != nil {
+				e.cfg.Logger.Warn("cannot read the state for the completeness check", "error", err.Error())
+				return nil
+			}
+		}
+	}
 	var short []*formRun
 	for _, r := range runs {
 		st, ok := states[r.old.FormID]
@@ -832,18 +866,23 @@ func (e *Engine) shortForms(ctx context.Context, runs []*formRun) []*formRun {
 			continue
 		}
 		r.report.Checked = true
-		// Submissions forgotten on request are served but never stored;
-		// copies are served twice and stored once.
-		held := st.Rows + st.Copies.Count()
-		if st.Forgotten != nil {
-			held += st.Forgotten.Count
-		}
-		if held < r.report.Total {
-			r.report.Missing = r.report.Total - held
+		if h := held(st); h < r.report.Total {
+			r.report.Missing = r.report.Total - h
 			short = append(short, r)
 		}
 	}
 	return short
+}
+
+// held is how many of the submissions the API serves the sink accounts
+// for: its rows, and the submissions forgotten on request (served but
+// never stored) and copies (served twice, stored once).
+func held(st state.Form) int64 {
+	h := st.Rows + st.Copies.Count()
+	if st.Forgotten != nil {
+		h += st.Forgotten.Count
+	}
+	return h
 }
 
 // logReport logs a line per form and one for the run, what ("sync" or

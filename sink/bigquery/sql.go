@@ -47,6 +47,13 @@ type script struct {
 	Rows, Deletions bool
 }
 
+// removal says what a removal's transaction removes: with Rows, the
+// form's rows too.
+type removal struct {
+	tables
+	Rows bool
+}
+
 var sqlTemplates = template.Must(template.New("sql").Parse(`
 {{define "readState"}}
 SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort_order, last_total,
@@ -93,6 +100,56 @@ WHERE form_id = @form_id AND {{template "anyTime"}}
     OR @field != '' AND JSON_TYPE(fields[@field]) = 'string'
       AND TO_HEX(SHA256(CONCAT(@salt, JSON_VALUE(fields[@field])))) = @value_sha256)
 ORDER BY created_at, submission_key
+{{end}}
+
+{{define "countRows"}}
+SELECT COUNTIF(deleted_at IS NULL) AS live, COUNTIF(deleted_at IS NOT NULL) AS deleted
+FROM {{.Submissions}}
+WHERE form_id = @form_id AND {{template "anyTime"}}
+{{end}}
+
+{{define "recount"}}
+BEGIN TRANSACTION;
+{{template "lock" .}}
+
+CREATE TEMP TABLE _formsync_recount AS
+SELECT form_id, COUNTIF(deleted_at IS NULL) AS live, COUNTIF(deleted_at IS NOT NULL) AS deleted
+FROM {{.Submissions}}
+WHERE form_id IN UNNEST(@form_ids) AND {{template "anyTime"}}
+GROUP BY form_id;
+
+UPDATE {{.State}} AS t
+SET row_count = COALESCE((SELECT c.live FROM _formsync_recount AS c WHERE c.form_id = t.form_id), 0),
+  deleted_count = COALESCE((SELECT c.deleted FROM _formsync_recount AS c WHERE c.form_id = t.form_id), 0)
+WHERE form_id IN UNNEST(@form_ids);
+
+COMMIT TRANSACTION;
+{{end}}
+
+{{define "remove"}}
+BEGIN TRANSACTION;
+{{template "lock" .}}
+SELECT IF(COALESCE((SELECT COALESCE(revision, 0) FROM {{.State}} WHERE form_id = @form_id), 0) != @revision,
+  ERROR('formsync_state_conflict: the sync state of a form changed since it was read'), TRUE) AS revision_held;
+{{- if .Rows}}
+
+DELETE FROM {{.Submissions}}
+WHERE form_id = @form_id AND {{template "anyTime"}};
+{{- end}}
+
+DELETE FROM {{.State}}
+WHERE form_id = @form_id AND forgotten IS NULL;
+
+UPDATE {{.State}}
+SET wm_created_at = NULL, wm_id = 0, boundary = NULL, sort_order = '', last_total = -1,
+  last_success_at = NULL, last_error_at = NULL, last_error = '', backfill = NULL, last_reconcile_at = NULL,
+  copies = NULL, last_commit = NULL, updated_at = @synced_at, revision = COALESCE(revision, 0) + 1
+{{- if .Rows}},
+  row_count = 0, deleted_count = 0, field_names = NULL, field_policy = '', max_submission_id = NULL
+{{- end}}
+WHERE form_id = @form_id;
+
+COMMIT TRANSACTION;
 {{end}}
 
 {{define "seedLock"}}

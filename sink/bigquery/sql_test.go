@@ -47,6 +47,10 @@ func goldenStatements() map[string]string {
 		"commit.sql":                render("commit", script{tables: t, Rows: true}),
 		"commit_deletions.sql":      render("commit", script{tables: t, Rows: true, Deletions: true}),
 		"write_state_deletions.sql": render("commit", script{tables: noStaging, Deletions: true}),
+		"count_rows.sql":            render("countRows", t),
+		"recount.sql":               render("recount", t),
+		"remove.sql":                render("remove", removal{tables: t}),
+		"remove_rows.sql":           render("remove", removal{tables: t, Rows: true}),
 		"view.sql":                  viewSQL("my-project", "formsync", "contact-form", []string{"Email", "message", "order", "Email"}),
 	}
 }
@@ -85,6 +89,8 @@ func fakeShapes() string {
 		{"shapeReadRows", "read_rows.sql"}, {"shapeFind", "find.sql"}, {"shapeScrubStaging", "scrub_staging.sql"}, {"shapeSeedLock", "seed_lock.sql"},
 		{"shapeWriteState", "write_state.sql"}, {"shapeCommit", "commit.sql"},
 		{"shapeCommitDeletions", "commit_deletions.sql"}, {"shapeWriteStateDeletions", "write_state_deletions.sql"},
+		{"shapeCountRows", "count_rows.sql"}, {"shapeRecount", "recount.sql"},
+		{"shapeRemove", "remove.sql"}, {"shapeRemoveRows", "remove_rows.sql"},
 	} {
 		text := refRE.ReplaceAllString(g[s.file], "`?`")
 		fmt.Fprintf(&b, "\t%s = `%s`\n", s.name, strings.ReplaceAll(text, "`?`", "` + \"`?`\" + `"))

@@ -56,6 +56,8 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 			"FROM _formsync_plan AS p WHERE p.form_id = t.form_id AND p.submission_key", "FROM _formsync_plan AS p WHERE p.form_id = t.form_id AND p.match_key"},
 		{"probe: forget DELETE naming a member @forget does not have", "write_state_deletions.sql",
 			"f.form_id = t.form_id AND f.submission_key", "f.form = t.form_id AND f.submission_key"},
+		{"probe: remove script resetting a column sync_state does not have", "remove_rows.sql",
+			"max_submission_id = NULL", "max_submission = NULL"},
 		{"probe: find hashing JSON rather than its string", "find.sql", "CONCAT(@salt, JSON_VALUE(fields[@field]))", "CONCAT(@salt, fields[@field])"},
 	} {
 		sql := golden[p.file]
@@ -179,6 +181,7 @@ func zetaParams() []map[string]any {
 		{"name": "outside_before", "type": "TIMESTAMP"},
 		{"name": "outside_after", "type": "TIMESTAMP"},
 		{"name": "form_id", "type": "STRING"},
+		{"name": "revision", "type": "INT64"},
 		{"name": "forget", "type": map[string]any{"array": map[string]any{"struct": []map[string]any{
 			{"name": "form_id", "type": "STRING"}, {"name": "submission_key", "type": "STRING"},
 		}}}},

@@ -360,13 +360,21 @@ func (s *Sink) commitForm(ctx context.Context, tx *sql.Tx, st *commitStmts, fc s
 		stored int64
 	)
 	err := st.prevState.QueryRowContext(ctx, formID).Scan(&tally.live, &tally.deleted, &stored)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
+	missing := errors.Is(err, sql.ErrNoRows)
+	if err != nil && !missing {
 		return sink.Counts{}, fmt.Errorf("reading previous state: %w", err)
 	}
 	if check && stored != revision {
 		return sink.Counts{}, sink.ErrStateConflict
+	}
+	if missing || tally.live < 0 || tally.deleted < 0 {
+		// The counters go on from the stored ones: without a state (a
+		// new form, or one whose state row was deleted by hand while its
+		// rows stayed) or with a count no commit writes, they start from
+		// the rows themselves, one range of the primary key.
+		if err := tx.QueryRowContext(ctx, countRowsSQL, formID).Scan(&tally.live, &tally.deleted); err != nil {
+			return sink.Counts{}, fmt.Errorf("counting stored rows: %w", err)
+		}
 	}
 	synced := formatTime(syncedAt).String
 	if len(fc.Forget) > 0 {

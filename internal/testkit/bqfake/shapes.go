@@ -627,4 +627,63 @@ COMMIT TRANSACTION;
 SELECT form_id, inserted, updated, restored, deleted, forgotten
 FROM _formsync_counts;
 `
+	shapeCountRows = `SELECT COUNTIF(deleted_at IS NULL) AS live, COUNTIF(deleted_at IS NOT NULL) AS deleted
+FROM ` + "`?`" + `
+WHERE form_id = @form_id AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+`
+	shapeRecount = `BEGIN TRANSACTION;
+
+UPDATE ` + "`?`" + ` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
+
+CREATE TEMP TABLE _formsync_recount AS
+SELECT form_id, COUNTIF(deleted_at IS NULL) AS live, COUNTIF(deleted_at IS NOT NULL) AS deleted
+FROM ` + "`?`" + `
+WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+GROUP BY form_id;
+
+UPDATE ` + "`?`" + ` AS t
+SET row_count = COALESCE((SELECT c.live FROM _formsync_recount AS c WHERE c.form_id = t.form_id), 0),
+  deleted_count = COALESCE((SELECT c.deleted FROM _formsync_recount AS c WHERE c.form_id = t.form_id), 0)
+WHERE form_id IN UNNEST(@form_ids);
+
+COMMIT TRANSACTION;
+`
+	shapeRemove = `BEGIN TRANSACTION;
+
+UPDATE ` + "`?`" + ` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
+SELECT IF(COALESCE((SELECT COALESCE(revision, 0) FROM ` + "`?`" + ` WHERE form_id = @form_id), 0) != @revision,
+  ERROR('formsync_state_conflict: the sync state of a form changed since it was read'), TRUE) AS revision_held;
+
+DELETE FROM ` + "`?`" + `
+WHERE form_id = @form_id AND forgotten IS NULL;
+
+UPDATE ` + "`?`" + `
+SET wm_created_at = NULL, wm_id = 0, boundary = NULL, sort_order = '', last_total = -1,
+  last_success_at = NULL, last_error_at = NULL, last_error = '', backfill = NULL, last_reconcile_at = NULL,
+  copies = NULL, last_commit = NULL, updated_at = @synced_at, revision = COALESCE(revision, 0) + 1
+WHERE form_id = @form_id;
+
+COMMIT TRANSACTION;
+`
+	shapeRemoveRows = `BEGIN TRANSACTION;
+
+UPDATE ` + "`?`" + ` SET commit_id = @commit_id, locked_at = @synced_at WHERE TRUE;
+SELECT IF(COALESCE((SELECT COALESCE(revision, 0) FROM ` + "`?`" + ` WHERE form_id = @form_id), 0) != @revision,
+  ERROR('formsync_state_conflict: the sync state of a form changed since it was read'), TRUE) AS revision_held;
+
+DELETE FROM ` + "`?`" + `
+WHERE form_id = @form_id AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00';
+
+DELETE FROM ` + "`?`" + `
+WHERE form_id = @form_id AND forgotten IS NULL;
+
+UPDATE ` + "`?`" + `
+SET wm_created_at = NULL, wm_id = 0, boundary = NULL, sort_order = '', last_total = -1,
+  last_success_at = NULL, last_error_at = NULL, last_error = '', backfill = NULL, last_reconcile_at = NULL,
+  copies = NULL, last_commit = NULL, updated_at = @synced_at, revision = COALESCE(revision, 0) + 1,
+  row_count = 0, deleted_count = 0, field_names = NULL, field_policy = '', max_submission_id = NULL
+WHERE form_id = @form_id;
+
+COMMIT TRANSACTION;
+`
 )

@@ -352,3 +352,54 @@ func fieldIs(fields, name, value string) bool {
 	}
 	return s == value
 }
+
+// Remove removes a form (sink.Removal): its state, reduced to its
+// tombstones when it has some, and with r.Rows its rows, after checking
+// the form's revision.
+func (s *Sink) Remove(ctx context.Context, r sink.Removal) (sink.Removed, error) {
+	if err := ctx.Err(); err != nil {
+		return sink.Removed{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return sink.Removed{}, fmt.Errorf("memsink: closed")
+	}
+	st, ok := s.states[r.FormID]
+	if st.Revision != r.Revision {
+		return sink.Removed{}, fmt.Errorf("memsink: %w", &sink.ConflictError{Forms: []string{r.FormID}})
+	}
+	out := sink.Removed{State: ok}
+	if st.Forgotten != nil {
+		out.Tombstones, out.Forgotten = true, st.Forgotten.Count
+	}
+	for _, row := range s.rows[r.FormID] {
+		if row.row.DeletedAt.IsZero() {
+			out.Rows++
+		} else {
+			out.Deleted++
+		}
+	}
+	if r.DryRun {
+		return out, nil
+	}
+	if r.Rows {
+		delete(s.rows, r.FormID)
+	}
+	switch {
+	case out.Tombstones:
+		kept := state.New(r.FormID)
+		kept.Forgotten, kept.Revision = st.Forgotten.Clone(), st.Revision+1
+		if !r.Rows {
+			kept.Rows, kept.Deleted, kept.FieldNames, kept.FieldPolicy = st.Rows, st.Deleted, st.FieldNames, st.FieldPolicy
+		}
+		s.states[r.FormID] = kept
+	case ok:
+		delete(s.states, r.FormID)
+	}
+	return out, nil
+}
+
+// Recount does nothing: every commit counts a form's rows anew, so its
+// counters cannot drift from them.
+func (s *Sink) Recount(ctx context.Context, _ []string) error { return ctx.Err() }

@@ -68,6 +68,7 @@ func Run(t *testing.T, open Open) {
 	run("ForgetRemovesAndTombstonesKeepOut", testForget)
 	run("RefusedForgetRemovesNothing", testForgetConflict)
 	run("Find", testFind)
+	runRemoval(run)
 }
 
 // Row builds a row the way the engine does, failing the test on error.

@@ -58,6 +58,7 @@ func commands() []command {
 		{"backfill", "re-read one form (or a window of it) through the same exactly-once path", runBackfill},
 		{"reconcile", "read every page of the forms and mark the rows deleted upstream (deleted_at)", runReconcile},
 		{"forget", "remove a person's submissions (by key or field value) and keep them out for good", runForget},
+		{"remove", "take a form out of formsync: its sync state, and with --rows its stored rows (tombstones stay)", runRemove},
 		{"demo", "sync simulated forms into a local SQLite file, twice, and show the result", runDemo},
 		{"simulate", "serve the built-in API simulator on loopback", runSimulate},
 		{"status", "show each form's watermark, last success and error, rows and lag", runStatus},

@@ -483,7 +483,7 @@ func TestStatusNeedsOnlyTheSink(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "no API token") || !strings.Contains(errOut, "FORMSYNC_FIELD_HASH_KEY_FILE") {
 		t.Errorf("env -check sync without a token or hash key: exit %d, want 2 naming both\n%s", code, errOut)
 	}
-	if code, _, errOut := run(t, "env", "-check", "bogus"); code != exitUsage || !strings.Contains(errOut, "reconcile, run, status or sync") {
+	if code, _, errOut := run(t, "env", "-check", "bogus"); code != exitUsage || !strings.Contains(errOut, "reconcile, remove, run, status or sync") {
 		t.Errorf("env -check bogus: exit %d, want 2 listing the commands\n%s", code, errOut)
 	}
 }

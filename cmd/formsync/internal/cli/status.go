@@ -126,9 +126,15 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	}
 	now := time.Now().UTC()
 	var out []formStatus
+	var hidden []string
 	for _, st := range states {
+		if !shownInStatus(st, e.cfg.Forms) {
+			hidden = append(hidden, st.FormID)
+			continue
+		}
 		out = append(out, statusOf(st, now))
 	}
+	slices.Sort(hidden)
 	for _, id := range e.cfg.Forms {
 		if _, ok := states[id]; !ok && !slices.ContainsFunc(out, func(s formStatus) bool { return s.Form == id }) {
 			out = append(out, formStatus{Form: id, NeverSynced: true})
@@ -152,6 +158,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	}
 	if len(out) == 0 {
 		fmt.Fprintln(e.stdout, "No form has been synced yet.")
+		printHidden(e, hidden)
 		return exitOK
 	}
 	// A backfill in progress gets a last column, shown only then.
@@ -183,7 +190,27 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	printHidden(e, hidden)
 	return exitOK
+}
+
+// shownInStatus reports whether status lists a stored state: a form of
+// FORMSYNC_FORMS, or one whose rows are stored. The state of a form that
+// is neither (a mistyped id, since corrected, that only ever failed; a
+// form removed without its rows) says nothing about the store, and its
+// last error would be read as a current failure. Without FORMSYNC_FORMS
+// every state is listed: which forms are configured is not known.
+func shownInStatus(st state.Form, configured []string) bool {
+	return len(configured) == 0 || slices.Contains(configured, st.FormID) || st.Rows+st.Deleted > 0
+}
+
+// printHidden says which states status left out, and how to remove them.
+func printHidden(e *env, hidden []string) {
+	if len(hidden) == 0 {
+		return
+	}
+	fmt.Fprintf(e.stdout, "\nNot listed: the sync state of %s, not in FORMSYNC_FORMS and holding no rows; 'formsync remove --form ID' removes it.\n",
+		strings.Join(hidden, ", "))
 }
 
 // openStatusSink opens the sink for reading, creating nothing, so that a

@@ -45,6 +45,7 @@ var commandNeeds = map[string]Need{
 	"backfill":  {API: true, Sink: true},
 	"reconcile": {API: true, Forms: true, Sink: true},
 	"forget":    {Sink: true, Policy: true},
+	"remove":    {Sink: true},
 	"status":    {Sink: true},
 	// dbt reads the schedule for the freshness it writes.
 	"dbt": {Sink: true, Sched: true},

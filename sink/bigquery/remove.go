@@ -1,0 +1,147 @@
+package bigquery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	bq "cloud.google.com/go/bigquery"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/state"
+)
+
+// Remove removes a form from the dataset (sink.Removal): one transaction
+// takes the lock every commit takes, checks the form's revision, deletes
+// its rows when r.Rows (a filter on created_at covering every partition,
+// so that a table requiring partition filters accepts it) and its sync
+// state, or reduces the state to its tombstones when it has some. The
+// counts come from one COUNT over the form's rows (clustering on form_id
+// prunes it to them), read before: a commit of the form in between moves
+// its revision, and the transaction then refuses.
+//
+// With r.Rows the form's view is dropped after the transaction, if it is
+// formsync's (its description says so); Removed.View says why it could
+// not be.
+func (s *Sink) Remove(ctx context.Context, r sink.Removal) (sink.Removed, error) {
+	return guardValue(s, ctx, func(ctx context.Context) (sink.Removed, error) { return s.remove(ctx, r) })
+}
+
+func (s *Sink) remove(ctx context.Context, r sink.Removal) (sink.Removed, error) {
+	var out sink.Removed
+	if r.FormID == "" {
+		return out, errors.New("bigquery: removing a form: empty form id")
+	}
+	states, err := s.readState(ctx, []string{r.FormID}, nil)
+	if err != nil {
+		return out, err
+	}
+	st, ok := states[r.FormID]
+	if ok {
+		out.State = true
+		if st.Forgotten != nil {
+			out.Tombstones, out.Forgotten = true, st.Forgotten.Count
+		}
+	}
+	if st.Revision != r.Revision {
+		return sink.Removed{}, &sink.ConflictError{Forms: []string{r.FormID}}
+	}
+	if out.Rows, out.Deleted, err = s.countRows(ctx, r.FormID); err != nil {
+		return sink.Removed{}, err
+	}
+	if r.DryRun || !out.State && (!r.Rows || out.Rows+out.Deleted == 0) {
+		return out, nil
+	}
+	syncedAt := s.cfg.Now().UTC().Truncate(time.Microsecond)
+	base, err := commitID(s.cfg, syncedAt, []sink.FormCommit{{State: state.Form{FormID: r.FormID}}})
+	if err != nil {
+		return sink.Removed{}, err
+	}
+	params := []bq.QueryParameter{
+		{Name: "synced_at", Value: syncedAt}, {Name: "commit_id", Value: base},
+		{Name: "form_id", Value: r.FormID}, {Name: "revision", Value: r.Revision},
+	}
+	order := []string{r.FormID}
+	read := map[string]state.Form{r.FormID: {FormID: r.FormID, Revision: r.Revision}}
+	if _, err := s.transact(ctx, base+"_remove", "removing form "+r.FormID, render("remove", removal{tables: s.t, Rows: r.Rows}), params, order, read); err != nil {
+		return sink.Removed{}, err
+	}
+	if r.Rows {
+		s.forgetView(r.FormID)
+		out.View = s.dropView(ctx, r.FormID)
+	}
+	return out, nil
+}
+
+// countRows counts the form's rows not marked deleted upstream (live) and
+// marked.
+func (s *Sink) countRows(ctx context.Context, formID string) (live, deleted int64, err error) {
+	q := s.query(render("countRows", s.t), bq.QueryParameter{Name: "form_id", Value: formID})
+	err = s.readAll(ctx, "counting the rows of form "+formID, "table "+s.t.Submissions, q.Read, func() { live, deleted = 0, 0 }, func(v []bq.Value) error {
+		if len(v) != 2 {
+			return fmt.Errorf("bigquery: counting rows: got %d columns, want 2", len(v))
+		}
+		live, deleted = vInt(v[0]), vInt(v[1])
+		return nil
+	})
+	return live, deleted, err
+}
+
+// dropView drops the form's view when it is formsync's: a table, or a
+// view of the user's that took the name, stays.
+func (s *Sink) dropView(ctx context.Context, formID string) error {
+	tbl := s.dataset().Table(sqlname.ViewName(formID))
+	res := "view " + s.viewRef(formID)
+	return s.retry(ctx, func() error {
+		meta, err := tbl.Metadata(ctx)
+		if isNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return s.scope.classify("reading the view's metadata", res, err)
+		}
+		if meta.Type != bq.ViewTable || !strings.HasPrefix(meta.Description, "formsync:") {
+			return nil
+		}
+		if err := tbl.Delete(ctx); err != nil && !isNotFound(err) {
+			return s.scope.classify("dropping the view", res, err)
+		}
+		return nil
+	})
+}
+
+// Recount sets the row counters of the given forms' states (row_count,
+// deleted_count) to the rows the table holds, in a transaction that takes
+// the lock every commit takes, so that no commit's counts fall between
+// the count and the update. Commits keep the counters without counting,
+// from the stored state: a state deleted by hand while its rows stayed,
+// or a counter changed by hand, holds a count the rows do not bear out.
+// The engine recounts only a form whose count falls short of the API's
+// total (one COUNT over its rows, which clustering on form_id prunes to
+// them), never in a sync whose count adds up.
+func (s *Sink) Recount(ctx context.Context, formIDs []string) error {
+	if len(formIDs) == 0 {
+		return nil
+	}
+	return s.guard(ctx, func(ctx context.Context) error {
+		syncedAt := s.cfg.Now().UTC().Truncate(time.Microsecond)
+		var forms []sink.FormCommit
+		for _, id := range formIDs {
+			forms = append(forms, sink.FormCommit{State: state.Form{FormID: id}})
+		}
+		base, err := commitID(s.cfg, syncedAt, forms)
+		if err != nil {
+			return err
+		}
+		params := []bq.QueryParameter{
+			{Name: "synced_at", Value: syncedAt}, {Name: "commit_id", Value: base},
+			{Name: "form_ids", Value: formIDs},
+		}
+		// No revision to hold: the recount writes no state a commit read.
+		_, err = s.transact(ctx, base+"_recount", "recounting rows", render("recount", s.t), params, nil, nil)
+		return err
+	})
+}
