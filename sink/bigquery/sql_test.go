@@ -25,6 +25,7 @@ func goldenTables() tables {
 		State:       ref("my-project", "formsync", stateTable),
 		Staging:     ref("my-project", "formsync_staging", "_formsync_staging_formsync_0123456789abcdef01234567"),
 		Lock:        ref("my-project", "formsync", lockTable),
+		Tombstones:  ref("my-project", "formsync", tombstonesTable),
 	}
 }
 
@@ -35,19 +36,25 @@ func goldenStatements() map[string]string {
 	noStaging := t
 	noStaging.Staging = ""
 	return map[string]string{
-		"read_state.sql":            render("readState", stateRead{tables: t}),
-		"read_state_unmigrated.sql": render("readState", stateRead{tables: t, WithoutCopies: true}),
-		"read_commits.sql":          render("readCommits", t),
-		"view_forms.sql":            render("viewForms", t),
-		"read_rows.sql":             render("readRows", t),
-		"find.sql":                  render("find", t),
-		"scrub_staging.sql":         render("scrubStaging", t),
-		"seed_lock.sql":             render("seedLock", t),
-		"write_state.sql":           render("writeState", t),
-		"commit.sql":                render("commit", script{tables: t, Rows: true}),
-		"commit_deletions.sql":      render("commit", script{tables: t, Rows: true, Deletions: true}),
-		"write_state_deletions.sql": render("commit", script{tables: noStaging, Deletions: true}),
-		"view.sql":                  viewSQL("my-project", "formsync", "contact-form", []string{"Email", "message", "order", "Email"}),
+		"read_state.sql":                       render("readState", stateRead{tables: t}),
+		"read_state_unmigrated.sql":            render("readState", stateRead{tables: t, WithoutCopies: true}),
+		"read_commits.sql":                     render("readCommits", t),
+		"view_forms.sql":                       render("viewForms", t),
+		"read_rows.sql":                        render("readRows", t),
+		"find.sql":                             render("find", t),
+		"scrub_staging.sql":                    render("scrubStaging", t),
+		"seed_lock.sql":                        render("seedLock", t),
+		"write_state.sql":                      render("writeState", script{tables: t}),
+		"commit.sql":                           render("commit", script{tables: t, Rows: true}),
+		"commit_deletions.sql":                 render("commit", script{tables: t, Rows: true, Deletions: true}),
+		"write_state_deletions.sql":            render("commit", script{tables: noStaging, Deletions: true}),
+		"read_tombstones.sql":                  render("readTombstones", t),
+		"move_tombstones.sql":                  render("moveTombstones", t),
+		"write_state_tombstones.sql":           render("writeState", script{tables: t, TombstonesChanged: true}),
+		"commit_tombstones.sql":                render("commit", script{tables: t, Rows: true, TombstonesChanged: true}),
+		"commit_deletions_tombstones.sql":      render("commit", script{tables: t, Rows: true, Deletions: true, TombstonesChanged: true}),
+		"write_state_deletions_tombstones.sql": render("commit", script{tables: noStaging, Deletions: true, TombstonesChanged: true}),
+		"view.sql":                             viewSQL("my-project", "formsync", "contact-form", []string{"Email", "message", "order", "Email"}),
 	}
 }
 
@@ -85,6 +92,10 @@ func fakeShapes() string {
 		{"shapeReadRows", "read_rows.sql"}, {"shapeFind", "find.sql"}, {"shapeScrubStaging", "scrub_staging.sql"}, {"shapeSeedLock", "seed_lock.sql"},
 		{"shapeWriteState", "write_state.sql"}, {"shapeCommit", "commit.sql"},
 		{"shapeCommitDeletions", "commit_deletions.sql"}, {"shapeWriteStateDeletions", "write_state_deletions.sql"},
+		{"shapeReadTombstones", "read_tombstones.sql"}, {"shapeMoveTombstones", "move_tombstones.sql"},
+		{"shapeWriteStateTombstones", "write_state_tombstones.sql"}, {"shapeCommitTombstones", "commit_tombstones.sql"},
+		{"shapeCommitDeletionsTombstones", "commit_deletions_tombstones.sql"},
+		{"shapeWriteStateDeletionsTombstones", "write_state_deletions_tombstones.sql"},
 	} {
 		text := refRE.ReplaceAllString(g[s.file], "`?`")
 		fmt.Fprintf(&b, "\t%s = `%s`\n", s.name, strings.ReplaceAll(text, "`?`", "` + \"`?`\" + `"))
