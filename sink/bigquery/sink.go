@@ -256,9 +256,10 @@ type Sink struct {
 }
 
 // Open connects to BigQuery and creates what is missing: the dataset (in
-// Location), the submissions, sync_state and staging tables, and the
-// columns added since a table was created (with, once, the forms' views
-// recreated to leave out rows deleted upstream). When all exist it only
+// Location), the submissions, sync_state, sync_lock and sync_tombstones
+// tables and the staging dataset, and the columns added since a table was
+// created (with, once, the forms' views recreated to leave out rows deleted
+// upstream, and the tombstones moved out of sync_state). When all exist it only
 // reads their metadata: no DDL in the steady state.
 func Open(ctx context.Context, cfg Config) (*Sink, error) {
 	s, err := connect(ctx, cfg)
