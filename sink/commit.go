@@ -70,6 +70,11 @@ type FormCommit struct {
 	// Rows is applied; the tombstones that keep them out belong in
 	// State.Forgotten.
 	Forget []string
+	// ForgetFrom and ForgetTo, when neither is zero, bound the created_at
+	// of every stored row Forget names (the forget has read them; a
+	// commit of the form in between moves the revision): a sink may look
+	// for them there only. Zero: anywhere.
+	ForgetFrom, ForgetTo time.Time
 }
 
 // Counts says what a commit did to one form's rows, and whether it could

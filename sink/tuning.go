@@ -20,4 +20,11 @@ type Tuning struct {
 	// SortContentKeys: the sink inserts rows keyed by content (the older
 	// response form) faster in key order (Spool.SortContentKeys).
 	SortContentKeys bool
+	// PartsByContent: rows keyed by content (the older response form)
+	// are committed in parts too. A sink that commits in parts to bound
+	// each transaction (BigQuery's job timeout), not to write sooner, asks
+	// for it: a part of such rows is as safe as any (it moves no
+	// watermark, and a row keyed by content has no later version to
+	// order), only slower in SQLite's key order.
+	PartsByContent bool
 }

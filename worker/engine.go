@@ -102,6 +102,10 @@ type Config struct {
 	// form) sorted by key, a MiB at a time (sink.Spool.SortContentKeys),
 	// for a sink that inserts them faster in key order: SQLite.
 	SortContentKeys bool
+	// PartsByContent commits rows keyed by content in parts as well
+	// (PartRows), for a sink that needs every transaction bounded:
+	// BigQuery. Otherwise they are committed once, at the end of the run.
+	PartsByContent bool
 	// StartJitter is the longest random wait before a sync or reconcile
 	// reads anything, so that the pods of a sharded run started on one
 	// tick do not all commit at the same moment (BigQuery cancels one of

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
@@ -155,6 +156,7 @@ func forgetCommit(st state.Form, rows []sink.Row, unstored []string) (sink.FormC
 		}
 	}
 	var keys, remove []string
+	var from, to time.Time
 	// A forgotten submission's copies (copies.go) are forgotten with it:
 	// counted with the tombstones, no longer named in the state.
 	var copies int64
@@ -169,6 +171,12 @@ func forgetCommit(st state.Form, rows []sink.Row, unstored []string) (sink.FormC
 		// an id without it when it moves back.
 		keys = append(keys, r.SubmissionKey, r.ContentKey)
 		remove = append(remove, r.SubmissionKey)
+		if from.IsZero() || r.CreatedAt.Before(from) {
+			from = r.CreatedAt
+		}
+		if to.IsZero() || r.CreatedAt.After(to) {
+			to = r.CreatedAt
+		}
 	}
 	if len(st.Copies) == 0 {
 		st.Copies = nil
@@ -176,7 +184,8 @@ func forgetCommit(st state.Form, rows []sink.Row, unstored []string) (sink.FormC
 	// A key no row has may name no submission the API serves: its
 	// tombstone is counted once a read meets it (state.Forgotten.Pending).
 	st.Forgotten = fg.With(int64(len(rows))+copies, keys...).WithUnstored(unstored...)
-	return sink.FormCommit{State: st.WithoutForgotten(), Forget: remove}, nil
+	// Where the rows are: the sink need not look for them elsewhere.
+	return sink.FormCommit{State: st.WithoutForgotten(), Forget: remove, ForgetFrom: from, ForgetTo: to}, nil
 }
 
 // unstored are the keys no row has.

@@ -15,6 +15,7 @@ import (
 	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
 )
@@ -480,4 +481,58 @@ func TestCommittedSpoolsAreReleased(t *testing.T) {
 			h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", apisim.Newer))
 		})
 	}
+}
+
+// TestContentKeyedRowsIntoBigQueryAreCommittedInParts: into BigQuery,
+// whose transactions must end within the job timeout, rows of the older
+// response form are committed in parts as any others (the sink's
+// tuning). A sync stopped while its second part commits leaves the parts
+// queued stored and the watermark where it was; the next sync completes
+// the table exactly, with nothing stored twice.
+func TestContentKeyedRowsIntoBigQueryAreCommittedInParts(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	base, _, _ := bqSinkOnFake(t)
+	second := make(chan struct{})
+	s := &onCommit{Sink: base, n: 2, hook: func(context.Context, *sink.Commit) error { cancel(); close(second); return nil }}
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 46, Variant: apisim.Older, Forms: []string{"f"}, SubmissionsPerForm: 300}, s)
+	h.Config = h.Config.TunedFor(base)
+	if !h.Config.PartsByContent {
+		t.Fatal("the BigQuery sink does not ask for rows keyed by content in parts")
+	}
+	h.Config.PartRows = 40
+	src := &gatedSource{Source: client(t, h, nil), after: 10, open: second}
+	rep, err := newEngine(t, h, src).Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr := enginetest.FormReport(t, rep, "f"); !errors.Is(fr.Err, context.Canceled) {
+		t.Fatalf("interrupted form: err %v, want context.Canceled", fr.Err)
+	}
+	st, err := base.ReadState(t.Context(), []string{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := st["f"].Rows
+	if f := st["f"]; !f.Watermark.IsZero() || stored < 80 || stored >= 300 || stored%40 != 0 {
+		t.Errorf("after the interruption: watermark %v, %d rows; want none, the parts' (at least two of 40, not all 300)", f.Watermark, stored)
+	}
+	rep = h.MustSync(t.Context())
+	if fr := enginetest.FormReport(t, rep, "f"); fr.Inserted != 300-stored || fr.Parts < 1 {
+		t.Errorf("the next sync inserted %d rows in %d parts, want the %d not committed, in parts", fr.Inserted, fr.Parts, 300-stored)
+	}
+	h.CheckTable(t.Context(), "f", enginetest.Expected(t, h.Sim, "f", apisim.Older))
+	if f := readStateOf(t, base, "f"); f.Rows != 300 {
+		t.Errorf("state counts %d rows, want 300", f.Rows)
+	}
+}
+
+func readStateOf(t *testing.T, s enginetest.Sink, form string) state.Form {
+	t.Helper()
+	st, err := s.ReadState(t.Context(), []string{form})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st[form]
 }

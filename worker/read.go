@@ -335,7 +335,7 @@ func (r *formRun) stage(row sink.Row, fieldNames []string) error {
 	if r.onStaged != nil {
 		r.onStaged(row)
 	}
-	if r.partsTo != nil && r.spool.Len() >= r.e.cfg.PartRows && !r.spool.ByContent() {
+	if r.partsTo != nil && r.spool.Len() >= r.e.cfg.PartRows && (!r.spool.ByContent() || r.e.cfg.PartsByContent) {
 		return r.handOff()
 	}
 	return nil

@@ -31,5 +31,8 @@ func (c Config) TunedFor(dst Sink) Config {
 	if tn.SortContentKeys {
 		c.SortContentKeys = true
 	}
+	if tn.PartsByContent {
+		c.PartsByContent = true
+	}
 	return c
 }

@@ -82,8 +82,10 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 	}
 	// Checked here to spare a load job when the answer is known already;
 	// the transaction checks again, and only that check is authoritative.
-	maxIDs := storedIDs{}
-	prev, err := guardValue(s, ctx, func(ctx context.Context) (map[string]state.Form, error) { return s.readState(ctx, order, maxIDs) })
+	maxIDs, tombs := storedIDs{}, storedTombstones{}
+	prev, err := guardValue(s, ctx, func(ctx context.Context) (map[string]state.Form, error) {
+		return s.readState(ctx, order, maxIDs, tombs)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -122,21 +124,47 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 		sp = append(sp, param)
 	}
 	params = append(params, bq.QueryParameter{Name: "states", Value: sp})
+	// The tombstones travel as what changed since the stored revision
+	// (the one the transaction checks): the few a forget adds, the
+	// pending ones a read met. The others stay in sync_tombstones.
+	changed := []tombstoneParam{}
+	for _, id := range order {
+		changed = append(changed, tombstoneChanges(id, states[id].Forgotten, tombs[id])...)
+	}
+	scr := script{tables: s.t, Rows: nRows > 0, Deletions: deletions, TombstonesChanged: len(changed) > 0}
+	if scr.TombstonesChanged {
+		params = append(params, bq.QueryParameter{Name: "tombstones", Value: changed})
+	}
 
 	if nRows == 0 && !deletions {
-		if _, err := s.transact(ctx, base+"_state", "writing sync state", render("writeState", s.t), params, order, states); err != nil {
+		if _, err := s.transact(ctx, base+"_state", "writing sync state", render("writeState", scr), params, order, states); err != nil {
 			return s.appliedAnyway(ctx, base, order, err, &committed)
 		}
 		committed = true
 		return res, nil
 	}
 
-	scr := script{tables: s.t, Rows: nRows > 0, Deletions: deletions}
 	params = append(params, bq.QueryParameter{Name: "form_ids", Value: order})
 	if deletions {
+		// The forget looks for its rows only in the partitions of the
+		// created_at range they were found in (the revision check keeps
+		// them there); a commit that forgets nothing names no partition.
 		params = append(params,
 			bq.QueryParameter{Name: "forget", Value: p.forget},
+			bq.QueryParameter{Name: "forget_from", Value: p.forgetFrom},
+			bq.QueryParameter{Name: "forget_to", Value: p.forgetTo},
 			bq.QueryParameter{Name: "reconcile_forms", Value: p.reconcile},
+		)
+		// A reconcile looks for unserved rows over all of time: a stored
+		// row outside the range its read covered is unserved too. A
+		// commit that only forgets names no partition for it.
+		recFrom, recTo := bqMaxTime, bqMinTime
+		if len(p.reconcile) > 0 {
+			recFrom, recTo = bqMinTime, bqMaxTime
+		}
+		params = append(params,
+			bq.QueryParameter{Name: "reconcile_from", Value: recFrom},
+			bq.QueryParameter{Name: "reconcile_to", Value: recTo},
 		)
 	}
 	if scr.Rows {
@@ -225,10 +253,16 @@ type commitPlan struct {
 	nRows     int
 	forget    []forgetParam
 	reconcile []string
+	// forgetFrom..forgetTo holds the created_at of every stored row
+	// forget names: BigQuery's whole range when an entry did not say
+	// where its rows are, an empty range (from after to) when nothing is
+	// forgotten.
+	forgetFrom, forgetTo time.Time
 }
 
 func planCommit(c *sink.Commit) (*commitPlan, error) {
-	p := &commitPlan{order: []string{}, states: map[string]state.Form{}, forget: []forgetParam{}, reconcile: []string{}}
+	p := &commitPlan{order: []string{}, states: map[string]state.Form{}, forget: []forgetParam{}, reconcile: []string{},
+		forgetFrom: bqMaxTime, forgetTo: bqMinTime}
 	forgetting := map[forgetParam]bool{}
 	for _, fc := range c.Forms {
 		id := fc.State.FormID
@@ -246,6 +280,13 @@ func planCommit(c *sink.Commit) (*commitPlan, error) {
 			}
 			p.spools = append(p.spools, sp)
 			p.nRows += fc.Rows.Len()
+		}
+		if len(fc.Forget) > 0 {
+			from, to := bqMinTime, bqMaxTime
+			if !fc.ForgetFrom.IsZero() && !fc.ForgetTo.IsZero() {
+				from, to = fc.ForgetFrom.UTC().Truncate(time.Microsecond), fc.ForgetTo.UTC().Truncate(time.Microsecond)
+			}
+			p.forgetFrom, p.forgetTo = minTime(p.forgetFrom, from), maxTime(p.forgetTo, to)
 		}
 		for _, k := range fc.Forget {
 			if f := (forgetParam{FormID: id, SubmissionKey: k}); !forgetting[f] {
@@ -378,6 +419,20 @@ type staged struct {
 	form      string
 	spool     *sink.Spool
 	forgotten *state.Forgotten
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // BigQuery's smallest and largest TIMESTAMP: a filter created_at <

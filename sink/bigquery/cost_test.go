@@ -42,6 +42,13 @@ func costRow(tb testing.TB, form string, id int64, at time.Time) sink.Row {
 // newCostForm stores n submissions of one form, as its first sync does.
 func newCostForm(tb testing.TB, n int) *costForm {
 	tb.Helper()
+	return newCostFormOver(tb, n, 2*365*24*time.Hour)
+}
+
+// newCostFormOver stores n submissions of one form spread evenly over
+// span.
+func newCostFormOver(tb testing.TB, n int, span time.Duration) *costForm {
+	tb.Helper()
 	fake := bqfake.Start(tb, bqfake.Options{})
 	s, err := Open(tb.Context(), testConfig(fake))
 	if err != nil {
@@ -50,10 +57,9 @@ func newCostForm(tb testing.TB, n int) *costForm {
 	tb.Cleanup(func() { s.Close() })
 	const form = "costly"
 	end := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
-	span := 2 * 365 * 24 * time.Hour
 	rows := make([]sink.Row, n)
 	for i := range rows {
-		rows[i] = costRow(tb, form, int64(i+1), end.Add(-span+time.Duration(i+1)*span/time.Duration(n)))
+		rows[i] = costRow(tb, form, int64(i+1), end.Add(-span+time.Duration(i+1)*(span/time.Duration(n))))
 	}
 	c := &costForm{fake: fake, sink: s, state: formState(form, rows), next: int64(n + 1), end: end}
 	c.commit(tb, rows)
@@ -159,5 +165,63 @@ func TestOutsideForms(t *testing.T) {
 	}, storedIDs{"new": 10, "again": 10, "content": 0})
 	if want := []string{"again", "unknown"}; !slices.Equal(got, want) {
 		t.Errorf("outsideForms = %v, want %v", got, want)
+	}
+}
+
+// forget removes the stored row of submission id as worker.Forget
+// commits it (the created_at range of the rows it found given, unless
+// unbounded), and returns the bytes the commit processed.
+func (c *costForm) forget(tb testing.TB, id int64, unbounded bool) int64 {
+	tb.Helper()
+	key := fmt.Sprint(id)
+	found, err := c.sink.Find(tb.Context(), c.state.FormID, sink.Match{Keys: []string{key}})
+	if err != nil || len(found) != 1 {
+		tb.Fatalf("Find: %v, %d rows", err, len(found))
+	}
+	at := found[0].CreatedAt
+	before := c.fake.Stats().BytesProcessed
+	stored, err := c.sink.ReadState(tb.Context(), []string{c.state.FormID})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st := stored[c.state.FormID]
+	fg, err := state.NewForgotten()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if st.Forgotten != nil {
+		fg = st.Forgotten
+	}
+	st.Forgotten = fg.With(1, key)
+	fc := sink.FormCommit{State: st, Forget: []string{key}, ForgetFrom: at, ForgetTo: at}
+	if unbounded {
+		fc.ForgetFrom, fc.ForgetTo = time.Time{}, time.Time{}
+	}
+	cm := &sink.Commit{SyncedAt: c.end.Add(2 * time.Hour), Forms: []sink.FormCommit{fc}}
+	res, err := c.sink.Commit(tb.Context(), cm)
+	if err != nil {
+		tb.Fatalf("Commit: %v", err)
+	}
+	if n := res[c.state.FormID].Forgotten; n != 1 {
+		tb.Fatalf("forgot %d rows, want 1", n)
+	}
+	c.state = st
+	return c.fake.Stats().BytesProcessed - before
+}
+
+// TestForgetCostFollowsTheRows: forgetting one submission costs about the
+// same in a form of 2,000 rows (over 146 days) as in one of five times as
+// many (over two years, as many a day): the forget's statements read the
+// partitions of the rows it removes (their created_at, which the forget
+// read), not every partition of the form.
+func TestForgetCostFollowsTheRows(t *testing.T) {
+	t.Parallel()
+	small, large := newCostFormOver(t, 2000, 146*24*time.Hour), newCostFormOver(t, 10000, 730*24*time.Hour)
+	a, b := small.forget(t, 1000, false), large.forget(t, 5000, false)
+	t.Logf("forgetting one row: %d bytes with 2,000 stored, %d with 10,000 (×%.2f)", a, b, float64(b)/float64(a))
+	ua, ub := small.forget(t, 1001, true), large.forget(t, 5001, true)
+	t.Logf("without its created_at range: %d bytes with 2,000 stored, %d with 10,000 (×%.2f)", ua, ub, float64(ub)/float64(ua))
+	if float64(b) > 1.5*float64(a) {
+		t.Errorf("forgetting one row cost %d bytes with 10,000 stored rows, %d with 2,000: ×%.1f, want under ×1.5", b, a, float64(b)/float64(a))
 	}
 }

@@ -39,7 +39,7 @@ func TestHostileNamesCannotChangeStatements(t *testing.T) {
 	b := setup(t, bqfake.Options{})
 	for _, stmt := range []string{
 		render("commit", script{tables: b.sink.t, Rows: true}), render("commit", script{tables: b.sink.t, Rows: true, Deletions: true}),
-		render("commit", script{tables: b.sink.t, Deletions: true}), render("writeState", b.sink.t),
+		render("commit", script{tables: b.sink.t, Deletions: true}), render("writeState", script{tables: b.sink.t, TombstonesChanged: true}),
 		render("readState", stateRead{tables: b.sink.t}), render("readState", stateRead{tables: b.sink.t, WithoutCopies: true}), render("viewForms", b.sink.t), render("readRows", b.sink.t), render("find", b.sink.t),
 	} {
 		for _, h := range hostile {

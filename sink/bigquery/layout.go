@@ -20,7 +20,12 @@ import (
 // reads like formsync's own bug. A partition filter required on the table
 // (require_partition_filter) is accepted: the statements filter on
 // created_at.
-func checkLayout(res, table string, have *bq.TableMetadata, want *bq.TableMetadata) error {
+//
+// A table clustered otherwise than formsync clusters it (not first by
+// form_id) is accepted with a warning, returned: every statement gives
+// the same answer on it, and each commit, forget and read of a form only
+// reads more (the blocks of every form in the partitions it scans).
+func checkLayout(res, table string, have *bq.TableMetadata, want *bq.TableMetadata) (warnings []string, err error) {
 	var diffs []string
 	for _, w := range want.Schema {
 		i := slices.IndexFunc(have.Schema, func(f *bq.FieldSchema) bool { return strings.EqualFold(f.Name, w.Name) })
@@ -53,14 +58,14 @@ func checkLayout(res, table string, have *bq.TableMetadata, want *bq.TableMetada
 			if have.Clustering != nil && len(have.Clustering.Fields) > 0 {
 				got = "clustered by " + strings.Join(have.Clustering.Fields, ", ")
 			}
-			diffs = append(diffs, fmt.Sprintf("it is %s, and each commit reads the rows of its forms by %s (unclustered, it reads every form's): bq update --clustering_fields=%s %s",
-				got, c.Fields[0], strings.Join(c.Fields, ","), strings.Replace(table, ".", ":", 1)))
+			warnings = append(warnings, fmt.Sprintf("table %s is %s, not first by %s: every commit, forget and read of a form is billed for the rows of every form in the partitions it scans, not for its own; to cluster it as formsync does: bq update --clustering_fields=%s %s",
+				table, got, c.Fields[0], strings.Join(c.Fields, ","), strings.Replace(table, ".", ":", 1)))
 		}
 	}
 	if len(diffs) == 0 {
-		return nil
+		return warnings, nil
 	}
-	return &Error{
+	return warnings, &Error{
 		Op: "checking the table's layout", Resource: res, Kind: ErrInvalid,
 		Err:  fmt.Errorf("the table is not laid out as formsync writes it: %s", strings.Join(diffs, "; ")),
 		Hint: "the table was made or changed outside formsync; fix it as said, or point FORMSYNC_BQ_DATASET at a dataset where formsync creates its own",

@@ -35,7 +35,7 @@ func (s *Sink) remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
 	if r.FormID == "" {
 		return out, errors.New("bigquery: removing a form: empty form id")
 	}
-	states, err := s.readState(ctx, []string{r.FormID}, nil)
+	states, err := s.readState(ctx, []string{r.FormID}, nil, nil)
 	if err != nil {
 		return out, err
 	}

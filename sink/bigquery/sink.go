@@ -3,8 +3,11 @@ package bigquery
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"slices"
@@ -26,6 +29,7 @@ const (
 	submissionsTable = "submissions"
 	stateTable       = "sync_state"
 	lockTable        = "sync_lock"
+	tombstonesTable  = "sync_tombstones"
 )
 
 // Config says where the sink writes. Zero fields take their defaults.
@@ -116,6 +120,9 @@ type Config struct {
 	// to short ones again and again is not given up on before they are
 	// done. Default 30 minutes.
 	ConcurrentRetryTime time.Duration
+	// Logger is told what works but costs more than it should (a table
+	// clustered otherwise than formsync clusters it). Default: discarded.
+	Logger *slog.Logger
 }
 
 var (
@@ -142,6 +149,9 @@ func (c Config) withDefaults() Config {
 	c.RetryMaxInterval = cmp.Or(c.RetryMaxInterval, 30*time.Second)
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
 	c.JobTimeout = cmp.Or(c.JobTimeout, DefaultJobTimeout)
@@ -239,12 +249,17 @@ type Sink struct {
 	// without its copies or max_submission_id column, which ReadState then
 	// reads as NULL.
 	stateWithoutCopies bool
+	// withoutTombstones: a read-only Sink found no sync_tombstones table
+	// (no sync of this formsync has run yet); the tombstones are all in
+	// sync_state.forgotten then.
+	withoutTombstones bool
 }
 
 // Open connects to BigQuery and creates what is missing: the dataset (in
-// Location), the submissions, sync_state and staging tables, and the
-// columns added since a table was created (with, once, the forms' views
-// recreated to leave out rows deleted upstream). When all exist it only
+// Location), the submissions, sync_state, sync_lock and sync_tombstones
+// tables and the staging dataset, and the columns added since a table was
+// created (with, once, the forms' views recreated to leave out rows deleted
+// upstream, and the tombstones moved out of sync_state). When all exist it only
 // reads their metadata: no DDL in the steady state.
 func Open(ctx context.Context, cfg Config) (*Sink, error) {
 	s, err := connect(ctx, cfg)
@@ -290,7 +305,11 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 				}
 			}
 			s.stateWithoutCopies = lacks("copies") || lacks("max_submission_id")
-			return nil
+			_, err = s.dataset().Table(tombstonesTable).Metadata(ctx)
+			if isNotFound(err) {
+				s.withoutTombstones, err = true, nil
+			}
+			return s.scope.classify("reading table metadata", "table "+s.cfg.Project+"."+s.cfg.Dataset+"."+tombstonesTable, err)
 		})
 	}); err != nil {
 		s.client.Close()
@@ -362,6 +381,7 @@ func connect(ctx context.Context, cfg Config) (*Sink, error) {
 		Submissions: ref(cfg.Project, cfg.Dataset, submissionsTable),
 		State:       ref(cfg.Project, cfg.Dataset, stateTable),
 		Lock:        ref(cfg.Project, cfg.Dataset, lockTable),
+		Tombstones:  ref(cfg.Project, cfg.Dataset, tombstonesTable),
 	}
 	return s, nil
 }
@@ -504,6 +524,9 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 	if err := s.ensureDatasets(ctx); err != nil {
 		return err
 	}
+	// Tombstones are moved out of a sync_state that existed before this
+	// Open (with its forgotten column): a new one holds none.
+	var stateHadForgotten bool
 	for _, t := range []struct {
 		name  string
 		meta  *bq.TableMetadata
@@ -517,6 +540,11 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 		}, addedSubmissionColumns},
 		{stateTable, &bq.TableMetadata{Schema: stateSchema(), Description: "formsync: sync state, one row per form"}, addedStateColumns},
 		{lockTable, &bq.TableMetadata{Schema: lockSchema(), Description: "formsync: one row every commit updates first, so that two commits running at once conflict"}, nil},
+		{tombstonesTable, &bq.TableMetadata{
+			Schema:      tombstonesSchema(),
+			Clustering:  &bq.Clustering{Fields: []string{"form_id"}},
+			Description: "formsync: tombstones of submissions forgotten on request, one row each (keyed hashes, never the keys)",
+		}, nil},
 	} {
 		tbl := s.dataset().Table(t.name)
 		res := "table " + s.cfg.Project + "." + s.cfg.Dataset + "." + t.name
@@ -530,13 +558,23 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 				if err == nil && t.name == lockTable {
 					return s.seedLock(ctx)
 				}
+				if err == nil && t.name == tombstonesTable && stateHadForgotten {
+					return s.moveTombstones(ctx)
+				}
 				return s.scope.classify("creating the table", res, err)
 			}
 			if err != nil {
 				return s.scope.classify("reading the table's schema", res, err)
 			}
-			if err := checkLayout(res, s.cfg.Project+"."+s.cfg.Dataset+"."+t.name, meta, t.meta); err != nil {
+			warnings, err := checkLayout(res, s.cfg.Project+"."+s.cfg.Dataset+"."+t.name, meta, t.meta)
+			if err != nil {
 				return backoff.Permanent(err)
+			}
+			for _, w := range warnings {
+				s.cfg.Logger.Warn("BigQuery table laid out to cost more", "table", s.cfg.Project+"."+s.cfg.Dataset+"."+t.name, "warning", w)
+			}
+			if t.name == stateTable {
+				stateHadForgotten = !lacksAny(meta.Schema, []string{"forgotten"})
 			}
 			if t.name == stateTable && lacksAny(meta.Schema, deletionStateColumns) {
 				// submissions, migrated before, has deleted_at now.
@@ -554,6 +592,39 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// tombstonesSchema is sync_tombstones': one row per tombstone of a
+// form (state.Forgotten's Keys; pending: also in its Pending). They were
+// a list in sync_state.forgotten, which every commit sent whole in its
+// @states parameter: a list that grows with every forget, toward
+// BigQuery's request size limit. Now a commit sends only the tombstones
+// it changes, and forgotten keeps the salt and the count.
+func tombstonesSchema() bq.Schema {
+	return bq.Schema{
+		{Name: "form_id", Type: bq.StringFieldType, Required: true},
+		{Name: "tombstone", Type: bq.StringFieldType, Required: true, Description: "keyed hash of a forgotten submission key or content key (state.Forgotten.Tombstone)"},
+		{Name: "pending", Type: bq.BooleanFieldType, Description: "forgotten while no stored row had the key, and not met by a read since: not counted yet"},
+		{Name: "forgotten_at", Type: bq.TimestampFieldType, Description: "when the commit that added it ran"},
+	}
+}
+
+// moveTombstones moves the tombstones sync_state.forgotten lists (a
+// dataset of a formsync that kept them there) into sync_tombstones, which
+// Open has just created, in one transaction that takes sync_lock and moves
+// each changed form's revision, so that a commit that read the state
+// before is refused and reads it again. Should it fail, the tombstones
+// stay where they were, are read from there too (readTombstones), and
+// move with the next commit of their form.
+func (s *Sink) moveTombstones(ctx context.Context) error {
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return fmt.Errorf("bigquery: moving tombstones: job id: %w", err)
+	}
+	id := "formsync_tombstones_" + hex.EncodeToString(nonce[:])
+	params := []bq.QueryParameter{{Name: "commit_id", Value: id}, {Name: "synced_at", Value: s.cfg.Now().UTC().Truncate(time.Microsecond)}}
+	_, err := s.transact(ctx, id, "moving tombstones from sync_state to "+tombstonesTable, render("moveTombstones", s.t), params, nil, nil)
+	return err
 }
 
 // lockSchema is sync_lock's: the commit that last took it, and when.

@@ -23,7 +23,7 @@ import (
 
 // tables names the fully qualified tables a statement refers to.
 type tables struct {
-	Submissions, State, Staging, Lock string
+	Submissions, State, Staging, Lock, Tombstones string
 }
 
 func ref(project, dataset, table string) string {
@@ -41,10 +41,12 @@ type stateRead struct {
 // script says which parts a commit's transaction has: Rows, the plan and
 // the submissions MERGE of a loaded staging table; Deletions, the forget
 // DELETE and the reconcile UPDATE (rendered only for commits that forget
-// or reconcile, so that a plain sync runs the statements it always ran).
+// or reconcile, so that a plain sync runs the statements it always ran);
+// TombstonesChanged, the MERGE of the tombstones that changed into
+// sync_tombstones (rendered only for commits that change any).
 type script struct {
 	tables
-	Rows, Deletions bool
+	Rows, Deletions, TombstonesChanged bool
 }
 
 // removal says what a removal's transaction removes: with Rows, the
@@ -152,6 +154,39 @@ WHERE form_id = @form_id;
 COMMIT TRANSACTION;
 {{end}}
 
+{{define "readTombstones"}}
+SELECT form_id, tombstone, pending
+FROM {{.Tombstones}}
+WHERE form_id IN UNNEST(@form_ids)
+{{end}}
+
+{{define "writeTombstones"}}MERGE {{.Tombstones}} AS t
+USING (SELECT * FROM UNNEST(@tombstones)) AS s
+ON t.form_id = s.form_id AND t.tombstone = s.tombstone
+WHEN MATCHED AND s.removed THEN DELETE
+WHEN MATCHED THEN UPDATE SET pending = s.pending
+WHEN NOT MATCHED AND NOT s.removed THEN
+  INSERT (form_id, tombstone, pending, forgotten_at) VALUES (s.form_id, s.tombstone, s.pending, @synced_at);
+{{- end}}
+
+{{define "moveTombstones"}}
+BEGIN TRANSACTION;
+{{template "lock" .}}
+
+INSERT INTO {{.Tombstones}} (form_id, tombstone, pending, forgotten_at)
+SELECT s.form_id, k, k IN UNNEST(JSON_VALUE_ARRAY(s.forgotten, '$.pending')), @synced_at
+FROM {{.State}} AS s, UNNEST(JSON_VALUE_ARRAY(s.forgotten, '$.keys')) AS k
+WHERE NOT EXISTS (SELECT 1 FROM {{.Tombstones}} AS t WHERE t.form_id = s.form_id AND t.tombstone = k);
+
+UPDATE {{.State}} SET
+  forgotten = TO_JSON(STRUCT(JSON_VALUE(forgotten, '$.salt') AS salt, ARRAY<STRING>[] AS keys,
+    CAST(JSON_VALUE(forgotten, '$.count') AS INT64) AS count)),
+  revision = COALESCE(revision, 0) + 1, updated_at = @synced_at
+WHERE ARRAY_LENGTH(JSON_VALUE_ARRAY(forgotten, '$.keys')) > 0;
+
+COMMIT TRANSACTION;
+{{end}}
+
 {{define "seedLock"}}
 INSERT INTO {{.Lock}} (commit_id, locked_at)
 SELECT '', CURRENT_TIMESTAMP() FROM UNNEST([1])
@@ -220,6 +255,10 @@ SELECT IF(EXISTS (
 BEGIN TRANSACTION;
 {{template "lock" .}}
 {{template "assertRevisions" .}}
+{{- if .TombstonesChanged}}
+
+{{template "writeTombstones" .}}
+{{- end}}
 
 MERGE {{.State}} AS t
 USING (
@@ -231,9 +270,9 @@ USING (
 COMMIT TRANSACTION;
 {{end}}
 
-{{define "forgotten"}}{{template "anyTime"}} AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key){{end}}
+{{define "forgotten"}}created_at BETWEEN @forget_from AND @forget_to AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key){{end}}
 
-{{define "unserved"}}form_id IN UNNEST(@reconcile_forms) AND {{template "anyTime"}} AND deleted_at IS NULL
+{{define "unserved"}}form_id IN UNNEST(@reconcile_forms) AND created_at BETWEEN @reconcile_from AND @reconcile_to AND deleted_at IS NULL
 {{- if .Rows}}
   AND NOT EXISTS (SELECT 1 FROM _formsync_plan AS p WHERE p.form_id = t.form_id AND p.submission_key = t.submission_key)
 {{- end}}
@@ -256,6 +295,10 @@ COMMIT TRANSACTION;
 BEGIN TRANSACTION;
 {{template "lock" .}}
 {{template "assertRevisions" .}}
+{{- if .TombstonesChanged}}
+
+{{template "writeTombstones" .}}
+{{- end}}
 {{- if .Deletions}}
 
 CREATE TEMP TABLE _formsync_forgotten AS

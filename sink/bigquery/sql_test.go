@@ -25,6 +25,7 @@ func goldenTables() tables {
 		State:       ref("my-project", "formsync", stateTable),
 		Staging:     ref("my-project", "formsync_staging", "_formsync_staging_formsync_0123456789abcdef01234567"),
 		Lock:        ref("my-project", "formsync", lockTable),
+		Tombstones:  ref("my-project", "formsync", tombstonesTable),
 	}
 }
 
@@ -35,23 +36,29 @@ func goldenStatements() map[string]string {
 	noStaging := t
 	noStaging.Staging = ""
 	return map[string]string{
-		"read_state.sql":            render("readState", stateRead{tables: t}),
-		"read_state_unmigrated.sql": render("readState", stateRead{tables: t, WithoutCopies: true}),
-		"read_commits.sql":          render("readCommits", t),
-		"view_forms.sql":            render("viewForms", t),
-		"read_rows.sql":             render("readRows", t),
-		"find.sql":                  render("find", t),
-		"scrub_staging.sql":         render("scrubStaging", t),
-		"seed_lock.sql":             render("seedLock", t),
-		"write_state.sql":           render("writeState", t),
-		"commit.sql":                render("commit", script{tables: t, Rows: true}),
-		"commit_deletions.sql":      render("commit", script{tables: t, Rows: true, Deletions: true}),
-		"write_state_deletions.sql": render("commit", script{tables: noStaging, Deletions: true}),
-		"count_rows.sql":            render("countRows", t),
-		"recount.sql":               render("recount", t),
-		"remove.sql":                render("remove", removal{tables: t}),
-		"remove_rows.sql":           render("remove", removal{tables: t, Rows: true}),
-		"view.sql":                  viewSQL("my-project", "formsync", "contact-form", []string{"Email", "message", "order", "Email"}),
+		"read_state.sql":                       render("readState", stateRead{tables: t}),
+		"read_state_unmigrated.sql":            render("readState", stateRead{tables: t, WithoutCopies: true}),
+		"read_commits.sql":                     render("readCommits", t),
+		"view_forms.sql":                       render("viewForms", t),
+		"read_rows.sql":                        render("readRows", t),
+		"find.sql":                             render("find", t),
+		"scrub_staging.sql":                    render("scrubStaging", t),
+		"seed_lock.sql":                        render("seedLock", t),
+		"write_state.sql":                      render("writeState", script{tables: t}),
+		"commit.sql":                           render("commit", script{tables: t, Rows: true}),
+		"commit_deletions.sql":                 render("commit", script{tables: t, Rows: true, Deletions: true}),
+		"write_state_deletions.sql":            render("commit", script{tables: noStaging, Deletions: true}),
+		"read_tombstones.sql":                  render("readTombstones", t),
+		"move_tombstones.sql":                  render("moveTombstones", t),
+		"write_state_tombstones.sql":           render("writeState", script{tables: t, TombstonesChanged: true}),
+		"commit_tombstones.sql":                render("commit", script{tables: t, Rows: true, TombstonesChanged: true}),
+		"commit_deletions_tombstones.sql":      render("commit", script{tables: t, Rows: true, Deletions: true, TombstonesChanged: true}),
+		"write_state_deletions_tombstones.sql": render("commit", script{tables: noStaging, Deletions: true, TombstonesChanged: true}),
+		"view.sql":                             viewSQL("my-project", "formsync", "contact-form", []string{"Email", "message", "order", "Email"}),
+		"count_rows.sql":                       render("countRows", t),
+		"recount.sql":                          render("recount", t),
+		"remove.sql":                           render("remove", removal{tables: t}),
+		"remove_rows.sql":                      render("remove", removal{tables: t, Rows: true}),
 	}
 }
 
@@ -91,6 +98,10 @@ func fakeShapes() string {
 		{"shapeCommitDeletions", "commit_deletions.sql"}, {"shapeWriteStateDeletions", "write_state_deletions.sql"},
 		{"shapeCountRows", "count_rows.sql"}, {"shapeRecount", "recount.sql"},
 		{"shapeRemove", "remove.sql"}, {"shapeRemoveRows", "remove_rows.sql"},
+		{"shapeReadTombstones", "read_tombstones.sql"}, {"shapeMoveTombstones", "move_tombstones.sql"},
+		{"shapeWriteStateTombstones", "write_state_tombstones.sql"}, {"shapeCommitTombstones", "commit_tombstones.sql"},
+		{"shapeCommitDeletionsTombstones", "commit_deletions_tombstones.sql"},
+		{"shapeWriteStateDeletionsTombstones", "write_state_deletions_tombstones.sql"},
 	} {
 		text := refRE.ReplaceAllString(g[s.file], "`?`")
 		fmt.Fprintf(&b, "\t%s = `%s`\n", s.name, strings.ReplaceAll(text, "`?`", "` + \"`?`\" + `"))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	bq "cloud.google.com/go/bigquery"
@@ -15,7 +16,7 @@ import (
 // ReadState returns the stored state of the given forms (every form when
 // formIDs is empty). Forms never synced are absent from the map.
 func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]state.Form, error) {
-	return guardValue(s, ctx, func(ctx context.Context) (map[string]state.Form, error) { return s.readState(ctx, formIDs, nil) })
+	return guardValue(s, ctx, func(ctx context.Context) (map[string]state.Form, error) { return s.readState(ctx, formIDs, nil, nil) })
 }
 
 // storedIDs is what a commit knows of the ids stored for each form: the
@@ -24,9 +25,15 @@ func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]stat
 // stored before the bound was kept, may hold any id.
 type storedIDs map[string]int64
 
+// storedTombstones is, per form, what sync_tombstones holds: each
+// tombstone and whether it is pending. A commit sends only the tombstones
+// that differ from it (tombstoneChanges).
+type storedTombstones map[string]map[string]bool
+
 // readState reads the stored states; maxIDs, when not nil, gets each
-// form's max_submission_id that is known.
-func (s *Sink) readState(ctx context.Context, formIDs []string, maxIDs storedIDs) (map[string]state.Form, error) {
+// form's max_submission_id that is known, and tombs, when not nil, what
+// sync_tombstones holds for each form read.
+func (s *Sink) readState(ctx context.Context, formIDs []string, maxIDs storedIDs, tombs storedTombstones) (map[string]state.Form, error) {
 	var out map[string]state.Form
 	ids := formIDs
 	if ids == nil {
@@ -50,7 +57,121 @@ func (s *Sink) readState(ctx context.Context, formIDs []string, maxIDs storedIDs
 	if err != nil {
 		return nil, err
 	}
+	if err := s.readTombstones(ctx, out, tombs); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// readTombstones adds to the states read the tombstones sync_tombstones
+// holds for them, and records them in tombs when it is not nil. Only the
+// forms whose state has tombstones at all (a salt in sync_state.forgotten)
+// are looked up: a dataset nothing was forgotten from costs no query. The
+// tombstones sync_state.forgotten itself still lists (written before
+// sync_tombstones, and not moved yet: see moveTombstones) count too; the
+// next commit of the form moves them.
+func (s *Sink) readTombstones(ctx context.Context, states map[string]state.Form, tombs storedTombstones) error {
+	ids := []string{}
+	for id, f := range states {
+		if f.Forgotten != nil {
+			ids = append(ids, id)
+		}
+		if tombs != nil {
+			tombs[id] = map[string]bool{}
+		}
+	}
+	if len(ids) == 0 || s.withoutTombstones {
+		return nil
+	}
+	slices.Sort(ids)
+	var got storedTombstones
+	q := s.query(render("readTombstones", s.t), bq.QueryParameter{Name: "form_ids", Value: ids})
+	err := s.readAll(ctx, "reading tombstones", "table "+s.t.Tombstones, q.Read, func() { got = storedTombstones{} }, func(v []bq.Value) error {
+		if len(v) != 3 {
+			return fmt.Errorf("bigquery: reading tombstones: got %d columns, want 3", len(v))
+		}
+		id := vString(v[0])
+		if got[id] == nil {
+			got[id] = map[string]bool{}
+		}
+		pending, _ := v[2].(bool)
+		got[id][vString(v[1])] = pending
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for id, stored := range got {
+		f, ok := states[id]
+		if !ok || f.Forgotten == nil {
+			continue
+		}
+		fg := f.Forgotten
+		for t, pending := range stored {
+			fg.Keys = append(fg.Keys, t)
+			if pending {
+				fg.Pending = append(fg.Pending, t)
+			} else {
+				// Met since the state listed it pending.
+				fg.Pending = slices.DeleteFunc(fg.Pending, func(p string) bool { return p == t })
+			}
+		}
+		slices.Sort(fg.Keys)
+		fg.Keys = slices.Compact(fg.Keys)
+		slices.Sort(fg.Pending)
+		fg.Pending = slices.Compact(fg.Pending)
+		if len(fg.Pending) == 0 {
+			fg.Pending = nil
+		}
+		if tombs != nil {
+			tombs[id] = stored
+		}
+	}
+	return nil
+}
+
+// tombstoneParam is one element of the @tombstones parameter: a
+// tombstone a commit adds, whose pending flag it changes, or (removed)
+// that it takes away.
+type tombstoneParam struct {
+	FormID    string `bigquery:"form_id"`
+	Tombstone string `bigquery:"tombstone"`
+	Pending   bool   `bigquery:"pending"`
+	Removed   bool   `bigquery:"removed"`
+}
+
+// tombstoneChanges are the changes that make what sync_tombstones holds
+// for form id (stored) the tombstones of f: a forget adds its few, a read
+// that meets a pending one flips it, and nothing else travels, however
+// many were forgotten before.
+func tombstoneChanges(id string, f *state.Forgotten, stored map[string]bool) []tombstoneParam {
+	var out []tombstoneParam
+	want := map[string]bool{}
+	if f != nil {
+		for _, t := range f.Keys {
+			_, pending := slices.BinarySearch(f.Pending, t)
+			want[t] = pending
+			if was, ok := stored[t]; !ok || was != pending {
+				out = append(out, tombstoneParam{FormID: id, Tombstone: t, Pending: pending})
+			}
+		}
+	}
+	for t := range stored {
+		if _, ok := want[t]; !ok {
+			out = append(out, tombstoneParam{FormID: id, Tombstone: t, Removed: true})
+		}
+	}
+	slices.SortFunc(out, func(a, b tombstoneParam) int { return strings.Compare(a.Tombstone, b.Tombstone) })
+	return out
+}
+
+// withoutTombstoneKeys is f as sync_state.forgotten stores it: the salt
+// and the count, the tombstones themselves being in sync_tombstones.
+func withoutTombstoneKeys(f *state.Forgotten) *state.Forgotten {
+	if f == nil {
+		return nil
+	}
+	return &state.Forgotten{Salt: f.Salt, Keys: []string{}, Count: f.Count}
 }
 
 func scanState(v []bq.Value) (state.Form, error) {
@@ -167,7 +288,7 @@ func newStateParam(f state.Form) (stateParam, error) {
 		LastErrorAt: sentinelTime(f.LastErrorAt), LastError: f.LastError, Revision: f.Revision,
 		LastReconcileAt: sentinelTime(f.LastReconcileAt), FieldPolicy: f.FieldPolicy,
 	}
-	if p.Forgotten, err = optionalJSON(f.Forgotten, f.Forgotten != nil); err != nil {
+	if p.Forgotten, err = optionalJSON(withoutTombstoneKeys(f.Forgotten), f.Forgotten != nil); err != nil {
 		return stateParam{}, err
 	}
 	if p.Copies, err = optionalJSON(f.Copies, len(f.Copies) > 0); err != nil {

@@ -18,5 +18,5 @@ const DefaultPartRows = 100_000
 // one transaction that moves no watermark, the form's last rows and its
 // watermark in the run's final commit.
 func (s *Sink) Tuning() sink.Tuning {
-	return sink.Tuning{CommitInParts: true, PartRows: s.cfg.PartRows}
+	return sink.Tuning{CommitInParts: true, PartRows: s.cfg.PartRows, PartsByContent: true}
 }

@@ -78,6 +78,7 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 			{"name": strings.Trim(tbl.State, "`"), "columns": zetaColumns(stateSchema())},
 			{"name": strings.Trim(tbl.Staging, "`"), "columns": zetaColumns(stagingSchema())},
 			{"name": strings.Trim(tbl.Lock, "`"), "columns": zetaColumns(lockSchema())},
+			{"name": strings.Trim(tbl.Tombstones, "`"), "columns": zetaColumns(tombstonesSchema())},
 			// The columns of BigQuery's job history the README's queries
 			// use, as BigQuery documents them.
 			{"name": "my-project.region-us.INFORMATION_SCHEMA.JOBS", "columns": zetaColumns(bq.Schema{
@@ -186,6 +187,14 @@ func zetaParams() []map[string]any {
 			{"name": "form_id", "type": "STRING"}, {"name": "submission_key", "type": "STRING"},
 		}}}},
 		{"name": "reconcile_forms", "type": map[string]any{"array": "STRING"}},
+		{"name": "forget_from", "type": "TIMESTAMP"},
+		{"name": "reconcile_from", "type": "TIMESTAMP"},
+		{"name": "reconcile_to", "type": "TIMESTAMP"},
+		{"name": "forget_to", "type": "TIMESTAMP"},
+		{"name": "tombstones", "type": map[string]any{"array": map[string]any{"struct": []map[string]any{
+			{"name": "form_id", "type": "STRING"}, {"name": "tombstone", "type": "STRING"},
+			{"name": "pending", "type": "BOOL"}, {"name": "removed", "type": "BOOL"},
+		}}}},
 		{"name": "keys", "type": map[string]any{"array": "STRING"}},
 		{"name": "field", "type": "STRING"},
 		{"name": "salt", "type": "STRING"},

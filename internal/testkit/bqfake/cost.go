@@ -70,7 +70,15 @@ type span struct {
 	days [][2]int64
 }
 
+// allPartitions is the span of a statement without a constant filter on
+// the partitioning column: on a table that requires one
+// (requirePartitionFilter), BigQuery refuses it.
 var allPartitions = span{all: true}
+
+// everyPartition is the span of a constant filter that names every
+// partition (created_at BETWEEN the smallest and the largest TIMESTAMP):
+// it prunes nothing, and satisfies requirePartitionFilter.
+var everyPartition = span{days: [][2]int64{{firstDay, lastDay}}}
 
 // Days beyond any TIMESTAMP BigQuery holds (years 1 to 9999).
 const (
@@ -131,6 +139,21 @@ func (s *Server) where(ref string, sp span) string {
 	return "(" + strings.Join(conds, " OR ") + ")"
 }
 
+// partitionFilter refuses, as BigQuery does, a read of a table that
+// requires a partition filter (requirePartitionFilter) by a statement with
+// no constant filter on its partitioning column.
+func (s *Server) partitionFilter(ref string, sp span) error {
+	t := s.tables[ref]
+	f := s.partitionField(ref)
+	if t == nil || f == "" || !sp.all {
+		return nil
+	}
+	if t.RequirePartitionFilter || t.TimePartitioning.RequirePartitionFilter {
+		return invalidQuery("Cannot query over table '%s' without a filter over column(s) '%s' that can be used for partition elimination", ref, f)
+	}
+	return nil
+}
+
 // sizeExpr is the SQLite expression of a column's logical size in a row.
 func sizeExpr(f *bqv2.TableFieldSchema) string {
 	c := quoteIdent(f.Name)
@@ -146,6 +169,9 @@ func sizeExpr(f *bqv2.TableFieldSchema) string {
 // scan bills a read of the columns cols (nil: every column) of the table
 // ref in the partitions sp names.
 func (s *Server) scan(tx *sql.Tx, ref string, cols []string, sp span) error {
+	if err := s.partitionFilter(ref, sp); err != nil {
+		return err
+	}
 	if s.meter == nil {
 		return nil
 	}

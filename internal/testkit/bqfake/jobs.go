@@ -122,6 +122,7 @@ func (s *Server) insertJob(w http.ResponseWriter, r *http.Request) error {
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return errorf(http.StatusBadRequest, "invalid", "bqfake: decoding job: %v", err)
 	}
+	s.stats.MaxQueryRequest = max(s.stats.MaxQueryRequest, len(raw))
 	if in.Configuration == nil || in.Configuration.Query == nil {
 		return errorf(http.StatusBadRequest, "invalid", "bqfake: jobs.insert without an upload supports query jobs only")
 	}

@@ -131,6 +131,10 @@ type Stats struct {
 	// BytesProcessed is the sum of the query jobs' totalBytesProcessed
 	// (the model in cost.go).
 	BytesProcessed int64
+	// MaxQueryRequest is the size in bytes of the largest query job
+	// request (jobs.insert: the statement and its parameters), which
+	// BigQuery bounds.
+	MaxQueryRequest int
 }
 
 // Server is a BigQuery fake. New makes one that serves nothing by itself

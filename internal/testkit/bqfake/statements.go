@@ -91,12 +91,15 @@ var statesType = "ARRAY<STRUCT<form_id STRING, wm_created_at TIMESTAMP, wm_id IN
 
 var forgetType = "ARRAY<STRUCT<form_id STRING, submission_key STRING>>"
 
+var tombstonesType = "ARRAY<STRUCT<form_id STRING, tombstone STRING, pending BOOL, removed BOOL>>"
+
 var shapes = map[string]*shapeDef{}
 
 func init() {
 	commitParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP", "form_ids": "ARRAY<STRING>",
 		"outside_forms": "ARRAY<STRING>", "outside_before": "TIMESTAMP", "outside_after": "TIMESTAMP"}
-	deletionsParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "form_ids": "ARRAY<STRING>", "forget": forgetType, "reconcile_forms": "ARRAY<STRING>"}
+	deletionsParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "form_ids": "ARRAY<STRING>", "forget": forgetType, "reconcile_forms": "ARRAY<STRING>",
+		"forget_from": "TIMESTAMP", "forget_to": "TIMESTAMP", "reconcile_from": "TIMESTAMP", "reconcile_to": "TIMESTAMP"}
 	commitDeletionsParams := map[string]string{"created_from": "TIMESTAMP", "created_to": "TIMESTAMP",
 		"outside_forms": "ARRAY<STRING>", "outside_before": "TIMESTAMP", "outside_after": "TIMESTAMP"}
 	for k, v := range deletionsParams {
@@ -107,7 +110,34 @@ func init() {
 			return s.commitScript(t, params, rows, deletions)
 		}
 	}
-	for _, d := range []*shapeDef{
+	writeStateParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING"}
+	// withTombstones is a script's shape with the tombstones MERGE after
+	// its revision check (its third table reference).
+	withTombstones := func(text string, d *shapeDef) *shapeDef {
+		params := map[string]string{"tombstones": tombstonesType}
+		for k, v := range d.params {
+			params[k] = v
+		}
+		roles := append(append(append([]string{}, d.roles[:2]...), "tombs"), d.roles[2:]...)
+		return &shapeDef{text, d.kind, params, roles, append([]string{"tombs"}, d.mutated...), d.handler}
+	}
+	scripts := []*shapeDef{
+		{shapeWriteState, "SCRIPT", writeStateParams, []string{"lock", "state", "state"}, []string{"lock", "state"}, (*Server).writeState},
+		{shapeCommit, "SCRIPT", commitParams, []string{"lock", "state", "staging", "subs", "subs", "subs", "state", "subs"}, []string{"lock", "subs", "state"}, commit(true, false)},
+		{shapeCommitDeletions, "SCRIPT", commitDeletionsParams,
+			[]string{"lock", "state", "subs", "subs", "staging", "subs", "subs", "subs", "subs", "subs", "state", "subs"}, []string{"lock", "subs", "state"}, commit(true, true)},
+		{shapeWriteStateDeletions, "SCRIPT", deletionsParams, []string{"lock", "state", "subs", "subs", "subs", "subs", "state"}, []string{"lock", "subs", "state"}, commit(false, true)},
+	}
+	defs := append([]*shapeDef{
+		withTombstones(shapeWriteStateTombstones, scripts[0]),
+		withTombstones(shapeCommitTombstones, scripts[1]),
+		withTombstones(shapeCommitDeletionsTombstones, scripts[2]),
+		withTombstones(shapeWriteStateDeletionsTombstones, scripts[3]),
+		{shapeReadTombstones, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"tombs"}, nil, (*Server).readTombstones},
+		{shapeMoveTombstones, "SCRIPT", map[string]string{"synced_at": "TIMESTAMP", "commit_id": "STRING"},
+			[]string{"lock", "tombs", "state", "tombs", "state"}, []string{"lock", "tombs", "state"}, (*Server).moveTombstones},
+	}, scripts...)
+	for _, d := range append(defs, []*shapeDef{
 		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("copies", "max_submission_id")},
 		{shapeReadStateUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("NULL", "NULL")},
 		{shapeReadCommits, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readCommits},
@@ -116,12 +146,7 @@ func init() {
 		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>", "field": "STRING", "salt": "STRING", "value_sha256": "STRING"}, []string{"subs"}, nil, (*Server).find},
 		{shapeScrubStaging, "DELETE", map[string]string{"forget": forgetType}, []string{"staging"}, nil, (*Server).scrubStaging},
 		{shapeSeedLock, "INSERT", nil, []string{"lock", "lock"}, nil, (*Server).seedLock},
-		{shapeWriteState, "SCRIPT", map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING"}, []string{"lock", "state", "state"}, []string{"lock", "state"}, (*Server).writeState},
-		{shapeCommit, "SCRIPT", commitParams, []string{"lock", "state", "staging", "subs", "subs", "subs", "state", "subs"}, []string{"lock", "subs", "state"}, commit(true, false)},
-		{shapeCommitDeletions, "SCRIPT", commitDeletionsParams,
-			[]string{"lock", "state", "subs", "subs", "staging", "subs", "subs", "subs", "subs", "subs", "state", "subs"}, []string{"lock", "subs", "state"}, commit(true, true)},
-		{shapeWriteStateDeletions, "SCRIPT", deletionsParams, []string{"lock", "state", "subs", "subs", "subs", "subs", "state"}, []string{"lock", "subs", "state"}, commit(false, true)},
-	} {
+	}...) {
 		n, _, err := normalise(d.text)
 		if err != nil {
 			panic(err)
@@ -374,7 +399,7 @@ var rowRead = []string{"form_id", "submission_id", "submission_key", "created_at
 
 func (s *Server) readRows(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
-		if err := s.scan(tx, t["subs"], rowRead, allPartitions); err != nil {
+		if err := s.scan(tx, t["subs"], rowRead, everyPartition); err != nil {
 			return nil, err
 		}
 		q := `SELECT submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields),
@@ -397,7 +422,7 @@ func (s *Server) find(t map[string]string, params map[string]param) (*result, er
 		if err := materialise(tx, "keys", params["keys"]); err != nil {
 			return nil, err
 		}
-		if err := s.scan(tx, t["subs"], rowRead, allPartitions); err != nil {
+		if err := s.scan(tx, t["subs"], rowRead, everyPartition); err != nil {
 			return nil, err
 		}
 		// TO_HEX(SHA256(CONCAT(@salt, value))) = @value_sha256, computed
@@ -635,6 +660,9 @@ func (s *Server) writeState(t map[string]string, params map[string]param) (*resu
 		if err := s.assertRevisions(tx, t["state"], params); err != nil {
 			return nil, err
 		}
+		if err := s.writeTombstones(tx, t["tombs"], params); err != nil {
+			return nil, err
+		}
 		n, err := s.mergeState(tx, t["state"], params, "", "")
 		if err != nil {
 			return nil, err
@@ -768,6 +796,9 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 		if err := s.assertRevisions(tx, state, params); err != nil {
 			return nil, err
 		}
+		if err := s.writeTombstones(tx, t["tombs"], params); err != nil {
+			return nil, err
+		}
 		for _, t := range temps {
 			if _, err := exec(tx, "DROP TABLE IF EXISTS temp."+t); err != nil {
 				return nil, err
@@ -783,24 +814,34 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 					return nil, err
 				}
 			}
-			forgotten := `form_id IN (SELECT value FROM temp.param_form_ids) AND EXISTS (SELECT 1 FROM temp.param_forget AS f
+			forgotten := `form_id IN (SELECT value FROM temp.param_form_ids) AND created_at BETWEEN @forget_from AND @forget_to
+				AND EXISTS (SELECT 1 FROM temp.param_forget AS f
 				WHERE f.form_id = ` + subs + `.form_id AND f.submission_key = ` + subs + `.submission_key)`
-			// The count, then the DELETE: each reads every partition.
-			if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "deleted_at"}, allPartitions); err != nil {
+			fargs, err := named(forgotten, params)
+			if err != nil {
 				return nil, err
 			}
-			if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key"}, allPartitions); err != nil {
+			fr, err := timeRange(params, "forget_from", "forget_to")
+			if err != nil {
 				return nil, err
 			}
-			if err := s.touch(tx, t["subs"], forgotten, true); err != nil {
+			// The count, then the DELETE: each reads the partitions of
+			// @forget_from..@forget_to.
+			if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "created_at", "deleted_at"}, fr); err != nil {
+				return nil, err
+			}
+			if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "created_at"}, fr); err != nil {
+				return nil, err
+			}
+			if err := s.touch(tx, t["subs"], forgotten, true, fargs...); err != nil {
 				return nil, err
 			}
 			if _, err := exec(tx, `CREATE TEMP TABLE _formsync_forgotten AS
 				SELECT form_id, SUM(deleted_at IS NULL) AS live, SUM(deleted_at IS NOT NULL) AS deleted
-				FROM `+subs+` WHERE `+forgotten+` GROUP BY form_id`); err != nil {
+				FROM `+subs+` WHERE `+forgotten+` GROUP BY form_id`, fargs...); err != nil {
 				return nil, err
 			}
-			n, err := exec(tx, `DELETE FROM `+subs+` WHERE `+forgotten)
+			n, err := exec(tx, `DELETE FROM `+subs+` WHERE `+forgotten, fargs...)
 			if err != nil {
 				return nil, err
 			}
@@ -819,21 +860,30 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 		}
 		counts := "(" + fakePlanCounts + ")"
 		if deletions {
-			unserved := `form_id IN (SELECT value FROM temp.param_reconcile_forms) AND deleted_at IS NULL`
+			unserved := `form_id IN (SELECT value FROM temp.param_reconcile_forms) AND created_at BETWEEN @reconcile_from AND @reconcile_to
+				AND deleted_at IS NULL`
 			if rows {
 				unserved += ` AND NOT EXISTS (SELECT 1 FROM temp._formsync_plan AS p
 					WHERE p.form_id = ` + subs + `.form_id AND p.submission_key = ` + subs + `.submission_key)`
 			}
+			uargs, err := named(unserved, params)
+			if err != nil {
+				return nil, err
+			}
+			rr, err := timeRange(params, "reconcile_from", "reconcile_to")
+			if err != nil {
+				return nil, err
+			}
 			if _, err := exec(tx, `CREATE TEMP TABLE _formsync_reconciled AS
-				SELECT form_id, count(*) AS deleted FROM `+subs+` WHERE `+unserved+` GROUP BY form_id`); err != nil {
+				SELECT form_id, count(*) AS deleted FROM `+subs+` WHERE `+unserved+` GROUP BY form_id`, uargs...); err != nil {
 				return nil, err
 			}
 			for range 2 { // the count, then the UPDATE
-				if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "deleted_at"}, allPartitions); err != nil {
+				if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "created_at", "deleted_at"}, rr); err != nil {
 					return nil, err
 				}
 			}
-			if err := s.touch(tx, t["subs"], unserved, true); err != nil {
+			if err := s.touch(tx, t["subs"], unserved, true, uargs...); err != nil {
 				return nil, err
 			}
 			q := `UPDATE ` + subs + ` SET deleted_at = @synced_at WHERE ` + unserved
@@ -1224,6 +1274,28 @@ func rowRanges(params map[string]param) (commitRanges, error) {
 	return commitRanges{batch: within(ts[0], ts[1]), outside: beyond(ts[2], ts[3])}, nil
 }
 
+// timeRange is the partitions a filter created_at BETWEEN @from AND @to
+// names (the forget's, the reconcile's).
+func timeRange(params map[string]param, from, to string) (span, error) {
+	var ts [2]int64
+	for i, name := range []string{from, to} {
+		p, ok := params[name]
+		if !ok {
+			return span{}, invalidQuery("Query parameter '%s' not found", name)
+		}
+		v, err := scalar(p.Type, p.Value)
+		if err != nil {
+			return span{}, err
+		}
+		n, ok := v.(int64)
+		if !ok {
+			return span{}, invalidQuery("Query parameter '%s' is NULL", name)
+		}
+		ts[i] = n
+	}
+	return within(ts[0], ts[1]), nil
+}
+
 // mergeTouches records the partitions the submissions MERGE modifies
 // (temp._fake_match against temp._fake_src): those of the rows it
 // updates or deletes and those their new created_at moves them to,
@@ -1238,4 +1310,119 @@ func (s *Server) mergeTouches(tx *sql.Tx, ref string) error {
 	}
 	return s.touchQuery(tx, ref, `SELECT DISTINCT `+dayOf("created_at")+` FROM temp._fake_src
 		WHERE NOT twin AND action = 'insert' AND rowid NOT IN (SELECT prow FROM temp._fake_match)`, false)
+}
+
+// readTombstones reads the tombstones of the given forms.
+func (s *Server) readTombstones(t map[string]string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
+			return nil, err
+		}
+		if err := s.scan(tx, t["tombs"], []string{"form_id", "tombstone", "pending"}, allPartitions); err != nil {
+			return nil, err
+		}
+		return s.query(tx, []*bqv2.TableFieldSchema{col("form_id", "STRING"), col("tombstone", "STRING"), col("pending", "BOOLEAN")},
+			`SELECT form_id, tombstone, pending FROM `+quoteIdent(t["tombs"])+`
+			WHERE form_id IN (SELECT value FROM temp.param_form_ids) ORDER BY form_id, tombstone`)
+	})
+}
+
+// writeTombstones is a script's MERGE of @tombstones into sync_tombstones
+// on (form_id, tombstone): a removed one matched is deleted, another
+// matched gets its pending flag, one not matched and not removed is
+// inserted. Nothing when the script has no such statement (ref "").
+func (s *Server) writeTombstones(tx *sql.Tx, ref string, params map[string]param) error {
+	if ref == "" {
+		return nil
+	}
+	if err := materialise(tx, "tombstones", params["tombstones"]); err != nil {
+		return err
+	}
+	if err := s.scan(tx, ref, []string{"form_id", "tombstone"}, allPartitions); err != nil {
+		return err
+	}
+	tb := quoteIdent(ref)
+	var dup string
+	err := tx.QueryRow(`SELECT t.tombstone FROM ` + tb + ` AS t JOIN temp.param_tombstones AS s
+		ON t.form_id = s.form_id AND t.tombstone = s.tombstone GROUP BY t.rowid HAVING count(*) > 1 LIMIT 1`).Scan(&dup)
+	if err == nil {
+		return invalidQuery("UPDATE/MERGE must match at most one source row for each target row (tombstone %s)", dup)
+	} else if err != sql.ErrNoRows {
+		return err
+	}
+	match := `EXISTS (SELECT 1 FROM temp.param_tombstones AS s WHERE s.form_id = ` + tb + `.form_id AND s.tombstone = ` + tb + `.tombstone`
+	del, err := exec(tx, `DELETE FROM `+tb+` WHERE `+match+` AND s.removed)`)
+	if err != nil {
+		return err
+	}
+	upd, err := exec(tx, `UPDATE `+tb+` SET pending = s.pending FROM temp.param_tombstones AS s
+		WHERE s.form_id = `+tb+`.form_id AND s.tombstone = `+tb+`.tombstone AND NOT s.removed`)
+	if err != nil {
+		return err
+	}
+	q := `INSERT INTO ` + tb + ` (form_id, tombstone, pending, forgotten_at)
+		SELECT s.form_id, s.tombstone, s.pending, @synced_at FROM temp.param_tombstones AS s
+		WHERE NOT s.removed AND NOT EXISTS (SELECT 1 FROM ` + tb + ` AS t WHERE t.form_id = s.form_id AND t.tombstone = s.tombstone)`
+	args, err := named(q, params)
+	if err != nil {
+		return err
+	}
+	if _, err := exec(tx, q, args...); err != nil {
+		return err
+	}
+	if del+upd > 0 {
+		s.mutate(ref)
+	}
+	s.countDML(ref)
+	return nil
+}
+
+// moveTombstones is the script that moves the tombstones sync_state's
+// forgotten lists into sync_tombstones, leaving the salt and the count,
+// and moves the revision of each state it changes.
+func (s *Server) moveTombstones(t map[string]string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.takeLock(tx, t["lock"], params); err != nil {
+			return nil, err
+		}
+		st, tb := quoteIdent(t["state"]), quoteIdent(t["tombs"])
+		for range 2 { // the INSERT's read, then the UPDATE's
+			if err := s.scan(tx, t["state"], []string{"form_id", "forgotten"}, allPartitions); err != nil {
+				return nil, err
+			}
+		}
+		if err := s.scan(tx, t["tombs"], []string{"form_id", "tombstone"}, allPartitions); err != nil {
+			return nil, err
+		}
+		q := `INSERT INTO ` + tb + ` (form_id, tombstone, pending, forgotten_at)
+			SELECT s.form_id, k.value, EXISTS (SELECT 1 FROM json_each(s.forgotten, '$.pending') AS p WHERE p.value = k.value), @synced_at
+			FROM ` + st + ` AS s, json_each(s.forgotten, '$.keys') AS k
+			WHERE s.forgotten IS NOT NULL AND json_type(s.forgotten, '$.keys') = 'array'
+			AND NOT EXISTS (SELECT 1 FROM ` + tb + ` AS t WHERE t.form_id = s.form_id AND t.tombstone = k.value)`
+		args, err := named(q, params)
+		if err != nil {
+			return nil, err
+		}
+		n, err := exec(tx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		s.countDML(t["tombs"])
+		q = `UPDATE ` + st + ` SET forgotten = json_object('salt', json_extract(forgotten, '$.salt'), 'keys', json('[]'),
+				'count', CAST(json_extract(forgotten, '$.count') AS INTEGER)),
+			revision = COALESCE(revision, 0) + 1, updated_at = @synced_at
+			WHERE forgotten IS NOT NULL AND json_type(forgotten, '$.keys') = 'array' AND json_array_length(forgotten, '$.keys') > 0`
+		if args, err = named(q, params); err != nil {
+			return nil, err
+		}
+		m, err := exec(tx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		if m > 0 {
+			s.mutate(t["state"])
+		}
+		s.countDML(t["state"])
+		return &result{dml: n + m}, nil
+	})
 }

@@ -12,11 +12,11 @@ SELECT IF(EXISTS (
 CREATE TEMP TABLE _formsync_forgotten AS
 SELECT form_id, COUNTIF(deleted_at IS NULL) AS live, COUNTIF(deleted_at IS NOT NULL) AS deleted
 FROM `my-project.formsync.submissions` AS t
-WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00' AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key)
+WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN @forget_from AND @forget_to AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key)
 GROUP BY form_id;
 
 DELETE FROM `my-project.formsync.submissions` AS t
-WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00' AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key);
+WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN @forget_from AND @forget_to AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key);
 
 CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
@@ -162,12 +162,12 @@ WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
 CREATE TEMP TABLE _formsync_reconciled AS
 SELECT form_id, COUNT(*) AS deleted
 FROM `my-project.formsync.submissions` AS t
-WHERE form_id IN UNNEST(@reconcile_forms) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00' AND deleted_at IS NULL
+WHERE form_id IN UNNEST(@reconcile_forms) AND created_at BETWEEN @reconcile_from AND @reconcile_to AND deleted_at IS NULL
   AND NOT EXISTS (SELECT 1 FROM _formsync_plan AS p WHERE p.form_id = t.form_id AND p.submission_key = t.submission_key)
 GROUP BY form_id;
 
 UPDATE `my-project.formsync.submissions` AS t SET deleted_at = @synced_at
-WHERE form_id IN UNNEST(@reconcile_forms) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00' AND deleted_at IS NULL
+WHERE form_id IN UNNEST(@reconcile_forms) AND created_at BETWEEN @reconcile_from AND @reconcile_to AND deleted_at IS NULL
   AND NOT EXISTS (SELECT 1 FROM _formsync_plan AS p WHERE p.form_id = t.form_id AND p.submission_key = t.submission_key);
 
 CREATE TEMP TABLE _formsync_counts AS

@@ -22,7 +22,7 @@ func openBigQuery(ctx context.Context, cfg Config) (sink.Sink, error) {
 
 // bigQuery is the BigQuery sink's share of the configuration.
 func (c Config) bigQuery() bigquery.Config {
-	cfg := bigquery.Config{Observer: c.bqObserve}
+	cfg := bigquery.Config{Observer: c.bqObserve, Logger: c.bqLogger}
 	c.setLibraryFields("bigquery", &cfg)
 	return cfg
 }

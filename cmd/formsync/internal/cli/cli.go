@@ -96,6 +96,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		e.log = e.logTo(stderr)
 		e.cfg.bqObserve = func(ev bigquery.Event) { logBigQueryRetry(e.log, ev) }
+		e.cfg.bqLogger = e.log
 		return c.run(ctx, e, args[1:])
 	}
 	fmt.Fprintf(stderr, "formsync: unknown command %q\n\n", name)

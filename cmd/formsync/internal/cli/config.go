@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"reflect"
@@ -192,6 +193,9 @@ type Config struct {
 	policy *fieldpolicy.Policy
 	// bqObserve is told of every failed BigQuery request (logged).
 	bqObserve func(bigquery.Event)
+	// bqLogger is told of what the BigQuery sink finds costly (a table
+	// clustered otherwise).
+	bqLogger *slog.Logger
 }
 
 // field is one variable of Config: its field's tags.
