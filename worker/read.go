@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/pager"
 )
@@ -21,6 +23,9 @@ type formRun struct {
 	// wm is the watermark after the rows staged so far.
 	wm     *state.WatermarkBuilder
 	fields map[string]struct{}
+	// types are the types of the fields of the rows staged so far, as
+	// stored (after the field policy).
+	types fieldtype.Set
 	// facts are what the read learnt of the form: its order, the lowest
 	// total of the last pass, the page size, whether a reconcile's read
 	// added up.
@@ -204,6 +209,7 @@ func (r *formRun) next(now time.Time) state.Form {
 		st.Order = r.facts.Order
 	}
 	st.FieldNames = r.fieldNames()
+	st.FieldTypes.Seen = r.fieldTypes(st.FieldNames)
 	st.LastSuccessAt, st.LastError = now, ""
 	st.FieldPolicy = r.e.policyID()
 	st.Forgotten = st.Forgotten.Met(r.met...)
@@ -233,6 +239,27 @@ func (r *formRun) fieldNames() []string {
 		names = p.Names(names)
 	}
 	return names
+}
+
+// fieldTypes are the types of the form's fields names, which
+// fieldNames gave: those stored before the run widened by those of the
+// rows staged so far. A field the policy drops has no name and so no
+// type.
+func (r *formRun) fieldTypes(names []string) fieldtype.Set {
+	return typesOf(names, fieldtype.Merge(r.old.FieldTypes.Seen, r.types))
+}
+
+// typesOf is types without the fields not in names (sorted).
+func typesOf(names []string, types fieldtype.Set) fieldtype.Set {
+	for f := range types {
+		if _, found := slices.BinarySearch(names, f); !found {
+			delete(types, f)
+		}
+	}
+	if len(types) == 0 {
+		return nil
+	}
+	return types
 }
 
 // fetch reads a page of the form, counting the requests it took.
@@ -310,6 +337,10 @@ func (r *formRun) stage(row sink.Row, fieldNames []string) error {
 		}
 	} else if err := r.spool.Append(row); err != nil {
 		return fmt.Errorf("form %s: %w", r.old.FormID, err)
+	} else {
+		// The view reads the fields as stored: typed after the policy
+		// (a hashed email is a string). Observe only reads them.
+		r.types = r.types.Observe(unsafe.Slice(unsafe.StringData(row.Fields), len(row.Fields)))
 	}
 	if row.CreatedAt.After(r.start.Add(FutureTolerance)) {
 		// Stored, but a watermark this far ahead would hide every
