@@ -100,7 +100,7 @@ var timestampSQL = `CASE WHEN {t} = 'text' THEN CASE ` +
 	`ELSE ` + instantSQL(`substr({v}, 20)`, `''`) + ` END END END`
 
 // instantSQL is the timestamp {v} in formsync's layout, given the SQL of
-// the text between its seconds and its zone (frac: '' or '.' and one to
+// the text between its seconds and its zone (frac: empty, or '.' and one to
 // six digits, NULL otherwise) and of its zone.
 func instantSQL(frac, zone string) string {
 	return strings.NewReplacer("{f}", frac, "{z}", zone).Replace(
