@@ -83,27 +83,50 @@ const (
 )
 
 // timestampSQL is a timestamp column: a date is its midnight UTC; a date
-// and time of day (hours to 23, minutes and seconds to 59), with at
-// most six fractional digits and Z, ±hh:mm or no zone (UTC), is the same
-// instant in formsync's own layout (sink.TimeLayout: UTC, six fractional
-// digits, so that text order is time order). strftime reads the whole
-// seconds and the zone, which SQLite bounds to ±14:59 (NULL beyond); the
-// fraction, which SQLite's clock would round to milliseconds, is carried
-// over as written (offsets are whole minutes).
+// and time of day, with at most six fractional digits and Z, ±hh:mm or
+// no zone (UTC), is the same instant in formsync's own layout
+// (sink.TimeLayout: UTC, six fractional digits, so that text order is
+// time order).
+//
+// The SQL is written to be short, as each view holds it once per
+// timestamp column and every query of the view parses it whole: the date
+// and time read back through a Julian day as themselves (hours to 23,
+// minutes and seconds to 59, a day that exists); what follows the
+// seconds, its digits read as 9 (restShape), is one of the shapes
+// allowed. strftime reads the whole seconds and the zone, which SQLite
+// bounds to ±14:59 (NULL beyond); the fraction, which SQLite's clock
+// would round to milliseconds (and so, past .9995, to the next second),
+// is carried over as written: offsets are whole minutes. It is the
+// digits after the point up to the zone, which a cast to INTEGER of '1'
+// and them reads (the '1' keeps leading zeros).
 var timestampSQL = `CASE WHEN {t} = 'text' THEN CASE ` +
-	`WHEN ` + dateText + ` THEN {v} || 'T00:00:00.000000Z' ` +
+	`WHEN {v} GLOB '` + ymd + `' THEN CASE WHEN ` + dateText + ` THEN {v} || 'T00:00:00.000000Z' END ` +
 	`WHEN {v} GLOB '` + ymd + `[T ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]*' AND {v} NOT GLOB '0000*' ` +
-	`AND date(julianday(substr({v}, 1, 10))) = substr({v}, 1, 10) ` +
-	`AND substr({v}, 12, 2) <= '23' AND substr({v}, 15, 2) <= '59' AND substr({v}, 18, 2) <= '59' THEN CASE ` +
-	`WHEN {v} GLOB '*Z' THEN ` + instantSQL(`substr({v}, 20, length({v}) - 20)`, `'Z'`) + ` ` +
-	`WHEN {v} GLOB '*[+-][0-9][0-9]:[0-9][0-9]' THEN ` + instantSQL(`substr({v}, 20, length({v}) - 25)`, `substr({v}, -6)`) + ` ` +
-	`ELSE ` + instantSQL(`substr({v}, 20)`, `''`) + ` END END END`
+	`AND strftime('%Y-%m-%d %H:%M:%S', julianday(substr({v}, 1, 19))) = replace(substr({v}, 1, 19), 'T', ' ') ` +
+	`AND ` + restShape + ` IN (` + restShapes() + `) ` +
+	`THEN strftime('%Y-%m-%dT%H:%M:%S', substr({v}, 1, 19) || ltrim(substr({v}, 20), '.0123456789')) || '.' || ` +
+	`substr(CASE WHEN substr({v}, 20, 1) = '.' THEN substr(CAST('1' || substr({v}, 21, 6) AS INTEGER), 2) ELSE '' END || '000000', 1, 6) || 'Z' ` +
+	`END END`
 
-// instantSQL is the timestamp {v} in formsync's layout, given the SQL of
-// the text between its seconds and its zone (frac: empty, or '.' and one to
-// six digits, NULL otherwise) and of its zone.
-func instantSQL(frac, zone string) string {
-	return strings.NewReplacer("{f}", frac, "{z}", zone).Replace(
-		`CASE WHEN {f} = '' OR ({f} GLOB '.[0-9]*' AND length({f}) <= 7 AND substr({f}, 2) NOT GLOB '*[^0-9]*') ` +
-			`THEN strftime('%Y-%m-%dT%H:%M:%S', substr({v}, 1, 19) || {z}) || '.' || substr(substr({f}, 2) || '000000', 1, 6) || 'Z' END`)
+// restShape is what follows a timestamp's seconds with every digit
+// written 9.
+var restShape = func() string {
+	e := `substr({v}, 20)`
+	for d := '0'; d < '9'; d++ {
+		e = `replace(` + e + `, '` + string(d) + `', '9')`
+	}
+	return e
+}()
+
+// restShapes lists, as SQL literals, what may follow a timestamp's
+// seconds, digits written 9: no fraction or a point and one to six
+// digits, then no zone, Z or an offset.
+func restShapes() string {
+	var shapes []string
+	for _, frac := range []string{"", ".9", ".99", ".999", ".9999", ".99999", ".999999"} {
+		for _, zone := range []string{"", "Z", "+99:99", "-99:99"} {
+			shapes = append(shapes, "'"+frac+zone+"'")
+		}
+	}
+	return strings.Join(shapes, ", ")
 }

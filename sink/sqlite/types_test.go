@@ -3,11 +3,13 @@ package sqlite
 import (
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
@@ -219,4 +221,45 @@ func TestMigrationTypesStoredRows(t *testing.T) {
 	if err := s.db.QueryRow(`SELECT count(*) FROM submission_files`).Scan(&n); err != nil {
 		t.Errorf("submission_files after the migration: %v", err)
 	}
+}
+
+// TestWidestTypedView: a view of as many field columns as a view takes,
+// each of the type whose cast is longest, half of them named so that they
+// are read through json_each, is made and read. It is slow (seconds: the
+// view's SQL is megabytes, parsed by every statement on the view), and
+// runs only with the slow tests.
+func TestWidestTypedView(t *testing.T) {
+	enginetest.Slow(t, "a view of 1,900 timestamp columns: seconds to create and to query")
+	t.Parallel()
+	s, _ := open(t)
+	fields := map[string]string{}
+	st := state.New("wide")
+	st.FieldTypes.Seen = fieldtype.Set{}
+	for i := range sink.MaxViewFields {
+		name := fmt.Sprintf("when %d", i)
+		if i%2 == 1 {
+			name = fmt.Sprintf(`when "%d"`, i)
+		}
+		fields[name] = "2026-03-01T10:00:00.5+02:00"
+		st.FieldNames = append(st.FieldNames, name)
+		st.FieldTypes.Seen[name] = fieldtype.Timestamp
+	}
+	slices.Sort(st.FieldNames)
+	j, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, sink.FormCommit{State: st, Rows: sinktest.Spool(t, row(t, "wide", ptr(1), t0, false, string(j)))})
+	var n int
+	var sqlText string
+	if err := s.db.QueryRow(`SELECT sql FROM sqlite_schema WHERE name = 'form_wide'`).Scan(&sqlText); err != nil {
+		t.Fatal(err)
+	}
+	cols := sqlname.ViewColumns(st.FieldNames)
+	last := quoteIdent(cols[len(cols)-1].Name)
+	var v string
+	if err := s.db.QueryRow(`SELECT count(*), `+last+` FROM form_wide`).Scan(&n, &v); err != nil || n != 1 || v != "2026-03-01T08:00:00.500000Z" {
+		t.Errorf("the widest view: %d rows, last column %q, %v", n, v, err)
+	}
+	t.Logf("%d columns, %d bytes of view SQL", len(cols), len(sqlText))
 }
