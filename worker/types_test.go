@@ -277,3 +277,45 @@ func TestFieldTypesMergedWithAConcurrentCommit(t *testing.T) {
 		t.Errorf("guests, widened to decimal by the other writer (-want +got):\n%s", diff)
 	}
 }
+
+// TestFieldTypesOfASyncInParts: a sync that commits a form in parts types
+// each part's rows, and the view of every part is typed by the rows
+// committed so far: the last part's widening is the form's.
+func TestFieldTypesOfASyncInParts(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	h, db := typedHarness(t, submission(1, `{"guests":"4"}`), submission(2, `{"guests":3}`), submission(3, `{"guests":"n/a"}`))
+	h.Config.PartRows = 1
+	rep := h.MustSync(ctx)
+	if fr := enginetest.FormReport(t, rep, "contact"); fr.Parts == 0 {
+		t.Fatalf("the sync committed no part: %+v", fr)
+	}
+	st, _ := h.Sink.ReadState(ctx, []string{"contact"})
+	if got := st["contact"].FieldTypes.Seen["guests"]; got != fieldtype.String {
+		t.Errorf("guests typed %q after the parts, want string", got)
+	}
+	if diff := cmp.Diff([]any{"4", "3", "n/a"}, columnValues(t, db, "guests")); diff != "" {
+		t.Errorf("guests (-want +got):\n%s", diff)
+	}
+}
+
+// TestFieldTypesOfABackfill: a backfill that reads a submission edited
+// upstream since it was stored widens its field's type with the row it
+// updates.
+func TestFieldTypesOfABackfill(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	h, db := typedHarness(t, submission(1, `{"guests":"4"}`), submission(2, `{"guests":3}`))
+	h.MustSync(ctx)
+	h.Sim.SetSubmissions("contact", submission(1, `{"guests":"four"}`), submission(2, `{"guests":3}`))
+	if _, err := h.Engine().Backfill(ctx, "contact", worker.BackfillOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := h.Sink.ReadState(ctx, []string{"contact"})
+	if got := st["contact"].FieldTypes.Seen["guests"]; got != fieldtype.String {
+		t.Errorf("guests typed %q after the backfill, want string", got)
+	}
+	if diff := cmp.Diff([]any{"four", "3"}, columnValues(t, db, "guests")); diff != "" {
+		t.Errorf("guests (-want +got):\n%s", diff)
+	}
+}
