@@ -231,9 +231,9 @@ func (s *Sink) migrate(ctx context.Context) error {
 	}
 	if version < viewsTyped {
 		// The rows stored before say what type each field's column has;
-		// the views created before are untyped, and before
-		// viewsLeaveOutDeleted leave out nothing: each is created again
-		// as a commit would create it now.
+		// the views created before are untyped (and before version 4
+		// leave out nothing): each is created again as a commit would
+		// create it now.
 		if err := inferTypes(ctx, tx); err != nil {
 			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, viewsTyped, err)
 		}

@@ -14,14 +14,11 @@ import (
 	"github.com/formsync/formsync/state/fieldtype"
 )
 
-// viewsLeaveOutDeleted is the schema version from which a form's view
-// leaves out the rows marked deleted upstream; views of an older file are
-// created again when it is migrated.
-const viewsLeaveOutDeleted = 4
-
 // viewsTyped is the schema version from which a form's view casts each
 // field to its type (sync_state.field_types); the types of a file of an
-// older schema are inferred from its stored rows when it is migrated.
+// older schema are inferred from its stored rows when it is migrated, and
+// its views made again (those of a file older than version 4 did not
+// leave out the rows marked deleted either).
 const viewsTyped = 7
 
 // viewTakenError is why a commit could not make a form's view: something
