@@ -209,3 +209,36 @@ func execCommand(t *testing.T, name string, args ...string) *exec.Cmd {
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// FuzzCasts: whatever a field's value, each column type's cast gives a
+// value exactly when fieldtype's rules say the value fits the type (the
+// exceptions as in TestCastsFollowTheTypeRules), and never an error.
+func FuzzCasts(f *testing.F) {
+	for _, v := range castValues {
+		f.Add(v)
+	}
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer db.Close()
+	f.Fuzz(func(t *testing.T, value string) {
+		if !json.Valid([]byte(value)) {
+			return
+		}
+		of := fieldtype.Of([]byte(value))
+		for _, typ := range fieldtype.Types() {
+			if typ == fieldtype.String || typ == fieldtype.Array {
+				continue
+			}
+			got, _ := evalCast(t, db, "k", typ, value)
+			fits := of != fieldtype.Unknown && fieldtype.Widen(of, typ) == typ
+			if typ == fieldtype.Decimal && len(value) > 0 && (value[0] == '-' || value[0] >= '0' && value[0] <= '9') {
+				continue // a JSON number is a number to a decimal column
+			}
+			if fits != (got != nil) {
+				t.Errorf("%s column: %s (typed %q) gives %v", typ, value, of, got)
+			}
+		}
+	})
+}
