@@ -330,7 +330,7 @@ func (b *backfill) locateEnd(ctx context.Context, first *formsapi.Page, win Wind
 // walk reads the window's pages from where plan located its start,
 // staging its rows and checkpointing them as they add up.
 func (b *backfill) walk(ctx context.Context, rep *BackfillReport, win Window, from located) error {
-	w := &pager.Walk[staged]{Form: b.old.FormID, Fetch: b.fetch, Decode: b.decode, Order: b.facts.Order, Bounds: win.bounds(),
+	w := &pager.Walk[sink.Row]{Form: b.old.FormID, Fetch: b.fetch, Decode: b.decode, Order: b.facts.Order, Bounds: win.bounds(),
 		PerPage: b.facts.PerPage, Before: from.before}
 	return b.take(w.From(ctx, from.page, from.content), func(int) error {
 		b.read++
