@@ -69,14 +69,20 @@ type Row struct {
 // object (or null/absent) and files a JSON array or object (the live
 // service keys files by input name), or null/absent.
 func NewRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage) (Row, error) {
-	r, _, err := NewRowFields(formID, id, createdAt, isSpam, fields, files)
+	r, _, err := newRow(formID, id, createdAt, isSpam, fields, files, false)
 	return r, err
 }
 
 // NewRowFields is NewRow that also returns the field names (the keys of
-// fields, sorted), which the decoding finds anyway: the worker collects them
-// for the per-form views without decoding the fields a second time.
+// fields, sorted), which the decoding finds anyway.
 func NewRowFields(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage) (Row, []string, error) {
+	return newRow(formID, id, createdAt, isSpam, fields, files, true)
+}
+
+// newRow is NewRow, and the field names when withNames: NewRow leaves
+// them out, as it was a slice a row that the worker no longer reads
+// (it takes the names in as it types the stored fields).
+func newRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage, withNames bool) (Row, []string, error) {
 	sc := rowScratches.Get().(*rowScratch)
 	defer sc.put()
 	createdAt = createdAt.UTC().Truncate(time.Microsecond)
@@ -90,7 +96,10 @@ func NewRowFields(formID string, id *int64, createdAt time.Time, isSpam bool, fi
 	if err != nil {
 		return Row{}, nil, fmt.Errorf("submission fields: %w", err)
 	}
-	names := sc.names()
+	var names []string
+	if withNames {
+		names = sc.names()
+	}
 	sep := len(buf)
 	buf = append(buf, 0)
 	buf, err = sc.canonical(buf, files, "[]", '[', '{')

@@ -10,6 +10,7 @@ import (
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/pager"
 )
@@ -329,7 +330,7 @@ func (b *backfill) locateEnd(ctx context.Context, first *formsapi.Page, win Wind
 // walk reads the window's pages from where plan located its start,
 // staging its rows and checkpointing them as they add up.
 func (b *backfill) walk(ctx context.Context, rep *BackfillReport, win Window, from located) error {
-	w := &pager.Walk[staged]{Form: b.old.FormID, Fetch: b.fetch, Decode: b.decode, Order: b.facts.Order, Bounds: win.bounds(),
+	w := &pager.Walk[sink.Row]{Form: b.old.FormID, Fetch: b.fetch, Decode: b.decode, Order: b.facts.Order, Bounds: win.bounds(),
 		PerPage: b.facts.PerPage, Before: from.before}
 	return b.take(w.From(ctx, from.page, from.content), func(int) error {
 		b.read++
@@ -533,7 +534,7 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	// over is the one the checkpoint before left, known once that one is
 	// in (build).
 	next := b.formRun.next(now)
-	names, order, cursor, wm, minTotal := next.FieldNames, b.facts.Order, b.cursor, b.wm.Watermark(), b.facts.Total
+	names, types, order, cursor, wm, minTotal := next.FieldNames, next.FieldTypes.Seen, b.facts.Order, b.cursor, b.wm.Watermark(), b.facts.Total
 	if !rep.ResumedFrom.IsZero() {
 		// This run read below the cursor only: the top of the form is
 		// what the first run read.
@@ -555,6 +556,7 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	build := func(st state.Form) state.Form {
 		// The base may hold names another process merged in since b.old.
 		st.FieldNames = mergeFields(st.FieldNames, names)
+		st.FieldTypes.Seen = fieldtype.Merge(st.FieldTypes.Seen, types)
 		st.Forgotten = st.Forgotten.Met(met...)
 		st.Copies = copiesAfter(st.Copies, copies, st.Forgotten)
 		if st.Order == state.OrderUnknown {

@@ -16,6 +16,7 @@ import (
 	"github.com/formsync/formsync/internal/config"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker/formsapi"
 )
 
@@ -119,6 +120,12 @@ type Config struct {
 	// read the forms, concurrently. A backfill reports its own progress
 	// (BackfillOptions.Progress).
 	Progress func(Progress)
+	// FieldTypes pins the type of fields' view columns, by form id and
+	// field name, whatever type their values have (docs/types.md): every
+	// commit of a form stores its pins as state.Form.FieldTypes.Pinned,
+	// so a pin removed here is gone from the view at the form's next
+	// commit. nil pins nothing.
+	FieldTypes map[string]fieldtype.Set
 }
 
 func (c Config) withDefaults() Config {
@@ -171,6 +178,13 @@ func (c Config) Validate() error {
 	}
 	if c.StartJitter < 0 {
 		bad("StartJitter", "%s is negative", c.StartJitter)
+	}
+	for _, form := range slices.Sorted(maps.Keys(c.FieldTypes)) {
+		for _, field := range slices.Sorted(maps.Keys(c.FieldTypes[form])) {
+			if _, err := fieldtype.Parse(string(c.FieldTypes[form][field])); err != nil {
+				bad("FieldTypes", "form %s, field %q: %v", form, field, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -627,6 +641,7 @@ func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, 
 			// one, may name a forgotten submission in its watermark.
 			c.Forms[i].State = c.Forms[i].State.WithoutForgotten()
 		}
+		e.pin(c)
 		res, err := e.dst.Commit(ctx, c)
 		if !errors.Is(err, sink.ErrStateConflict) {
 			return res, conflicts, err
@@ -652,6 +667,15 @@ func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, 
 		}
 		e.cfg.Logger.Info("another process committed the same forms meanwhile; merged and committing again",
 			"forms", len(ids), "attempt", attempt+1)
+	}
+}
+
+// pin gives every form of c the field types Config.FieldTypes pins for
+// it, and only those: the pins are the configuration's, never merged
+// with the stored ones.
+func (e *Engine) pin(c *sink.Commit) {
+	for i := range c.Forms {
+		c.Forms[i].State.FieldTypes.Pinned = e.cfg.FieldTypes[c.Forms[i].State.FormID]
 	}
 }
 
@@ -689,8 +713,8 @@ func mergeRuns(seen map[string]state.Copies) func(stored, ours state.Form) state
 }
 
 // merged is what two states of one form agree on: the later watermark, with
-// the total seen at it; every field name; this writer's outcome and order;
-// the stored revision.
+// the total seen at it; every field name, each of the type that fits
+// both; this writer's outcome and order; the stored revision.
 func merged(stored, ours state.Form) state.Form {
 	out := ours
 	out.Revision = stored.Revision
@@ -715,6 +739,7 @@ func merged(stored, ours state.Form) state.Form {
 		out.LastTotal = stored.LastTotal
 	}
 	out.FieldNames = mergeFields(stored.FieldNames, ours.FieldNames)
+	out.FieldTypes.Seen = fieldtype.Merge(stored.FieldTypes.Seen, ours.FieldTypes.Seen)
 	if out.Order == state.OrderUnknown {
 		out.Order = stored.Order
 	}

@@ -114,6 +114,7 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 			return rep, err
 		}
 		c := &sink.Commit{SyncedAt: e.cfg.Now().UTC(), Forms: []sink.FormCommit{fc}}
+		e.pin(c)
 		res, err := e.dst.Commit(ctx, c)
 		if errors.Is(err, sink.ErrStateConflict) && attempt < commitAttempts {
 			// A sync or another forget committed the form meanwhile: its

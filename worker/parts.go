@@ -8,6 +8,7 @@ import (
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/state/fieldtype"
 )
 
 // A sync that stages more than Config.PartRows rows of a form hands
@@ -48,8 +49,10 @@ const DefaultPartRows = 10_000
 type part struct {
 	r     *formRun
 	spool *sink.Spool
-	// names are the form's field names as of the part's last row.
+	// names are the form's field names as of the part's last row, types
+	// their types.
 	names []string
+	types fieldtype.Set
 }
 
 // partResult is what the parts of one form did. It belongs to the
@@ -150,6 +153,7 @@ func (p *partCommitter) commit(pt part) {
 		st = *res.state
 	}
 	st.FieldNames = mergeFields(st.FieldNames, pt.names)
+	st.FieldTypes.Seen = fieldtype.Merge(st.FieldTypes.Seen, pt.types)
 	// The part's rows were staged under the configured field policy,
 	// which a first read adopts over a state that records another
 	// (checkPolicy): the state must say so from the first part on, or a
@@ -176,11 +180,12 @@ func (p *partCommitter) commit(pt part) {
 
 // mergePart is the state a part writes over a state another process
 // stored after it was read: everything as stored, with the part's field
-// names and the field policy its rows were staged under. A part moves
-// nothing else.
+// names and types and the field policy its rows were staged under. A
+// part moves nothing else.
 func mergePart(stored, ours state.Form) state.Form {
 	out := stored
 	out.FieldNames = mergeFields(stored.FieldNames, ours.FieldNames)
+	out.FieldTypes.Seen = fieldtype.Merge(stored.FieldTypes.Seen, ours.FieldTypes.Seen)
 	out.FieldPolicy = ours.FieldPolicy
 	return out
 }
@@ -196,7 +201,8 @@ func (r *formRun) handOff() error {
 		return fmt.Errorf("form %s: %w", r.old.FormID, err)
 	}
 	r.report.Staged += r.spool.Len()
-	r.partsTo.add(part{r: r, spool: r.spool, names: r.fieldNames()})
+	names := r.fieldNames()
+	r.partsTo.add(part{r: r, spool: r.spool, names: names, types: r.fieldTypes(names)})
 	r.spool = next
 	return nil
 }

@@ -69,22 +69,22 @@ func (r *formRun) checkPolicy(adopt bool) error {
 	return &PolicyChangedError{FormID: r.old.FormID, Stored: r.old.FieldPolicy, Now: now}
 }
 
-// applyPolicy rewrites a row's fields, raw object and field names under
-// the configured policy. The content key was computed before, so that
-// dedupe of the older response form does not depend on the policy.
-func (r *formRun) applyPolicy(fields string, raw []byte, names []string) (string, []byte, []string, error) {
+// applyPolicy rewrites a row's fields and raw object under the configured
+// policy. The content key was computed before, so that dedupe of the
+// older response form does not depend on the policy.
+func (r *formRun) applyPolicy(fields string, raw []byte) (string, []byte, error) {
 	p := r.e.cfg.FieldPolicy
 	if p == nil {
-		return fields, raw, names, nil
+		return fields, raw, nil
 	}
 	f, err := p.Fields(fields)
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("applying the field policy to fields: %w", err)
+		return "", nil, fmt.Errorf("applying the field policy to fields: %w", err)
 	}
 	if len(raw) > 0 {
 		if raw, err = p.Raw(raw); err != nil {
-			return "", nil, nil, fmt.Errorf("applying the field policy to the raw submission: %w", err)
+			return "", nil, fmt.Errorf("applying the field policy to the raw submission: %w", err)
 		}
 	}
-	return f, raw, p.Names(names), nil
+	return f, raw, nil
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/pager"
 )
@@ -19,8 +21,10 @@ type formRun struct {
 	old   state.Form
 	spool *sink.Spool
 	// wm is the watermark after the rows staged so far.
-	wm     *state.WatermarkBuilder
-	fields map[string]struct{}
+	wm *state.WatermarkBuilder
+	// types holds every field name of the rows staged so far, with the
+	// type of its values as stored (after the field policy).
+	types fieldtype.Set
 	// facts are what the read learnt of the form: its order, the lowest
 	// total of the last pass, the page size, whether a reconcile's read
 	// added up.
@@ -57,7 +61,7 @@ type formRun struct {
 
 func (e *Engine) newRun(st state.Form) *formRun {
 	return &formRun{
-		e: e, old: st, wm: state.NewWatermarkBuilder(st.Watermark), fields: map[string]struct{}{}, facts: pager.Facts{Total: -1}, start: e.cfg.Now(),
+		e: e, old: st, wm: state.NewWatermarkBuilder(st.Watermark), facts: pager.Facts{Total: -1}, start: e.cfg.Now(),
 		report: FormReport{FormID: st.FormID, Account: accountOf(e.src, st.FormID), Total: -1},
 	}
 }
@@ -204,6 +208,7 @@ func (r *formRun) next(now time.Time) state.Form {
 		st.Order = r.facts.Order
 	}
 	st.FieldNames = r.fieldNames()
+	st.FieldTypes.Seen = r.fieldTypes(st.FieldNames)
 	st.LastSuccessAt, st.LastError = now, ""
 	st.FieldPolicy = r.e.policyID()
 	st.Forgotten = st.Forgotten.Met(r.met...)
@@ -221,8 +226,8 @@ func (r *formRun) next(now time.Time) state.Form {
 // fieldNames are the form's field names: those stored before the run and
 // those of the rows staged so far.
 func (r *formRun) fieldNames() []string {
-	names := make([]string, 0, len(r.fields))
-	for f := range r.fields {
+	names := make([]string, 0, len(r.types))
+	for f := range r.types {
 		names = append(names, f)
 	}
 	slices.Sort(names)
@@ -233,6 +238,27 @@ func (r *formRun) fieldNames() []string {
 		names = p.Names(names)
 	}
 	return names
+}
+
+// fieldTypes are the types of the form's fields names, which
+// fieldNames gave: those stored before the run widened by those of the
+// rows staged so far. A field the policy drops has no name and so no
+// type.
+func (r *formRun) fieldTypes(names []string) fieldtype.Set {
+	return typesOf(names, fieldtype.Merge(r.old.FieldTypes.Seen, r.types))
+}
+
+// typesOf is types without the fields not in names (sorted).
+func typesOf(names []string, types fieldtype.Set) fieldtype.Set {
+	for f := range types {
+		if _, found := slices.BinarySearch(names, f); !found {
+			delete(types, f)
+		}
+	}
+	if len(types) == 0 {
+		return nil
+	}
+	return types
 }
 
 // fetch reads a page of the form, counting the requests it took.
@@ -276,33 +302,33 @@ func (r *formRun) progressAfter(p *formsapi.Page) Progress {
 // rowOf builds the stored row of a submission. What a sink cannot hold is
 // reported, not fatal: fields nested too deeply are left out (the raw
 // object keeps them), a missing fields member is stored as {}.
-func (r *formRun) rowOf(s formsapi.Submission) (sink.Row, []string, error) {
+func (r *formRun) rowOf(s formsapi.Submission) (sink.Row, error) {
 	if s.Fields == nil {
 		r.report.NoFields++
 	}
-	row, names, err := sink.NewRowFields(r.old.FormID, s.ID, s.CreatedAt, s.IsSpam, s.Fields, s.Files)
+	row, err := sink.NewRow(r.old.FormID, s.ID, s.CreatedAt, s.IsSpam, s.Fields, s.Files)
 	if errors.Is(err, sink.ErrTooDeep) {
 		r.report.TooDeep++
-		row, names, err = sink.NewRowFields(r.old.FormID, s.ID, s.CreatedAt, s.IsSpam, nil, nil)
+		row, err = sink.NewRow(r.old.FormID, s.ID, s.CreatedAt, s.IsSpam, nil, nil)
 	}
 	if err != nil {
-		return sink.Row{}, nil, err
+		return sink.Row{}, err
 	}
-	fields, raw, names, err := r.applyPolicy(row.Fields, s.Raw, names)
+	fields, raw, err := r.applyPolicy(row.Fields, s.Raw)
 	if err != nil {
-		return sink.Row{}, nil, err
+		return sink.Row{}, err
 	}
 	row.Fields, row.Raw = fields, string(raw)
-	return row, names, nil
+	return row, nil
 }
 
-// stage appends a row to the spool and moves the watermark over it. A
-// submission forgotten on request is not staged (it never touches disk)
-// but moves the watermark all the same: it is handled.
-func (r *formRun) stage(row sink.Row, fieldNames []string) error {
+// stage appends a row to the spool, takes in its field names and their
+// types, and moves the watermark over it. A submission forgotten on
+// request is not staged (it never touches disk, nor names a field) but
+// moves the watermark all the same: it is handled.
+func (r *formRun) stage(row sink.Row) error {
 	if fg := r.old.Forgotten; !fg.Empty() && (fg.Has(row.SubmissionKey) || fg.Has(row.ContentKey)) {
 		r.forgotten++
-		fieldNames = nil
 		for _, k := range []string{row.SubmissionKey, row.ContentKey} {
 			if fg.IsPending(k) && !slices.Contains(r.met, k) {
 				r.met = append(r.met, k)
@@ -310,6 +336,11 @@ func (r *formRun) stage(row sink.Row, fieldNames []string) error {
 		}
 	} else if err := r.spool.Append(row); err != nil {
 		return fmt.Errorf("form %s: %w", r.old.FormID, err)
+	} else {
+		// The view reads the fields as stored: named and typed after the
+		// policy (a hashed email is a string, a dropped field is no
+		// name). Observe only reads them.
+		r.types = r.types.Observe(unsafe.Slice(unsafe.StringData(row.Fields), len(row.Fields)))
 	}
 	if row.CreatedAt.After(r.start.Add(FutureTolerance)) {
 		// Stored, but a watermark this far ahead would hide every
@@ -328,9 +359,6 @@ func (r *formRun) stage(row sink.Row, fieldNames []string) error {
 			// again under their content keys.
 			r.wm.Advance(row.CreatedAt, id, row.ContentKey)
 		}
-	}
-	for _, name := range fieldNames {
-		r.fields[name] = struct{}{}
 	}
 	if r.onStaged != nil {
 		r.onStaged(row)

@@ -192,7 +192,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 }
 
 // ensureViews makes the view of every form of a commit match the field
-// names the commit stores for it (a form listed twice: its last entry's),
+// names and types the commit stores for it (a form listed twice: its last entry's),
 // and returns those it could not make: what holds each one's name, by
 // form id. A view that could not be made does not fail the commit: the
 // rows are what the user asked for, and a later commit makes the view
@@ -207,7 +207,7 @@ func ensureViews(ctx context.Context, tx *sql.Tx, forms []sink.FormCommit) (map[
 		if last[fc.State.FormID] != i {
 			continue
 		}
-		kind, err := ensureView(ctx, tx, fc.State.FormID, fc.State.FieldNames)
+		kind, err := ensureView(ctx, tx, fc.State.FormID, fc.State.FieldNames, fc.State.FieldTypes)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: committing form %s: %w", fc.State.FormID, err)
 		}

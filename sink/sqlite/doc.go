@@ -1,6 +1,8 @@
 // Package sqlite is formsync's embedded destination, a sink.Sink: one
 // SQLite file (the pure-Go driver modernc.org/sqlite) holding the
-// submissions table, the sync_state table and one view per form.
+// submissions table, the sync_state table, one view per form (a typed
+// column per field, docs/types.md) and submission_files (a row per
+// attached file).
 //
 //	db, err := sqlite.Open(ctx, "formsync.db")    // creates or migrates the schema
 //	defer db.Close()
@@ -10,7 +12,8 @@
 // [Sink.Commit] applies a whole sink.Commit in one transaction: each
 // form's rows are streamed from its spool and upserted on (form_id,
 // submission_key), each form's sync_state row is written, and each form's
-// view is made again when its field names call for another. A commit
+// view is made again when its field names or their types call for
+// another. A commit
 // carrying a stale state.Form.Revision is refused whole
 // (sink.ErrStateConflict). [OpenReadOnly] opens a file for reading without
 // creating, migrating or locking it (formsync status). [Sink.Purge] erases

@@ -28,7 +28,7 @@ const readOnlyFrom = 5
 
 // stateAddedIn maps the sync_state columns ReadState reads that migrations
 // after readOnlyFrom added to the version that added them.
-var stateAddedIn = map[string]int{"copies": 6}
+var stateAddedIn = map[string]int{"copies": 6, "field_types": 7}
 
 // olderStateSelect is the select list of stateColumns for a file of schema
 // version: the columns added after it read as NULL.

@@ -65,8 +65,8 @@ func TestOpenReadOnlyReadsAndNeverWrites(t *testing.T) {
 }
 
 // TestOpenReadOnlyReadsTheSchemaBefore: a file of the schema before this
-// one (version 5, without sync_state.copies) is read as it is, the
-// missing column as NULL, so that `formsync status` works before the
+// one (version 5, without sync_state.copies and field_types) is read as
+// it is, the missing columns as NULL, so that `formsync status` works before the
 // first sync of a newer formsync migrates the file.
 func TestOpenReadOnlyReadsTheSchemaBefore(t *testing.T) {
 	t.Parallel()
@@ -79,7 +79,8 @@ func TestOpenReadOnlyReadsTheSchemaBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`ALTER TABLE sync_state DROP COLUMN copies`, `PRAGMA user_version = 5`} {
+	for _, q := range []string{`ALTER TABLE sync_state DROP COLUMN copies`, `ALTER TABLE sync_state DROP COLUMN field_types`,
+		`DROP VIEW submission_files`, `PRAGMA user_version = 5`} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -92,8 +93,8 @@ func TestOpenReadOnlyReadsTheSchemaBefore(t *testing.T) {
 	}
 	got, err := ro.ReadState(t.Context(), nil)
 	ro.Close()
-	if err != nil || got["f1"].Rows != 1 || got["f1"].Copies != nil {
-		t.Fatalf("state of a version 5 file: %+v, %v; want one row and no copies", got["f1"], err)
+	if err != nil || got["f1"].Rows != 1 || got["f1"].Copies != nil || got["f1"].FieldTypes.Seen != nil {
+		t.Fatalf("state of a version 5 file: %+v, %v; want one row, no copies and no types", got["f1"], err)
 	}
 
 	// A sync's Open migrates it; the column is there from then on.

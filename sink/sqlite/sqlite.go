@@ -229,11 +229,16 @@ func (s *Sink) migrate(ctx context.Context) error {
 			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, v+1, err)
 		}
 	}
-	if version < viewsLeaveOutDeleted {
-		// Views created before leave out nothing: each is created again
-		// as a commit would create it now.
+	if version < viewsTyped {
+		// The rows stored before say what type each field's column has;
+		// the views created before are untyped (and before version 4
+		// leave out nothing): each is created again as a commit would
+		// create it now.
+		if err := inferTypes(ctx, tx); err != nil {
+			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, viewsTyped, err)
+		}
 		if err := rewriteViews(ctx, tx); err != nil {
-			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, viewsLeaveOutDeleted, err)
+			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, viewsTyped, err)
 		}
 	}
 	// Both pragmas live in the file header and are transactional.

@@ -14,7 +14,7 @@ import (
 
 const stateColumns = `form_id, wm_created_at, wm_id, boundary, sort_order,
 	last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, revision,
-	deleted_count, last_reconcile_at, field_policy, forgotten, copies`
+	deleted_count, last_reconcile_at, field_policy, forgotten, copies, field_types`
 
 // ReadState returns the stored state of the given forms (every form when
 // formIDs is empty). Forms never synced are absent from the map.
@@ -54,11 +54,12 @@ func scanState(rows *sql.Rows) (state.Form, error) {
 		f                                 state.Form
 		wmAt, successAt, errorAt, backfil sql.NullString
 		reconcileAt, forgotten, copies    sql.NullString
+		fieldTypes                        sql.NullString
 		boundary, fieldNames, order       string
 	)
 	err := rows.Scan(&f.FormID, &wmAt, &f.Watermark.ID, &boundary, &order,
 		&f.LastTotal, &f.Rows, &fieldNames, &successAt, &errorAt, &f.LastError, &backfil, &f.Revision,
-		&f.Deleted, &reconcileAt, &f.FieldPolicy, &forgotten, &copies)
+		&f.Deleted, &reconcileAt, &f.FieldPolicy, &forgotten, &copies, &fieldTypes)
 	if err != nil {
 		return f, fmt.Errorf("sqlite: reading sync state: %w", err)
 	}
@@ -102,6 +103,12 @@ func scanState(rows *sql.Rows) (state.Form, error) {
 	if copies.Valid {
 		if err := json.Unmarshal([]byte(copies.String), &f.Copies); err != nil {
 			return f, wrap("copies", err)
+		}
+	}
+	// NULL in a file of an older schema read without migrating it.
+	if fieldTypes.Valid {
+		if err := json.Unmarshal([]byte(fieldTypes.String), &f.FieldTypes); err != nil {
+			return f, wrap("field types", err)
 		}
 	}
 	return f, nil
@@ -157,11 +164,15 @@ func stateArgs(f state.Form, rows, deleted, revision int64, updatedAt time.Time,
 	if err != nil {
 		return nil, err
 	}
+	fieldTypes, err := json.Marshal(f.FieldTypes)
+	if err != nil {
+		return nil, err
+	}
 	return []any{
 		f.FormID, formatTime(f.Watermark.CreatedAt), f.Watermark.ID, string(boundary), string(f.Order),
 		f.LastTotal, rows, string(fieldNames), formatTime(f.LastSuccessAt), formatTime(f.LastErrorAt),
 		f.LastError, backfill, revision,
-		deleted, formatTime(f.LastReconcileAt), f.FieldPolicy, forgotten, copies,
+		deleted, formatTime(f.LastReconcileAt), f.FieldPolicy, forgotten, copies, string(fieldTypes),
 		formatTime(updatedAt), string(lastCommit),
 	}, nil
 }
@@ -176,4 +187,4 @@ func nullJSON(v any, present bool) (sql.NullString, error) {
 }
 
 const writeStateSQL = `INSERT OR REPLACE INTO sync_state (` + stateColumns + `, updated_at, last_commit)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`

@@ -11,12 +11,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/state/fieldtype"
 )
 
-// viewsLeaveOutDeleted is the schema version from which a form's view
-// leaves out the rows marked deleted upstream; views of an older file are
-// created again when it is migrated.
-const viewsLeaveOutDeleted = 4
+// viewsTyped is the schema version from which a form's view casts each
+// field to its type (sync_state.field_types); the types of a file of an
+// older schema are inferred from its stored rows when it is migrated, and
+// its views made again (those of a file older than version 4 did not
+// leave out the rows marked deleted either).
+const viewsTyped = 7
 
 // viewTakenError is why a commit could not make a form's view: something
 // of the user's (a table, an index) holds the view's name in the file. The
@@ -34,18 +37,18 @@ func (e *viewTakenError) Error() string {
 }
 
 // ensureView makes the view of one form hold what viewSQL says for
-// fieldNames, (re)creating it when it is missing or differs (a new form,
-// new field names, a view edited by hand), and doing nothing when it is
-// as it should be. When something other than a view holds the name, it
+// fieldNames typed by types, (re)creating it when it is missing or
+// differs (a new form, new field names, a type widened or pinned, a view
+// edited by hand), and doing nothing when it is as it should be. When something other than a view holds the name, it
 // leaves that alone and returns what holds it ("table", "index").
 //
 // The view holds the form's rows not marked deleted upstream: the table
 // keeps those too, with their deleted_at. Views cannot take parameters, so
 // the form id and the JSON paths enter the statement as escaped string
 // literals and the column names as double-quoted sanitised identifiers.
-func ensureView(ctx context.Context, tx *sql.Tx, formID string, fieldNames []string) (takenBy string, err error) {
+func ensureView(ctx context.Context, tx *sql.Tx, formID string, fieldNames []string, types fieldtype.Columns) (takenBy string, err error) {
 	name := sqlname.ViewName(formID)
-	want := viewSQL(formID, fieldNames)
+	want := viewSQL(formID, fieldNames, types)
 	// Tables, views and indexes share one namespace, in which names
 	// compare without regard to ASCII case.
 	var kind, stored sql.NullString
@@ -70,7 +73,10 @@ func ensureView(ctx context.Context, tx *sql.Tx, formID string, fieldNames []str
 	return "", nil
 }
 
-func viewSQL(formID string, fieldNames []string) string {
+// viewSQL is the statement that creates a form's view: the fixed columns,
+// then one column per field name, cast to the type types gives it
+// (columnSQL).
+func viewSQL(formID string, fieldNames []string, types fieldtype.Columns) string {
 	var b strings.Builder
 	b.WriteString("CREATE VIEW ")
 	b.WriteString(quoteIdent(sqlname.ViewName(formID)))
@@ -83,7 +89,7 @@ func viewSQL(formID string, fieldNames []string) string {
 	}
 	for _, c := range sqlname.ViewColumns(fieldNames) {
 		b.WriteString(",\n\t")
-		b.WriteString(memberSQL(c.Field))
+		b.WriteString(columnSQL(c.Field, types.Type(c.Field)))
 		b.WriteString(" AS ")
 		b.WriteString(quoteIdent(c.Name))
 	}
@@ -94,19 +100,19 @@ func viewSQL(formID string, fieldNames []string) string {
 }
 
 // rewriteViews creates the view of every form in sync_state again, from
-// its stored field names. A view whose name something of the user's holds
+// its stored field names and types. A view whose name something of the user's holds
 // is left out, as a commit leaves it out; the form's next commit reports
 // it.
 func rewriteViews(ctx context.Context, tx *sql.Tx) error {
-	type form struct{ id, names string }
+	type form struct{ id, names, types string }
 	var forms []form
-	rows, err := tx.QueryContext(ctx, `SELECT form_id, field_names FROM sync_state ORDER BY form_id`)
+	rows, err := tx.QueryContext(ctx, `SELECT form_id, field_names, field_types FROM sync_state ORDER BY form_id`)
 	if err != nil {
 		return fmt.Errorf("listing forms: %w", err)
 	}
 	for rows.Next() {
 		var f form
-		if err := rows.Scan(&f.id, &f.names); err != nil {
+		if err := rows.Scan(&f.id, &f.names, &f.types); err != nil {
 			rows.Close()
 			return fmt.Errorf("listing forms: %w", err)
 		}
@@ -121,27 +127,15 @@ func rewriteViews(ctx context.Context, tx *sql.Tx) error {
 		if err := json.Unmarshal([]byte(f.names), &names); err != nil {
 			return fmt.Errorf("field names of form %s: %w", f.id, err)
 		}
-		if _, err := ensureView(ctx, tx, f.id, names); err != nil {
+		var types fieldtype.Columns
+		if err := json.Unmarshal([]byte(f.types), &types); err != nil {
+			return fmt.Errorf("field types of form %s: %w", f.id, err)
+		}
+		if _, err := ensureView(ctx, tx, f.id, names, types); err != nil {
 			return fmt.Errorf("form %s: %w", f.id, err)
 		}
 	}
 	return nil
-}
-
-// memberSQL is the SQL expression of member key of the fields object,
-// the same in every SQLite from 3.31 on, whatever the key. A path
-// ('$."key"') is read alike by all of them only for a key whose stored
-// (canonical JSON) form is the key itself: an older SQLite (3.40, which
-// the sqlite3 shell and Python may carry) ends the quoted label at its
-// first '"' and compares it with the key as stored, escapes and all, and
-// so answered NULL, without an error, for a key holding '"', '\' or a
-// character JSON escapes. Such a key is looked up by its decoded text
-// with json_each: slower, for the rare field named so.
-func memberSQL(key string) string {
-	if plainKey(key) {
-		return "json_extract(fields, " + quoteString(`$."`+key+`"`) + ")"
-	}
-	return "(SELECT value FROM json_each(fields) WHERE key = " + quoteString(key) + " LIMIT 1)"
 }
 
 // plainKey reports whether key is stored in canonical JSON as itself and
@@ -170,4 +164,77 @@ func quoteString(s string) string {
 		return "CAST(X'" + hex.EncodeToString([]byte(s)) + "' AS TEXT)"
 	}
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// inferTypes fills the field types of every form in sync_state from its
+// stored rows, as the worker observes them while it stages rows
+// (fieldtype.Set.Observe), for the field names the state keeps: the
+// views of a file written before types were kept are typed by every
+// value they show, not only by the rows synced after the migration. It
+// reads every row once, at the migration only.
+func inferTypes(ctx context.Context, tx *sql.Tx) error {
+	type form struct {
+		id    string
+		names []string
+	}
+	var forms []form
+	rows, err := tx.QueryContext(ctx, `SELECT form_id, field_names FROM sync_state ORDER BY form_id`)
+	if err != nil {
+		return fmt.Errorf("listing forms: %w", err)
+	}
+	for rows.Next() {
+		var f form
+		var names string
+		if err := rows.Scan(&f.id, &names); err != nil {
+			rows.Close()
+			return fmt.Errorf("listing forms: %w", err)
+		}
+		if err := json.Unmarshal([]byte(names), &f.names); err != nil {
+			rows.Close()
+			return fmt.Errorf("field names of form %s: %w", f.id, err)
+		}
+		forms = append(forms, f)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("listing forms: %w", err)
+	}
+	for _, f := range forms {
+		seen, err := observeStored(ctx, tx, f.id)
+		if err != nil {
+			return fmt.Errorf("form %s: typing its stored fields: %w", f.id, err)
+		}
+		kept := fieldtype.Set{}
+		for _, n := range f.names {
+			if t, ok := seen[n]; ok {
+				kept[n] = t
+			}
+		}
+		types, err := json.Marshal(fieldtype.Columns{Seen: kept})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE sync_state SET field_types = ? WHERE form_id = ?`, string(types), f.id); err != nil {
+			return fmt.Errorf("form %s: storing its field types: %w", f.id, err)
+		}
+	}
+	return nil
+}
+
+// observeStored types the fields of every stored row of a form.
+func observeStored(ctx context.Context, tx *sql.Tx, formID string) (fieldtype.Set, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT fields FROM submissions WHERE form_id = ?`, formID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var seen fieldtype.Set
+	var fields sql.RawBytes
+	for rows.Next() {
+		if err := rows.Scan(&fields); err != nil {
+			return nil, err
+		}
+		seen = seen.Observe(fields)
+	}
+	return seen, rows.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -39,7 +40,7 @@ func readView(t *testing.T, db *sql.DB, formID string) map[string]string {
 // TestViewReadsEveryKeyInOlderSQLite: a view's columns read the same
 // values in formsync's SQLite and in the older one Python (or the sqlite3
 // shell) carries, whatever the field name holds: '"', '\', control
-// characters and the rest.
+// characters and the rest, and whatever type the column has.
 func TestViewReadsEveryKeyInOlderSQLite(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "formsync.db")
@@ -47,12 +48,18 @@ func TestViewReadsEveryKeyInOlderSQLite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fields := map[string]string{}
+	fields := map[string]any{}
 	want := map[string]string{}
 	for i, c := range sqlname.ViewColumns(viewKeys) {
-		v := "value " + string(rune('a'+i))
-		fields[c.Field] = v
-		want[c.Name] = v
+		switch i % 3 {
+		case 0:
+			v := "value " + string(rune('a'+i))
+			fields[c.Field], want[c.Name] = v, v
+		case 1:
+			fields[c.Field], want[c.Name] = fmt.Sprint(i*7), fmt.Sprint(i*7) // an integer column
+		case 2:
+			fields[c.Field], want[c.Name] = "2026-03-01 10:00:0"+fmt.Sprint(i%10), "2026-03-01T10:00:0"+fmt.Sprint(i%10)+".000000Z"
+		}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -61,7 +68,9 @@ func TestViewReadsEveryKeyInOlderSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := row(t, "f", ptr(1), t0, false, string(bytes.TrimSpace(buf.Bytes())))
-	commit(t, s, sink.FormCommit{State: stateOf("f", viewKeys...), Rows: sinktest.Spool(t, r)})
+	st := stateOf("f", viewKeys...)
+	st.FieldTypes.Seen = st.FieldTypes.Seen.Observe([]byte(r.Fields))
+	commit(t, s, sink.FormCommit{State: st, Rows: sinktest.Spool(t, r)})
 	if diff := cmp.Diff(want, readView(t, s.db, "f")); diff != "" {
 		t.Errorf("formsync's SQLite reads the view (-want +got):\n%s", diff)
 	}

@@ -18,7 +18,7 @@
 // The rules follow BigQuery's own casts, and both sinks apply them alike
 // (docs/types.md):
 //   - Boolean: JSON true or false, or the strings "true" and "false" in
-//     any case (what CAST(x AS BOOL) accepts).
+//     any mix of ASCII case (what CAST(x AS BOOL) accepts).
 //   - Integer: a JSON number or a string in JSON's integer syntax
 //     (-?(0|[1-9][0-9]*)) that fits in 64 bits. "007" and "+44 20" are
 //     strings: leading zeros and signs are how codes and phone numbers
@@ -26,10 +26,12 @@
 //   - Decimal: a JSON number or a string in JSON's syntax with a fraction
 //     and no exponent, exact in BigQuery's NUMERIC (at most 29 digits
 //     before the point and 9 after).
-//   - Date: a string YYYY-MM-DD naming a day that exists.
+//   - Date: a string YYYY-MM-DD naming a day that exists, from 0001-01-01
+//     (BigQuery's first DATE).
 //   - Timestamp: a string YYYY-MM-DD, 'T' or a space, hh:mm:ss, at most
-//     six fractional digits, then Z, an offset ±hh:mm, or nothing; a
-//     time without an offset is UTC, as BigQuery reads it.
+//     six fractional digits, then Z, an offset ±hh:mm up to 14:59 (what
+//     SQLite's date functions read), or nothing; a time without an
+//     offset is UTC, as BigQuery reads it.
 //   - Array: a JSON array of strings, numbers or booleans (checkboxes);
 //     nested values or nulls in it make the field a String.
 //   - String: everything else, objects included.

@@ -1,13 +1,11 @@
 package fieldtype
 
 import (
-	"encoding/json"
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/formsync/formsync/internal/jsonscan"
 )
@@ -62,114 +60,242 @@ func Widen(a, b Type) Type {
 func isOneOf(a, b, x, y Type) bool { return (a == x || a == y) && (b == x || b == y) }
 
 // Of returns the type of one JSON value as it appears in a submission's
-// fields. A value that is not JSON is a String.
+// fields. A value that is not JSON is a String. It allocates nothing
+// unless a string holds escapes: it runs on every value of every row
+// staged.
 func Of(value []byte) Type {
-	var r jsonscan.Reader
-	r.Reset(value)
-	switch r.PeekKind() {
-	case 'n':
-		return Unknown
-	case 't', 'f':
-		return Boolean
-	case '0':
-		return number(trimSpace(value))
-	case '"':
-		s, ok := jsonscan.String(value)
+	v := bytes.TrimSpace(value)
+	if len(v) == 0 {
+		return String
+	}
+	switch c := v[0]; {
+	case c == 'n':
+		if string(v) == "null" {
+			return Unknown
+		}
+	case c == 't' || c == 'f':
+		if string(v) == "true" || string(v) == "false" {
+			return Boolean
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		return number(v)
+	case c == '"':
+		s, ok := jsonscan.String(v)
 		if !ok {
 			return String
 		}
-		return ofString(string(jsonscan.AppendUnquote(nil, s)))
-	case '[':
+		text := s[1 : len(s)-1]
+		if bytes.IndexByte(text, '\\') >= 0 {
+			text = jsonscan.AppendUnquote(nil, s)
+		}
+		return ofText(text)
+	case c == '[':
+		var r jsonscan.Reader
+		r.Reset(v)
 		return ofArray(&r)
 	}
 	return String
 }
 
-func trimSpace(b []byte) string { return strings.TrimSpace(string(b)) }
-
-// number types a number's text, from JSON or from a string.
-func number(s string) Type {
-	if !jsonNumber(s) || strings.ContainsAny(s, "eE") {
+// number types a number's text, from JSON or from a string: Integer,
+// Decimal, or String for what is not in JSON's syntax, has an exponent or
+// does not fit.
+func number(s []byte) Type {
+	whole, frac, exp, ok := numberParts(s)
+	switch {
+	case !ok || exp:
 		return String
-	}
-	digits := strings.TrimPrefix(s, "-")
-	whole, frac, hasFrac := strings.Cut(digits, ".")
-	if !hasFrac {
-		if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+	case frac < 0:
+		if whole < 19 || whole == 19 && fitsInt64(s) {
 			return Integer
 		}
 		// Too large for 64 bits, but exact in NUMERIC.
-		if len(whole) <= 29 {
+		if whole <= 29 {
 			return Decimal
 		}
 		return String
-	}
-	if len(whole) <= 29 && len(frac) <= 9 {
+	case whole <= 29 && frac <= 9:
 		return Decimal
 	}
 	return String
 }
 
-// jsonNumber reports whether s is a number in JSON's syntax.
-func jsonNumber(s string) bool {
-	return json.Valid([]byte(s)) && s != "" && (s[0] == '-' || s[0] >= '0' && s[0] <= '9')
+// numberParts reads s as a number in JSON's syntax,
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, and returns how many
+// digits come before the point and after it (-1 without a point), and
+// whether it has an exponent.
+func numberParts(s []byte) (whole, frac int, exp, ok bool) {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	start := i
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	whole = i - start
+	if whole == 0 || whole > 1 && s[start] == '0' {
+		return 0, 0, false, false
+	}
+	frac = -1
+	if i < len(s) && s[i] == '.' {
+		i++
+		start = i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		if frac = i - start; frac == 0 {
+			return 0, 0, false, false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		start = i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		if i == start {
+			return 0, 0, false, false
+		}
+		exp = true
+	}
+	return whole, frac, exp, i == len(s)
 }
 
-func ofString(s string) Type {
-	switch {
-	case s == "":
-		return Unknown
-	case strings.EqualFold(s, "true") || strings.EqualFold(s, "false"):
-		return Boolean
-	case s[0] == '-' || s[0] >= '0' && s[0] <= '9':
-		if t := number(s); t != String {
-			return t
-		}
+// fitsInt64 reports whether s, an integer of 19 digits with an optional
+// sign, lies in int64's range.
+func fitsInt64(s []byte) bool {
+	if s[0] == '-' {
+		return string(s[1:]) <= "9223372036854775808"
 	}
-	if len(s) == len("2006-01-02") {
-		if _, err := time.Parse("2006-01-02", s); err == nil {
-			return Date
+	return string(s) <= "9223372036854775807"
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// ofText types the text of a JSON string.
+func ofText(s []byte) Type {
+	if len(s) == 0 {
+		return Unknown
+	}
+	switch c := s[0]; {
+	case c == 't' || c == 'T' || c == 'f' || c == 'F':
+		// ASCII letters only, as SQL's casts read them: strings.EqualFold
+		// would also take "falſe" (U+017F folds to s).
+		if asciiEqualFold(s, "true") || asciiEqualFold(s, "false") {
+			return Boolean
 		}
 		return String
+	case c == '-':
+		return number(s)
+	case !isDigit(c):
+		return String
 	}
-	if timestamp(s) {
+	if t := number(s); t != String {
+		return t
+	}
+	switch {
+	case len(s) == len("2006-01-02"):
+		if date(s) {
+			return Date
+		}
+	case timestamp(s):
 		return Timestamp
 	}
 	return String
 }
 
-// timestamp reports whether s is a date and time of day BigQuery's cast to
-// TIMESTAMP reads exactly: YYYY-MM-DD, 'T' or ' ', hh:mm:ss, at most six
-// fractional digits, and Z, ±hh:mm or no zone (UTC).
-func timestamp(s string) bool {
-	if len(s) < 19 || s[10] != 'T' && s[10] != ' ' {
+// asciiEqualFold reports whether s is word (lower case) in any mix of
+// ASCII case.
+func asciiEqualFold(s []byte, word string) bool {
+	if len(s) != len(word) {
+		return false
+	}
+	for i := range len(s) {
+		if s[i]|0x20 != word[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// date reports whether s is YYYY-MM-DD naming a day that exists, from
+// year 1 on (BigQuery's DATE starts at 0001-01-01).
+func date(s []byte) bool {
+	if len(s) != 10 || s[4] != '-' || s[7] != '-' {
+		return false
+	}
+	year, ok1 := digits(s[0:4])
+	month, ok2 := digits(s[5:7])
+	day, ok3 := digits(s[8:10])
+	if !ok1 || !ok2 || !ok3 || year < 1 || month < 1 || month > 12 || day < 1 {
+		return false
+	}
+	return day <= daysIn(month, year)
+}
+
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// digits reads s as a decimal number of only digits.
+func digits(s []byte) (int, bool) {
+	n := 0
+	for _, c := range s {
+		if !isDigit(c) {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// timestamp reports whether s is a date and time of day that both
+// BigQuery's cast to TIMESTAMP and SQLite's date functions read exactly:
+// YYYY-MM-DD, 'T' or ' ', hh:mm:ss, at most six fractional digits, and Z,
+// an offset ±hh:mm of at most 14:59 (SQLite's bound), or no zone (UTC).
+func timestamp(s []byte) bool {
+	if len(s) < 19 || !date(s[:10]) || s[10] != 'T' && s[10] != ' ' || s[13] != ':' || s[16] != ':' {
+		return false
+	}
+	h, ok1 := digits(s[11:13])
+	m, ok2 := digits(s[14:16])
+	sec, ok3 := digits(s[17:19])
+	if !ok1 || !ok2 || !ok3 || h > 23 || m > 59 || sec > 59 {
 		return false
 	}
 	rest := s[19:]
-	if frac, ok := strings.CutPrefix(rest, "."); ok {
-		n := 0
-		for n < len(frac) && frac[n] >= '0' && frac[n] <= '9' {
+	if len(rest) > 0 && rest[0] == '.' {
+		n := 1
+		for n < len(rest) && isDigit(rest[n]) {
 			n++
 		}
-		if n == 0 || n > 6 {
+		if n == 1 || n > 7 {
 			return false
 		}
-		rest = frac[n:]
+		rest = rest[n:]
 	}
-	layout := "2006-01-02T15:04:05"
 	switch {
-	case rest == "":
-	case rest == "Z":
-		layout += "Z"
+	case len(rest) == 0 || len(rest) == 1 && rest[0] == 'Z':
+		return true
 	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
-		layout += "-07:00"
-	default:
-		return false
+		oh, ok1 := digits(rest[1:3])
+		om, ok2 := digits(rest[4:6])
+		return ok1 && ok2 && oh <= 14 && om <= 59
 	}
-	// time.Parse takes the fraction wherever the layout's seconds are.
-	plain := s[:10] + "T" + s[11:]
-	_, err := time.Parse(layout, plain)
-	return err == nil
+	return false
 }
 
 // ofArray types an array: Array when every element is a string, number or
@@ -209,7 +335,8 @@ func (s Set) Observe(fields []byte) Set {
 	if k, err := r.ReadToken(); err != nil || k != '{' {
 		return s
 	}
-	var name []byte
+	var buf [64]byte // most names fit: no allocation
+	name := buf[:0]
 	for r.PeekKind() == '"' {
 		start := r.Offset()
 		if _, err := r.ReadToken(); err != nil {
@@ -220,12 +347,17 @@ func (s Set) Observe(fields []byte) Set {
 		if err != nil {
 			return s
 		}
+		old, ok := s[string(name)]
+		if ok && old == String {
+			// Nothing widens a String: its values need no typing.
+			continue
+		}
 		t := Of(v)
 		if s == nil {
 			s = Set{}
 		}
-		if old, ok := s[string(name)]; !ok || Widen(old, t) != old {
-			s[string(name)] = Widen(old, t)
+		if w := Widen(old, t); !ok || w != old {
+			s[string(name)] = w
 		}
 	}
 	return s

@@ -12,8 +12,20 @@ func TestOf(t *testing.T) {
 		`"2026-03-01T10:00:00Z"`: Timestamp, `"2026-03-01 10:00:00.123456+02:00"`: Timestamp,
 		`"2026-03-01T10:00:00"`: Timestamp, `"2026-03-01T10:00:00.1234567Z"`: String,
 		`"2026-03-01t10:00:00z"`: String,
-		`["a","b"]`: Array, `[1,true]`: Array, `["a",null]`: String, `[["a"]]`: String,
+		`["a","b"]`:              Array, `[1,true]`: Array, `["a",null]`: String, `[["a"]]`: String,
 		`{"a":1}`: String, `"n/a"`: String, `"\u0035"`: Integer,
+		`"-0"`: Integer, `-0`: Integer, `"-"`: String, `"1."`: String, `".5"`: String, `"-.5"`: String,
+		`9223372036854775807`: Integer, `-9223372036854775808`: Integer, `9223372036854775808`: Decimal,
+		`"12345678901234567890123456789"`: Decimal, `"123456789012345678901234567890"`: String,
+		`"0.123456789"`: Decimal, `" 5"`: String, `"5 "`: String, `5 `: Integer, `"1,5"`: String,
+		`"TRUE"`: Boolean, `"falſe"`: String, `"truee"`: String, `nul`: String, `tru`: String,
+		`"0000-01-01"`: String, `"0001-01-01"`: Date, `"2024-02-29"`: Date, `"2100-02-29"`: String,
+		`"2026-13-01"`: String, `"2026-1-01"`: String, `"2026-03-01T24:00:00Z"`: String,
+		`"2026-03-01T23:59:60Z"`: String, `"2026-03-01T10:00:00+14:59"`: Timestamp,
+		`"2026-03-01T10:00:00+15:00"`: String, `"2026-03-01T10:00:00-05:60"`: String,
+		`"2026-03-01T10:00:00."`: String, `"2026-03-01T10:00:00.123456"`: Timestamp,
+		`"2026-03-01T10:00:00+0200"`: String, `"2026-03-01T10:00"`: String,
+		`"2026\u002d03-01"`: Date, `not json`: String, `[1,2`: String, `[{}]`: String,
 	} {
 		if got := Of([]byte(in)); got != want {
 			t.Errorf("Of(%s) = %q, want %q", in, got, want)

@@ -12,9 +12,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"unsafe"
 
 	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/state/fieldtype"
 )
 
 // benchPages renders the pages of one form of 20,000 submissions.
@@ -59,13 +61,15 @@ func BenchmarkDecodePage(b *testing.B) {
 }
 
 // BenchmarkReadPath is what reading a form costs a sync apart from HTTP:
-// decode every page, build every row, stage it in a spool.
+// decode every page, build every row, stage it in a spool, type its
+// fields.
 func BenchmarkReadPath(b *testing.B) {
 	for _, v := range []apisim.Variant{apisim.Newer, apisim.Older} {
 		b.Run(v.String(), func(b *testing.B) {
 			pages, n := benchPages(b, v)
 			dir := b.TempDir()
 			b.ReportAllocs()
+			var types fieldtype.Set
 			for b.Loop() {
 				spool, err := sink.NewSpool(dir)
 				if err != nil {
@@ -77,7 +81,7 @@ func BenchmarkReadPath(b *testing.B) {
 						b.Fatal(err)
 					}
 					for _, s := range p.Submissions {
-						row, _, err := sink.NewRowFields("bench", s.ID, s.CreatedAt, s.IsSpam, s.Fields, s.Files)
+						row, err := sink.NewRow("bench", s.ID, s.CreatedAt, s.IsSpam, s.Fields, s.Files)
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -85,6 +89,9 @@ func BenchmarkReadPath(b *testing.B) {
 						if err := spool.Append(row); err != nil {
 							b.Fatal(err)
 						}
+						// The field names and their types, as a sync takes
+						// them in (worker's formRun.stage).
+						types = types.Observe(unsafe.Slice(unsafe.StringData(row.Fields), len(row.Fields)))
 					}
 				}
 				if err := spool.Finish(); err != nil {

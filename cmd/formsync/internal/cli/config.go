@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/sink/bigquery"
+	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -114,6 +115,14 @@ type Config struct {
 	// FIELD_HASH_KEY_FILE: the file holding the secret key of FIELD_POLICY's
 	// hash. Default: none (required when FIELD_POLICY hashes a field).
 	FieldHashKeyFile string `envconfig:"FIELD_HASH_KEY_FILE" group:"policy" desc:"file holding the secret key of FORMSYNC_FIELD_POLICY's hash (at least 16 bytes)"`
+	// FIELD_TYPES: the type of view columns pinned per form and field,
+	// whatever their values (docs/types.md), as a JSON object, since
+	// field names may hold any character:
+	// {"contact":{"rating":"integer","zip":"string"}}. Types: boolean,
+	// integer, decimal, date, timestamp, array, string. Every commit of a
+	// form stores its pins, so a pin removed is gone at the next.
+	// Default: none (every column typed by its values).
+	FieldTypes string `envconfig:"FIELD_TYPES" group:"policy" desc:"view column types pinned per form and field, as JSON: {\"contact\":{\"zip\":\"string\"}}"`
 	// SINK: sqlite (embedded) or bigquery. Default sqlite.
 	Sink string `envconfig:"SINK" default:"sqlite" oneof:"sqlite,bigquery" group:"sink" desc:"destination: sqlite or bigquery"`
 	// SQLITE_PATH: the SQLite database file. Default formsync.db.
@@ -191,6 +200,8 @@ type Config struct {
 	accountTokens map[string]formsapi.Secret
 	// policy is FieldPolicy parsed, with its key, by Validate; nil for none.
 	policy *fieldpolicy.Policy
+	// pins is FieldTypes parsed by Validate; nil for none.
+	pins map[string]fieldtype.Set
 	// bqObserve is told of every failed BigQuery request (logged).
 	bqObserve func(bigquery.Event)
 	// bqLogger is told of what the BigQuery sink finds costly (a table

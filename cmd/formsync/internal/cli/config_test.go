@@ -14,8 +14,10 @@ import (
 	"testing"
 
 	"github.com/formsync/formsync/internal/config"
+	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/google/go-cmp/cmp"
 	"github.com/kelseyhightower/envconfig"
 )
 
@@ -547,5 +549,58 @@ func TestLibraryFieldsAreSet(t *testing.T) {
 	}
 	if bound < 19 {
 		t.Errorf("%d variables set a library field, want the 19 that do", bound)
+	}
+}
+
+// TestFieldTypesProblems: pinned field types that are not JSON of the
+// right shape, or name a type that is none, are refused (exit 2) by every
+// command that commits, naming the form, the field and the types there
+// are; pins that parse reach the engine, field names of any character
+// included.
+func TestFieldTypesProblems(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		pins string
+		want []string
+	}{
+		{`contact.rating=integer`, []string{"FORMSYNC_FIELD_TYPES: not a JSON object", `{"contact":{"rating":"integer"`}},
+		{`{"contact":["rating"]}`, []string{"FORMSYNC_FIELD_TYPES: not a JSON object"}},
+		{`{"contact":{"rating":"int","a.b,c=\"d'":"Date"}}`, []string{`form "contact", field "rating": unknown field type "int"`,
+			`form "contact", field "a.b,c=\"d'": unknown field type "Date"`, "boolean, integer, decimal, date, timestamp, array, string"}},
+	} {
+		for _, cmd := range [][]string{{"env", "-check", "sync"}, {"env", "-check", "backfill"}, {"forget", "--form", "a", "--key", "1"}} {
+			clearEnv(t)
+			t.Setenv("FORMSYNC_API_BASE_URL", "https://forms.example.com")
+			t.Setenv("FORMSYNC_API_TOKEN", "tok")
+			t.Setenv("FORMSYNC_FORMS", "a")
+			t.Setenv("FORMSYNC_SQLITE_PATH", filepath.Join(dir, "never-created.db"))
+			t.Setenv("FORMSYNC_FIELD_TYPES", tc.pins)
+			code, _, errOut := run(t, cmd...)
+			if code != exitUsage {
+				t.Errorf("%v with %s: exit %d, want 2\n%s", cmd, tc.pins, code, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("%v with %s: lacks %q:\n%s", cmd, tc.pins, w, errOut)
+				}
+			}
+		}
+	}
+
+	clearEnv(t)
+	t.Setenv("FORMSYNC_API_BASE_URL", "https://forms.example.com")
+	t.Setenv("FORMSYNC_API_TOKEN", "tok")
+	t.Setenv("FORMSYNC_FORMS", "contact")
+	t.Setenv("FORMSYNC_FIELD_TYPES", `{"contact":{"zip":"string","a.b,c=\"d'":"integer"}}`)
+	c, err := LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(needs("sync")); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]fieldtype.Set{"contact": {"zip": fieldtype.String, `a.b,c="d'`: fieldtype.Integer}}
+	if diff := cmp.Diff(want, c.engineConfig(c.Forms, nil).FieldTypes); diff != "" {
+		t.Errorf("the engine's pins (-want +got):\n%s", diff)
 	}
 }

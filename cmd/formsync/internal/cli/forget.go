@@ -101,7 +101,8 @@ func runForget(ctx context.Context, e *env, args []string) int {
 	}
 	// Only what forget reads: the engine's reading settings (page size,
 	// concurrency, ...) are not its business, nor checked for it.
-	cfg := worker.Config{Forms: []string{*form}, Logger: e.log, FieldPolicy: e.cfg.fieldPolicy()}
+	// Its commit stores the form's pinned types, as every commit does.
+	cfg := worker.Config{Forms: []string{*form}, Logger: e.log, FieldPolicy: e.cfg.fieldPolicy(), FieldTypes: e.cfg.pins}
 	eng, err := worker.New(nil, dst, cfg)
 	if err != nil {
 		return configError(e, err)

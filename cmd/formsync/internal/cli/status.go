@@ -16,6 +16,7 @@ import (
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/sink/view"
 	"github.com/formsync/formsync/state"
 )
 
@@ -52,6 +53,10 @@ type formStatus struct {
 	// BackfillProgress is where a backfill in progress got to, nil when
 	// none is.
 	BackfillProgress *backfillProgress `json:"backfill,omitempty"`
+	// View is the form's view, Columns its field columns with their
+	// types (JSON only: the table has no room for them).
+	View    string        `json:"view,omitempty"`
+	Columns []view.Column `json:"columns,omitempty"`
 }
 
 // backfillProgress is a backfill in progress: its window (nil ends are
@@ -261,6 +266,7 @@ func statusOf(st state.Form, now time.Time) formStatus {
 		s.Forgotten = st.Forgotten.Count
 	}
 	s.Copies = st.Copies.Count()
+	s.View, s.Columns = view.Name(st.FormID), view.Columns(st)
 	return s
 }
 

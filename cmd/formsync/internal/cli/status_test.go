@@ -14,7 +14,10 @@ import (
 	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/sink/view"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/state/fieldtype"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestStatusOfAMissingDatabase: a mistyped path is an error, and no file
@@ -209,5 +212,39 @@ func TestStatusListsConfiguredFormsNotSyncedYet(t *testing.T) {
 	}
 	if len(got) != 2 || got[0].Form != "contact" || got[0].NeverSynced || got[1].Form != "newform" || !got[1].NeverSynced || got[1].Rows != 0 {
 		t.Errorf("status --json: %+v, want contact, then newform never synced", got)
+	}
+}
+
+// TestStatusJSONListsViewColumns: status --json names each form's view
+// and lists its field columns with the field each reads and its type,
+// pinned (FORMSYNC_FIELD_TYPES) or seen.
+func TestStatusJSONListsViewColumns(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 8, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 1})
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	sim.SetSubmissions("contact",
+		apisim.Submission{ID: 1, CreatedAt: at, Fields: json.RawMessage(`{"Guests":"4","zip":"02134","when":"2026-04-01"}`), Files: json.RawMessage(`[]`)})
+	syncEnv(t, sim, "contact")
+	t.Setenv("FORMSYNC_FIELD_TYPES", `{"contact":{"zip":"string"}}`)
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync: exit %d: %s", code, errOut)
+	}
+	code, out, errOut := run(t, "status", "--json")
+	var got []formStatus
+	if err := json.Unmarshal([]byte(out), &got); code != exitOK || err != nil || len(got) != 1 {
+		t.Fatalf("status --json: exit %d, %v, stdout %q, stderr %q", code, err, out, errOut)
+	}
+	if got[0].View != "form_contact" || len(got[0].Columns) != 3 {
+		t.Fatalf("status --json:\n%s", out)
+	}
+	want := []view.Column{
+		{Name: got[0].Columns[0].Name, Field: "Guests", Type: fieldtype.Integer},
+		{Name: "when", Field: "when", Type: fieldtype.Date},
+		{Name: "zip", Field: "zip", Type: fieldtype.String, Pinned: true},
+	}
+	if diff := cmp.Diff(want, got[0].Columns); diff != "" {
+		t.Errorf("columns (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(out, `"column": "zip",`) || !strings.Contains(out, `"pinned": true`) {
+		t.Errorf("status --json:\n%s", out)
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/formsync/formsync/internal/config"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -128,6 +130,7 @@ func (c *Config) Validate(n Need) error {
 	}
 	if n.API || n.Policy {
 		c.validatePolicy(&p)
+		c.validateFieldTypes(&p)
 	}
 	if n.Sink {
 		switch c.Sink {
@@ -251,6 +254,45 @@ func (c *Config) validatePolicy(p *problems) {
 		return
 	}
 	c.policy = pol.WithKey(key)
+}
+
+// validateFieldTypes parses the pinned field types, naming the form and
+// field of a type that is not one.
+func (c *Config) validateFieldTypes(p *problems) {
+	c.pins = nil
+	if c.FieldTypes == "" {
+		return
+	}
+	pins, err := parseFieldTypes(c.FieldTypes)
+	for _, e := range err {
+		p.add("FIELD_TYPES", "FORMSYNC_FIELD_TYPES: %v", e)
+	}
+	if err == nil {
+		c.pins = pins
+	}
+}
+
+// parseFieldTypes reads FORMSYNC_FIELD_TYPES, a JSON object of form ids
+// to objects of field names to type names, and returns every problem.
+func parseFieldTypes(text string) (map[string]fieldtype.Set, []error) {
+	var raw map[string]map[string]string
+	if err := json.Unmarshal([]byte(text), &raw); err != nil {
+		return nil, []error{fmt.Errorf(`not a JSON object of form ids, each an object of field names and their types, e.g. {"contact":{"rating":"integer","zip":"string"}}: %v`, err)}
+	}
+	pins := make(map[string]fieldtype.Set, len(raw))
+	var errs []error
+	for _, form := range slices.Sorted(maps.Keys(raw)) {
+		pins[form] = make(fieldtype.Set, len(raw[form]))
+		for _, field := range slices.Sorted(maps.Keys(raw[form])) {
+			t, err := fieldtype.Parse(raw[form][field])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("form %q, field %q: %v", form, field, err))
+				continue
+			}
+			pins[form][field] = t
+		}
+	}
+	return pins, errs
 }
 
 // minBackoffMax is the shortest FORMSYNC_BACKOFF_MAX accepted.
@@ -461,7 +503,7 @@ func (c *Config) clientConfig(token formsapi.Secret, observe func(formsapi.Event
 
 // engineConfig is the engine's share of the configuration, for forms.
 func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
-	cfg := worker.Config{Logger: log, FieldPolicy: c.fieldPolicy()}
+	cfg := worker.Config{Logger: log, FieldPolicy: c.fieldPolicy(), FieldTypes: c.pins}
 	c.setLibraryFields("worker", &cfg)
 	cfg.Forms = forms // this shard's, or the one a command names
 	// Shards started on one tick commit together; one process alone
