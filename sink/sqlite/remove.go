@@ -27,13 +27,13 @@ const (
 	removeRowsSQL   = `DELETE FROM submissions WHERE form_id = ?`
 	// tombstonesOnlySQL reduces a form's state to its tombstones, as
 	// state.New(form) would be with them: nothing of the sync is left.
-	// With the rows removed (?1) the counters, field names and field
+	// With the rows removed (?1) the counters, field names, field types and field
 	// policy go too; kept rows keep them, since they describe those rows.
 	tombstonesOnlySQL = `UPDATE sync_state SET wm_created_at = NULL, wm_id = 0, boundary = 'null', sort_order = '',
 	last_total = -1, last_success_at = NULL, last_error_at = NULL, last_error = '', backfill = NULL,
 	last_reconcile_at = NULL, copies = NULL, last_commit = NULL, revision = revision + 1, updated_at = ?2,
 	row_count = CASE WHEN ?1 THEN 0 ELSE row_count END, deleted_count = CASE WHEN ?1 THEN 0 ELSE deleted_count END,
-	field_names = CASE WHEN ?1 THEN 'null' ELSE field_names END, field_policy = CASE WHEN ?1 THEN '' ELSE field_policy END
+	field_names = CASE WHEN ?1 THEN 'null' ELSE field_names END, field_types = CASE WHEN ?1 THEN '{}' ELSE field_types END, field_policy = CASE WHEN ?1 THEN '' ELSE field_policy END
 	WHERE form_id = ?3`
 )
 
