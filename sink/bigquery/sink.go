@@ -236,8 +236,8 @@ type Sink struct {
 	scrubMu sync.Mutex
 	scrub   []forgetParam
 	// stateWithoutCopies: a read-only Sink (OpenReadOnly) found sync_state
-	// without its copies or max_submission_id column, which ReadState then
-	// reads as NULL.
+	// without one of readOnlyNullColumns, which ReadState then reads as
+	// NULL.
 	stateWithoutCopies bool
 }
 
@@ -262,8 +262,9 @@ func Open(ctx context.Context, cfg Config) (*Sink, error) {
 // state: it creates and migrates nothing, so a mistyped dataset or project
 // is an error (ErrNotFound) rather than a new, empty dataset that looks
 // like nothing was synced yet. A sync_state table that lacks only the
-// copies column (the formsync before this one wrote it, and no sync of
-// this one has migrated it yet) is read with copies as NULL, so that
+// columns added last (readOnlyNullColumns: copies, max_submission_id,
+// field_types; no sync of this formsync has migrated it yet) is read with
+// them as NULL, so that
 // `formsync status` works right after an upgrade, as it does on SQLite;
 // one that lacks more is refused with ErrOlderSchema.
 func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
@@ -285,11 +286,11 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 			}
 			lacks := func(c string) bool { return lacksAny(meta.Schema, []string{c}) }
 			for _, c := range addedStateColumns {
-				if c != "copies" && c != "max_submission_id" && lacks(c) {
+				if !slices.Contains(readOnlyNullColumns, c) && lacks(c) {
 					return backoff.Permanent(fmt.Errorf("bigquery: %s lacks columns this formsync reads: %w; a sync (which adds them) must run first", res, ErrOlderSchema))
 				}
 			}
-			s.stateWithoutCopies = lacks("copies") || lacks("max_submission_id")
+			s.stateWithoutCopies = lacksAny(meta.Schema, readOnlyNullColumns)
 			return nil
 		})
 	}); err != nil {
@@ -421,10 +422,15 @@ func stateSchema() bq.Schema {
 		{Name: "last_commit", Type: bq.JSONFieldType, Description: "the last commit that wrote this state: its id (the prefix of its job ids) and what it did to the form's rows"},
 		{Name: "copies", Type: bq.JSONFieldType, Description: "submissions served more than once with nothing to tell them apart (no id, same created_at and content): content key to how many more times a page held it"},
 		{Name: "max_submission_id", Type: bq.IntegerFieldType, Description: "no stored row of the form has a larger submission_id (NULL: not known yet); a commit whose ids are all larger need not look for them outside its created_at range"},
+		{Name: "field_types", Type: bq.JSONFieldType, Description: "the type of each field's view column: the types seen, which only widen, and the types pinned ({\"seen\": {...}, \"pinned\": {...}}; NULL: every column is a STRING)"},
 	}
 }
 
-var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten", "last_commit", "copies", "max_submission_id"}
+var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten", "last_commit", "copies", "max_submission_id", "field_types"}
+
+// readOnlyNullColumns are the sync_state columns a read-only Sink reads
+// as NULL when a sync of this formsync has not added them yet.
+var readOnlyNullColumns = []string{"copies", "max_submission_id", "field_types"}
 
 // deletionStateColumns are the sync_state columns added with deleted_at. A
 // sync_state table without them belongs to a dataset whose views were

@@ -32,7 +32,8 @@ func ref(project, dataset, table string) string {
 
 // stateRead is what readState reads from: WithoutCopies for a sync_state
 // table a sync of this formsync has not migrated yet, read by a read-only
-// Sink (OpenReadOnly), whose copies and max_submission_id read as NULL.
+// Sink (OpenReadOnly), whose copies, max_submission_id and field_types
+// read as NULL.
 type stateRead struct {
 	tables
 	WithoutCopies bool
@@ -55,7 +56,8 @@ SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort
   COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
   TO_JSON_STRING(forgotten) AS forgotten,
   {{if .WithoutCopies}}CAST(NULL AS STRING){{else}}TO_JSON_STRING(copies){{end}} AS copies,
-  {{if .WithoutCopies}}CAST(NULL AS INT64){{else}}max_submission_id{{end}} AS max_submission_id
+  {{if .WithoutCopies}}CAST(NULL AS INT64){{else}}max_submission_id{{end}} AS max_submission_id,
+  {{if .WithoutCopies}}CAST(NULL AS STRING){{else}}TO_JSON_STRING(field_types){{end}} AS field_types
 FROM {{.State}}
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 {{end}}
@@ -110,7 +112,7 @@ DELETE FROM {{.Staging}} AS s
 WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND f.submission_key = s.submission_key)
 {{end}}
 
-{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id{{end}}
+{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types{{end}}
 
 {{define "stateUpdate"}}
   wm_created_at = NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), wm_id = s.wm_id,
@@ -123,7 +125,8 @@ WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
   copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
-  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id)),
+  field_types = PARSE_JSON(NULLIF(s.field_types, ''))
 {{- end}}
 
 {{define "stateValues"}}
@@ -133,7 +136,8 @@ WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id,
+  PARSE_JSON(NULLIF(s.field_types, ''))
 {{- end}}
 
 {{define "mergeState"}}

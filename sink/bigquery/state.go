@@ -54,8 +54,8 @@ func (s *Sink) readState(ctx context.Context, formIDs []string, maxIDs storedIDs
 }
 
 func scanState(v []bq.Value) (state.Form, error) {
-	if len(v) != 19 {
-		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 19", len(v))
+	if len(v) != 20 {
+		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 20", len(v))
 	}
 	f := state.Form{
 		FormID:          vString(v[0]),
@@ -98,6 +98,9 @@ func scanState(v []bq.Value) (state.Form, error) {
 	if err := unmarshalNullable(v[17], &f.Copies); err != nil {
 		return f, wrap("copies", err)
 	}
+	if err := unmarshalNullable(v[19], &f.FieldTypes); err != nil {
+		return f, wrap("field types", err)
+	}
 	return f, nil
 }
 
@@ -118,7 +121,8 @@ func unmarshalNullable(v bq.Value, dst any) error {
 // turn back into NULL: the zero time.Time is 0001-01-01 00:00:00 UTC,
 // BigQuery's smallest TIMESTAMP (NULLIF(x, TIMESTAMP '0001-01-01
 // 00:00:00+00')), and "" is "no backfill", "no tombstones" or "no copies"
-// (NULLIF(backfill, ”), NULLIF(forgotten, ”), NULLIF(copies, ”)).
+// (NULLIF(backfill, ”), NULLIF(forgotten, ”), NULLIF(copies, ”),
+// NULLIF(field_types, ”)).
 type stateParam struct {
 	FormID        string    `bigquery:"form_id"`
 	WmCreatedAt   time.Time `bigquery:"wm_created_at"`
@@ -138,6 +142,9 @@ type stateParam struct {
 	FieldPolicy     string    `bigquery:"field_policy"`
 	Forgotten       string    `bigquery:"forgotten"`
 	Copies          string    `bigquery:"copies"`
+	// FieldTypes is the JSON of state.Form.FieldTypes, "" (NULL) when it
+	// holds no type.
+	FieldTypes string `bigquery:"field_types"`
 }
 
 // sentinelTime is the zero time as BigQuery's smallest TIMESTAMP, for
@@ -174,6 +181,9 @@ func newStateParam(f state.Form) (stateParam, error) {
 		return stateParam{}, err
 	}
 	if p.Backfill, err = optionalJSON(f.Backfill, f.Backfill != nil); err != nil {
+		return stateParam{}, err
+	}
+	if p.FieldTypes, err = optionalJSON(f.FieldTypes, len(f.FieldTypes.Seen) > 0 || len(f.FieldTypes.Pinned) > 0); err != nil {
 		return stateParam{}, err
 	}
 	return p, nil

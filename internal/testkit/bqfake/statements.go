@@ -87,7 +87,7 @@ type shapeDef struct {
 	handler func(s *Server, t map[string]string, params map[string]param) (*result, error)
 }
 
-var statesType = "ARRAY<STRUCT<form_id STRING, wm_created_at TIMESTAMP, wm_id INT64, boundary STRING, sort_order STRING, last_total INT64, field_names STRING, last_success_at TIMESTAMP, last_error_at TIMESTAMP, last_error STRING, backfill STRING, revision INT64, last_reconcile_at TIMESTAMP, field_policy STRING, forgotten STRING, copies STRING>>"
+var statesType = "ARRAY<STRUCT<form_id STRING, wm_created_at TIMESTAMP, wm_id INT64, boundary STRING, sort_order STRING, last_total INT64, field_names STRING, last_success_at TIMESTAMP, last_error_at TIMESTAMP, last_error STRING, backfill STRING, revision INT64, last_reconcile_at TIMESTAMP, field_policy STRING, forgotten STRING, copies STRING, field_types STRING>>"
 
 var forgetType = "ARRAY<STRUCT<form_id STRING, submission_key STRING>>"
 
@@ -108,8 +108,8 @@ func init() {
 		}
 	}
 	for _, d := range []*shapeDef{
-		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("copies", "max_submission_id")},
-		{shapeReadStateUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("NULL", "NULL")},
+		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("copies", "max_submission_id", "field_types")},
+		{shapeReadStateUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("NULL", "NULL", "NULL")},
 		{shapeReadCommits, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readCommits},
 		{shapeViewForms, "SELECT", nil, []string{"state"}, nil, (*Server).viewForms},
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).readRows},
@@ -300,15 +300,16 @@ func (s *Server) countDML(ref string) {
 	s.stats.DML[d+"."+t]++
 }
 
-// readState reads the state of the given forms, copies read as the
-// expression copies: the column, or NULL from a table without it.
-func readState(copies, maxID string) func(*Server, map[string]string, map[string]param) (*result, error) {
+// readState reads the state of the given forms, copies, max_submission_id
+// and field_types read as the expressions given: the column, or NULL from
+// a table without it.
+func readState(copies, maxID, fieldTypes string) func(*Server, map[string]string, map[string]param) (*result, error) {
 	return func(s *Server, t map[string]string, params map[string]param) (*result, error) {
-		return s.readState(t, params, copies, maxID)
+		return s.readState(t, params, copies, maxID, fieldTypes)
 	}
 }
 
-func (s *Server) readState(t map[string]string, params map[string]param, copies, maxID string) (*result, error) {
+func (s *Server) readState(t map[string]string, params map[string]param, copies, maxID, fieldTypes string) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
 			return nil, err
@@ -323,10 +324,10 @@ func (s *Server) readState(t map[string]string, params map[string]param, copies,
 			col("last_error_at", "TIMESTAMP"), col("last_error", "STRING"), col("backfill", "STRING"),
 			col("revision", "INTEGER"), col("deleted_count", "INTEGER"), col("last_reconcile_at", "TIMESTAMP"),
 			col("field_policy", "STRING"), col("forgotten", "STRING"), col("copies", "STRING"),
-			col("max_submission_id", "INTEGER"),
+			col("max_submission_id", "INTEGER"), col("field_types", "STRING"),
 		}, `SELECT form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names,
 			last_success_at, last_error_at, last_error, backfill, COALESCE(revision, 0), COALESCE(deleted_count, 0),
-			last_reconcile_at, COALESCE(field_policy, ''), forgotten, `+copies+`, `+maxID+`
+			last_reconcile_at, COALESCE(field_policy, ''), forgotten, `+copies+`, `+maxID+`, `+fieldTypes+`
 			FROM `+quoteIdent(t["state"])+`
 			WHERE (SELECT count(*) FROM temp.param_form_ids) = 0 OR form_id IN (SELECT value FROM temp.param_form_ids)
 			ORDER BY form_id`)
@@ -534,7 +535,7 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 	src := `CREATE TEMP TABLE _fake_state_src AS SELECT st.form_id, ` + ts("wm_created_at") + `, st.wm_id,
 		st.boundary, st.sort_order, st.last_total, st.field_names, ` + ts("last_success_at") + `, ` + ts("last_error_at") + `,
 		st.last_error, NULLIF(st.backfill, '') AS backfill, st.revision, ` + ts("last_reconcile_at") + `, st.field_policy,
-		NULLIF(st.forgotten, '') AS forgotten, NULLIF(st.copies, '') AS copies, ` + cmp.Or(maxID, "NULL") + ` AS max_id, ` + count("live_delta") + ` AS added_rows, ` + count("deleted_delta") + ` AS added_deleted,
+		NULLIF(st.forgotten, '') AS forgotten, NULLIF(st.copies, '') AS copies, ` + cmp.Or(maxID, "NULL") + ` AS max_id, NULLIF(st.field_types, '') AS field_types, ` + count("live_delta") + ` AS added_rows, ` + count("deleted_delta") + ` AS added_deleted,
 		json_object('id', @commit_id, 'inserted', ` + count("inserted") + `, 'updated', ` + count("updated") + `,
 			'restored', ` + count("restored") + `, 'deleted', ` + count("deleted") + `, 'forgotten', ` + count("forgotten") + `) AS last_commit
 		FROM temp.param_states AS st`
@@ -564,7 +565,8 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 		last_error = s.last_error, backfill = s.backfill, updated_at = @synced_at, revision = s.revision + 1,
 		last_reconcile_at = s.last_reconcile_at, field_policy = s.field_policy, forgotten = s.forgotten,
 		copies = s.copies, last_commit = s.last_commit,
-		max_submission_id = CASE WHEN s.max_id IS NULL THEN `+st+`.max_submission_id ELSE max(COALESCE(`+st+`.max_submission_id, 0), s.max_id) END
+		max_submission_id = CASE WHEN s.max_id IS NULL THEN `+st+`.max_submission_id ELSE max(COALESCE(`+st+`.max_submission_id, 0), s.max_id) END,
+		field_types = s.field_types
 		FROM temp._fake_state_src AS s WHERE `+st+`.form_id = s.form_id`, args...)
 	if err != nil {
 		return 0, err
@@ -574,10 +576,11 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 	}
 	m, err := exec(tx, `INSERT INTO `+st+` (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count,
 		field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count,
-		last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
+		last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types)
 		SELECT s.form_id, s.wm_created_at, s.wm_id, s.boundary, s.sort_order, s.last_total, s.added_rows,
 		s.field_names, s.last_success_at, s.last_error_at, s.last_error, s.backfill, @synced_at, s.revision + 1,
-		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten, s.copies, s.last_commit, s.max_id
+		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten, s.copies, s.last_commit, s.max_id,
+		s.field_types
 		FROM temp._fake_state_src AS s WHERE s.form_id NOT IN (SELECT form_id FROM `+st+`)`, args...)
 	if err != nil {
 		return 0, err
