@@ -18,6 +18,7 @@ import (
 	"github.com/formsync/formsync/internal/config"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/state/fieldtype"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 )
@@ -617,7 +618,10 @@ func (s *Sink) recreateViews(ctx context.Context) error {
 		return err
 	}
 	for _, f := range forms {
-		ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, f.id, f.fields)
+		// The types are not read here: the view is made with every column
+		// a STRING, and the next commit of the form, whose description
+		// then differs, makes it with its types.
+		ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, f.id, f.fields, fieldtype.Columns{})
 		if err := s.createView(ctx, f.id, ddl); err != nil {
 			return err
 		}

@@ -8,13 +8,20 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/formsync/formsync/state/fieldtype"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// viewSQL is viewDDL's DDL alone.
-func viewSQL(project, dataset, formID string, fieldNames []string) string {
-	ddl, _ := viewDDL(project, dataset, formID, fieldNames)
+// viewSQL is viewDDL's DDL alone, of a view whose columns have the types
+// given (every one a STRING without).
+func viewSQL(project, dataset, formID string, fieldNames []string, types ...fieldtype.Columns) string {
+	var cols fieldtype.Columns
+	if len(types) > 0 {
+		cols = types[0]
+	}
+	ddl, _ := viewDDL(project, dataset, formID, fieldNames, cols)
 	return ddl
 }
 
@@ -48,7 +55,30 @@ func goldenStatements() map[string]string {
 		"commit_deletions.sql":      render("commit", script{tables: t, Rows: true, Deletions: true}),
 		"write_state_deletions.sql": render("commit", script{tables: noStaging, Deletions: true}),
 		"view.sql":                  viewSQL("my-project", "formsync", "contact-form", []string{"Email", "message", "order", "Email"}),
+		"view_typed.sql":            viewSQL("my-project", "formsync", "typed", typedFields, typedColumns),
 	}
+}
+
+// typedFields are the fields of the golden typed view: one plain name and
+// one that JSONPath cannot spell (a double quote or a backslash) per type,
+// names that collide once sanitised, unicode, and a field of no type seen.
+var typedFields = []string{
+	"agreed", "age", "price", "born", "seen at", "colours", "notes",
+	`say "yes"`, `back\slash`, `"quoted"`, `it's "a" date`, "tick`tock\\", `path\"`, `\`,
+	"Email", "email", "ünïcødé ✓", "no value yet",
+}
+
+// typedColumns types typedFields: every type, one of them pinned over the
+// type seen.
+var typedColumns = fieldtype.Columns{
+	Seen: fieldtype.Set{
+		"agreed": fieldtype.Boolean, "age": fieldtype.String, "price": fieldtype.Decimal, "born": fieldtype.Date,
+		"seen at": fieldtype.Timestamp, "colours": fieldtype.Array, "notes": fieldtype.String,
+		`say "yes"`: fieldtype.Boolean, `back\slash`: fieldtype.Integer, `"quoted"`: fieldtype.Decimal,
+		`it's "a" date`: fieldtype.Date, "tick`tock\\": fieldtype.Timestamp, `path\"`: fieldtype.Array, `\`: fieldtype.String,
+		"Email": fieldtype.Date, "email": fieldtype.Array, "ünïcødé ✓": fieldtype.Timestamp,
+	},
+	Pinned: fieldtype.Set{"age": fieldtype.Integer},
 }
 
 func TestGoldenSQL(t *testing.T) {

@@ -199,7 +199,19 @@ func optionalJSON(v any, present bool) (string, error) {
 	return string(j), err
 }
 
-func sameFields(prev, next []string) bool { return slices.Equal(prev, next) }
+// sameView reports whether the view of a form whose stored state is prev
+// is the one next calls for: the same field names, each of the same type.
+func sameView(prev, next state.Form) bool {
+	if !slices.Equal(prev.FieldNames, next.FieldNames) {
+		return false
+	}
+	for _, f := range next.FieldNames {
+		if prev.FieldTypes.Type(f) != next.FieldTypes.Type(f) {
+			return false
+		}
+	}
+	return true
+}
 
 // canonicalJSON re-encodes JSON read back from BigQuery the way sink.NewRow
 // encodes it, so that a row read back equals the row staged.

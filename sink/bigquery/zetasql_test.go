@@ -14,6 +14,7 @@ import (
 	bq "cloud.google.com/go/bigquery"
 
 	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/state/fieldtype"
 )
 
 // zetasqlPackage is the npm package that ships Google's ZetaSQL analyzer
@@ -55,6 +56,12 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 	}
 	for i, h := range hostile {
 		scripts = append(scripts, script{fmt.Sprintf("view of hostile form %d", i), viewSQL("my-project", "formsync", h, hostile)})
+		// The same names, each of a type (in turn, from the i-th).
+		types := fieldtype.Columns{Seen: fieldtype.Set{}}
+		for j, f := range hostile {
+			types.Seen[f] = fieldtype.Types()[(i+j)%len(fieldtype.Types())]
+		}
+		scripts = append(scripts, script{fmt.Sprintf("typed view of hostile form %d", i), viewSQL("my-project", "formsync", h, hostile, types)})
 	}
 	for i, q := range readmeQueries(t) {
 		scripts = append(scripts, script{fmt.Sprintf("README query %d", i+1), q})
@@ -74,6 +81,8 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 		{"probe: forget DELETE naming a member @forget does not have", "write_state_deletions.sql",
 			"f.form_id = t.form_id AND f.submission_key", "f.form = t.form_id AND f.submission_key"},
 		{"probe: find hashing JSON rather than its string", "find.sql", "CONCAT(@salt, JSON_VALUE(fields[@field]))", "CONCAT(@salt, fields[@field])"},
+		{"probe: typed view whose array column defaults to an array of another type", "view_typed.sql",
+			"HAVING COUNTIF(e IS NULL) = 0), [])", "HAVING COUNTIF(e IS NULL) = 0), [1])"},
 	} {
 		sql := golden[p.file]
 		i := strings.LastIndex(sql, p.old)

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -149,14 +148,6 @@ func roleTables(roles, refs []string) (map[string]string, error) {
 	return t, nil
 }
 
-var (
-	viewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?`(?: OPTIONS\\(description = ('(?:[^'\\\\]|\\\\.)*')\\))? AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
-		"((?:, JSON_VALUE\\(fields\\['(?:[^'\\\\]|\\\\.)*'\\]\\) AS `[a-z][a-z0-9_]*`)*)" +
-		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*') AND deleted_at IS NULL$")
-	viewColRE   = regexp.MustCompile("^, JSON_VALUE\\(fields\\[('(?:[^'\\\\]|\\\\.)*')\\]\\) AS `([a-z][a-z0-9_]*)`")
-	selectAllRE = regexp.MustCompile("^SELECT \\* FROM `\\?`$")
-)
-
 // recognise matches a query against the fixed shapes. Anything else is
 // refused: the fake only answers what it can answer truthfully.
 func (s *Server) recognise(q string) (*statement, error) {
@@ -173,7 +164,7 @@ func (s *Server) recognise(q string) (*statement, error) {
 		if _, err := s.dataset(p, d); err != nil {
 			return nil, err
 		}
-		if m := viewRE.FindStringSubmatch(n); m != nil && r == refs[0] {
+		if strings.HasPrefix(n, "CREATE OR REPLACE VIEW ") && r == refs[0] {
 			continue // the view being created need not exist
 		}
 		if _, err := s.table(p, d, t); err != nil {
@@ -1054,82 +1045,6 @@ func explain(tx *sql.Tx, q string, args ...any) (string, error) {
 		b.WriteByte('\n')
 	}
 	return b.String(), rows.Err()
-}
-
-// recogniseView prepares a CREATE OR REPLACE VIEW of the sink's shape. The
-// field names and the form id arrive as string literals; they are decoded
-// here exactly as GoogleSQL decodes them, and reach SQLite as literals of
-// its own syntax.
-func (s *Server) recogniseView(refs []string, descLit, colsText, formLit string) (*statement, error) {
-	formID, err := unquote(formLit)
-	if err != nil {
-		return nil, err
-	}
-	var desc string
-	if descLit != "" {
-		if desc, err = unquote(descLit); err != nil {
-			return nil, err
-		}
-	}
-	type viewCol struct{ key, name string }
-	var cols []viewCol
-	for rest := colsText; rest != ""; {
-		m := viewColRE.FindStringSubmatch(rest)
-		if m == nil {
-			return nil, invalidQuery("bqfake: unsupported view column list near %.40q", rest)
-		}
-		key, err := unquote(m[1])
-		if err != nil {
-			return nil, err
-		}
-		cols = append(cols, viewCol{key, m[2]})
-		rest = rest[len(m[0]):]
-	}
-	return &statement{kind: "CREATE_VIEW", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
-		p, d, t, _ := splitRef(refs[0])
-		if old := s.tables[refs[0]]; old != nil && old.Type != "VIEW" {
-			return nil, invalidQuery("%s is not a view", refs[0])
-		}
-		fields := []*bqv2.TableFieldSchema{
-			col("form_id", "STRING"), col("submission_id", "INTEGER"), col("submission_key", "STRING"),
-			col("created_at", "TIMESTAMP"), col("is_spam", "BOOLEAN"), col("synced_at", "TIMESTAMP"),
-		}
-		seen := map[string]bool{}
-		var b strings.Builder
-		b.WriteString("CREATE VIEW " + quoteIdent(refs[0]) + " AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at")
-		for _, c := range cols {
-			if seen[c.name] {
-				return nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", c.name)
-			}
-			seen[c.name] = true
-			// JSON_VALUE(fields[key]): the key's scalar as text, NULL for
-			// objects, arrays, JSON null and a missing key.
-			b.WriteString(", (SELECT CASE j.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN NULL" +
-				" WHEN 'object' THEN NULL WHEN 'array' THEN NULL ELSE CAST(j.atom AS TEXT) END FROM json_each(fields) AS j WHERE j.key = " +
-				sqliteLiteral(c.key) + ") AS " + quoteIdent(c.name))
-			fields = append(fields, col(c.name, "STRING"))
-		}
-		b.WriteString(" FROM " + quoteIdent(refs[1]) + " WHERE form_id = " + sqliteLiteral(formID) + " AND deleted_at IS NULL")
-		return s.tx(func(tx *sql.Tx) (*result, error) {
-			if _, err := exec(tx, "DROP VIEW IF EXISTS "+quoteIdent(refs[0])); err != nil {
-				return nil, err
-			}
-			if _, err := exec(tx, b.String()); err != nil {
-				return nil, err
-			}
-			tbl := &bqv2.Table{
-				Kind: "bigquery#table", Id: p + ":" + d + "." + t, Type: "VIEW",
-				TableReference: &bqv2.TableReference{ProjectId: p, DatasetId: d, TableId: t},
-				Schema:         &bqv2.TableSchema{Fields: fields},
-				View:           &bqv2.ViewDefinition{Query: b.String()},
-				Description:    desc,
-				CreationTime:   s.opts.Now().UnixMilli(),
-			}
-			s.tables[refs[0]] = tbl
-			s.stats.DDL[d+"."+t]++
-			return nil, nil
-		})
-	}}, nil
 }
 
 // unquote decodes a GoogleSQL single-quoted string literal.

@@ -1,0 +1,23 @@
+CREATE OR REPLACE VIEW `my-project.formsync.form_typed`
+OPTIONS(description = 'formsync: the submissions of one form, a column per field; formsync replaces this view when the fields of the form or their types change. Definition 190a3aac4a527d48d6234cd2') AS
+SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at,
+  SAFE_CAST(IF(fields_text IS NULL, JSON_VALUE(fields['agreed']), JSON_VALUE(fields_text, '$."agreed"')) AS BOOL) AS `agreed`,
+  (SELECT SAFE_CAST(v AS INT64) FROM UNNEST([IF(fields_text IS NULL, JSON_VALUE(fields['age']), JSON_VALUE(fields_text, '$."age"'))]) AS v WHERE REGEXP_CONTAINS(v, r'^-?(0|[1-9][0-9]*)$')) AS `age`,
+  (SELECT SAFE_CAST(v AS NUMERIC) FROM UNNEST([IF(fields_text IS NULL, JSON_VALUE(fields['price']), JSON_VALUE(fields_text, '$."price"'))]) AS v WHERE REGEXP_CONTAINS(v, r'^-?(0|[1-9][0-9]{0,28})(\.[0-9]{1,9})?$')) AS `price`,
+  (SELECT SAFE_CAST(v AS DATE) FROM UNNEST([IF(fields_text IS NULL, JSON_VALUE(fields['born']), JSON_VALUE(fields_text, '$."born"'))]) AS v WHERE REGEXP_CONTAINS(v, r'^[0-9]{4}-[0-9]{2}-[0-9]{2}$')) AS `born`,
+  (SELECT SAFE_CAST(IF(LENGTH(v) = 10, CONCAT(v, ' 00:00:00+00:00'), IF(REGEXP_CONTAINS(v, r'(Z|[+-][0-9]{2}:[0-9]{2})$'), v, CONCAT(v, '+00:00'))) AS TIMESTAMP) FROM UNNEST([IF(fields_text IS NULL, JSON_VALUE(fields['seen at']), JSON_VALUE(fields_text, '$."seen at"'))]) AS v WHERE REGEXP_CONTAINS(v, r'^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})?)?$')) AS `seen_at_57499a29`,
+  COALESCE((SELECT ARRAY_AGG(e ORDER BY o) FROM UNNEST(IF(fields_text IS NULL, JSON_VALUE_ARRAY(fields['colours']), JSON_VALUE_ARRAY(fields_text, '$."colours"'))) AS e WITH OFFSET AS o HAVING COUNTIF(e IS NULL) = 0), []) AS `colours`,
+  IF(JSON_TYPE(fields['notes']) IN ('object', 'array'), IF(fields_text IS NULL, TO_JSON_STRING(fields['notes']), JSON_QUERY(fields_text, '$."notes"')), IF(fields_text IS NULL, JSON_VALUE(fields['notes']), JSON_VALUE(fields_text, '$."notes"'))) AS `notes`,
+  SAFE_CAST(JSON_VALUE(fields['say "yes"']) AS BOOL) AS `say__yes__54dd9c30`,
+  (SELECT SAFE_CAST(v AS INT64) FROM UNNEST([JSON_VALUE(fields['back\\slash'])]) AS v WHERE REGEXP_CONTAINS(v, r'^-?(0|[1-9][0-9]*)$')) AS `back_slash_1498e0b5`,
+  (SELECT SAFE_CAST(v AS NUMERIC) FROM UNNEST([JSON_VALUE(fields['"quoted"'])]) AS v WHERE REGEXP_CONTAINS(v, r'^-?(0|[1-9][0-9]{0,28})(\.[0-9]{1,9})?$')) AS `f__quoted__272fca25`,
+  (SELECT SAFE_CAST(v AS DATE) FROM UNNEST([JSON_VALUE(fields['it\'s "a" date'])]) AS v WHERE REGEXP_CONTAINS(v, r'^[0-9]{4}-[0-9]{2}-[0-9]{2}$')) AS `it_s__a__date_ff31a568`,
+  (SELECT SAFE_CAST(IF(LENGTH(v) = 10, CONCAT(v, ' 00:00:00+00:00'), IF(REGEXP_CONTAINS(v, r'(Z|[+-][0-9]{2}:[0-9]{2})$'), v, CONCAT(v, '+00:00'))) AS TIMESTAMP) FROM UNNEST([JSON_VALUE(fields['tick`tock\\'])]) AS v WHERE REGEXP_CONTAINS(v, r'^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})?)?$')) AS `tick_tock__ed4ac521`,
+  COALESCE((SELECT ARRAY_AGG(e ORDER BY o) FROM UNNEST(JSON_VALUE_ARRAY(fields['path\\"'])) AS e WITH OFFSET AS o HAVING COUNTIF(e IS NULL) = 0), []) AS `path___14b1fc6a`,
+  IF(JSON_TYPE(fields['\\']) IN ('object', 'array'), TO_JSON_STRING(fields['\\']), JSON_VALUE(fields['\\'])) AS `f___a9253dc8`,
+  (SELECT SAFE_CAST(v AS DATE) FROM UNNEST([IF(fields_text IS NULL, JSON_VALUE(fields['Email']), JSON_VALUE(fields_text, '$."Email"'))]) AS v WHERE REGEXP_CONTAINS(v, r'^[0-9]{4}-[0-9]{2}-[0-9]{2}$')) AS `email_969ccbd3`,
+  COALESCE((SELECT ARRAY_AGG(e ORDER BY o) FROM UNNEST(IF(fields_text IS NULL, JSON_VALUE_ARRAY(fields['email']), JSON_VALUE_ARRAY(fields_text, '$."email"'))) AS e WITH OFFSET AS o HAVING COUNTIF(e IS NULL) = 0), []) AS `email`,
+  (SELECT SAFE_CAST(IF(LENGTH(v) = 10, CONCAT(v, ' 00:00:00+00:00'), IF(REGEXP_CONTAINS(v, r'(Z|[+-][0-9]{2}:[0-9]{2})$'), v, CONCAT(v, '+00:00'))) AS TIMESTAMP) FROM UNNEST([IF(fields_text IS NULL, JSON_VALUE(fields['\u00fcn\u00efc\u00f8d\u00e9 \u2713']), JSON_VALUE(fields_text, '$."\u00fcn\u00efc\u00f8d\u00e9 \u2713"'))]) AS v WHERE REGEXP_CONTAINS(v, r'^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})?)?$')) AS `f__n_c_d____a6745d77`,
+  IF(JSON_TYPE(fields['no value yet']) IN ('object', 'array'), IF(fields_text IS NULL, TO_JSON_STRING(fields['no value yet']), JSON_QUERY(fields_text, '$."no value yet"')), IF(fields_text IS NULL, JSON_VALUE(fields['no value yet']), JSON_VALUE(fields_text, '$."no value yet"'))) AS `no_value_yet_4c5deb28`
+FROM `my-project.formsync.submissions`
+WHERE form_id = 'typed' AND deleted_at IS NULL
