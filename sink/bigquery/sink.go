@@ -243,7 +243,8 @@ type Sink struct {
 }
 
 // Open connects to BigQuery and creates what is missing: the dataset (in
-// Location), the submissions, sync_state and staging tables, and the
+// Location), the submissions, sync_state and staging tables, the
+// submission_files view (made again when its definition changed), and the
 // columns added since a table was created (with, once, the forms' views
 // recreated to leave out rows deleted upstream). When all exist it only
 // reads their metadata: no DDL in the steady state.
@@ -560,7 +561,7 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return s.ensureFilesView(ctx)
 }
 
 // lockSchema is sync_lock's: the commit that last took it, and when.

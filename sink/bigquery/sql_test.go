@@ -56,6 +56,7 @@ func goldenStatements() map[string]string {
 		"write_state_deletions.sql": render("commit", script{tables: noStaging, Deletions: true}),
 		"view.sql":                  viewSQL("my-project", "formsync", "contact-form", []string{"Email", "message", "order", "Email"}),
 		"view_typed.sql":            viewSQL("my-project", "formsync", "typed", typedFields, typedColumns),
+		"view_files.sql":            filesSQL("my-project", "formsync"),
 	}
 }
 
@@ -79,6 +80,12 @@ var typedColumns = fieldtype.Columns{
 		"Email": fieldtype.Date, "email": fieldtype.Array, "ünïcødé ✓": fieldtype.Timestamp,
 	},
 	Pinned: fieldtype.Set{"age": fieldtype.Integer},
+}
+
+// filesSQL is filesViewDDL's DDL alone.
+func filesSQL(project, dataset string) string {
+	ddl, _ := filesViewDDL(project, dataset)
+	return ddl
 }
 
 func TestGoldenSQL(t *testing.T) {
@@ -115,6 +122,7 @@ func fakeShapes() string {
 		{"shapeReadRows", "read_rows.sql"}, {"shapeFind", "find.sql"}, {"shapeScrubStaging", "scrub_staging.sql"}, {"shapeSeedLock", "seed_lock.sql"},
 		{"shapeWriteState", "write_state.sql"}, {"shapeCommit", "commit.sql"},
 		{"shapeCommitDeletions", "commit_deletions.sql"}, {"shapeWriteStateDeletions", "write_state_deletions.sql"},
+		{"shapeFilesView", "view_files.sql"},
 	} {
 		text := refRE.ReplaceAllString(g[s.file], "`?`")
 		fmt.Fprintf(&b, "\t%s = `%s`\n", s.name, strings.ReplaceAll(text, "`?`", "` + \"`?`\" + `"))

@@ -120,6 +120,7 @@ func init() {
 		{shapeCommitDeletions, "SCRIPT", commitDeletionsParams,
 			[]string{"lock", "state", "subs", "subs", "staging", "subs", "subs", "subs", "subs", "subs", "state", "subs"}, []string{"lock", "subs", "state"}, commit(true, true)},
 		{shapeWriteStateDeletions, "SCRIPT", deletionsParams, []string{"lock", "state", "subs", "subs", "subs", "subs", "state"}, []string{"lock", "subs", "state"}, commit(false, true)},
+		{shapeFilesView, "CREATE_VIEW", nil, []string{"view", "subs"}, nil, (*Server).createFilesView},
 	} {
 		n, _, err := normalise(d.text)
 		if err != nil {
