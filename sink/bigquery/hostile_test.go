@@ -107,11 +107,17 @@ func TestHostileNamesCannotChangeStatements(t *testing.T) {
 // printable ASCII, quotes and backslashes escaped, the rest as \u or \U.
 var literalRE = regexp.MustCompile(`'([ -&(-\[\]-~]|\\[\\']|\\u[0-9a-f]{4}|\\U[0-9a-f]{8})*'`)
 
+var rawRE = regexp.MustCompile(`, r'[^']*'`)
+
 // columnLine reports whether l is a view column line whose text, string
 // literals aside, is the text of a column of one of the types: user data
 // can only be inside those literals.
 func columnLine(l string) bool {
-	skeleton := func(expr string) string { return literalRE.ReplaceAllString(expr, "?") }
+	// The raw strings of the guards (fixed text, no quote inside) first,
+	// so that a literal is never taken to start at one's closing quote.
+	skeleton := func(expr string) string {
+		return literalRE.ReplaceAllString(rawRE.ReplaceAllString(expr, ", R"), "?")
+	}
 	body := strings.TrimSuffix(strings.TrimPrefix(l, "  "), ",")
 	i := strings.LastIndex(body, " AS `")
 	if i < 0 || !regexp.MustCompile("^ AS `[a-z][a-z0-9_]*`$").MatchString(body[i:]) {

@@ -28,7 +28,8 @@ import (
 //   - boolean: BOOL; JSON true/false or the strings true/false in any case.
 //   - integer: INT64; JSON's integer syntax, no leading zeros or sign.
 //   - decimal: NUMERIC; JSON's number syntax without exponent, at most 29
-//     digits before the point and 9 after.
+//     digits before the point and 9 after; or a JSON number the JSON
+//     column writes with an exponent (1e-05), when NUMERIC holds it.
 //   - date: DATE; YYYY-MM-DD.
 //   - timestamp: TIMESTAMP; YYYY-MM-DD[(T| )hh:mm:ss[.ffffff][Z|±hh:mm]];
 //     a date is its midnight, and a time without an offset is UTC whatever
@@ -48,6 +49,9 @@ const (
 	dateText      = `^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
 	timestampText = `^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})?)?$`
 	zoneText      = `(Z|[+-][0-9]{2}:[0-9]{2})$`
+	// floatText is how BigQuery's JSON type writes a FLOAT64 with an
+	// exponent (0.00001 as 1e-05, 1e20 as 1e+20).
+	floatText = `^-?[0-9]+(\.[0-9]+)?e[+-][0-9]+$`
 )
 
 // viewColumnExpr is the SELECT expression of field's view column, of type
@@ -77,7 +81,11 @@ func viewColumnExpr(field string, t fieldtype.Type) string {
 	case fieldtype.Integer:
 		return guarded("INT64", integerText)
 	case fieldtype.Decimal:
-		return guarded("NUMERIC", decimalText)
+		// A JSON number the JSON column holds as a FLOAT64 reads with an
+		// exponent when it is small or large (0.00001 as 1e-05): it fits
+		// when the NUMERIC holds the same number.
+		return "(SELECT n FROM UNNEST([" + text + "]) AS v, UNNEST([SAFE_CAST(v AS NUMERIC)]) AS n WHERE REGEXP_CONTAINS(v, r'" + decimalText +
+			"') OR JSON_TYPE(" + member + ") = 'number' AND REGEXP_CONTAINS(v, r'" + floatText + "') AND SAFE_CAST(n AS FLOAT64) = SAFE_CAST(v AS FLOAT64))"
 	case fieldtype.Date:
 		return guarded("DATE", dateText)
 	case fieldtype.Timestamp:

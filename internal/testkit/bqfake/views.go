@@ -68,6 +68,9 @@ var (
 		// A column of a formsync before typed columns.
 		{"plain", regexp.MustCompile(`^, JSON_VALUE\(fields\[(` + litRE + `)\]\)` + nameRE)},
 		{"bool", regexp.MustCompile(`^, SAFE_CAST\(` + textAccess + ` AS BOOL\)` + nameRE)},
+		{"decimal", regexp.MustCompile(`^, \(SELECT n FROM UNNEST\(\[` + textAccess + `\]\) AS v, UNNEST\(\[SAFE_CAST\(v AS NUMERIC\)\]\) AS n WHERE REGEXP_CONTAINS\(v, ` +
+			rawRE + `\) OR JSON_TYPE\(fields\[(` + litRE + `)\]\) = 'number' AND REGEXP_CONTAINS\(v, ` + rawRE +
+			`\) AND SAFE_CAST\(n AS FLOAT64\) = SAFE_CAST\(v AS FLOAT64\)\)` + nameRE)},
 		{"guarded", regexp.MustCompile(`^, \(SELECT SAFE_CAST\(v AS (INT64|NUMERIC|DATE)\) FROM UNNEST\(\[` + textAccess +
 			`\]\) AS v WHERE REGEXP_CONTAINS\(v, ` + rawRE + `\)\)` + nameRE)},
 		{"timestamp", regexp.MustCompile(`^, \(SELECT SAFE_CAST\(IF\(LENGTH\(v\) = 10, CONCAT\(v, ' 00:00:00\+00:00'\), IF\(REGEXP_CONTAINS\(v, ` + rawRE +
@@ -107,7 +110,7 @@ func memberSQL(fn, plainKey, exactKey, path string) (string, string, error) {
 		return "", "", invalidQuery(`bqfake: unsupported JSONPath %s for the member %s (the fake reads $."key" of a key without " or \)`, path, exactKey)
 	}
 	k := sqliteLiteral(key)
-	return "CASE WHEN fields_text IS NULL THEN " + fn + "(fields, " + k + ") ELSE " + fn + "(fields_text, " + k + ") END", key, nil
+	return "CASE WHEN fields_text IS NULL THEN " + fn + "(fields, " + k + ") ELSE " + fn + "_text(fields_text, " + k + ") END", key, nil
 }
 
 // castTypes are the BigQuery types a guarded cast names, as a schema
@@ -135,6 +138,19 @@ func parseViewColumn(rest string) (c viewColumn, n int, err error) {
 			text, _, err = memberSQL("bqfake_json_value", m[2], m[3], m[4])
 			c.typ = castTypes[m[1]]
 			c.expr = "(SELECT bqfake_safe_cast(v, '" + m[1] + "') FROM (SELECT " + text + " AS v) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(m[5]) + "))"
+		case "decimal":
+			var key, typeKey string
+			text, key, err = memberSQL("bqfake_json_value", m[1], m[2], m[3])
+			if err == nil {
+				typeKey, err = unquote(m[5])
+			}
+			if err == nil && key != typeKey {
+				err = invalidQuery("bqfake: a decimal column reads two members, %s and %s", m[1]+m[2], m[5])
+			}
+			c.typ = "NUMERIC"
+			c.expr = "(SELECT n FROM (SELECT v, bqfake_safe_cast(v, 'NUMERIC') AS n FROM (SELECT " + text + " AS v)) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(m[4]) +
+				") OR bqfake_json_type(fields, " + sqliteLiteral(typeKey) + ") = 'number' AND bqfake_regexp_contains(v, " + sqliteLiteral(m[6]) +
+				") AND bqfake_safe_cast(n, 'FLOAT64') = bqfake_safe_cast(v, 'FLOAT64'))"
 		case "timestamp":
 			text, _, err = memberSQL("bqfake_json_value", m[2], m[3], m[4])
 			c.typ = "TIMESTAMP"
@@ -290,6 +306,68 @@ func jsonType(v json.RawMessage) string {
 
 var regexps sync.Map // pattern -> *regexp.Regexp
 
+// jsonNumber is a JSON number as BigQuery's JSON type writes it: an
+// integer an INT64 or a UINT64 holds in digits, anything else as the
+// FLOAT64 it became, in 15 significant digits when they read back as the
+// same FLOAT64, else 17, with an exponent below 1e-4 or from 1e15, and
+// ".0" after a whole number (1e2 as 100.0, 0.00001 as 1e-05).
+func jsonNumber(s string) string {
+	if !strings.ContainsAny(s, ".eE") {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return strconv.FormatInt(n, 10)
+		}
+		if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return strconv.FormatUint(n, 10)
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return s
+	}
+	out := strconv.FormatFloat(f, 'g', 15, 64)
+	if back, _ := strconv.ParseFloat(out, 64); back != f {
+		out = strconv.FormatFloat(f, 'g', 17, 64)
+	}
+	if !strings.ContainsAny(out, ".eIN") {
+		out += ".0"
+	}
+	return out
+}
+
+// rewriteNumbers is the compact JSON text of v with every number written
+// by number.
+func rewriteNumbers(v json.RawMessage, number func(string) string) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return "", err
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		case json.Number:
+			return json.Number(number(string(x)))
+		}
+		return v
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(walk(x)); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
 func init() {
 	text := func(v driver.Value) (string, bool) {
 		switch x := v.(type) {
@@ -321,44 +399,58 @@ func init() {
 			panic(err)
 		}
 	}
-	memberFn("bqfake_json_value", func(v json.RawMessage) (driver.Value, error) {
-		if s, ok := scalarText(v); ok {
-			return s, nil
+	// Each function twice: on the JSON column, whose numbers read as
+	// BigQuery's JSON type writes them (jsonNumber), and on a STRING of
+	// JSON text (fields_text, "_text"), whose numbers keep their text.
+	for _, suffix := range []string{"", "_text"} {
+		number := jsonNumber
+		if suffix == "_text" {
+			number = func(s string) string { return s }
 		}
-		return nil, nil
-	})
-	memberFn("bqfake_json_type", func(v json.RawMessage) (driver.Value, error) { return jsonType(v), nil })
-	memberFn("bqfake_json_query", func(v json.RawMessage) (driver.Value, error) {
-		if jsonType(v) == "null" {
-			return nil, nil
-		}
-		var b bytes.Buffer
-		if err := json.Compact(&b, v); err != nil {
-			return nil, nil
-		}
-		return b.String(), nil
-	})
-	// JSON_VALUE_ARRAY: NULL unless an array of scalars (JSON null
-	// included, as a NULL element).
-	memberFn("bqfake_json_value_array", func(v json.RawMessage) (driver.Value, error) {
-		var elems []json.RawMessage
-		if jsonType(v) != "array" || json.Unmarshal(v, &elems) != nil {
-			return nil, nil
-		}
-		out := make([]any, len(elems))
-		for i, e := range elems {
-			switch jsonType(e) {
-			case "object", "array":
-				return nil, nil
-			case "null":
-				out[i] = nil
-			default:
-				out[i], _ = scalarText(e)
+		memberFn("bqfake_json_value"+suffix, func(v json.RawMessage) (driver.Value, error) {
+			if jsonType(v) == "number" {
+				return number(string(bytes.TrimSpace(v))), nil
 			}
-		}
-		b, err := json.Marshal(out)
-		return string(b), err
-	})
+			if s, ok := scalarText(v); ok {
+				return s, nil
+			}
+			return nil, nil
+		})
+		memberFn("bqfake_json_query"+suffix, func(v json.RawMessage) (driver.Value, error) {
+			if jsonType(v) == "null" {
+				return nil, nil
+			}
+			out, err := rewriteNumbers(v, number)
+			if err != nil {
+				return nil, nil
+			}
+			return out, nil
+		})
+		// JSON_VALUE_ARRAY: NULL unless an array of scalars (JSON null
+		// included, as a NULL element).
+		memberFn("bqfake_json_value_array"+suffix, func(v json.RawMessage) (driver.Value, error) {
+			var elems []json.RawMessage
+			if jsonType(v) != "array" || json.Unmarshal(v, &elems) != nil {
+				return nil, nil
+			}
+			out := make([]any, len(elems))
+			for i, e := range elems {
+				switch jsonType(e) {
+				case "object", "array":
+					return nil, nil
+				case "null":
+					out[i] = nil
+				case "number":
+					out[i] = number(string(bytes.TrimSpace(e)))
+				default:
+					out[i], _ = scalarText(e)
+				}
+			}
+			b, err := json.Marshal(out)
+			return string(b), err
+		})
+	}
+	memberFn("bqfake_json_type", func(v json.RawMessage) (driver.Value, error) { return jsonType(v), nil })
 	err := sqlite.RegisterDeterministicScalarFunction("bqfake_regexp_contains", 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 		s, ok1 := text(args[0])
 		pattern, ok2 := text(args[1])
@@ -426,6 +518,10 @@ func safeCast(s, typ string) driver.Value {
 		}
 	case "NUMERIC":
 		return numeric(strings.TrimSpace(s))
+	case "FLOAT64":
+		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+			return f
+		}
 	case "DATE":
 		if m := castDateRE.FindStringSubmatch(s); m != nil {
 			if d, ok := civilDate(m[1], m[2], m[3]); ok {
