@@ -98,5 +98,10 @@ func (s *Sink) ensureFilesView(ctx context.Context) error {
 			return nil
 		}
 	}
-	return s.runDDL(ctx, "creating the view of the submissions' files", res, ddl)
+	// CREATE OR REPLACE is idempotent: like seedLock, it is run again on
+	// a retry rather than under a job id of its own.
+	return s.retry(ctx, func() error {
+		_, err := s.query(ddl).Read(ctx)
+		return s.scope.classify("creating the view of the submissions' files", res, err)
+	})
 }
