@@ -1,6 +1,7 @@
 package bigquery
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 )
@@ -128,5 +130,81 @@ func TestTableInTheFilesViewsPlace(t *testing.T) {
 	}
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), filesView) || !strings.Contains(err.Error(), "rename or drop it") {
 		t.Errorf("Open: %v, want ErrInvalid naming %s and saying what to do", err, filesView)
+	}
+}
+
+// TestFilesViewAgreesWithZetaSQL runs the submission_files view's query
+// with ZetaSQL's reference implementation of GoogleSQL, on a table of the
+// submissions TestSubmissionFiles stores (files as the commit parses
+// them), and checks the fake's view returns the same rows.
+func TestFilesViewAgreesWithZetaSQL(t *testing.T) {
+	enginetest.Slow(t, "installs the ZetaSQL analyzer from npm, 354 MB, once")
+	t.Parallel()
+	evaluate := zetaEvaluator(t)
+	b := setup(t, bqfake.Options{})
+	files := []string{
+		`[{"name":"a.pdf","url":"https://x/a","size":1200,"type":"application/pdf"},{"name":"b.png","url":"https://x/b"},"not a file",{"size":"7"}]`,
+		`{"photo":{"name":"p.jpg","url":"https://x/p","size":"12"},"docs":[{"name":"d1","url":"https://x/d1"},{"name":"d2","url":"https://x/d2","size":1.5}],"empty":[],"none":null}`,
+		`{"we\"ird: input":{"name":"w","url":"https://x/w"},"name":{"name":"n","url":"https://x/n","meta":{"url":"nested"}},"x\\":[{"name":"bs","size":-3}]}`,
+		`[]`,
+		`{}`,
+		`[{"name":"gone","url":"https://x/gone"}]`,
+	}
+	var rows []sink.Row
+	var table []string
+	for i, f := range files {
+		id := int64(i + 1)
+		r, err := sink.NewRow("f", &id, b.t0.Add(time.Duration(i)*time.Second).Truncate(time.Millisecond), false, json.RawMessage(`{}`), json.RawMessage(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r)
+		deleted := "NULL"
+		if i == len(files)-1 {
+			deleted = "TIMESTAMP '2026-01-02 00:00:00+00'"
+		}
+		table = append(table, fmt.Sprintf("STRUCT('f' AS form_id, %s AS submission_key, %d AS submission_id, SAFE.PARSE_JSON(%s, wide_number_mode => 'round') AS files, CAST(%s AS TIMESTAMP) AS deleted_at, TIMESTAMP '2026-01-01 00:00:00+00' AS created_at)",
+			stringLiteral(r.SubmissionKey), id, stringLiteral(r.Files), deleted))
+	}
+	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
+	st := readState(t, b.sink, "f")["f"]
+	if _, err := b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(2 * time.Hour), Forms: []sink.FormCommit{{State: st, Rows: sinktest.Spool(t, rows[:len(rows)-1]...), Reconcile: true}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	query := filesViewQuery("(SELECT * FROM UNNEST([" + strings.Join(table, ", ") + "]))")
+	res := evaluate([]string{"(SELECT ARRAY_TO_STRING(ARRAY_AGG(TO_JSON_STRING(STRUCT(form_id, submission_key, submission_id, input, position, name, url, size, type))), '\\n') FROM (" + query + "))"})[0]
+	if res.Error != "" || res.Value == nil {
+		t.Fatalf("ZetaSQL: %+v", res)
+	}
+	want := strings.Split(*res.Value, "\n")
+	var got []string
+	for _, r := range readFiles(t, b) {
+		var line bytes.Buffer
+		enc := json.NewEncoder(&line)
+		enc.SetEscapeHTML(false)
+		err := enc.Encode(struct {
+			FormID        bq.Value `json:"form_id"`
+			SubmissionKey bq.Value `json:"submission_key"`
+			SubmissionID  bq.Value `json:"submission_id"`
+			Input         bq.Value `json:"input"`
+			Position      bq.Value `json:"position"`
+			Name          bq.Value `json:"name"`
+			URL           bq.Value `json:"url"`
+			Size          bq.Value `json:"size"`
+			Type          bq.Value `json:"type"`
+		}{r["form_id"], r["submission_key"], r["submission_id"], r["input"], r["position"], r["name"], r["url"], r["size"], r["type"]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, strings.TrimSuffix(line.String(), "\n"))
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("submission_files, ZetaSQL (-) and the fake (+):\n%s", diff)
+	}
+	if len(want) != 9 {
+		t.Errorf("ZetaSQL gave %d rows, want 9:\n%s", len(want), strings.Join(want, "\n"))
 	}
 }

@@ -34,16 +34,7 @@ import (
 func TestViewColumnsAgreeWithZetaSQL(t *testing.T) {
 	enginetest.Slow(t, "installs the ZetaSQL analyzer from npm, 354 MB, once")
 	t.Parallel()
-	node, errNode := exec.LookPath("node")
-	npm, errNpm := exec.LookPath("npm")
-	if errNode != nil || errNpm != nil {
-		t.Skip("node or npm not found: skipping the ZetaSQL evaluation of the view columns")
-	}
-	modules := zetasqlModules(t, npm)
-	driver, err := filepath.Abs(filepath.Join("testdata", "zetasql", "evaluate.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	evaluate := zetaEvaluator(t)
 	values := []string{
 		`true`, `false`, `"TRUE"`, `"yes"`, `3`, `-7`, `"41"`, `"007"`, `"+5"`, `"0x10"`, `" 5"`, `5.0`, `"12.50"`, `0.1`,
 		`0.00001`, `100000000000000000000`, `12345678901234567890.123456789`, `123456789012345678901234567890`,
@@ -104,29 +95,7 @@ func TestViewColumnsAgreeWithZetaSQL(t *testing.T) {
 			cells = append(cells, cell{values[i], n})
 		}
 	}
-	in, err := json.Marshal(map[string]any{"exprs": exprs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(t.Context(), node, driver, modules)
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("running the evaluator: %v\n%s", err, stderr.String())
-	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<20)
-	i := 0
-	for ; sc.Scan(); i++ {
-		var res struct {
-			Value *string `json:"value"`
-			Error string  `json:"error"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &res); err != nil {
-			t.Fatal(err)
-		}
+	for i, res := range evaluate(exprs) {
 		c := cells[i]
 		typ := names[c.name]
 		if res.Error != "" {
@@ -143,8 +112,58 @@ func TestViewColumnsAgreeWithZetaSQL(t *testing.T) {
 			t.Errorf("%s column %q, value %s: the fake's view has %s, ZetaSQL %s", typ, c.name, c.value, got, want)
 		}
 	}
-	if i != len(exprs) {
-		t.Fatalf("%d answers from the evaluator for %d expressions", i, len(exprs))
+}
+
+// zetaResult is the value of a STRING expression ZetaSQL evaluated (nil
+// for NULL), or why it failed.
+type zetaResult struct {
+	Value *string `json:"value"`
+	Error string  `json:"error"`
+}
+
+// zetaEvaluator returns a function that evaluates STRING expressions with
+// ZetaSQL's reference implementation (testdata/zetasql/evaluate.js),
+// skipping the test without node and npm.
+func zetaEvaluator(t *testing.T) func(exprs []string) []zetaResult {
+	t.Helper()
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		t.Skip("node or npm not found: skipping the ZetaSQL evaluation")
+	}
+	modules := zetasqlModules(t, npm)
+	driver, err := filepath.Abs(filepath.Join("testdata", "zetasql", "evaluate.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(exprs []string) []zetaResult {
+		t.Helper()
+		in, err := json.Marshal(map[string]any{"exprs": exprs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(t.Context(), node, driver, modules)
+		cmd.Stdin = bytes.NewReader(in)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("running the evaluator: %v\n%s", err, stderr.String())
+		}
+		var res []zetaResult
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var r zetaResult
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatal(err)
+			}
+			res = append(res, r)
+		}
+		if len(res) != len(exprs) {
+			t.Fatalf("%d answers from the evaluator for %d expressions", len(res), len(exprs))
+		}
+		return res
 	}
 }
 
