@@ -302,7 +302,7 @@ func planCommit(c *sink.Commit) (*commitPlan, error) {
 }
 
 // makeViews makes the view of every form of a commit whose view is not the
-// one its field names call for, and records each one it made in made (its
+// one its field names and types call for, and records each one it made in made (its
 // description) and each one it could not make in failed. A failure other
 // than the commit's end does not stop it: the view is derived from the
 // rows, and a view that cannot be made (a table of the user's under its
@@ -311,8 +311,8 @@ func planCommit(c *sink.Commit) (*commitPlan, error) {
 func (s *Sink) makeViews(ctx context.Context, order []string, prev, states map[string]state.Form, made map[string]string, failed map[string]error) error {
 	for _, id := range order {
 		next := states[id]
-		ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, id, next.FieldNames)
-		if p, ok := prev[id]; ok && sameFields(p.FieldNames, next.FieldNames) {
+		ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, id, next.FieldNames, next.FieldTypes)
+		if p, ok := prev[id]; ok && sameView(p, next) {
 			in, err := s.viewInPlace(ctx, id, desc)
 			if err != nil {
 				return err

@@ -107,3 +107,18 @@ func typeName(f *bq.FieldSchema) string {
 	}
 	return t
 }
+
+// checkFilesView refuses something other than a view under the name of
+// the submission_files view (a table of the user's): formsync would
+// otherwise replace it, or fail to, at every Open.
+func checkFilesView(res string, have *bq.TableMetadata) error {
+	if have.Type == bq.ViewTable {
+		return nil
+	}
+	kind := cmp.Or(strings.ToLower(string(have.Type)), "table")
+	return &Error{
+		Op: "checking the files view", Resource: res, Kind: ErrInvalid,
+		Err:  fmt.Errorf("a %s holds the name of the view formsync makes there (one row per file attached to a submission)", kind),
+		Hint: "rename or drop it (formsync then makes the view), or point FORMSYNC_BQ_DATASET at a dataset of formsync's own",
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/formsync/formsync/internal/config"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/state/fieldtype"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 )
@@ -246,8 +247,8 @@ type Sink struct {
 	scrubMu sync.Mutex
 	scrub   []forgetParam
 	// stateWithoutCopies: a read-only Sink (OpenReadOnly) found sync_state
-	// without its copies or max_submission_id column, which ReadState then
-	// reads as NULL.
+	// without one of readOnlyNullColumns, which ReadState then reads as
+	// NULL.
 	stateWithoutCopies bool
 	// withoutTombstones: a read-only Sink found no sync_tombstones table
 	// (no sync of this formsync has run yet); the tombstones are all in
@@ -257,9 +258,10 @@ type Sink struct {
 
 // Open connects to BigQuery and creates what is missing: the dataset (in
 // Location), the submissions, sync_state, sync_lock and sync_tombstones
-// tables and the staging dataset, and the columns added since a table was
-// created (with, once, the forms' views recreated to leave out rows deleted
-// upstream, and the tombstones moved out of sync_state). When all exist it only
+// tables, the staging dataset, the submission_files view (made again when
+// its definition changed), and the columns added since a table was
+// created (with, once, the forms' views recreated to leave out rows
+// deleted upstream, and the tombstones moved out of sync_state). When all exist it only
 // reads their metadata: no DDL in the steady state.
 func Open(ctx context.Context, cfg Config) (*Sink, error) {
 	s, err := connect(ctx, cfg)
@@ -277,8 +279,9 @@ func Open(ctx context.Context, cfg Config) (*Sink, error) {
 // state: it creates and migrates nothing, so a mistyped dataset or project
 // is an error (ErrNotFound) rather than a new, empty dataset that looks
 // like nothing was synced yet. A sync_state table that lacks only the
-// copies column (the formsync before this one wrote it, and no sync of
-// this one has migrated it yet) is read with copies as NULL, so that
+// columns added last (readOnlyNullColumns: copies, max_submission_id,
+// field_types; no sync of this formsync has migrated it yet) is read with
+// them as NULL, so that
 // `formsync status` works right after an upgrade, as it does on SQLite;
 // one that lacks more is refused with ErrOlderSchema.
 func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
@@ -300,11 +303,11 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 			}
 			lacks := func(c string) bool { return lacksAny(meta.Schema, []string{c}) }
 			for _, c := range addedStateColumns {
-				if c != "copies" && c != "max_submission_id" && lacks(c) {
+				if !slices.Contains(readOnlyNullColumns, c) && lacks(c) {
 					return backoff.Permanent(fmt.Errorf("bigquery: %s lacks columns this formsync reads: %w; a sync (which adds them) must run first", res, ErrOlderSchema))
 				}
 			}
-			s.stateWithoutCopies = lacks("copies") || lacks("max_submission_id")
+			s.stateWithoutCopies = lacksAny(meta.Schema, readOnlyNullColumns)
 			_, err = s.dataset().Table(tombstonesTable).Metadata(ctx)
 			if isNotFound(err) {
 				s.withoutTombstones, err = true, nil
@@ -441,10 +444,15 @@ func stateSchema() bq.Schema {
 		{Name: "last_commit", Type: bq.JSONFieldType, Description: "the last commit that wrote this state: its id (the prefix of its job ids) and what it did to the form's rows"},
 		{Name: "copies", Type: bq.JSONFieldType, Description: "submissions served more than once with nothing to tell them apart (no id, same created_at and content): content key to how many more times a page held it"},
 		{Name: "max_submission_id", Type: bq.IntegerFieldType, Description: "no stored row of the form has a larger submission_id (NULL: not known yet); a commit whose ids are all larger need not look for them outside its created_at range"},
+		{Name: "field_types", Type: bq.JSONFieldType, Description: "the type of each field's view column: the types seen, which only widen, and the types pinned ({\"seen\": {...}, \"pinned\": {...}}; NULL: every column is a STRING)"},
 	}
 }
 
-var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten", "last_commit", "copies", "max_submission_id"}
+var addedStateColumns = []string{"revision", "deleted_count", "last_reconcile_at", "field_policy", "forgotten", "last_commit", "copies", "max_submission_id", "field_types"}
+
+// readOnlyNullColumns are the sync_state columns a read-only Sink reads
+// as NULL when a sync of this formsync has not added them yet.
+var readOnlyNullColumns = []string{"copies", "max_submission_id", "field_types"}
 
 // deletionStateColumns are the sync_state columns added with deleted_at. A
 // sync_state table without them belongs to a dataset whose views were
@@ -591,7 +599,7 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return s.ensureFilesView(ctx)
 }
 
 // tombstonesSchema is sync_tombstones': one row per tombstone of a
@@ -682,7 +690,10 @@ func (s *Sink) recreateViews(ctx context.Context) error {
 		return err
 	}
 	for _, f := range forms {
-		ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, f.id, f.fields)
+		// The types are not read here: the view is made with every column
+		// a STRING, and the next commit of the form, whose description
+		// then differs, makes it with its types.
+		ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, f.id, f.fields, fieldtype.Columns{})
 		if err := s.createView(ctx, f.id, ddl); err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/state/fieldtype"
 )
 
 // Every SQL statement the sink sends is rendered here, from the templates
@@ -32,7 +33,8 @@ func ref(project, dataset, table string) string {
 
 // stateRead is what readState reads from: WithoutCopies for a sync_state
 // table a sync of this formsync has not migrated yet, read by a read-only
-// Sink (OpenReadOnly), whose copies and max_submission_id read as NULL.
+// Sink (OpenReadOnly), whose copies, max_submission_id and field_types
+// read as NULL.
 type stateRead struct {
 	tables
 	WithoutCopies bool
@@ -64,7 +66,8 @@ SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort
   COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
   TO_JSON_STRING(forgotten) AS forgotten,
   {{if .WithoutCopies}}CAST(NULL AS STRING){{else}}TO_JSON_STRING(copies){{end}} AS copies,
-  {{if .WithoutCopies}}CAST(NULL AS INT64){{else}}max_submission_id{{end}} AS max_submission_id
+  {{if .WithoutCopies}}CAST(NULL AS INT64){{else}}max_submission_id{{end}} AS max_submission_id,
+  {{if .WithoutCopies}}CAST(NULL AS STRING){{else}}TO_JSON_STRING(field_types){{end}} AS field_types
 FROM {{.State}}
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 {{end}}
@@ -147,7 +150,7 @@ SET wm_created_at = NULL, wm_id = 0, boundary = NULL, sort_order = '', last_tota
   last_success_at = NULL, last_error_at = NULL, last_error = '', backfill = NULL, last_reconcile_at = NULL,
   copies = NULL, last_commit = NULL, updated_at = @synced_at, revision = COALESCE(revision, 0) + 1
 {{- if .Rows}},
-  row_count = 0, deleted_count = 0, field_names = NULL, field_policy = '', max_submission_id = NULL
+  row_count = 0, deleted_count = 0, field_names = NULL, field_types = NULL, field_policy = '', max_submission_id = NULL
 {{- end}}
 WHERE form_id = @form_id;
 
@@ -202,7 +205,7 @@ DELETE FROM {{.Staging}} AS s
 WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND f.submission_key = s.submission_key)
 {{end}}
 
-{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id{{end}}
+{{define "stateColumns"}}form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types{{end}}
 
 {{define "stateUpdate"}}
   wm_created_at = NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), wm_id = s.wm_id,
@@ -215,7 +218,8 @@ WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
   copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
-  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id)),
+  field_types = PARSE_JSON(NULLIF(s.field_types, ''))
 {{- end}}
 
 {{define "stateValues"}}
@@ -225,7 +229,8 @@ WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id,
+  PARSE_JSON(NULLIF(s.field_types, ''))
 {{- end}}
 
 {{define "mergeState"}}
@@ -504,22 +509,18 @@ func render(name string, data any) string {
 }
 
 // viewDDL is the DDL of one form's view, and the description it gives the
-// view. The view has a column per field name, read with the JSON subscript
-// operator so that no character of a field name is ever parsed as JSON
-// path syntax. The description ends with a digest of the view's query, so
-// that a commit can tell from the view's metadata alone whether the view in
-// place is the one the stored field names call for (see Sink.viewInPlace).
-func viewDDL(project, dataset, formID string, fieldNames []string) (ddl, description string) {
+// view. The view has a column per field name, of the type types gives it
+// (viewColumnExpr), read with the JSON subscript operator so that no
+// character of a field name is ever parsed as JSON path syntax. The
+// description ends with a digest of the view's query, so that a commit can
+// tell from the view's metadata alone whether the view in place is the one
+// the stored field names and types call for (see Sink.viewInPlace): a
+// column that widens changes the digest, and the view is replaced.
+func viewDDL(project, dataset, formID string, fieldNames []string, types fieldtype.Columns) (ddl, description string) {
 	var b strings.Builder
 	b.WriteString("SELECT ")
 	b.WriteString(strings.Join(sqlname.ViewFixedColumns(), ", "))
-	for _, c := range sqlname.ViewColumns(fieldNames) {
-		b.WriteString(",\n  JSON_VALUE(fields[")
-		b.WriteString(stringLiteral(c.Field))
-		b.WriteString("]) AS `")
-		b.WriteString(c.Name) // sanitised: [a-z0-9_], quoted because it may be a keyword
-		b.WriteString("`")
-	}
+	viewColumns(&b, fieldNames, types)
 	b.WriteString("\nFROM ")
 	b.WriteString(ref(project, dataset, submissionsTable))
 	b.WriteString("\nWHERE form_id = ")
@@ -527,7 +528,7 @@ func viewDDL(project, dataset, formID string, fieldNames []string) (ddl, descrip
 	b.WriteString(" AND deleted_at IS NULL\n")
 	query := b.String()
 	sum := sha256.Sum256([]byte(query))
-	description = "formsync: the submissions of one form, a column per field; formsync replaces this view when the fields of the form change. Definition " + hex.EncodeToString(sum[:12])
+	description = "formsync: the submissions of one form, a column per field; formsync replaces this view when the fields of the form or their types change. Definition " + hex.EncodeToString(sum[:12])
 	return "CREATE OR REPLACE VIEW " + ref(project, dataset, sqlname.ViewName(formID)) +
 		"\nOPTIONS(description = " + stringLiteral(description) + ") AS\n" + query, description
 }

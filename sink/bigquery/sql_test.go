@@ -8,13 +8,20 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/formsync/formsync/state/fieldtype"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// viewSQL is viewDDL's DDL alone.
-func viewSQL(project, dataset, formID string, fieldNames []string) string {
-	ddl, _ := viewDDL(project, dataset, formID, fieldNames)
+// viewSQL is viewDDL's DDL alone, of a view whose columns have the types
+// given (every one a STRING without).
+func viewSQL(project, dataset, formID string, fieldNames []string, types ...fieldtype.Columns) string {
+	var cols fieldtype.Columns
+	if len(types) > 0 {
+		cols = types[0]
+	}
+	ddl, _ := viewDDL(project, dataset, formID, fieldNames, cols)
 	return ddl
 }
 
@@ -59,7 +66,37 @@ func goldenStatements() map[string]string {
 		"recount.sql":                          render("recount", t),
 		"remove.sql":                           render("remove", removal{tables: t}),
 		"remove_rows.sql":                      render("remove", removal{tables: t, Rows: true}),
+		"view_typed.sql":                       viewSQL("my-project", "formsync", "typed", typedFields, typedColumns),
+		"view_files.sql":                       filesSQL("my-project", "formsync"),
 	}
+}
+
+// typedFields are the fields of the golden typed view: one plain name and
+// one that JSONPath cannot spell (a double quote or a backslash) per type,
+// names that collide once sanitised, unicode, and a field of no type seen.
+var typedFields = []string{
+	"agreed", "age", "price", "born", "seen at", "colours", "notes",
+	`say "yes"`, `back\slash`, `"quoted"`, `it's "a" date`, "tick`tock\\", `path\"`, `\`,
+	"Email", "email", "ünïcødé ✓", "no value yet",
+}
+
+// typedColumns types typedFields: every type, one of them pinned over the
+// type seen.
+var typedColumns = fieldtype.Columns{
+	Seen: fieldtype.Set{
+		"agreed": fieldtype.Boolean, "age": fieldtype.String, "price": fieldtype.Decimal, "born": fieldtype.Date,
+		"seen at": fieldtype.Timestamp, "colours": fieldtype.Array, "notes": fieldtype.String,
+		`say "yes"`: fieldtype.Boolean, `back\slash`: fieldtype.Integer, `"quoted"`: fieldtype.Decimal,
+		`it's "a" date`: fieldtype.Date, "tick`tock\\": fieldtype.Timestamp, `path\"`: fieldtype.Array, `\`: fieldtype.String,
+		"Email": fieldtype.Date, "email": fieldtype.Array, "ünïcødé ✓": fieldtype.Timestamp,
+	},
+	Pinned: fieldtype.Set{"age": fieldtype.Integer},
+}
+
+// filesSQL is filesViewDDL's DDL alone.
+func filesSQL(project, dataset string) string {
+	ddl, _ := filesViewDDL(project, dataset)
+	return ddl
 }
 
 func TestGoldenSQL(t *testing.T) {
@@ -102,6 +139,7 @@ func fakeShapes() string {
 		{"shapeWriteStateTombstones", "write_state_tombstones.sql"}, {"shapeCommitTombstones", "commit_tombstones.sql"},
 		{"shapeCommitDeletionsTombstones", "commit_deletions_tombstones.sql"},
 		{"shapeWriteStateDeletionsTombstones", "write_state_deletions_tombstones.sql"},
+		{"shapeFilesView", "view_files.sql"},
 	} {
 		text := refRE.ReplaceAllString(g[s.file], "`?`")
 		fmt.Fprintf(&b, "\t%s = `%s`\n", s.name, strings.ReplaceAll(text, "`?`", "` + \"`?`\" + `"))

@@ -175,8 +175,8 @@ func withoutTombstoneKeys(f *state.Forgotten) *state.Forgotten {
 }
 
 func scanState(v []bq.Value) (state.Form, error) {
-	if len(v) != 19 {
-		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 19", len(v))
+	if len(v) != 20 {
+		return state.Form{}, fmt.Errorf("bigquery: reading sync state: got %d columns, want 20", len(v))
 	}
 	f := state.Form{
 		FormID:          vString(v[0]),
@@ -219,6 +219,9 @@ func scanState(v []bq.Value) (state.Form, error) {
 	if err := unmarshalNullable(v[17], &f.Copies); err != nil {
 		return f, wrap("copies", err)
 	}
+	if err := unmarshalNullable(v[19], &f.FieldTypes); err != nil {
+		return f, wrap("field types", err)
+	}
 	return f, nil
 }
 
@@ -239,7 +242,8 @@ func unmarshalNullable(v bq.Value, dst any) error {
 // turn back into NULL: the zero time.Time is 0001-01-01 00:00:00 UTC,
 // BigQuery's smallest TIMESTAMP (NULLIF(x, TIMESTAMP '0001-01-01
 // 00:00:00+00')), and "" is "no backfill", "no tombstones" or "no copies"
-// (NULLIF(backfill, ”), NULLIF(forgotten, ”), NULLIF(copies, ”)).
+// (NULLIF(backfill, ”), NULLIF(forgotten, ”), NULLIF(copies, ”),
+// NULLIF(field_types, ”)).
 type stateParam struct {
 	FormID        string    `bigquery:"form_id"`
 	WmCreatedAt   time.Time `bigquery:"wm_created_at"`
@@ -259,6 +263,9 @@ type stateParam struct {
 	FieldPolicy     string    `bigquery:"field_policy"`
 	Forgotten       string    `bigquery:"forgotten"`
 	Copies          string    `bigquery:"copies"`
+	// FieldTypes is the JSON of state.Form.FieldTypes, "" (NULL) when it
+	// holds no type.
+	FieldTypes string `bigquery:"field_types"`
 }
 
 // sentinelTime is the zero time as BigQuery's smallest TIMESTAMP, for
@@ -297,6 +304,9 @@ func newStateParam(f state.Form) (stateParam, error) {
 	if p.Backfill, err = optionalJSON(f.Backfill, f.Backfill != nil); err != nil {
 		return stateParam{}, err
 	}
+	if p.FieldTypes, err = optionalJSON(f.FieldTypes, len(f.FieldTypes.Seen) > 0 || len(f.FieldTypes.Pinned) > 0); err != nil {
+		return stateParam{}, err
+	}
 	return p, nil
 }
 
@@ -310,7 +320,19 @@ func optionalJSON(v any, present bool) (string, error) {
 	return string(j), err
 }
 
-func sameFields(prev, next []string) bool { return slices.Equal(prev, next) }
+// sameView reports whether the view of a form whose stored state is prev
+// is the one next calls for: the same field names, each of the same type.
+func sameView(prev, next state.Form) bool {
+	if !slices.Equal(prev.FieldNames, next.FieldNames) {
+		return false
+	}
+	for _, f := range next.FieldNames {
+		if prev.FieldTypes.Type(f) != next.FieldTypes.Type(f) {
+			return false
+		}
+	}
+	return true
+}
 
 // canonicalJSON re-encodes JSON read back from BigQuery the way sink.NewRow
 // encodes it, so that a row read back equals the row staged.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/internal/testkit/zetasql"
+	"github.com/formsync/formsync/state/fieldtype"
 )
 
 // TestZetaSQLAcceptsEverySQLText feeds every SQL text the sink can send
@@ -38,6 +39,12 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 	}
 	for i, h := range hostile {
 		scripts = append(scripts, script{fmt.Sprintf("view of hostile form %d", i), viewSQL("my-project", "formsync", h, hostile)})
+		// The same names, each of a type (in turn, from the i-th).
+		types := fieldtype.Columns{Seen: fieldtype.Set{}}
+		for j, f := range hostile {
+			types.Seen[f] = fieldtype.Types()[(i+j)%len(fieldtype.Types())]
+		}
+		scripts = append(scripts, script{fmt.Sprintf("typed view of hostile form %d", i), viewSQL("my-project", "formsync", h, hostile, types)})
 	}
 	for i, q := range readmeQueries(t) {
 		scripts = append(scripts, script{fmt.Sprintf("README query %d", i+1), q})
@@ -59,6 +66,12 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 		{"probe: remove script resetting a column sync_state does not have", "remove_rows.sql",
 			"max_submission_id = NULL", "max_submission = NULL"},
 		{"probe: find hashing JSON rather than its string", "find.sql", "CONCAT(@salt, JSON_VALUE(fields[@field]))", "CONCAT(@salt, fields[@field])"},
+		{"probe: typed view whose array column defaults to an array of another type", "view_typed.sql",
+			"HAVING COUNTIF(e IS NULL) = 0), [])", "HAVING COUNTIF(e IS NULL) = 0), [1])"},
+		// Why the files view reads keys from the JSON text: this analyzer
+		// has no JSON_KEYS.
+		{"probe: files view listing keys with JSON_KEYS", "view_files.sql",
+			"UNNEST(REGEXP_EXTRACT_ALL(TO_JSON_STRING(s.files), r'\"(?:[^\"\\\\]|\\\\.)*\":?')) AS t", "UNNEST(JSON_KEYS(s.files, 1)) AS t"},
 	} {
 		sql := golden[p.file]
 		i := strings.LastIndex(sql, p.old)
@@ -79,6 +92,15 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 			{"name": strings.Trim(tbl.Staging, "`"), "columns": zetaColumns(stagingSchema())},
 			{"name": strings.Trim(tbl.Lock, "`"), "columns": zetaColumns(lockSchema())},
 			{"name": strings.Trim(tbl.Tombstones, "`"), "columns": zetaColumns(tombstonesSchema())},
+			// The submission_files view, as tables.get shows its columns
+			// (the README's queries read it).
+			{"name": "my-project.formsync." + filesView, "columns": zetaColumns(bq.Schema{
+				{Name: "form_id", Type: bq.StringFieldType}, {Name: "submission_key", Type: bq.StringFieldType},
+				{Name: "submission_id", Type: bq.IntegerFieldType}, {Name: "input", Type: bq.StringFieldType},
+				{Name: "position", Type: bq.IntegerFieldType}, {Name: "name", Type: bq.StringFieldType},
+				{Name: "url", Type: bq.StringFieldType}, {Name: "size", Type: bq.IntegerFieldType},
+				{Name: "type", Type: bq.StringFieldType},
+			})},
 			// The columns of BigQuery's job history the README's queries
 			// use, as BigQuery documents them.
 			{"name": "my-project.region-us.INFORMATION_SCHEMA.JOBS", "columns": zetaColumns(bq.Schema{

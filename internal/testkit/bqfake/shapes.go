@@ -11,7 +11,8 @@ const (
   COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
   TO_JSON_STRING(forgotten) AS forgotten,
   TO_JSON_STRING(copies) AS copies,
-  max_submission_id AS max_submission_id
+  max_submission_id AS max_submission_id,
+  TO_JSON_STRING(field_types) AS field_types
 FROM ` + "`?`" + `
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 `
@@ -21,7 +22,8 @@ WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
   COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
   TO_JSON_STRING(forgotten) AS forgotten,
   CAST(NULL AS STRING) AS copies,
-  CAST(NULL AS INT64) AS max_submission_id
+  CAST(NULL AS INT64) AS max_submission_id,
+  CAST(NULL AS STRING) AS field_types
 FROM ` + "`?`" + `
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
 `
@@ -85,8 +87,9 @@ WHEN MATCHED THEN UPDATE SET
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
   copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
-  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id)),
+  field_types = PARSE_JSON(NULLIF(s.field_types, ''))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -94,7 +97,8 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id,
+  PARSE_JSON(NULLIF(s.field_types, ''))
 );
 
 COMMIT TRANSACTION;
@@ -285,8 +289,9 @@ WHEN MATCHED THEN UPDATE SET
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
   copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
-  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id)),
+  field_types = PARSE_JSON(NULLIF(s.field_types, ''))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -294,7 +299,8 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id,
+  PARSE_JSON(NULLIF(s.field_types, ''))
 );
 
 COMMIT TRANSACTION;
@@ -530,8 +536,9 @@ WHEN MATCHED THEN UPDATE SET
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
   copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
-  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id)),
+  field_types = PARSE_JSON(NULLIF(s.field_types, ''))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -539,7 +546,8 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id,
+  PARSE_JSON(NULLIF(s.field_types, ''))
 );
 
 COMMIT TRANSACTION;
@@ -610,8 +618,9 @@ WHEN MATCHED THEN UPDATE SET
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
   copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
-  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id)),
+  field_types = PARSE_JSON(NULLIF(s.field_types, ''))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -619,7 +628,8 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id,
+  PARSE_JSON(NULLIF(s.field_types, ''))
 );
 
 COMMIT TRANSACTION;
@@ -681,7 +691,7 @@ UPDATE ` + "`?`" + `
 SET wm_created_at = NULL, wm_id = 0, boundary = NULL, sort_order = '', last_total = -1,
   last_success_at = NULL, last_error_at = NULL, last_error = '', backfill = NULL, last_reconcile_at = NULL,
   copies = NULL, last_commit = NULL, updated_at = @synced_at, revision = COALESCE(revision, 0) + 1,
-  row_count = 0, deleted_count = 0, field_names = NULL, field_policy = '', max_submission_id = NULL
+  row_count = 0, deleted_count = 0, field_names = NULL, field_types = NULL, field_policy = '', max_submission_id = NULL
 WHERE form_id = @form_id;
 
 COMMIT TRANSACTION;
@@ -744,8 +754,9 @@ WHEN MATCHED THEN UPDATE SET
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
   copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
-  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id)),
+  field_types = PARSE_JSON(NULLIF(s.field_types, ''))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -753,7 +764,8 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id,
+  PARSE_JSON(NULLIF(s.field_types, ''))
 );
 
 COMMIT TRANSACTION;
@@ -952,8 +964,9 @@ WHEN MATCHED THEN UPDATE SET
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
   copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
-  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id)),
+  field_types = PARSE_JSON(NULLIF(s.field_types, ''))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -961,7 +974,8 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id,
+  PARSE_JSON(NULLIF(s.field_types, ''))
 );
 
 COMMIT TRANSACTION;
@@ -1205,8 +1219,9 @@ WHEN MATCHED THEN UPDATE SET
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
   copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
-  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id)),
+  field_types = PARSE_JSON(NULLIF(s.field_types, ''))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -1214,7 +1229,8 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id,
+  PARSE_JSON(NULLIF(s.field_types, ''))
 );
 
 COMMIT TRANSACTION;
@@ -1293,8 +1309,9 @@ WHEN MATCHED THEN UPDATE SET
   last_reconcile_at = NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'),
   field_policy = s.field_policy, forgotten = PARSE_JSON(NULLIF(s.forgotten, '')),
   copies = PARSE_JSON(NULLIF(s.copies, '')), last_commit = s.last_commit,
-  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id))
-WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
+  max_submission_id = IF(s.max_id IS NULL, t.max_submission_id, GREATEST(COALESCE(t.max_submission_id, 0), s.max_id)),
+  field_types = PARSE_JSON(NULLIF(s.field_types, ''))
+WHEN NOT MATCHED THEN INSERT (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count, last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types)
 VALUES (
   s.form_id, NULLIF(s.wm_created_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.wm_id, PARSE_JSON(s.boundary),
   s.sort_order, s.last_total, s.added_rows, PARSE_JSON(s.field_names),
@@ -1302,12 +1319,38 @@ VALUES (
   NULLIF(s.last_error_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.last_error,
   PARSE_JSON(NULLIF(s.backfill, '')), @synced_at, s.revision + 1, s.added_deleted,
   NULLIF(s.last_reconcile_at, TIMESTAMP '0001-01-01 00:00:00+00'), s.field_policy,
-  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id
+  PARSE_JSON(NULLIF(s.forgotten, '')), PARSE_JSON(NULLIF(s.copies, '')), s.last_commit, s.max_id,
+  PARSE_JSON(NULLIF(s.field_types, ''))
 );
 
 COMMIT TRANSACTION;
 
 SELECT form_id, inserted, updated, restored, deleted, forgotten
 FROM _formsync_counts;
+`
+	shapeFilesView = `CREATE OR REPLACE VIEW ` + "`?`" + `
+OPTIONS(description = 'formsync: one row per file attached to a submission, whatever shape its files arrived in; rows deleted upstream left out. Definition 0363945827f64d0721ab79ec') AS
+SELECT s.form_id, s.submission_key, s.submission_id, i.input, f.position,
+  JSON_VALUE(f.file['name']) AS name, JSON_VALUE(f.file['url']) AS url,
+  (SELECT SAFE_CAST(v AS INT64) FROM UNNEST([JSON_VALUE(f.file['size'])]) AS v WHERE REGEXP_CONTAINS(v, r'^-?(0|[1-9][0-9]*)$')) AS size,
+  JSON_VALUE(f.file['type']) AS type
+FROM ` + "`?`" + ` AS s,
+  UNNEST(CASE JSON_TYPE(s.files)
+    WHEN 'array' THEN [STRUCT(CAST(NULL AS STRING) AS input, s.files AS value)]
+    WHEN 'object' THEN ARRAY(
+      SELECT AS STRUCT k AS input, s.files[k] AS value
+      FROM (
+        SELECT DISTINCT JSON_VALUE(SUBSTR(t, 1, LENGTH(t) - 1)) AS k
+        FROM UNNEST(REGEXP_EXTRACT_ALL(TO_JSON_STRING(s.files), r'"(?:[^"\\]|\\.)*":?')) AS t
+        WHERE ENDS_WITH(t, ':')
+      )
+      WHERE s.files[k] IS NOT NULL)
+  END) AS i,
+  UNNEST(CASE JSON_TYPE(i.value)
+    WHEN 'array' THEN ARRAY(SELECT AS STRUCT e AS file, o AS position FROM UNNEST(JSON_QUERY_ARRAY(i.value)) AS e WITH OFFSET AS o)
+    WHEN 'object' THEN [STRUCT(i.value AS file, 0 AS position)]
+  END) AS f
+WHERE s.deleted_at IS NULL AND JSON_TYPE(f.file) = 'object'
+  AND s.created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
 `
 )

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -87,7 +86,7 @@ type shapeDef struct {
 	handler func(s *Server, t map[string]string, params map[string]param) (*result, error)
 }
 
-var statesType = "ARRAY<STRUCT<form_id STRING, wm_created_at TIMESTAMP, wm_id INT64, boundary STRING, sort_order STRING, last_total INT64, field_names STRING, last_success_at TIMESTAMP, last_error_at TIMESTAMP, last_error STRING, backfill STRING, revision INT64, last_reconcile_at TIMESTAMP, field_policy STRING, forgotten STRING, copies STRING>>"
+var statesType = "ARRAY<STRUCT<form_id STRING, wm_created_at TIMESTAMP, wm_id INT64, boundary STRING, sort_order STRING, last_total INT64, field_names STRING, last_success_at TIMESTAMP, last_error_at TIMESTAMP, last_error STRING, backfill STRING, revision INT64, last_reconcile_at TIMESTAMP, field_policy STRING, forgotten STRING, copies STRING, field_types STRING>>"
 
 var forgetType = "ARRAY<STRUCT<form_id STRING, submission_key STRING>>"
 
@@ -138,14 +137,15 @@ func init() {
 			[]string{"lock", "tombs", "state", "tombs", "state"}, []string{"lock", "tombs", "state"}, (*Server).moveTombstones},
 	}, scripts...)
 	for _, d := range append(defs, []*shapeDef{
-		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("copies", "max_submission_id")},
-		{shapeReadStateUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("NULL", "NULL")},
+		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("copies", "max_submission_id", "field_types")},
+		{shapeReadStateUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("NULL", "NULL", "NULL")},
 		{shapeReadCommits, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readCommits},
 		{shapeViewForms, "SELECT", nil, []string{"state"}, nil, (*Server).viewForms},
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).readRows},
 		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>", "field": "STRING", "salt": "STRING", "value_sha256": "STRING"}, []string{"subs"}, nil, (*Server).find},
 		{shapeScrubStaging, "DELETE", map[string]string{"forget": forgetType}, []string{"staging"}, nil, (*Server).scrubStaging},
 		{shapeSeedLock, "INSERT", nil, []string{"lock", "lock"}, nil, (*Server).seedLock},
+		{shapeFilesView, "CREATE_VIEW", nil, []string{"view", "subs"}, nil, (*Server).createFilesView},
 	}...) {
 		n, _, err := normalise(d.text)
 		if err != nil {
@@ -174,14 +174,6 @@ func roleTables(roles, refs []string) (map[string]string, error) {
 	return t, nil
 }
 
-var (
-	viewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?`(?: OPTIONS\\(description = ('(?:[^'\\\\]|\\\\.)*')\\))? AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
-		"((?:, JSON_VALUE\\(fields\\['(?:[^'\\\\]|\\\\.)*'\\]\\) AS `[a-z][a-z0-9_]*`)*)" +
-		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*') AND deleted_at IS NULL$")
-	viewColRE   = regexp.MustCompile("^, JSON_VALUE\\(fields\\[('(?:[^'\\\\]|\\\\.)*')\\]\\) AS `([a-z][a-z0-9_]*)`")
-	selectAllRE = regexp.MustCompile("^SELECT \\* FROM `\\?`$")
-)
-
 // recognise matches a query against the fixed shapes. Anything else is
 // refused: the fake only answers what it can answer truthfully.
 func (s *Server) recognise(q string) (*statement, error) {
@@ -198,7 +190,7 @@ func (s *Server) recognise(q string) (*statement, error) {
 		if _, err := s.dataset(p, d); err != nil {
 			return nil, err
 		}
-		if m := viewRE.FindStringSubmatch(n); m != nil && r == refs[0] {
+		if strings.HasPrefix(n, "CREATE OR REPLACE VIEW ") && r == refs[0] {
 			continue // the view being created need not exist
 		}
 		if _, err := s.table(p, d, t); err != nil {
@@ -325,15 +317,16 @@ func (s *Server) countDML(ref string) {
 	s.stats.DML[d+"."+t]++
 }
 
-// readState reads the state of the given forms, copies read as the
-// expression copies: the column, or NULL from a table without it.
-func readState(copies, maxID string) func(*Server, map[string]string, map[string]param) (*result, error) {
+// readState reads the state of the given forms, copies, max_submission_id
+// and field_types read as the expressions given: the column, or NULL from
+// a table without it.
+func readState(copies, maxID, fieldTypes string) func(*Server, map[string]string, map[string]param) (*result, error) {
 	return func(s *Server, t map[string]string, params map[string]param) (*result, error) {
-		return s.readState(t, params, copies, maxID)
+		return s.readState(t, params, copies, maxID, fieldTypes)
 	}
 }
 
-func (s *Server) readState(t map[string]string, params map[string]param, copies, maxID string) (*result, error) {
+func (s *Server) readState(t map[string]string, params map[string]param, copies, maxID, fieldTypes string) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
 			return nil, err
@@ -348,10 +341,10 @@ func (s *Server) readState(t map[string]string, params map[string]param, copies,
 			col("last_error_at", "TIMESTAMP"), col("last_error", "STRING"), col("backfill", "STRING"),
 			col("revision", "INTEGER"), col("deleted_count", "INTEGER"), col("last_reconcile_at", "TIMESTAMP"),
 			col("field_policy", "STRING"), col("forgotten", "STRING"), col("copies", "STRING"),
-			col("max_submission_id", "INTEGER"),
+			col("max_submission_id", "INTEGER"), col("field_types", "STRING"),
 		}, `SELECT form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count, field_names,
 			last_success_at, last_error_at, last_error, backfill, COALESCE(revision, 0), COALESCE(deleted_count, 0),
-			last_reconcile_at, COALESCE(field_policy, ''), forgotten, `+copies+`, `+maxID+`
+			last_reconcile_at, COALESCE(field_policy, ''), forgotten, `+copies+`, `+maxID+`, `+fieldTypes+`
 			FROM `+quoteIdent(t["state"])+`
 			WHERE (SELECT count(*) FROM temp.param_form_ids) = 0 OR form_id IN (SELECT value FROM temp.param_form_ids)
 			ORDER BY form_id`)
@@ -559,7 +552,7 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 	src := `CREATE TEMP TABLE _fake_state_src AS SELECT st.form_id, ` + ts("wm_created_at") + `, st.wm_id,
 		st.boundary, st.sort_order, st.last_total, st.field_names, ` + ts("last_success_at") + `, ` + ts("last_error_at") + `,
 		st.last_error, NULLIF(st.backfill, '') AS backfill, st.revision, ` + ts("last_reconcile_at") + `, st.field_policy,
-		NULLIF(st.forgotten, '') AS forgotten, NULLIF(st.copies, '') AS copies, ` + cmp.Or(maxID, "NULL") + ` AS max_id, ` + count("live_delta") + ` AS added_rows, ` + count("deleted_delta") + ` AS added_deleted,
+		NULLIF(st.forgotten, '') AS forgotten, NULLIF(st.copies, '') AS copies, ` + cmp.Or(maxID, "NULL") + ` AS max_id, NULLIF(st.field_types, '') AS field_types, ` + count("live_delta") + ` AS added_rows, ` + count("deleted_delta") + ` AS added_deleted,
 		json_object('id', @commit_id, 'inserted', ` + count("inserted") + `, 'updated', ` + count("updated") + `,
 			'restored', ` + count("restored") + `, 'deleted', ` + count("deleted") + `, 'forgotten', ` + count("forgotten") + `) AS last_commit
 		FROM temp.param_states AS st`
@@ -589,7 +582,8 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 		last_error = s.last_error, backfill = s.backfill, updated_at = @synced_at, revision = s.revision + 1,
 		last_reconcile_at = s.last_reconcile_at, field_policy = s.field_policy, forgotten = s.forgotten,
 		copies = s.copies, last_commit = s.last_commit,
-		max_submission_id = CASE WHEN s.max_id IS NULL THEN `+st+`.max_submission_id ELSE max(COALESCE(`+st+`.max_submission_id, 0), s.max_id) END
+		max_submission_id = CASE WHEN s.max_id IS NULL THEN `+st+`.max_submission_id ELSE max(COALESCE(`+st+`.max_submission_id, 0), s.max_id) END,
+		field_types = s.field_types
 		FROM temp._fake_state_src AS s WHERE `+st+`.form_id = s.form_id`, args...)
 	if err != nil {
 		return 0, err
@@ -599,10 +593,11 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 	}
 	m, err := exec(tx, `INSERT INTO `+st+` (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count,
 		field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count,
-		last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id)
+		last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types)
 		SELECT s.form_id, s.wm_created_at, s.wm_id, s.boundary, s.sort_order, s.last_total, s.added_rows,
 		s.field_names, s.last_success_at, s.last_error_at, s.last_error, s.backfill, @synced_at, s.revision + 1,
-		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten, s.copies, s.last_commit, s.max_id
+		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten, s.copies, s.last_commit, s.max_id,
+		s.field_types
 		FROM temp._fake_state_src AS s WHERE s.form_id NOT IN (SELECT form_id FROM `+st+`)`, args...)
 	if err != nil {
 		return 0, err
@@ -1101,82 +1096,6 @@ func explain(tx *sql.Tx, q string, args ...any) (string, error) {
 		b.WriteByte('\n')
 	}
 	return b.String(), rows.Err()
-}
-
-// recogniseView prepares a CREATE OR REPLACE VIEW of the sink's shape. The
-// field names and the form id arrive as string literals; they are decoded
-// here exactly as GoogleSQL decodes them, and reach SQLite as literals of
-// its own syntax.
-func (s *Server) recogniseView(refs []string, descLit, colsText, formLit string) (*statement, error) {
-	formID, err := unquote(formLit)
-	if err != nil {
-		return nil, err
-	}
-	var desc string
-	if descLit != "" {
-		if desc, err = unquote(descLit); err != nil {
-			return nil, err
-		}
-	}
-	type viewCol struct{ key, name string }
-	var cols []viewCol
-	for rest := colsText; rest != ""; {
-		m := viewColRE.FindStringSubmatch(rest)
-		if m == nil {
-			return nil, invalidQuery("bqfake: unsupported view column list near %.40q", rest)
-		}
-		key, err := unquote(m[1])
-		if err != nil {
-			return nil, err
-		}
-		cols = append(cols, viewCol{key, m[2]})
-		rest = rest[len(m[0]):]
-	}
-	return &statement{kind: "CREATE_VIEW", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
-		p, d, t, _ := splitRef(refs[0])
-		if old := s.tables[refs[0]]; old != nil && old.Type != "VIEW" {
-			return nil, invalidQuery("%s is not a view", refs[0])
-		}
-		fields := []*bqv2.TableFieldSchema{
-			col("form_id", "STRING"), col("submission_id", "INTEGER"), col("submission_key", "STRING"),
-			col("created_at", "TIMESTAMP"), col("is_spam", "BOOLEAN"), col("synced_at", "TIMESTAMP"),
-		}
-		seen := map[string]bool{}
-		var b strings.Builder
-		b.WriteString("CREATE VIEW " + quoteIdent(refs[0]) + " AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at")
-		for _, c := range cols {
-			if seen[c.name] {
-				return nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", c.name)
-			}
-			seen[c.name] = true
-			// JSON_VALUE(fields[key]): the key's scalar as text, NULL for
-			// objects, arrays, JSON null and a missing key.
-			b.WriteString(", (SELECT CASE j.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN NULL" +
-				" WHEN 'object' THEN NULL WHEN 'array' THEN NULL ELSE CAST(j.atom AS TEXT) END FROM json_each(fields) AS j WHERE j.key = " +
-				sqliteLiteral(c.key) + ") AS " + quoteIdent(c.name))
-			fields = append(fields, col(c.name, "STRING"))
-		}
-		b.WriteString(" FROM " + quoteIdent(refs[1]) + " WHERE form_id = " + sqliteLiteral(formID) + " AND deleted_at IS NULL")
-		return s.tx(func(tx *sql.Tx) (*result, error) {
-			if _, err := exec(tx, "DROP VIEW IF EXISTS "+quoteIdent(refs[0])); err != nil {
-				return nil, err
-			}
-			if _, err := exec(tx, b.String()); err != nil {
-				return nil, err
-			}
-			tbl := &bqv2.Table{
-				Kind: "bigquery#table", Id: p + ":" + d + "." + t, Type: "VIEW",
-				TableReference: &bqv2.TableReference{ProjectId: p, DatasetId: d, TableId: t},
-				Schema:         &bqv2.TableSchema{Fields: fields},
-				View:           &bqv2.ViewDefinition{Query: b.String()},
-				Description:    desc,
-				CreationTime:   s.opts.Now().UnixMilli(),
-			}
-			s.tables[refs[0]] = tbl
-			s.stats.DDL[d+"."+t]++
-			return nil, nil
-		})
-	}}, nil
 }
 
 // unquote decodes a GoogleSQL single-quoted string literal.

@@ -2,6 +2,7 @@ package bqfake
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -379,6 +380,10 @@ func (r *result) wireRows(from, to int, int64TS bool) []*bqv2.TableRow {
 	for _, row := range r.rows[from:to] {
 		tr := &bqv2.TableRow{F: make([]*bqv2.TableCell, len(row))}
 		for i, v := range row {
+			if r.fields[i].Mode == "REPEATED" {
+				tr.F[i] = &bqv2.TableCell{V: wireArray(normType(r.fields[i].Type), v, int64TS)}
+				continue
+			}
 			tr.F[i] = &bqv2.TableCell{V: wireValue(normType(r.fields[i].Type), v, int64TS)}
 		}
 		out = append(out, tr)
@@ -418,6 +423,28 @@ func wireValue(typ string, v any, int64TS bool) any {
 	default:
 		return fmt.Sprint(x)
 	}
+}
+
+// wireArray renders a REPEATED value, held as a JSON array, as BigQuery
+// does: a list of cells, [] for NULL.
+func wireArray(typ string, v any, int64TS bool) any {
+	var text string
+	switch x := v.(type) {
+	case string:
+		text = x
+	case []byte:
+		text = string(x)
+	}
+	var elems []any
+	_ = json.Unmarshal([]byte(text), &elems)
+	out := make([]any, 0, len(elems))
+	for _, e := range elems {
+		if f, ok := e.(float64); ok && typ == "INTEGER" {
+			e = int64(f)
+		}
+		out = append(out, map[string]any{"v": wireValue(typ, e, int64TS)})
+	}
+	return out
 }
 
 func asInt(v any) int64 {

@@ -12,6 +12,8 @@
 //	for _, r := range results { ... r.OK, r.Error ... }
 //
 // analyze.js is the driver; see its comment for the request's shape.
+// Evaluate runs evaluate.js, ZetaSQL's reference implementation, to
+// compute expressions rather than check them.
 package zetasql
 
 import (
@@ -150,4 +152,58 @@ func Modules(tb testing.TB, npm string) string {
 		}
 	}
 	return modules
+}
+
+//go:embed evaluate.js
+var evaluator []byte
+
+// Value is what the reference implementation answered for one STRING
+// expression: its Value (nil for NULL), or the Error it raised.
+type Value struct {
+	Value *string `json:"value"`
+	Error string  `json:"error"`
+}
+
+// Evaluate computes each of exprs, STRING expressions of GoogleSQL, with
+// ZetaSQL's reference implementation (the functions BigQuery runs), and
+// returns their values in order. It skips tb when node or npm is missing.
+// The evaluator's default time zone is America/Los_Angeles, not UTC.
+func Evaluate(tb testing.TB, exprs []string) []Value {
+	tb.Helper()
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		tb.Skip("node or npm not found: skipping the ZetaSQL evaluation")
+	}
+	modules := Modules(tb, npm)
+	script := filepath.Join(tb.TempDir(), "evaluate.js")
+	if err := os.WriteFile(script, evaluator, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	in, err := json.Marshal(map[string]any{"exprs": exprs})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.CommandContext(tb.Context(), node, script, modules)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("running the evaluator: %v\n%s", err, stderr.String())
+	}
+	var res []Value
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var v Value
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			tb.Fatalf("evaluator output %q: %v", sc.Text(), err)
+		}
+		res = append(res, v)
+	}
+	if len(res) != len(exprs) {
+		tb.Fatalf("%d answers from the evaluator for %d expressions", len(res), len(exprs))
+	}
+	return res
 }

@@ -4,6 +4,7 @@ SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort
   COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
   TO_JSON_STRING(forgotten) AS forgotten,
   TO_JSON_STRING(copies) AS copies,
-  max_submission_id AS max_submission_id
+  max_submission_id AS max_submission_id,
+  TO_JSON_STRING(field_types) AS field_types
 FROM `my-project.formsync.sync_state`
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)

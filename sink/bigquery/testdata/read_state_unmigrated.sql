@@ -4,6 +4,7 @@ SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort
   COALESCE(deleted_count, 0) AS deleted_count, last_reconcile_at, COALESCE(field_policy, '') AS field_policy,
   TO_JSON_STRING(forgotten) AS forgotten,
   CAST(NULL AS STRING) AS copies,
-  CAST(NULL AS INT64) AS max_submission_id
+  CAST(NULL AS INT64) AS max_submission_id,
+  CAST(NULL AS STRING) AS field_types
 FROM `my-project.formsync.sync_state`
 WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)

@@ -14,7 +14,7 @@ UPDATE `my-project.formsync.sync_state`
 SET wm_created_at = NULL, wm_id = 0, boundary = NULL, sort_order = '', last_total = -1,
   last_success_at = NULL, last_error_at = NULL, last_error = '', backfill = NULL, last_reconcile_at = NULL,
   copies = NULL, last_commit = NULL, updated_at = @synced_at, revision = COALESCE(revision, 0) + 1,
-  row_count = 0, deleted_count = 0, field_names = NULL, field_policy = '', max_submission_id = NULL
+  row_count = 0, deleted_count = 0, field_names = NULL, field_types = NULL, field_policy = '', max_submission_id = NULL
 WHERE form_id = @form_id;
 
 COMMIT TRANSACTION;

@@ -1,8 +1,8 @@
 CREATE OR REPLACE VIEW `my-project.formsync.form_contact_form_8d9be2fa`
-OPTIONS(description = 'formsync: the submissions of one form, a column per field; formsync replaces this view when the fields of the form change. Definition 230b981c2d9d335d33b6c8f3') AS
+OPTIONS(description = 'formsync: the submissions of one form, a column per field; formsync replaces this view when the fields of the form or their types change. Definition 30afcf2c8bf5827b0ed40a6e') AS
 SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at,
-  JSON_VALUE(fields['Email']) AS `email_969ccbd3`,
-  JSON_VALUE(fields['message']) AS `message`,
-  JSON_VALUE(fields['order']) AS `order`
+  IF(JSON_TYPE(fields['Email']) IN ('object', 'array'), IF(fields_text IS NULL, TO_JSON_STRING(fields['Email']), JSON_QUERY(fields_text, '$."Email"')), IF(fields_text IS NULL, JSON_VALUE(fields['Email']), JSON_VALUE(fields_text, '$."Email"'))) AS `email_969ccbd3`,
+  IF(JSON_TYPE(fields['message']) IN ('object', 'array'), IF(fields_text IS NULL, TO_JSON_STRING(fields['message']), JSON_QUERY(fields_text, '$."message"')), IF(fields_text IS NULL, JSON_VALUE(fields['message']), JSON_VALUE(fields_text, '$."message"'))) AS `message`,
+  IF(JSON_TYPE(fields['order']) IN ('object', 'array'), IF(fields_text IS NULL, TO_JSON_STRING(fields['order']), JSON_QUERY(fields_text, '$."order"')), IF(fields_text IS NULL, JSON_VALUE(fields['order']), JSON_VALUE(fields_text, '$."order"'))) AS `order`
 FROM `my-project.formsync.submissions`
 WHERE form_id = 'contact-form' AND deleted_at IS NULL

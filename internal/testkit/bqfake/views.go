@@ -1,0 +1,628 @@
+package bqfake
+
+import (
+	"bytes"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	bqv2 "google.golang.org/api/bigquery/v2"
+	"modernc.org/sqlite"
+)
+
+// The views the sink makes: one per form, a column per field, and
+// submission_files. A form view's columns are recognised one by one, each
+// against the shapes below (the sink's sql of each column type, with the
+// field's key, its JSONPath and the guards' patterns captured), and
+// translated into SQLite calling functions that each do what one
+// BigQuery function does (registered in init):
+//
+//	bqfake_json_value(json, key)        JSON_VALUE of the member key: a scalar's text, NULL otherwise
+//	bqfake_json_value_array(json, key)  JSON_VALUE_ARRAY: a JSON array of the elements' text (null for null)
+//	bqfake_json_query(json, key)        JSON_QUERY / TO_JSON_STRING of the member: its JSON text
+//	bqfake_json_type(json, key)         JSON_TYPE of the member
+//	bqfake_safe_cast(text, type)        SAFE_CAST(text AS type): BOOL, INT64, NUMERIC, DATE or TIMESTAMP
+//	bqfake_regexp_contains(text, re)    REGEXP_CONTAINS (RE2, as Go's regexp)
+//
+// json is a JSON column's text (the fake keeps JSON as text, wide numbers
+// rounded) or fields_text's exact text; member access is by key, which is
+// what the sink's JSON subscript and its $."key" paths say. A query of a
+// view returns each column with the type of its cast, and an array column
+// as REPEATED STRING; tables.get shows that schema.
+
+var (
+	viewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?`(?: OPTIONS\\(description = ('(?:[^'\\\\]|\\\\.)*')\\))? AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
+		"(.*)" +
+		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*') AND deleted_at IS NULL$")
+	selectAllRE = regexp.MustCompile("^SELECT \\* FROM `\\?`$")
+)
+
+// The pieces of a column's shape. Each member access captures the key's
+// literal and, read from fields_text, the JSONPath literal.
+const (
+	litRE  = `'(?:[^'\\]|\\.)*'`
+	rawRE  = `r'([^']*)'`
+	nameRE = " AS `([a-z][a-z0-9_]*)`"
+)
+
+// access is the shape of one member read: fn(fields[key]), or
+// IF(fields_text IS NULL, fn(fields[key]), textFn(fields_text, path)).
+func access(fn, textFn string) string {
+	return `(?:` + fn + `\(fields\[(` + litRE + `)\]\)|IF\(fields_text IS NULL, ` + fn + `\(fields\[(` + litRE + `)\]\), ` +
+		textFn + `\(fields_text, (` + litRE + `)\)\))`
+}
+
+var (
+	textAccess  = access(`JSON_VALUE`, `JSON_VALUE`)
+	viewColumns = []struct {
+		kind string
+		re   *regexp.Regexp
+	}{
+		// A column of a formsync before typed columns.
+		{"plain", regexp.MustCompile(`^, JSON_VALUE\(fields\[(` + litRE + `)\]\)` + nameRE)},
+		{"bool", regexp.MustCompile(`^, SAFE_CAST\(` + textAccess + ` AS BOOL\)` + nameRE)},
+		{"decimal", regexp.MustCompile(`^, \(SELECT n FROM UNNEST\(\[` + textAccess + `\]\) AS v, UNNEST\(\[SAFE_CAST\(v AS NUMERIC\)\]\) AS n WHERE REGEXP_CONTAINS\(v, ` +
+			rawRE + `\) OR JSON_TYPE\(fields\[(` + litRE + `)\]\) = 'number' AND REGEXP_CONTAINS\(v, ` + rawRE +
+			`\) AND SAFE_CAST\(n AS FLOAT64\) = SAFE_CAST\(v AS FLOAT64\)\)` + nameRE)},
+		{"guarded", regexp.MustCompile(`^, \(SELECT SAFE_CAST\(v AS (INT64|NUMERIC|DATE)\) FROM UNNEST\(\[` + textAccess +
+			`\]\) AS v WHERE REGEXP_CONTAINS\(v, ` + rawRE + `\)\)` + nameRE)},
+		{"timestamp", regexp.MustCompile(`^, \(SELECT SAFE_CAST\(IF\(LENGTH\(v\) = 10, CONCAT\(v, ' 00:00:00\+00:00'\), IF\(REGEXP_CONTAINS\(v, ` + rawRE +
+			`\), v, CONCAT\(v, '\+00:00'\)\)\) AS TIMESTAMP\) FROM UNNEST\(\[` + textAccess + `\]\) AS v WHERE REGEXP_CONTAINS\(v, ` + rawRE + `\)\)` + nameRE)},
+		{"array", regexp.MustCompile(`^, COALESCE\(\(SELECT ARRAY_AGG\(e ORDER BY o\) FROM UNNEST\(` + access(`JSON_VALUE_ARRAY`, `JSON_VALUE_ARRAY`) +
+			`\) AS e WITH OFFSET AS o HAVING COUNTIF\(e IS NULL\) = 0\), \[\]\)` + nameRE)},
+		{"string", regexp.MustCompile(`^, IF\(JSON_TYPE\(fields\[(` + litRE + `)\]\) IN \('object', 'array'\), ` + access(`TO_JSON_STRING`, `JSON_QUERY`) +
+			`, ` + textAccess + `\)` + nameRE)},
+	}
+)
+
+// viewColumn is one recognised column: its name, BigQuery type and mode,
+// and its SQLite expression.
+type viewColumn struct {
+	name, typ, mode, expr string
+}
+
+// memberSQL translates one captured member access (the key's literal
+// alone, or the key's and the path's) into SQLite calling fn.
+func memberSQL(fn, plainKey, exactKey, path string) (string, string, error) {
+	if plainKey != "" {
+		key, err := unquote(plainKey)
+		if err != nil {
+			return "", "", err
+		}
+		return fn + "(fields, " + sqliteLiteral(key) + ")", key, nil
+	}
+	key, err := unquote(exactKey)
+	if err != nil {
+		return "", "", err
+	}
+	p, err := unquote(path)
+	if err != nil {
+		return "", "", err
+	}
+	if p != `$."`+key+`"` || strings.ContainsAny(key, `"\`) {
+		return "", "", invalidQuery(`bqfake: unsupported JSONPath %s for the member %s (the fake reads $."key" of a key without " or \)`, path, exactKey)
+	}
+	k := sqliteLiteral(key)
+	return "CASE WHEN fields_text IS NULL THEN " + fn + "(fields, " + k + ") ELSE " + fn + "_text(fields_text, " + k + ") END", key, nil
+}
+
+// castTypes are the BigQuery types a guarded cast names, as a schema
+// names them.
+var castTypes = map[string]string{"BOOL": "BOOLEAN", "INT64": "INTEGER", "NUMERIC": "NUMERIC", "DATE": "DATE", "TIMESTAMP": "TIMESTAMP"}
+
+// parseViewColumn recognises the column at the start of rest; n is the
+// length of its text.
+func parseViewColumn(rest string) (c viewColumn, n int, err error) {
+	for _, shape := range viewColumns {
+		m := shape.re.FindStringSubmatch(rest)
+		if m == nil {
+			continue
+		}
+		c = viewColumn{name: m[len(m)-1], mode: "NULLABLE", typ: "STRING"}
+		var text string
+		switch shape.kind {
+		case "plain":
+			text, _, err = memberSQL("bqfake_json_value", m[1], "", "")
+			c.expr = text
+		case "bool":
+			text, _, err = memberSQL("bqfake_json_value", m[1], m[2], m[3])
+			c.typ, c.expr = "BOOLEAN", "bqfake_safe_cast("+text+", 'BOOL')"
+		case "guarded":
+			text, _, err = memberSQL("bqfake_json_value", m[2], m[3], m[4])
+			c.typ = castTypes[m[1]]
+			c.expr = "(SELECT bqfake_safe_cast(v, '" + m[1] + "') FROM (SELECT " + text + " AS v) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(m[5]) + "))"
+		case "decimal":
+			var key, typeKey string
+			text, key, err = memberSQL("bqfake_json_value", m[1], m[2], m[3])
+			if err == nil {
+				typeKey, err = unquote(m[5])
+			}
+			if err == nil && key != typeKey {
+				err = invalidQuery("bqfake: a decimal column reads two members, %s and %s", m[1]+m[2], m[5])
+			}
+			c.typ = "NUMERIC"
+			c.expr = "(SELECT n FROM (SELECT v, bqfake_safe_cast(v, 'NUMERIC') AS n FROM (SELECT " + text + " AS v)) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(m[4]) +
+				") OR bqfake_json_type(fields, " + sqliteLiteral(typeKey) + ") = 'number' AND bqfake_regexp_contains(v, " + sqliteLiteral(m[6]) +
+				") AND bqfake_safe_cast(n, 'FLOAT64') = bqfake_safe_cast(v, 'FLOAT64'))"
+		case "timestamp":
+			text, _, err = memberSQL("bqfake_json_value", m[2], m[3], m[4])
+			c.typ = "TIMESTAMP"
+			c.expr = "(SELECT bqfake_safe_cast(CASE WHEN length(v) = 10 THEN v || ' 00:00:00+00:00' WHEN bqfake_regexp_contains(v, " + sqliteLiteral(m[1]) +
+				") THEN v ELSE v || '+00:00' END, 'TIMESTAMP') FROM (SELECT " + text + " AS v) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(m[5]) + "))"
+		case "array":
+			var arr string
+			arr, _, err = memberSQL("bqfake_json_value_array", m[1], m[2], m[3])
+			c.mode = "REPEATED"
+			// ARRAY_AGG of no element is NULL, and COALESCE makes it [].
+			c.expr = "COALESCE((SELECT CASE WHEN count(*) > 0 AND sum(e.type = 'null') = 0 THEN json_group_array(e.value) END FROM json_each(" + arr + ") AS e), '[]')"
+		case "string":
+			var key, typeKey, jsonText string
+			if typeKey, err = unquote(m[1]); err != nil {
+				return c, 0, err
+			}
+			if jsonText, key, err = memberSQL("bqfake_json_query", m[2], m[3], m[4]); err != nil {
+				return c, 0, err
+			}
+			if key != typeKey {
+				return c, 0, invalidQuery("bqfake: a string column reads two members, %s and %s", m[1], m[2]+m[3])
+			}
+			text, _, err = memberSQL("bqfake_json_value", m[5], m[6], m[7])
+			c.expr = "CASE WHEN bqfake_json_type(fields, " + sqliteLiteral(key) + ") IN ('object', 'array') THEN " + jsonText + " ELSE " + text + " END"
+		}
+		return c, len(m[0]), err
+	}
+	return c, 0, invalidQuery("bqfake: unsupported view column near %.60q", rest)
+}
+
+// recogniseView prepares a CREATE OR REPLACE VIEW of the sink's shape. The
+// field names and the form id arrive as string literals; they are decoded
+// here exactly as GoogleSQL decodes them, and reach SQLite as literals of
+// its own syntax.
+func (s *Server) recogniseView(refs []string, descLit, colsText, formLit string) (*statement, error) {
+	formID, err := unquote(formLit)
+	if err != nil {
+		return nil, err
+	}
+	var desc string
+	if descLit != "" {
+		if desc, err = unquote(descLit); err != nil {
+			return nil, err
+		}
+	}
+	var cols []viewColumn
+	for rest := colsText; rest != ""; {
+		c, n, err := parseViewColumn(rest)
+		if err != nil {
+			return nil, err
+		}
+		cols = append(cols, c)
+		rest = rest[n:]
+	}
+	return &statement{kind: "CREATE_VIEW", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
+		fields := []*bqv2.TableFieldSchema{
+			col("form_id", "STRING"), col("submission_id", "INTEGER"), col("submission_key", "STRING"),
+			col("created_at", "TIMESTAMP"), col("is_spam", "BOOLEAN"), col("synced_at", "TIMESTAMP"),
+		}
+		seen := map[string]bool{}
+		var b strings.Builder
+		b.WriteString("SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at")
+		for _, c := range cols {
+			if seen[c.name] {
+				return nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", c.name)
+			}
+			seen[c.name] = true
+			b.WriteString(", " + c.expr + " AS " + quoteIdent(c.name))
+			fields = append(fields, &bqv2.TableFieldSchema{Name: c.name, Type: c.typ, Mode: c.mode})
+		}
+		b.WriteString(" FROM " + quoteIdent(refs[1]) + " WHERE form_id = " + sqliteLiteral(formID) + " AND deleted_at IS NULL")
+		return s.createView(refs[0], b.String(), fields, desc)
+	}}, nil
+}
+
+// createView (re)makes the SQLite view behind a BigQuery view, with the
+// schema tables.get shows.
+func (s *Server) createView(ref, query string, fields []*bqv2.TableFieldSchema, desc string) (*result, error) {
+	p, d, t, _ := splitRef(ref)
+	if old := s.tables[ref]; old != nil && old.Type != "VIEW" {
+		return nil, invalidQuery("%s is not a view", ref)
+	}
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if _, err := exec(tx, "DROP VIEW IF EXISTS "+quoteIdent(ref)); err != nil {
+			return nil, err
+		}
+		if _, err := exec(tx, "CREATE VIEW "+quoteIdent(ref)+" AS "+query); err != nil {
+			return nil, err
+		}
+		s.tables[ref] = &bqv2.Table{
+			Kind: "bigquery#table", Id: p + ":" + d + "." + t, Type: "VIEW",
+			TableReference: &bqv2.TableReference{ProjectId: p, DatasetId: d, TableId: t},
+			Schema:         &bqv2.TableSchema{Fields: fields},
+			View:           &bqv2.ViewDefinition{Query: query},
+			Description:    desc,
+			CreationTime:   s.opts.Now().UnixMilli(),
+		}
+		s.stats.DDL[d+"."+t]++
+		return nil, nil
+	})
+}
+
+// member returns the member key of the JSON object text, as raw JSON with
+// numbers as written; ok is false when text is not an object or lacks key.
+func member(text, key string) (json.RawMessage, bool) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(text), &obj); err != nil {
+		return nil, false
+	}
+	v, ok := obj[key]
+	return v, ok
+}
+
+// scalarText is JSON_VALUE's text of a JSON scalar; ok is false for null,
+// an object or an array.
+func scalarText(v json.RawMessage) (string, bool) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return "", false
+	}
+	switch v[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return "", false
+		}
+		return s, true
+	case 'n', '{', '[':
+		return "", false
+	}
+	return string(v), true
+}
+
+// jsonType is JSON_TYPE of a JSON value.
+func jsonType(v json.RawMessage) string {
+	v = bytes.TrimSpace(v)
+	switch {
+	case len(v) == 0:
+		return ""
+	case v[0] == '"':
+		return "string"
+	case v[0] == '{':
+		return "object"
+	case v[0] == '[':
+		return "array"
+	case v[0] == 't' || v[0] == 'f':
+		return "boolean"
+	case v[0] == 'n':
+		return "null"
+	}
+	return "number"
+}
+
+var regexps sync.Map // pattern -> *regexp.Regexp
+
+// jsonNumber is a JSON number as BigQuery's JSON type writes it: an
+// integer an INT64 or a UINT64 holds in digits, anything else as the
+// FLOAT64 it became, in 15 significant digits when they read back as the
+// same FLOAT64, else 17, with an exponent below 1e-4 or from 1e15, and
+// ".0" after a whole number (1e2 as 100.0, 0.00001 as 1e-05).
+func jsonNumber(s string) string {
+	if !strings.ContainsAny(s, ".eE") {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return strconv.FormatInt(n, 10)
+		}
+		if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return strconv.FormatUint(n, 10)
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return s
+	}
+	out := strconv.FormatFloat(f, 'g', 15, 64)
+	if back, _ := strconv.ParseFloat(out, 64); back != f {
+		out = strconv.FormatFloat(f, 'g', 17, 64)
+	}
+	if !strings.ContainsAny(out, ".eIN") {
+		out += ".0"
+	}
+	return out
+}
+
+// rewriteNumbers is the compact JSON text of v with every number written
+// by number.
+func rewriteNumbers(v json.RawMessage, number func(string) string) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return "", err
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		case json.Number:
+			return json.Number(number(string(x)))
+		}
+		return v
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(walk(x)); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+func init() {
+	text := func(v driver.Value) (string, bool) {
+		switch x := v.(type) {
+		case string:
+			return x, true
+		case []byte:
+			return string(x), true
+		case int64:
+			return strconv.FormatInt(x, 10), true
+		case float64:
+			return strconv.FormatFloat(x, 'g', -1, 64), true
+		}
+		return "", false
+	}
+	memberFn := func(name string, fn func(v json.RawMessage) (driver.Value, error)) {
+		err := sqlite.RegisterDeterministicScalarFunction(name, 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+			doc, ok1 := text(args[0])
+			key, ok2 := text(args[1])
+			if !ok1 || !ok2 {
+				return nil, nil
+			}
+			v, ok := member(doc, key)
+			if !ok {
+				return nil, nil
+			}
+			return fn(v)
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+	// Each function twice: on the JSON column, whose numbers read as
+	// BigQuery's JSON type writes them (jsonNumber), and on a STRING of
+	// JSON text (fields_text, "_text"), whose numbers keep their text.
+	for _, suffix := range []string{"", "_text"} {
+		number := jsonNumber
+		if suffix == "_text" {
+			number = func(s string) string { return s }
+		}
+		memberFn("bqfake_json_value"+suffix, func(v json.RawMessage) (driver.Value, error) {
+			if jsonType(v) == "number" {
+				return number(string(bytes.TrimSpace(v))), nil
+			}
+			if s, ok := scalarText(v); ok {
+				return s, nil
+			}
+			return nil, nil
+		})
+		memberFn("bqfake_json_query"+suffix, func(v json.RawMessage) (driver.Value, error) {
+			if jsonType(v) == "null" {
+				return nil, nil
+			}
+			out, err := rewriteNumbers(v, number)
+			if err != nil {
+				return nil, nil
+			}
+			return out, nil
+		})
+		// JSON_VALUE_ARRAY: NULL unless an array of scalars (JSON null
+		// included, as a NULL element).
+		memberFn("bqfake_json_value_array"+suffix, func(v json.RawMessage) (driver.Value, error) {
+			var elems []json.RawMessage
+			if jsonType(v) != "array" || json.Unmarshal(v, &elems) != nil {
+				return nil, nil
+			}
+			out := make([]any, len(elems))
+			for i, e := range elems {
+				switch jsonType(e) {
+				case "object", "array":
+					return nil, nil
+				case "null":
+					out[i] = nil
+				case "number":
+					out[i] = number(string(bytes.TrimSpace(e)))
+				default:
+					out[i], _ = scalarText(e)
+				}
+			}
+			b, err := json.Marshal(out)
+			return string(b), err
+		})
+	}
+	memberFn("bqfake_json_type", func(v json.RawMessage) (driver.Value, error) { return jsonType(v), nil })
+	err := sqlite.RegisterDeterministicScalarFunction("bqfake_regexp_contains", 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		s, ok1 := text(args[0])
+		pattern, ok2 := text(args[1])
+		if !ok1 || !ok2 {
+			return nil, nil
+		}
+		re, ok := regexps.Load(pattern)
+		if !ok {
+			c, err := regexp.Compile(pattern)
+			if err != nil {
+				return nil, fmt.Errorf("Cannot parse regular expression: %v", err)
+			}
+			re, _ = regexps.LoadOrStore(pattern, c)
+		}
+		if re.(*regexp.Regexp).MatchString(s) {
+			return int64(1), nil
+		}
+		return int64(0), nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	err = sqlite.RegisterDeterministicScalarFunction("bqfake_safe_cast", 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		s, ok1 := text(args[0])
+		typ, ok2 := text(args[1])
+		if !ok1 || !ok2 {
+			return nil, nil
+		}
+		return safeCast(s, typ), nil
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// safeCast is SAFE_CAST(s AS typ) of a STRING, as BigQuery casts it, in
+// the fake's storage form (BOOL 0/1, TIMESTAMP microseconds, NUMERIC and
+// DATE as text); nil where the cast fails.
+func safeCast(s, typ string) driver.Value {
+	switch typ {
+	case "BOOL":
+		switch {
+		case strings.EqualFold(s, "true"):
+			return int64(1)
+		case strings.EqualFold(s, "false"):
+			return int64(0)
+		}
+	case "INT64":
+		// Spaces around, a sign, and hexadecimal are accepted.
+		t := strings.TrimSpace(s)
+		neg := strings.HasPrefix(t, "-")
+		t = strings.TrimPrefix(strings.TrimPrefix(t, "-"), "+")
+		base := 10
+		if h, ok := strings.CutPrefix(strings.ToLower(t), "0x"); ok {
+			t, base = h, 16
+		}
+		if t == "" || strings.ContainsAny(t[:1], "+-") {
+			return nil
+		}
+		if neg {
+			t = "-" + t
+		}
+		if n, err := strconv.ParseInt(t, base, 64); err == nil {
+			return n
+		}
+	case "NUMERIC":
+		return numeric(strings.TrimSpace(s))
+	case "FLOAT64":
+		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+			return f
+		}
+	case "DATE":
+		if m := castDateRE.FindStringSubmatch(s); m != nil {
+			if d, ok := civilDate(m[1], m[2], m[3]); ok {
+				return d.Format("2006-01-02")
+			}
+		}
+	case "TIMESTAMP":
+		if us, ok := castTimestamp(s); ok {
+			return us
+		}
+	}
+	return nil
+}
+
+var (
+	castDateRE      = regexp.MustCompile(`^([0-9]{1,4})-([0-9]{1,2})-([0-9]{1,2})$`)
+	castTimestampRE = regexp.MustCompile(`^([0-9]{1,4})-([0-9]{1,2})-([0-9]{1,2})(?:[Tt ]([0-9]{1,2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?)?(?:(Z|z)|([+-])([0-9]{1,2})(?::([0-9]{2}))?)?$`)
+	numericRE       = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+)
+
+// civilDate is the day y-m-d when it exists between 0001-01-01 and
+// 9999-12-31.
+func civilDate(y, m, d string) (time.Time, bool) {
+	yy, _ := strconv.Atoi(y)
+	mm, _ := strconv.Atoi(m)
+	dd, _ := strconv.Atoi(d)
+	t := time.Date(yy, time.Month(mm), dd, 0, 0, 0, 0, time.UTC)
+	if yy < 1 || t.Year() != yy || int(t.Month()) != mm || t.Day() != dd {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// castTimestamp reads a timestamp as CAST(s AS TIMESTAMP) does with the
+// default time zone, UTC: a date (midnight), 'T', 't' or ' ', up to nine
+// fractional digits (microseconds kept), and Z or a numeric offset.
+func castTimestamp(s string) (int64, bool) {
+	m := castTimestampRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	t, ok := civilDate(m[1], m[2], m[3])
+	if !ok {
+		return 0, false
+	}
+	if m[4] != "" {
+		h, _ := strconv.Atoi(m[4])
+		mi, _ := strconv.Atoi(m[5])
+		sec, _ := strconv.Atoi(m[6])
+		if h > 23 || mi > 59 || sec > 59 {
+			return 0, false
+		}
+		frac := (m[7] + "000000000")[:9]
+		ns, _ := strconv.Atoi(frac)
+		t = t.Add(time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute + time.Duration(sec)*time.Second + time.Duration(ns))
+	}
+	if m[9] != "" {
+		h, _ := strconv.Atoi(m[10])
+		mi, _ := strconv.Atoi(m[11])
+		off := time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute
+		if m[9] == "+" {
+			off = -off
+		}
+		t = t.Add(off)
+	}
+	if t.Year() < 1 || t.Year() > 9999 {
+		return 0, false
+	}
+	return t.UnixMicro(), true
+}
+
+// numeric is s cast to NUMERIC (38 digits, 9 after the point, rounded
+// half away from zero) as its canonical text, or nil.
+func numeric(s string) driver.Value {
+	if !numericRE.MatchString(s) {
+		return nil
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return nil
+	}
+	scale := new(big.Int).Exp(big.NewInt(10), big.NewInt(9), nil)
+	scaled := new(big.Rat).Mul(r, new(big.Rat).SetInt(scale))
+	n := new(big.Int).Quo(scaled.Num(), scaled.Denom())
+	rem := new(big.Rat).Sub(scaled, new(big.Rat).SetInt(n))
+	if rem.Abs(rem).Cmp(big.NewRat(1, 2)) >= 0 {
+		if scaled.Sign() < 0 {
+			n.Sub(n, big.NewInt(1))
+		} else {
+			n.Add(n, big.NewInt(1))
+		}
+	}
+	limit := new(big.Int).Exp(big.NewInt(10), big.NewInt(38), nil)
+	if new(big.Int).Abs(n).Cmp(limit) >= 0 {
+		return nil
+	}
+	out := new(big.Rat).SetFrac(n, scale).FloatString(9)
+	out = strings.TrimRight(out, "0")
+	out = strings.TrimSuffix(out, ".")
+	if out == "-0" {
+		out = "0"
+	}
+	return out
+}

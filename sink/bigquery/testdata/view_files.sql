@@ -1,0 +1,24 @@
+CREATE OR REPLACE VIEW `my-project.formsync.submission_files`
+OPTIONS(description = 'formsync: one row per file attached to a submission, whatever shape its files arrived in; rows deleted upstream left out. Definition 0363945827f64d0721ab79ec') AS
+SELECT s.form_id, s.submission_key, s.submission_id, i.input, f.position,
+  JSON_VALUE(f.file['name']) AS name, JSON_VALUE(f.file['url']) AS url,
+  (SELECT SAFE_CAST(v AS INT64) FROM UNNEST([JSON_VALUE(f.file['size'])]) AS v WHERE REGEXP_CONTAINS(v, r'^-?(0|[1-9][0-9]*)$')) AS size,
+  JSON_VALUE(f.file['type']) AS type
+FROM `my-project.formsync.submissions` AS s,
+  UNNEST(CASE JSON_TYPE(s.files)
+    WHEN 'array' THEN [STRUCT(CAST(NULL AS STRING) AS input, s.files AS value)]
+    WHEN 'object' THEN ARRAY(
+      SELECT AS STRUCT k AS input, s.files[k] AS value
+      FROM (
+        SELECT DISTINCT JSON_VALUE(SUBSTR(t, 1, LENGTH(t) - 1)) AS k
+        FROM UNNEST(REGEXP_EXTRACT_ALL(TO_JSON_STRING(s.files), r'"(?:[^"\\]|\\.)*":?')) AS t
+        WHERE ENDS_WITH(t, ':')
+      )
+      WHERE s.files[k] IS NOT NULL)
+  END) AS i,
+  UNNEST(CASE JSON_TYPE(i.value)
+    WHEN 'array' THEN ARRAY(SELECT AS STRUCT e AS file, o AS position FROM UNNEST(JSON_QUERY_ARRAY(i.value)) AS e WITH OFFSET AS o)
+    WHEN 'object' THEN [STRUCT(i.value AS file, 0 AS position)]
+  END) AS f
+WHERE s.deleted_at IS NULL AND JSON_TYPE(f.file) = 'object'
+  AND s.created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
