@@ -11,7 +11,7 @@ import (
 
 	yaml "sigs.k8s.io/yaml/goyaml.v3"
 
-	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/sink/view"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/state/fieldtype"
 )
@@ -94,7 +94,7 @@ func (p Project) Validate() error {
 	}
 	seen := map[string]string{}
 	for _, f := range p.Forms {
-		v := sqlname.ViewName(f.FormID)
+		v := view.Name(f.FormID)
 		if prev, dup := seen[v]; dup {
 			return fmt.Errorf("dbt: forms %q and %q share the view %s", prev, f.FormID, v)
 		}
@@ -104,7 +104,7 @@ func (p Project) Validate() error {
 }
 
 // ModelName is the staging model of a form.
-func ModelName(formID string) string { return ModelPrefix + sqlname.ViewName(formID) }
+func ModelName(formID string) string { return ModelPrefix + view.Name(formID) }
 
 // ModelPath is the file of a form's staging model, slash-separated and
 // relative to the project's directory.
@@ -327,8 +327,8 @@ func init() {
 	for i, c := range fixedColumns {
 		names[i] = c.name
 	}
-	if !slices.Equal(names, sqlname.ViewFixedColumns()) {
-		panic("dbt: the fixed columns differ from sqlname.ViewFixedColumns")
+	if !slices.Equal(names, view.FixedColumns()) {
+		panic("dbt: the fixed columns differ from view.FixedColumns")
 	}
 }
 
@@ -403,7 +403,7 @@ func (p Project) sourcesFile(forms []state.Form) propertiesFile {
 	)
 	for _, f := range forms {
 		t := table{
-			Name:          sqlname.ViewName(f.FormID),
+			Name:          view.Name(f.FormID),
 			Description:   jinjaText(fmt.Sprintf("The submissions of form %q not deleted upstream, a column per field.", f.FormID)),
 			LoadedAtField: loaded, Freshness: fresh,
 		}
@@ -414,7 +414,7 @@ func (p Project) sourcesFile(forms []state.Form) propertiesFile {
 			}
 			t.Columns = append(t.Columns, col)
 		}
-		for _, c := range sqlname.ViewColumns(f.FieldNames) {
+		for _, c := range view.Columns(f) {
 			t.Columns = append(t.Columns, column{Name: c.Name, Description: fieldDescription(c.Field)})
 		}
 		src.Tables = append(src.Tables, t)
@@ -439,10 +439,9 @@ func (p Project) modelsFile(forms []state.Form) propertiesFile {
 			}
 			m.Columns = append(m.Columns, col)
 		}
-		for _, c := range sqlname.ViewColumns(f.FieldNames) {
-			t := f.FieldTypes.Type(c.Field)
-			col := column{Name: c.Name, Description: fieldDescription(c.Field), DataType: DataType(p.Adapter, t)}
-			if t == fieldtype.Boolean {
+		for _, c := range view.Columns(f) {
+			col := column{Name: c.Name, Description: fieldDescription(c.Field), DataType: DataType(p.Adapter, c.Type)}
+			if c.Type == fieldtype.Boolean {
 				col.DataTests = []any{booleanValues()}
 			}
 			m.Columns = append(m.Columns, col)
@@ -479,26 +478,23 @@ func jinjaText(s string) string {
 	return b.String()
 }
 
-// stagingSQL is a form's staging model: the view's columns, each field
-// cast to its type.
+// stagingSQL is a form's staging model: the view's columns. The view
+// types them itself, casting safely (docs/types.md), so the model adds no
+// cast of its own: it is where a project renames and derives.
 func (p Project) stagingSQL(f state.Form) string {
 	var b strings.Builder
 	b.WriteString("-- " + Marker + "\n")
-	fmt.Fprintf(&b, "-- form %s: %d field column(s)\n", sqlComment(f.FormID), len(sqlname.ViewColumns(f.FieldNames)))
+	fmt.Fprintf(&b, "-- form %s: %d field column(s)\n", sqlComment(f.FormID), len(view.Columns(f)))
 	b.WriteString("select\n")
 	var cols []string
 	for _, c := range fixedColumns {
 		cols = append(cols, p.quote(c.name))
 	}
-	for _, c := range sqlname.ViewColumns(f.FieldNames) {
-		expr := p.castSQL(c.Name, f.FieldTypes.Type(c.Field))
-		if expr != p.quote(c.Name) {
-			expr += " as " + p.quote(c.Name)
-		}
-		cols = append(cols, expr)
+	for _, c := range view.Columns(f) {
+		cols = append(cols, p.quote(c.Name))
 	}
 	b.WriteString("    " + strings.Join(cols, ",\n    ") + "\n")
-	fmt.Fprintf(&b, "from {{ source('%s', '%s') }}\n", SourceName, sqlname.ViewName(f.FormID))
+	fmt.Fprintf(&b, "from {{ source('%s', '%s') }}\n", SourceName, view.Name(f.FormID))
 	return b.String()
 }
 
@@ -522,30 +518,4 @@ func (p Project) quote(name string) string {
 		return "`" + name + "`"
 	}
 	return `"` + name + `"`
-}
-
-// castSQL is the expression giving column name its type. It holds whether
-// the view already casts the column or still serves the field as text:
-// casting a value to its own type changes nothing.
-func (p Project) castSQL(name string, t fieldtype.Type) string {
-	col := p.quote(name)
-	if p.Adapter == BigQuery {
-		switch t {
-		case fieldtype.Boolean, fieldtype.Integer, fieldtype.Decimal, fieldtype.Date, fieldtype.Timestamp:
-			return "SAFE_CAST(" + col + " AS " + DataType(BigQuery, t) + ")"
-		}
-		// An Array is served as one by a view that casts it; a String
-		// is the view's own.
-		return col
-	}
-	switch t {
-	case fieldtype.Boolean:
-		// JSON true and false read as 1 and 0, the strings in any case.
-		return "case lower(cast(" + col + " as text)) when 'true' then 1 when '1' then 1 when 'false' then 0 when '0' then 0 end"
-	case fieldtype.Integer:
-		return "cast(nullif(" + col + ", '') as integer)"
-	case fieldtype.Decimal:
-		return "cast(nullif(" + col + ", '') as real)"
-	}
-	return col
 }

@@ -35,15 +35,14 @@
 // file is written to a temporary file beside it and renamed into place.
 //
 // Names: the sources and columns are the sink's own view and column names
-// (package sqlname), which are [a-z0-9_] and quoted in the SQL all the
+// (package sink/view), which are [a-z0-9_] and quoted in the SQL all the
 // same (a column may be named like a keyword). A field's original name,
 // which may hold anything, appears only in the column's description,
 // YAML-encoded and with its braces escaped for Jinja, which dbt renders
 // descriptions with.
 //
-// Types: the staging model casts each field column to the type the form's
-// state gives it (state.Form.FieldTypes, see package fieldtype), in a form
-// that holds whether the view already casts it or still serves text: in
-// BigQuery SAFE_CAST, in SQLite CAST or a CASE for booleans. The schema
-// file gives each column its data_type in the adapter's terms.
+// Types: the sink's view already types each field column, casting safely
+// (docs/types.md), so the staging model selects the columns as they are;
+// the schema file gives each its data_type in the adapter's terms, from
+// the type the form's state gives the field.
 package dbt

@@ -53,6 +53,6 @@ func Example() {
 	//     "is_spam",
 	//     "synced_at",
 	//     "email",
-	//     case lower(cast("newsletter" as text)) when 'true' then 1 when '1' then 1 when 'false' then 0 when '0' then 0 end as "newsletter"
+	//     "newsletter"
 	// from {{ source('formsync', 'form_contact') }}
 }
