@@ -20,12 +20,12 @@ type fileRow struct {
 	Position  int64
 	Name, URL *string
 	Size      *int64
-	File      string
+	Type      *string
 }
 
 func readFiles(t *testing.T, s *Sink) []fileRow {
 	t.Helper()
-	rows, err := s.db.Query(`SELECT form_id, submission_key, submission_id, input, position, name, url, size, file
+	rows, err := s.db.Query(`SELECT form_id, submission_key, submission_id, input, position, name, url, size, type
 		FROM submission_files ORDER BY form_id, submission_key, input, position`)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func readFiles(t *testing.T, s *Sink) []fileRow {
 	var out []fileRow
 	for rows.Next() {
 		var r fileRow
-		if err := rows.Scan(&r.Form, &r.Key, &r.ID, &r.Input, &r.Position, &r.Name, &r.URL, &r.Size, &r.File); err != nil {
+		if err := rows.Scan(&r.Form, &r.Key, &r.ID, &r.Input, &r.Position, &r.Name, &r.URL, &r.Size, &r.Type); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, r)
@@ -64,27 +64,32 @@ func TestSubmissionFiles(t *testing.T) {
 		return r
 	}
 	rows := []sink.Row{
-		withFiles(1, `[{"name":"cv.pdf","url":"https://x/cv.pdf","size":12},{"name":"photo.jpg","url":"https://x/p.jpg"}]`),
-		withFiles(2, `{"resume":{"name":"r.pdf","url":"https://x/r.pdf"},"it's \"odd\"":{"name":"o.txt","url":"https://x/o"}}`),
-		withFiles(3, `{"photos":[{"name":"a.png","url":"https://x/a"},{"name":"b.png","url":"https://x/b"}],"empty":[]}`),
+		withFiles(1, `[{"name":"a.pdf","url":"https://x/a","size":1200,"type":"application/pdf"},{"name":"b.png","url":"https://x/b"}]`),
+		withFiles(2, `{"photo":{"name":"p.jpg","url":"https://x/p","size":"12"},"docs":[{"name":"d1","url":"https://x/d1"},{"name":"d2","url":"https://x/d2","size":1.5}],"empty":[],"none":null}`),
+		withFiles(3, `{"we\"ird: input":{"name":"w","url":"https://x/w"},"name":{"name":"n","url":"https://x/n","meta":{"url":"nested"}}}`),
 		withFiles(4, `[]`),
-		withFiles(5, `[{"name":"gone.pdf","url":"https://x/gone"}]`),
+		withFiles(5, `[{"name":"gone","url":"https://x/gone"}]`),
+		withFiles(6, `["https://x/not-an-object",{"name":7,"url":{"href":"x"}}]`),
 	}
 	commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: sinktest.Spool(t, rows...)})
 	// A reconcile that does not serve 5 marks it deleted.
 	if _, err := s.Commit(t.Context(), &sink.Commit{SyncedAt: t0.Add(2 * time.Hour), Forms: []sink.FormCommit{
-		{State: revisionOf(t, s, "f"), Rows: sinktest.Spool(t, rows[:4]...), Reconcile: true},
+		{State: revisionOf(t, s, "f"), Rows: sinktest.Spool(t, append(rows[:4:4], rows[5])...), Reconcile: true},
 	}}); err != nil {
 		t.Fatal(err)
 	}
 
+	// The same rows as BigQuery's view gives (TestSubmissionFiles in
+	// sink/bigquery), and a file whose members are not all strings.
 	want := []fileRow{
-		{"f", "1", ptr(1), nil, 0, str("cv.pdf"), str("https://x/cv.pdf"), ptr(12), `{"name":"cv.pdf","size":12,"url":"https://x/cv.pdf"}`},
-		{"f", "1", ptr(1), nil, 1, str("photo.jpg"), str("https://x/p.jpg"), nil, `{"name":"photo.jpg","url":"https://x/p.jpg"}`},
-		{"f", "2", ptr(2), str(`it's "odd"`), 0, str("o.txt"), str("https://x/o"), nil, `{"name":"o.txt","url":"https://x/o"}`},
-		{"f", "2", ptr(2), str("resume"), 0, str("r.pdf"), str("https://x/r.pdf"), nil, `{"name":"r.pdf","url":"https://x/r.pdf"}`},
-		{"f", "3", ptr(3), str("photos"), 0, str("a.png"), str("https://x/a"), nil, `{"name":"a.png","url":"https://x/a"}`},
-		{"f", "3", ptr(3), str("photos"), 1, str("b.png"), str("https://x/b"), nil, `{"name":"b.png","url":"https://x/b"}`},
+		{"f", "1", ptr(1), nil, 0, str("a.pdf"), str("https://x/a"), ptr(1200), str("application/pdf")},
+		{"f", "1", ptr(1), nil, 1, str("b.png"), str("https://x/b"), nil, nil},
+		{"f", "2", ptr(2), str("docs"), 0, str("d1"), str("https://x/d1"), nil, nil},
+		{"f", "2", ptr(2), str("docs"), 1, str("d2"), str("https://x/d2"), nil, nil},
+		{"f", "2", ptr(2), str("photo"), 0, str("p.jpg"), str("https://x/p"), ptr(12), nil},
+		{"f", "3", ptr(3), str("name"), 0, str("n"), str("https://x/n"), nil, nil},
+		{"f", "3", ptr(3), str(`we"ird: input`), 0, str("w"), str("https://x/w"), nil, nil},
+		{"f", "6", ptr(6), nil, 1, str("7"), nil, nil, nil},
 	}
 	if diff := cmp.Diff(want, readFiles(t, s)); diff != "" {
 		t.Errorf("submission_files (-want +got):\n%s", diff)

@@ -93,33 +93,11 @@ ALTER TABLE sync_state ADD COLUMN copies TEXT NULL CHECK (copies IS NULL OR json
 	// marked deleted, whatever shape files has: an array of files, or an
 	// object keyed by input name whose values are a file or an array of
 	// files. A table or view of the user's holding its name is left
-	// alone (IF NOT EXISTS).
+	// alone (IF NOT EXISTS). Its columns and values are BigQuery's
+	// (filesViewQuery).
 	`
 ALTER TABLE sync_state ADD COLUMN field_types TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(field_types));
-CREATE VIEW IF NOT EXISTS submission_files AS
-SELECT s.form_id, s.submission_key, s.submission_id, NULL AS input, f.key AS position,
-	CASE f.type WHEN 'object' THEN json_extract(f.value, '$.name') END AS name,
-	CASE f.type WHEN 'object' THEN json_extract(f.value, '$.url') END AS url,
-	CASE f.type WHEN 'object' THEN json_extract(f.value, '$.size') END AS size,
-	CASE WHEN f.type IN ('object', 'array') THEN f.value ELSE json_quote(f.value) END AS file
-FROM submissions AS s, json_each(s.files) AS f
-WHERE s.deleted_at IS NULL AND substr(s.files, 1, 1) = '['
-UNION ALL
-SELECT s.form_id, s.submission_key, s.submission_id, i.key, 0,
-	CASE i.type WHEN 'object' THEN json_extract(i.value, '$.name') END,
-	CASE i.type WHEN 'object' THEN json_extract(i.value, '$.url') END,
-	CASE i.type WHEN 'object' THEN json_extract(i.value, '$.size') END,
-	CASE WHEN i.type = 'object' THEN i.value ELSE json_quote(i.value) END
-FROM submissions AS s, json_each(s.files) AS i
-WHERE s.deleted_at IS NULL AND substr(s.files, 1, 1) = '{' AND i.type <> 'array'
-UNION ALL
-SELECT s.form_id, s.submission_key, s.submission_id, i.key, f.key,
-	CASE f.type WHEN 'object' THEN json_extract(f.value, '$.name') END,
-	CASE f.type WHEN 'object' THEN json_extract(f.value, '$.url') END,
-	CASE f.type WHEN 'object' THEN json_extract(f.value, '$.size') END,
-	CASE WHEN f.type IN ('object', 'array') THEN f.value ELSE json_quote(f.value) END
-FROM submissions AS s, json_each(s.files) AS i, json_each(i.value) AS f
-WHERE s.deleted_at IS NULL AND substr(s.files, 1, 1) = '{' AND i.type = 'array';
+CREATE VIEW IF NOT EXISTS submission_files AS ` + filesViewQuery + `
 `,
 }
 
