@@ -79,28 +79,7 @@ type Result struct {
 // when the analyzer cannot run.
 func Analyze(tb testing.TB, req any) []Result {
 	tb.Helper()
-	node, errNode := exec.LookPath("node")
-	npm, errNpm := exec.LookPath("npm")
-	if errNode != nil || errNpm != nil {
-		tb.Skip("node or npm not found: skipping the ZetaSQL analysis")
-	}
-	modules := Modules(tb, npm)
-	script := filepath.Join(tb.TempDir(), "analyze.js")
-	if err := os.WriteFile(script, driver, 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	in, err := json.Marshal(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd := exec.CommandContext(tb.Context(), node, script, modules)
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		tb.Fatalf("running the analyzer: %v\n%s", err, stderr.String())
-	}
+	out := run(tb, "analyzer", driver, req)
 	var results []Result
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(nil, 16<<20)
@@ -115,6 +94,36 @@ func Analyze(tb testing.TB, req any) []Result {
 		tb.Fatal(err)
 	}
 	return results
+}
+
+// run runs script, a driver of the npm package, with req as its JSON
+// input, and returns what it wrote. It skips tb when node or npm is
+// missing, and fails it when the script cannot run.
+func run(tb testing.TB, what string, script []byte, req any) []byte {
+	tb.Helper()
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		tb.Skip("node or npm not found: skipping the ZetaSQL " + what)
+	}
+	modules := Modules(tb, npm)
+	path := filepath.Join(tb.TempDir(), what+".js")
+	if err := os.WriteFile(path, script, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	in, err := json.Marshal(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.CommandContext(tb.Context(), node, path, modules)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("running the ZetaSQL %s: %v\n%s", what, err, stderr.String())
+	}
+	return out
 }
 
 // Modules returns a node_modules directory holding the analyzer package,
@@ -170,28 +179,7 @@ type Value struct {
 // The evaluator's default time zone is America/Los_Angeles, not UTC.
 func Evaluate(tb testing.TB, exprs []string) []Value {
 	tb.Helper()
-	node, errNode := exec.LookPath("node")
-	npm, errNpm := exec.LookPath("npm")
-	if errNode != nil || errNpm != nil {
-		tb.Skip("node or npm not found: skipping the ZetaSQL evaluation")
-	}
-	modules := Modules(tb, npm)
-	script := filepath.Join(tb.TempDir(), "evaluate.js")
-	if err := os.WriteFile(script, evaluator, 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	in, err := json.Marshal(map[string]any{"exprs": exprs})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd := exec.CommandContext(tb.Context(), node, script, modules)
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		tb.Fatalf("running the evaluator: %v\n%s", err, stderr.String())
-	}
+	out := run(tb, "evaluator", evaluator, map[string]any{"exprs": exprs})
 	var res []Value
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(nil, 1<<20)

@@ -70,22 +70,8 @@ func runForget(ctx context.Context, e *env, args []string) int {
 	if len(problems) > 0 {
 		return configError(e, &ConfigError{Problems: problems})
 	}
-	// A mistyped FORMSYNC_SQLITE_PATH or dataset would be created empty,
-	// and the erasure reported against it while the rows stay elsewhere.
-	if err := storeExists(ctx, e.cfg); err != nil {
-		fmt.Fprintf(e.stderr, "formsync forget: %v; nothing was forgotten\n", err)
-		return exitFailed
-	}
-	// A dry run only reads: like status, it opens the store read-only, so
-	// it works on a copy or as a user that may not write, and can change
-	// nothing (not even migrate the schema).
-	open := openSink
-	if *dry {
-		open = openStatusSink
-	}
-	dst, err := open(ctx, e.cfg)
-	if err != nil {
-		e.log.Error("cannot open the sink", "error", err.Error())
+	dst, ok := openStore(ctx, e, "forget", "forgotten", *dry)
+	if !ok {
 		return exitFailed
 	}
 	defer dst.Close()
@@ -175,6 +161,31 @@ func purgeResult(e *env, rep *worker.ForgetReport) int {
 func everRead(st state.Form) bool {
 	return !st.LastSuccessAt.IsZero() || st.Rows+st.Deleted > 0 || !st.Watermark.IsZero() ||
 		st.Backfill != nil || st.Forgotten != nil
+}
+
+// openStore opens the store a command changes (command: "forget",
+// "remove"; done: what it says of its work, "forgotten", "removed"). The
+// store must exist already: a mistyped FORMSYNC_SQLITE_PATH or dataset
+// would be created empty, and the command reported against it while the
+// rows stay elsewhere. A dry run only reads: like status, it opens the
+// store read-only, so it works on a copy or as a user that may not write,
+// and can change nothing (not even migrate the schema). It reports why it
+// could not, and returns false then.
+func openStore(ctx context.Context, e *env, command, done string, dry bool) (sink.Sink, bool) {
+	if err := storeExists(ctx, e.cfg); err != nil {
+		fmt.Fprintf(e.stderr, "formsync %s: %v; nothing was %s\n", command, err, done)
+		return nil, false
+	}
+	open := openSink
+	if dry {
+		open = openStatusSink
+	}
+	dst, err := open(ctx, e.cfg)
+	if err != nil {
+		e.log.Error("cannot open the sink", "error", err.Error())
+		return nil, false
+	}
+	return dst, true
 }
 
 // storeExists reports a sink a sync never wrote: no SQLite file at

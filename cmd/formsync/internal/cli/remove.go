@@ -61,20 +61,8 @@ func runRemove(ctx context.Context, e *env, args []string) int {
 	if len(problems) > 0 {
 		return configError(e, &ConfigError{Problems: problems})
 	}
-	// A mistyped FORMSYNC_SQLITE_PATH or dataset would be created empty,
-	// and "nothing to remove" reported against it.
-	if err := storeExists(ctx, e.cfg); err != nil {
-		fmt.Fprintf(e.stderr, "formsync remove: %v; nothing was removed\n", err)
-		return exitFailed
-	}
-	// A dry run only reads, like status: it opens the store read-only.
-	open := openSink
-	if *dry {
-		open = openStatusSink
-	}
-	dst, err := open(ctx, e.cfg)
-	if err != nil {
-		e.log.Error("cannot open the sink", "error", err.Error())
+	dst, ok := openStore(ctx, e, "remove", "removed", *dry)
+	if !ok {
 		return exitFailed
 	}
 	defer dst.Close()
