@@ -1,8 +1,3 @@
-// Package view describes a form's view as every sink makes it: its name
-// and its field columns, each with the field it reads and the type it
-// casts to (docs/types.md). Tools that read the views (formsync status,
-// a dbt project) name them from here rather than sanitising field names
-// again.
 package view
 
 import (
