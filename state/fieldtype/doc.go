@@ -10,8 +10,8 @@
 // the empty array say nothing of a type.
 //
 //	var seen fieldtype.Set
-//	seen = seen.Observe(`{"age":"41","when":"2026-03-01"}`) // age integer, when date
-//	seen = seen.Observe(`{"age":"n/a"}`)                     // age widens to string
+//	seen = seen.Observe([]byte(`{"age":"41","when":"2026-03-01"}`)) // age integer, when date
+//	seen = seen.Observe([]byte(`{"age":"n/a"}`))                     // age widens to string
 //	cols := fieldtype.Columns{Seen: seen, Pinned: pins}      // kept in the form's state
 //	cols.Type("age")                                         // what the view casts to
 //

@@ -366,7 +366,7 @@ func (s Set) Observe(fields []byte) Set {
 // trimQuoted returns the quoted string token in b, without what surrounds
 // it (space, and the comma or brace before it).
 func trimQuoted(b []byte) []byte {
-	i := strings.IndexByte(string(b), '"')
+	i := bytes.IndexByte(b, '"')
 	if i < 0 {
 		return b
 	}
