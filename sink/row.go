@@ -69,20 +69,6 @@ type Row struct {
 // object (or null/absent) and files a JSON array or object (the live
 // service keys files by input name), or null/absent.
 func NewRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage) (Row, error) {
-	r, _, err := newRow(formID, id, createdAt, isSpam, fields, files, false)
-	return r, err
-}
-
-// NewRowFields is NewRow that also returns the field names (the keys of
-// fields, sorted), which the decoding finds anyway.
-func NewRowFields(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage) (Row, []string, error) {
-	return newRow(formID, id, createdAt, isSpam, fields, files, true)
-}
-
-// newRow is NewRow, and the field names when withNames: NewRow leaves
-// them out, as it was a slice a row that the worker no longer reads
-// (it takes the names in as it types the stored fields).
-func newRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, files json.RawMessage, withNames bool) (Row, []string, error) {
 	sc := rowScratches.Get().(*rowScratch)
 	defer sc.put()
 	createdAt = createdAt.UTC().Truncate(time.Microsecond)
@@ -94,17 +80,13 @@ func newRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, 
 	start := len(buf)
 	buf, err := sc.canonical(buf, fields, "{}", '{')
 	if err != nil {
-		return Row{}, nil, fmt.Errorf("submission fields: %w", err)
-	}
-	var names []string
-	if withNames {
-		names = sc.names()
+		return Row{}, fmt.Errorf("submission fields: %w", err)
 	}
 	sep := len(buf)
 	buf = append(buf, 0)
 	buf, err = sc.canonical(buf, files, "[]", '[', '{')
 	if err != nil {
-		return Row{}, nil, fmt.Errorf("submission files: %w", err)
+		return Row{}, fmt.Errorf("submission files: %w", err)
 	}
 	sc.buf = buf
 	text := string(buf[start:])
@@ -123,7 +105,7 @@ func newRow(formID string, id *int64, createdAt time.Time, isSpam bool, fields, 
 	} else {
 		r.SubmissionKey = r.ContentKey
 	}
-	return r, names, nil
+	return r, nil
 }
 
 // ContentKey hashes what identifies a submission that has no id. created_at
@@ -206,39 +188,30 @@ func hexKey(sum [sha256.Size]byte) string {
 	return string(h[:])
 }
 
-// rowScratch is what NewRowFields reuses from row to row.
+// rowScratch is what NewRow reuses from row to row.
 type rowScratch struct {
 	buf []byte
 	c   jsonscan.Canonicalizer
-	// keys are the top-level keys of the value canonical last read.
-	keys [][]byte
-	// seen holds field names already made strings, so that the names of
-	// a form's fields are allocated once rather than once a row.
-	seen map[string]string
 }
 
-var rowScratches = sync.Pool{New: func() any { return &rowScratch{seen: map[string]string{}} }}
+var rowScratches = sync.Pool{New: func() any { return &rowScratch{} }}
 
-// Scratch grown beyond these by an odd row is not kept.
-const (
-	maxKeptScratch = 256 << 10
-	maxKeptNames   = 4096
-)
+// maxKeptScratch bounds the scratch kept: grown beyond it by an odd row,
+// it is not.
+const maxKeptScratch = 256 << 10
 
 func (sc *rowScratch) put() {
-	sc.keys = nil
 	if !sc.c.Release(maxKeptScratch) || cap(sc.buf) > maxKeptScratch {
 		return
 	}
 	rowScratches.Put(sc)
 }
 
-// canonical appends the canonical JSON of raw (see AppendCanonical) to dst,
-// and leaves the top-level keys in sc.keys when raw is an object. empty is
+// canonical appends the canonical JSON of raw (see AppendCanonical) to dst.
+// empty is
 // appended for a missing or null value; the value must otherwise start with
 // one of want.
 func (sc *rowScratch) canonical(dst []byte, raw json.RawMessage, empty string, want ...byte) ([]byte, error) {
-	sc.keys = nil
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return append(dst, empty...), nil
@@ -253,23 +226,6 @@ func (sc *rowScratch) canonical(dst []byte, raw json.RawMessage, empty string, w
 	}
 	sc.c.Limit = MaxDepth
 	dst, err := sc.c.Append(dst, raw)
-	sc.keys, _ = sc.c.Keys()
 	return dst, canonicalError(err)
 }
 
-// names returns the keys of the object canonical last read, as strings.
-func (sc *rowScratch) names() []string {
-	keys := sc.keys
-	names := make([]string, len(keys))
-	for j, k := range keys {
-		s, ok := sc.seen[string(k)]
-		if !ok {
-			s = string(k)
-			if len(sc.seen) < maxKeptNames {
-				sc.seen[s] = s
-			}
-		}
-		names[j] = s
-	}
-	return names
-}

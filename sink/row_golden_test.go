@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -16,7 +17,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // contentKeysFile holds, for a corpus of fields and files, the canonical
-// JSON and content key NewRowFields made of them when the corpus was
+// JSON and content key NewRow made of them when the corpus was
 // written. A content key is what recognises a submission that has no id,
 // in every sink, across runs and versions: the bytes must never change.
 //
@@ -27,7 +28,7 @@ const contentKeysFile = "testdata/contentkeys.golden"
 // their own.
 var goldenAt = time.Date(2026, 3, 1, 10, 0, 0, 123456789, time.FixedZone("x", 3600))
 
-// goldenInput is one line of the corpus: what NewRowFields is given.
+// goldenInput is one line of the corpus: what NewRow is given.
 type goldenInput struct {
 	fields, files string
 	at            time.Time
@@ -162,13 +163,20 @@ func (g goldenGen) array(depth int) string {
 	return b.String()
 }
 
-// goldenLine is what NewRowFields made of in: canonical fields and files,
+// goldenLine is what NewRow made of in: canonical fields and files,
 // content key and field names, or the error; AppendCanonical's output for
 // the fields alone, or its error.
 func goldenLine(in goldenInput) string {
 	q := strconv.Quote
 	cols := []string{q(in.fields), q(in.files), strconv.FormatInt(in.at.UnixMicro(), 10)}
-	r, names, err := NewRowFields("f", nil, in.at, false, []byte(in.fields), []byte(in.files))
+	r, err := NewRow("f", nil, in.at, false, []byte(in.fields), []byte(in.files))
+	var names []string
+	if err == nil {
+		var nerr error
+		if names, nerr = storedNames(r.Fields); nerr != nil {
+			panic(fmt.Sprintf("stored fields %q: %v", r.Fields, nerr))
+		}
+	}
 	if err != nil {
 		// Where an error points is not recorded, only which value it is in.
 		which, _, _ := strings.Cut(err.Error(), ":")

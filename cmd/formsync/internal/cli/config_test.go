@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/formsync/formsync/internal/config"
+	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
@@ -238,8 +239,8 @@ func TestOnlyPrefixedNames(t *testing.T) {
 	}
 }
 
-// TestDefaultsAreTheLibraries: the binary's API client settings are the
-// client's own defaults.
+// TestDefaultsAreTheLibraries: the binary's defaults for the API client,
+// the engine and the BigQuery sink are the libraries' own.
 func TestDefaultsAreTheLibraries(t *testing.T) {
 	c := defaultConfig()
 	client, err := formsapi.New(formsapi.Config{BaseURL: "https://x.example", Token: "t"})
@@ -248,9 +249,10 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 	}
 	lib := client.Config()
 	got := []any{c.RequestTimeout, c.RateLimit, c.MaxWait, c.MaxRetryAfter, c.BackoffInitial, c.BackoffMax,
-		c.PageSize, c.Concurrency, c.FormTimeout, c.ShutdownTimeout}
+		c.PageSize, c.Concurrency, c.FormTimeout, c.ShutdownTimeout, c.BQTimeout, c.BQJobTimeout, c.BQPartRows}
 	want := []any{lib.RequestTimeout, lib.RateLimit, lib.MaxWait, lib.MaxRetryAfter, lib.InitialBackoff, lib.MaxBackoff,
-		worker.DefaultPageSize, worker.DefaultConcurrency, worker.DefaultFormTimeout, worker.DefaultShutdownGrace}
+		worker.DefaultPageSize, worker.DefaultConcurrency, worker.DefaultFormTimeout, worker.DefaultShutdownGrace,
+		bigquery.DefaultTimeout, bigquery.DefaultJobTimeout, bigquery.DefaultPartRows}
 	for i := range got {
 		if got[i] != want[i] {
 			t.Errorf("default %d: cli %v, library %v", i, got[i], want[i])

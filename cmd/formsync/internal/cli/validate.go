@@ -50,7 +50,7 @@ var commandNeeds = map[string]Need{
 	"remove":    {Sink: true},
 	"status":    {Sink: true},
 	// dbt reads the schedule for the freshness it writes.
-	"dbt": {Sink: true, Sched: true},
+	"dbt": {Sink: true},
 }
 
 // needs is what command checks before it starts. A name without an entry
@@ -482,11 +482,11 @@ func (c *Config) warnings() []string {
 	if c.MaxRetryAfter > 0 && c.MaxRetryAfter < time.Second {
 		out = append(out, fmt.Sprintf("FORMSYNC_MAX_RETRY_AFTER=%s is under 1s: Retry-After counts whole seconds, so every wait the API asks for is cut short and the page asked again early", shortDuration(c.MaxRetryAfter)))
 	}
-	// BigQuery may hold a query request up to its default timeoutMs (10 s)
-	// before answering.
 	if unused := c.unusedTokens(); len(unused) > 0 {
 		out = append(out, fmt.Sprintf("FORMSYNC_API_TOKEN_DIR=%q holds token files no form uses (%s): check the account names in FORMSYNC_FORMS", c.APITokenDir, strings.Join(unused, ", ")))
 	}
+	// BigQuery may hold a query request up to its default timeoutMs (10 s)
+	// before answering.
 	if c.Sink == "bigquery" && c.BQTimeout < 15*time.Second {
 		out = append(out, fmt.Sprintf("FORMSYNC_BQ_TIMEOUT=%s is under 15s: BigQuery may take up to 10 s to answer a query request, so a slow query can be taken for an outage", shortDuration(c.BQTimeout)))
 	}
@@ -509,7 +509,7 @@ func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
 	// Shards started on one tick commit together; one process alone
 	// has nothing to spread.
 	if c.ShardCount > 1 {
-		cfg.StartJitter = max(c.ShardStartJitter, 0)
+		cfg.StartJitter = c.ShardStartJitter
 	}
 	return cfg
 }
