@@ -228,4 +228,3 @@ func (sc *rowScratch) canonical(dst []byte, raw json.RawMessage, empty string, w
 	dst, err := sc.c.Append(dst, raw)
 	return dst, canonicalError(err)
 }
-

@@ -198,6 +198,7 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 			before, after = from, to
 		}
 		params = append(params,
+			bq.QueryParameter{Name: "bound_forms", Value: boundForms(order, maxIDs, outside)},
 			bq.QueryParameter{Name: "created_from", Value: from},
 			bq.QueryParameter{Name: "created_to", Value: to},
 			bq.QueryParameter{Name: "outside_forms", Value: outside},
@@ -456,6 +457,24 @@ func outsideForms(spools []staged, maxIDs storedIDs) []string {
 		}
 		if max, known := maxIDs[sp.form]; !known || id <= max {
 			out = append(out, sp.form)
+		}
+	}
+	return out
+}
+
+// boundForms lists the forms whose largest stored id the commit's scan of
+// their rows finds: all of them when some form is scanned outside the
+// batch's range (the scan then covers all of time for every form); else
+// those whose bound is known, which the batch can only raise. A form
+// whose bound is not known (a dataset of a formsync before it) keeps it
+// unknown: the largest id in the batch's range is no bound of the rows
+// outside it, and taken for one it would let a moved submission be
+// stored twice.
+func boundForms(order []string, maxIDs storedIDs, outside []string) []string {
+	out := []string{}
+	for _, id := range order {
+		if _, known := maxIDs[id]; known || len(outside) > 0 {
+			out = append(out, id)
 		}
 	}
 	return out

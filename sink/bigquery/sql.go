@@ -478,7 +478,7 @@ GROUP BY form_id;
 MERGE {{.State}} AS t
 USING (
   SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted,
-    {{if .Rows}}COALESCE(k.max_id, 0){{else}}CAST(NULL AS INT64){{end}} AS max_id,
+    {{if .Rows}}IF(st.form_id IN UNNEST(@bound_forms), COALESCE(k.max_id, 0), NULL){{else}}CAST(NULL AS INT64){{end}} AS max_id,
     TO_JSON(STRUCT(@commit_id AS id, COALESCE(c.inserted, 0) AS inserted, COALESCE(c.updated, 0) AS updated,
       COALESCE(c.restored, 0) AS restored, COALESCE(c.deleted, 0) AS deleted, COALESCE(c.forgotten, 0) AS forgotten)) AS last_commit
   FROM UNNEST(@states) AS st

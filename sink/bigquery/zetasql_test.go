@@ -201,6 +201,7 @@ func zetaParams() []map[string]any {
 		{"name": "created_to", "type": "TIMESTAMP"},
 		{"name": "form_ids", "type": map[string]any{"array": "STRING"}},
 		{"name": "outside_forms", "type": map[string]any{"array": "STRING"}},
+		{"name": "bound_forms", "type": map[string]any{"array": "STRING"}},
 		{"name": "outside_before", "type": "TIMESTAMP"},
 		{"name": "outside_after", "type": "TIMESTAMP"},
 		{"name": "form_id", "type": "STRING"},

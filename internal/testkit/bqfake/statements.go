@@ -96,11 +96,11 @@ var shapes = map[string]*shapeDef{}
 
 func init() {
 	commitParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "created_from": "TIMESTAMP", "created_to": "TIMESTAMP", "form_ids": "ARRAY<STRING>",
-		"outside_forms": "ARRAY<STRING>", "outside_before": "TIMESTAMP", "outside_after": "TIMESTAMP"}
+		"outside_forms": "ARRAY<STRING>", "outside_before": "TIMESTAMP", "outside_after": "TIMESTAMP", "bound_forms": "ARRAY<STRING>"}
 	deletionsParams := map[string]string{"states": statesType, "synced_at": "TIMESTAMP", "commit_id": "STRING", "form_ids": "ARRAY<STRING>", "forget": forgetType, "reconcile_forms": "ARRAY<STRING>",
 		"forget_from": "TIMESTAMP", "forget_to": "TIMESTAMP", "reconcile_from": "TIMESTAMP", "reconcile_to": "TIMESTAMP"}
 	commitDeletionsParams := map[string]string{"created_from": "TIMESTAMP", "created_to": "TIMESTAMP",
-		"outside_forms": "ARRAY<STRING>", "outside_before": "TIMESTAMP", "outside_after": "TIMESTAMP"}
+		"outside_forms": "ARRAY<STRING>", "outside_before": "TIMESTAMP", "outside_after": "TIMESTAMP", "bound_forms": "ARRAY<STRING>"}
 	for k, v := range deletionsParams {
 		commitDeletionsParams[k] = v
 	}
@@ -930,8 +930,13 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			if err := s.scan(tx, t["subs"], []string{"form_id", "submission_id", "created_at"}, sp); err != nil {
 				return nil, err
 			}
-			maxID = `COALESCE((SELECT MAX(k.submission_id) FROM ` + subs + ` AS k WHERE k.form_id = st.form_id
-				AND (k.created_at BETWEEN @created_from AND @created_to OR k.created_at < @outside_before OR k.created_at > @outside_after)), 0)`
+			// Only for @bound_forms: a form whose bound is not known
+			// keeps it unknown (NULL).
+			if err := materialise(tx, "bound_forms", params["bound_forms"]); err != nil {
+				return nil, err
+			}
+			maxID = `CASE WHEN st.form_id IN (SELECT value FROM temp.param_bound_forms) THEN COALESCE((SELECT MAX(k.submission_id) FROM ` + subs + ` AS k WHERE k.form_id = st.form_id
+				AND (k.created_at BETWEEN @created_from AND @created_to OR k.created_at < @outside_before OR k.created_at > @outside_after)), 0) END`
 		}
 		n, err := s.mergeState(tx, state, params, counts, maxID)
 		if err != nil {

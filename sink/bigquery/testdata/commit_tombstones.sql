@@ -161,7 +161,7 @@ WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
 MERGE `my-project.formsync.sync_state` AS t
 USING (
   SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted,
-    COALESCE(k.max_id, 0) AS max_id,
+    IF(st.form_id IN UNNEST(@bound_forms), COALESCE(k.max_id, 0), NULL) AS max_id,
     TO_JSON(STRUCT(@commit_id AS id, COALESCE(c.inserted, 0) AS inserted, COALESCE(c.updated, 0) AS updated,
       COALESCE(c.restored, 0) AS restored, COALESCE(c.deleted, 0) AS deleted, COALESCE(c.forgotten, 0) AS forgotten)) AS last_commit
   FROM UNNEST(@states) AS st
