@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 
 	"github.com/formsync/formsync/worker/formsapi"
@@ -22,7 +21,6 @@ import (
 // account Sources are (*formsapi.Client is).
 type Accounts struct {
 	byForm map[string]string // form id → account
-	names  []string          // sorted
 
 	mu      sync.RWMutex
 	sources map[string]Source
@@ -39,9 +37,7 @@ func NewAccounts(sources map[string]Source, forms map[string]string) (*Accounts,
 		if src == nil {
 			return nil, fmt.Errorf("worker: account %q has no source", name)
 		}
-		a.names = append(a.names, name)
 	}
-	slices.Sort(a.names)
 	for id, name := range forms {
 		if _, ok := sources[name]; !ok {
 			return nil, fmt.Errorf("worker: form %q belongs to account %q, which has no source", id, name)
@@ -77,9 +73,6 @@ func (e *AccountError) Unwrap() error { return e.Err }
 
 // Account returns the account formID belongs to; "" for none.
 func (a *Accounts) Account(formID string) string { return a.byForm[formID] }
-
-// Names returns the accounts, sorted.
-func (a *Accounts) Names() []string { return slices.Clone(a.names) }
 
 // Source returns the Source of an account; nil for none.
 func (a *Accounts) Source(name string) Source {

@@ -73,6 +73,8 @@ func TestAccountsRejectedTokenStopsOnlyItsAccount(t *testing.T) {
 	}
 	if rep.Rejected["globex"] == nil || len(rep.Rejected) != 1 {
 		t.Errorf("Rejected = %v, want globex alone", rep.Rejected)
+	} else if msg := rep.Rejected["globex"].Error(); strings.Count(msg, "globex") != 1 || !errors.Is(rep.Rejected["globex"], formsapi.ErrUnauthorized) {
+		t.Errorf("Rejected[globex] = %q: want the account named once, and ErrUnauthorized", msg)
 	}
 	for _, f := range rep.Forms {
 		switch f.Account {

@@ -518,6 +518,11 @@ func rejection(rep *Report, rejected map[string]error) {
 		if rep.Rejected == nil {
 			rep.Rejected = map[string]error{}
 		}
+		// The error names the account already when its Source is an
+		// Accounts: said once.
+		if ae := (*AccountError)(nil); errors.As(err, &ae) && ae.Account == name {
+			err = ae.Err
+		}
 		rep.Rejected[name] = fmt.Errorf("account %s: its forms stopped at the first rejected request, since they share its token: %w", name, err)
 	}
 }

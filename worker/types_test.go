@@ -286,7 +286,14 @@ func TestFieldTypesOfASyncInParts(t *testing.T) {
 	ctx := t.Context()
 	h, db := typedHarness(t, submission(1, `{"guests":"4"}`), submission(2, `{"guests":3}`), submission(3, `{"guests":"n/a"}`))
 	h.Config.PartRows = 1
+	rec := &typesCommitted{Sink: h.Sink}
+	h.Sink = rec
 	rep := h.MustSync(ctx)
+	// Newest first: each part's commit carries the type of the rows
+	// committed so far, so from the first part ("n/a") on it is a string.
+	if len(rec.types) < 3 || slices.ContainsFunc(rec.types, func(ty fieldtype.Type) bool { return ty != fieldtype.String }) {
+		t.Errorf("guests' type in each commit with rows: %q, want string in each of 3 parts or more", rec.types)
+	}
 	if fr := enginetest.FormReport(t, rep, "contact"); fr.Parts == 0 {
 		t.Fatalf("the sync committed no part: %+v", fr)
 	}
@@ -297,6 +304,25 @@ func TestFieldTypesOfASyncInParts(t *testing.T) {
 	if diff := cmp.Diff([]any{"4", "3", "n/a"}, columnValues(t, db, "guests")); diff != "" {
 		t.Errorf("guests (-want +got):\n%s", diff)
 	}
+}
+
+// typesCommitted records the type of field guests of form contact in
+// each commit that carries rows.
+type typesCommitted struct {
+	enginetest.Sink
+	mu    sync.Mutex
+	types []fieldtype.Type
+}
+
+func (s *typesCommitted) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
+	s.mu.Lock()
+	for _, f := range c.Forms {
+		if f.State.FormID == "contact" && f.Rows != nil {
+			s.types = append(s.types, f.State.FieldTypes.Seen["guests"])
+		}
+	}
+	s.mu.Unlock()
+	return s.Sink.Commit(ctx, c)
 }
 
 // TestFieldTypesOfABackfill: a backfill that reads a submission edited

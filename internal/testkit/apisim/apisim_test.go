@@ -971,3 +971,16 @@ func TestSetSubmissions(t *testing.T) {
 		t.Errorf("Submissions = %+v", got)
 	}
 }
+
+// TestAddAfterSetSubmissionsTakesNewIDs: a submission added after
+// SetSubmissions never takes an id the caller gave.
+func TestAddAfterSetSubmissionsTakesNewIDs(t *testing.T) {
+	sim := New(Options{SubmissionsPerForm: 0})
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	sim.SetSubmissions("f", Submission{ID: 1001, CreatedAt: at}, Submission{ID: 5000, CreatedAt: at.Add(time.Second)})
+	for _, s := range sim.Add("f", 2) {
+		if s.ID <= 5000 {
+			t.Errorf("added submission has id %d, not above the ids given", s.ID)
+		}
+	}
+}

@@ -197,7 +197,7 @@ func (s *Server) deleteLocked(f *form, n int) []rec {
 // holds (a created_at in the year 9999, fields nested deeper than a sink
 // takes, 2,000 field names, the same id at another time than before). A
 // nil Fields or Files is served without that member. The ids are the
-// caller's; submissions added later take the server's next ids. The
+// caller's; submissions added later take ids above every id given. The
 // submissions it replaces are not counted as deleted.
 func (s *Server) SetSubmissions(formID string, subs ...Submission) {
 	s.mu.Lock()
@@ -210,6 +210,7 @@ func (s *Server) SetSubmissions(formID string, subs ...Submission) {
 		live = append(live, rec{at: at, id: sub.ID, spam: sub.IsSpam})
 		custom[sub.ID] = sub
 		f.newest = max(f.newest, at)
+		s.nextID = max(s.nextID, sub.ID) // ids added later are new ones
 	}
 	slices.SortFunc(live, func(a, b rec) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.id, b.id)) })
 	f.live, f.custom = live, custom

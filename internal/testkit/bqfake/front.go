@@ -157,6 +157,10 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request) {
 	case Unavailable:
 		writeError(w, &apiError{status: http.StatusServiceUnavailable, reason: "backendError", message: "bqfake: front: unavailable"})
 		return
+	case Refuse:
+		// The switch to Refuse closed the listener at this request:
+		// BigQuery never sees it, and the connection drops unanswered.
+		panic(http.ErrAbortHandler)
 	}
 	f.handler.ServeHTTP(w, r)
 }

@@ -62,7 +62,7 @@ func commands() []command {
 		{"demo", "sync simulated forms into a local SQLite file, twice, and show the result", runDemo},
 		{"simulate", "serve the built-in API simulator on loopback", runSimulate},
 		{"status", "show each form's watermark, last success and error, rows and lag", runStatus},
-		{"dbt", "write a dbt project over the sink: sources, freshness, tests, a typed staging model per form", runDBT},
+		{"dbt", "write a dbt project over the sink: sources, freshness, tests, a staging model per form over its typed view", runDBT},
 		{"env", "print every FORMSYNC_* variable with the value in effect (secrets redacted); -check COMMAND validates it", runEnv},
 		{"version", "print the version", func(_ context.Context, e *env, _ []string) int {
 			fmt.Fprintf(e.stdout, "formsync %s\n", formsapi.Version)
