@@ -4,10 +4,11 @@
 //
 // The worker turns each decoded submission into a Row ([NewRow] derives
 // its key: the id, or a [ContentKey] for a submission without one),
-// appends it to the form's spool, and at the end of the run hands every
-// form's spool and state to the sink in one Commit, which the sink applies
-// all at once (rows upserted on form_id + submission_key, states written)
-// or not at all:
+// appends it to the form's spool, and hands the spools and states to the
+// sink in Commits: one at the end of the run, and before it one per part
+// of a large read when the sink's [Tuning] asks for parts. The sink
+// applies each Commit all at once (rows upserted on form_id +
+// submission_key, states written) or not at all:
 //
 //	sp, _ := sink.NewSpool(tmpDir)
 //	row, _ := sink.NewRow("contact", &id, createdAt, false, fields, files)

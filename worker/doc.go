@@ -1,11 +1,13 @@
 // Package worker is formsync's sync engine: it reads what is new in each
 // form from the Forms API and commits it, with every form's new watermark,
-// to a sink in one atomic commit.
+// to a sink in atomic commits.
 //
 // Data flows from a [Source] (in practice a *formsapi.Client) through a
 // page walker (package worker/pager) that detects each form's sort order and stops at the
 // watermark, into one NDJSON spool per form on disk, and from there into
-// the [Sink] in one commit for all forms. A form that fails keeps its
+// the [Sink] in one commit for all forms (and, for a large read into a
+// sink that asks for it, in parts before it, each moving no watermark).
+// A form that fails keeps its
 // watermark; the others commit. After the commit each form's stored rows
 // are checked against the API's total.
 //

@@ -1,5 +1,5 @@
 // Package config holds what the Config types of formsync's libraries
-// (worker, worker/formsapi, sink/bigquery, sink/sqlite) share: FieldError,
+// (worker, worker/formsapi, sink/bigquery) share: FieldError,
 // the one error type their Validate methods report a problem with, naming
 // the field in the library's own words.
 //

@@ -83,9 +83,7 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 	// Checked here to spare a load job when the answer is known already;
 	// the transaction checks again, and only that check is authoritative.
 	maxIDs, tombs := storedIDs{}, storedTombstones{}
-	prev, err := guardValue(s, ctx, func(ctx context.Context) (map[string]state.Form, error) {
-		return s.readState(ctx, order, maxIDs, tombs)
-	})
+	prev, err := s.readState(ctx, order, maxIDs, tombs)
 	if err != nil {
 		return nil, err
 	}

@@ -13,10 +13,11 @@ import (
 	"google.golang.org/api/iterator"
 )
 
-// A staging table holds a copy of every row its commit loaded until the
-// staging dataset's expiration deletes it (Config.StagingExpiration), so
-// a forgotten submission would outlive its erasure there by up to that
-// long. Purge removes it sooner.
+// A staging table holds a copy of every row its commit loaded. The
+// commit deletes it when it ends, and it expires StagingExpiration after
+// it was created; only a table left by a commit that crashed or was
+// stopped outlives its commit, and a forgotten submission in it would
+// outlive its erasure there until it expires. Purge removes it sooner.
 
 // toScrub records rows a committed transaction forgot, for Purge.
 func (s *Sink) toScrub(rows []forgetParam) {

@@ -145,9 +145,10 @@ func dropView(ctx context.Context, tx *sql.Tx, formID string) error {
 
 // Recount sets the row counters of the given forms' states (row_count,
 // deleted_count) to the rows the table holds. The commits keep them
-// without counting, from the stored state: one whose counter a person
-// changed, or whose state row was deleted by hand while its rows stayed,
-// holds a count the rows do not bear out until it is recounted. The
+// without counting, from the stored state (a commit counts the rows only
+// when it finds no state row or a negative counter): one whose counter a
+// person changed holds a count the rows do not bear out until it is
+// recounted. The
 // engine recounts a form whose count falls short of the API's total
 // before it calls the form incomplete.
 func (s *Sink) Recount(ctx context.Context, formIDs []string) error {

@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	iofs "io/fs"
 	"path/filepath"
 	"slices"
 	"time"
@@ -36,12 +34,8 @@ func runDBT(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return configError(e, &ConfigError{Problems: []string{fmt.Sprintf("FORMSYNC_SCHEDULE=%q: %v", e.cfg.Schedule, err)}})
 	}
-	dst, err := openStatusSink(ctx, e.cfg)
+	dst, err := openReadOnly(ctx, e.cfg)
 	if err != nil {
-		if errors.Is(err, iofs.ErrNotExist) {
-			fmt.Fprintf(e.stderr, "formsync dbt: no database at FORMSYNC_SQLITE_PATH=%q: check the path (a sync creates the file on its first run)\n", e.cfg.SQLitePath)
-			return exitFailed
-		}
 		fmt.Fprintf(e.stderr, "formsync dbt: %v\n", err)
 		return exitFailed
 	}

@@ -172,15 +172,17 @@ func everRead(st state.Form) bool {
 // and can change nothing (not even migrate the schema). It reports why it
 // could not, and returns false then.
 func openStore(ctx context.Context, e *env, command, done string, dry bool) (sink.Sink, bool) {
-	if err := storeExists(ctx, e.cfg); err != nil {
+	var dst sink.Sink
+	var err error
+	if dry {
+		dst, err = openReadOnly(ctx, e.cfg)
+	} else if err = storeExists(ctx, e.cfg); err == nil {
+		dst, err = openSink(ctx, e.cfg)
+	}
+	if nse := (noStoreError{}); errors.As(err, &nse) {
 		fmt.Fprintf(e.stderr, "formsync %s: %v; nothing was %s\n", command, err, done)
 		return nil, false
 	}
-	open := openSink
-	if dry {
-		open = openStatusSink
-	}
-	dst, err := open(ctx, e.cfg)
 	if err != nil {
 		e.log.Error("cannot open the sink", "error", err.Error())
 		return nil, false
@@ -195,12 +197,12 @@ func storeExists(ctx context.Context, cfg Config) error {
 	switch cfg.Sink {
 	case "sqlite":
 		if _, err := os.Stat(cfg.SQLitePath); errors.Is(err, iofs.ErrNotExist) {
-			return fmt.Errorf("no database at FORMSYNC_SQLITE_PATH=%q: check the path (a sync creates the file on its first run)", cfg.SQLitePath)
+			return noDatabase(cfg)
 		}
 	case "bigquery":
 		s, err := bigquery.OpenReadOnly(ctx, cfg.bigQuery())
 		if errors.Is(err, bigquery.ErrNotFound) {
-			return err
+			return noStoreError{err}
 		}
 		if err == nil {
 			s.Close()

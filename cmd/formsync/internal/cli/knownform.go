@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,10 +24,10 @@ func checkFormKnown(ctx context.Context, e *env, configured []string, form strin
 		unknown.Problems[0] = fmt.Sprintf("--form %s: name one form (run the command once for each)", form)
 		return configError(e, unknown), false
 	}
-	if storeExists(ctx, e.cfg) != nil {
+	dst, err := openReadOnly(ctx, e.cfg)
+	if nse := (noStoreError{}); errors.As(err, &nse) {
 		return configError(e, unknown), false
 	}
-	dst, err := openStatusSink(ctx, e.cfg)
 	if err != nil {
 		e.log.Error("cannot open the sink", "error", err.Error())
 		return exitFailed, false

@@ -114,12 +114,8 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	if err := e.cfg.Validate(needs("status")); err != nil {
 		return configError(e, err)
 	}
-	dst, err := openStatusSink(ctx, e.cfg)
+	dst, err := openReadOnly(ctx, e.cfg)
 	if err != nil {
-		if errors.Is(err, iofs.ErrNotExist) {
-			fmt.Fprintf(e.stderr, "formsync status: no database at FORMSYNC_SQLITE_PATH=%q: check the path (a sync creates the file on its first run)\n", e.cfg.SQLitePath)
-			return exitFailed
-		}
 		fmt.Fprintf(e.stderr, "formsync status: %v\n", err)
 		return exitFailed
 	}
@@ -238,6 +234,29 @@ func openStatusSink(ctx context.Context, cfg Config) (sink.Sink, error) {
 		return s, nil
 	}
 	return openSink(ctx, cfg)
+}
+
+// noStoreError is why a store cannot be read: no sync ever wrote it (no
+// SQLite file at FORMSYNC_SQLITE_PATH, no formsync tables in the BigQuery
+// dataset). Its message says where formsync looked.
+type noStoreError struct{ error }
+
+// noDatabase is the noStoreError of a missing SQLite file.
+func noDatabase(cfg Config) error {
+	return noStoreError{fmt.Errorf("no database at FORMSYNC_SQLITE_PATH=%q: check the path (a sync creates the file on its first run)", cfg.SQLitePath)}
+}
+
+// openReadOnly opens the store as status reads it (openStatusSink),
+// creating and changing nothing; a store no sync wrote is a noStoreError.
+func openReadOnly(ctx context.Context, cfg Config) (sink.Sink, error) {
+	dst, err := openStatusSink(ctx, cfg)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist):
+		return nil, noDatabase(cfg)
+	case errors.Is(err, bigquery.ErrNotFound):
+		return nil, noStoreError{err}
+	}
+	return dst, err
 }
 
 func statusOf(st state.Form, now time.Time) formStatus {
