@@ -79,10 +79,8 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	}
 	configured := e.cfg.Forms
 	var problems []string
-	if msg := formIDProblem(*form); *form == "" {
-		problems = append(problems, "--form is required: the id of the form to backfill")
-	} else if msg != "" {
-		problems = append(problems, "--form "+msg)
+	if msg := flagFormProblem(*form, "to backfill"); msg != "" {
+		problems = append(problems, msg)
 	}
 	if *checkpoint < 0 {
 		problems = append(problems, "--checkpoint-rows must not be negative (0, or leaving it out, means the default)")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
-	"text/template"
 	"time"
 
 	"github.com/formsync/formsync/sink/bigquery"
@@ -21,7 +21,6 @@ import (
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
-	"github.com/kelseyhightower/envconfig"
 )
 
 // envPrefix is the prefix of every formsync environment variable.
@@ -574,17 +573,12 @@ func (c *Config) valueText(f field) string {
 	}
 }
 
-// usageTemplate is envconfig's usage of Config in the columns of `formsync help`:
-// variable, default as shown, description.
-var usageTemplate = template.Must(template.New("usage").Parse(
-	`{{range .}}  {{.Key}}{{"\t"}}{{or (.Tags.Get "show") (.Tags.Get "default") "-"}}{{"\t"}}{{.Tags.Get "desc"}}{{"\n"}}{{end}}`))
-
 // Usage describes every variable with its default.
 func Usage() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	if err := envconfig.Usaget(envPrefix, &Config{}, tw, usageTemplate); err != nil {
-		panic(fmt.Sprintf("cli: help of Config: %v", err)) // a template or tag bug
+	for _, f := range configFields() {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.env(), cmp.Or(f.defaultText(), "-"), f.desc)
 	}
 	tw.Flush()
 	return b.String()

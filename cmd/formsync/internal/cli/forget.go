@@ -43,10 +43,8 @@ func runForget(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	var problems []string
-	if msg := formIDProblem(*form); *form == "" {
-		problems = append(problems, "--form is required: the id of the form holding the submissions")
-	} else if msg != "" {
-		problems = append(problems, "--form "+msg)
+	if msg := flagFormProblem(*form, "holding the submissions"); msg != "" {
+		problems = append(problems, msg)
 	}
 	name, value, hasField := strings.Cut(*field, "=")
 	switch {

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery"
@@ -43,13 +42,8 @@ func runRemove(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	var problems []string
-	switch msg := formIDProblem(*form); {
-	case *form == "":
-		problems = append(problems, "--form is required: the id of the form to remove")
-	case strings.Contains(*form, ","):
-		problems = append(problems, fmt.Sprintf("--form %s: name one form (run the command once for each)", *form))
-	case msg != "":
-		problems = append(problems, "--form "+msg)
+	if msg := flagFormProblem(*form, "to remove"); msg != "" {
+		problems = append(problems, msg)
 	}
 	if err := e.cfg.Validate(needs("remove")); err != nil {
 		problems = append(problems, err.(*ConfigError).Problems...)

@@ -414,6 +414,22 @@ func formIDProblems(ids []string) []string {
 }
 
 // formIDProblem says what is wrong with one form id, "" if nothing.
+// flagFormProblem is what is wrong with a command's --form value, "" when
+// nothing: it is missing (what says what the form is for), a list, or no
+// form id.
+func flagFormProblem(form, what string) string {
+	switch {
+	case form == "":
+		return "--form is required: the id of the form " + what
+	case strings.Contains(form, ","):
+		return fmt.Sprintf("--form %s: name one form (run the command once for each)", form)
+	}
+	if msg := formIDProblem(form); msg != "" {
+		return "--form " + msg
+	}
+	return ""
+}
+
 func formIDProblem(id string) string {
 	switch {
 	case id == "":
