@@ -3,7 +3,6 @@ package bqfake
 import (
 	"database/sql"
 	"fmt"
-	"strings"
 
 	bqv2 "google.golang.org/api/bigquery/v2"
 )
@@ -17,22 +16,13 @@ func init() {
 			return s.removeForm(t, params, rows)
 		}
 	}
-	for _, d := range []*shapeDef{
-		{shapeCountRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).countRows},
-		{shapeRecount, "SCRIPT", map[string]string{"synced_at": "TIMESTAMP", "commit_id": "STRING", "form_ids": "ARRAY<STRING>"},
+	register(
+		&shapeDef{shapeCountRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).countRows},
+		&shapeDef{shapeRecount, "SCRIPT", map[string]string{"synced_at": "TIMESTAMP", "commit_id": "STRING", "form_ids": "ARRAY<STRING>"},
 			[]string{"lock", "subs", "state"}, []string{"lock", "state"}, (*Server).recount},
-		{shapeRemove, "SCRIPT", removeParams, []string{"lock", "state", "state", "state"}, []string{"lock", "state"}, remove(false)},
-		{shapeRemoveRows, "SCRIPT", removeParams, []string{"lock", "state", "subs", "state", "state"}, []string{"lock", "subs", "state"}, remove(true)},
-	} {
-		n, _, err := normalise(d.text)
-		if err != nil {
-			panic(err)
-		}
-		if refs := strings.Count(n, "`?`"); refs != len(d.roles) {
-			panic(fmt.Sprintf("bqfake: a shape has %d table references, %d roles", refs, len(d.roles)))
-		}
-		shapes[n] = d
-	}
+		&shapeDef{shapeRemove, "SCRIPT", removeParams, []string{"lock", "state", "state", "state"}, []string{"lock", "state"}, remove(false)},
+		&shapeDef{shapeRemoveRows, "SCRIPT", removeParams, []string{"lock", "state", "subs", "state", "state"}, []string{"lock", "subs", "state"}, remove(true)},
+	)
 }
 
 // countedRows are the columns a count of a form's rows reads.

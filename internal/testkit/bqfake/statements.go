@@ -136,7 +136,7 @@ func init() {
 		{shapeMoveTombstones, "SCRIPT", map[string]string{"synced_at": "TIMESTAMP", "commit_id": "STRING"},
 			[]string{"lock", "tombs", "state", "tombs", "state"}, []string{"lock", "tombs", "state"}, (*Server).moveTombstones},
 	}, scripts...)
-	for _, d := range append(defs, []*shapeDef{
+	register(append(defs, []*shapeDef{
 		{shapeReadState, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("copies", "max_submission_id", "field_types")},
 		{shapeReadStateUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, readState("NULL", "NULL", "NULL")},
 		{shapeReadCommits, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readCommits},
@@ -146,7 +146,13 @@ func init() {
 		{shapeScrubStaging, "DELETE", map[string]string{"forget": forgetType}, []string{"staging"}, nil, (*Server).scrubStaging},
 		{shapeSeedLock, "INSERT", nil, []string{"lock", "lock"}, nil, (*Server).seedLock},
 		{shapeFilesView, "CREATE_VIEW", nil, []string{"view", "subs"}, nil, (*Server).createFilesView},
-	}...) {
+	}...)...)
+}
+
+// register adds shapes the fake runs, each checked to have one role per
+// table reference.
+func register(defs ...*shapeDef) {
+	for _, d := range defs {
 		n, _, err := normalise(d.text)
 		if err != nil {
 			panic(err)

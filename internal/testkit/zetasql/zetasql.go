@@ -79,21 +79,26 @@ type Result struct {
 // when the analyzer cannot run.
 func Analyze(tb testing.TB, req any) []Result {
 	tb.Helper()
-	out := run(tb, "analyzer", driver, req)
-	var results []Result
+	return decodeLines[Result](tb, "analyzer", run(tb, "analyzer", driver, req))
+}
+
+// decodeLines reads out, a driver's answer: one JSON value a line.
+func decodeLines[T any](tb testing.TB, what string, out []byte) []T {
+	tb.Helper()
+	var res []T
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
-		var r Result
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			tb.Fatalf("analyzer output %q: %v", sc.Text(), err)
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			tb.Fatalf("%s output %q: %v", what, sc.Text(), err)
 		}
-		results = append(results, r)
+		res = append(res, v)
 	}
 	if err := sc.Err(); err != nil {
 		tb.Fatal(err)
 	}
-	return results
+	return res
 }
 
 // run runs script, a driver of the npm package, with req as its JSON
@@ -179,17 +184,7 @@ type Value struct {
 // The evaluator's default time zone is America/Los_Angeles, not UTC.
 func Evaluate(tb testing.TB, exprs []string) []Value {
 	tb.Helper()
-	out := run(tb, "evaluator", evaluator, map[string]any{"exprs": exprs})
-	var res []Value
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var v Value
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			tb.Fatalf("evaluator output %q: %v", sc.Text(), err)
-		}
-		res = append(res, v)
-	}
+	res := decodeLines[Value](tb, "evaluator", run(tb, "evaluator", evaluator, map[string]any{"exprs": exprs}))
 	if len(res) != len(exprs) {
 		tb.Fatalf("%d answers from the evaluator for %d expressions", len(res), len(exprs))
 	}
