@@ -88,7 +88,7 @@ ALTER TABLE sync_state ADD COLUMN copies TEXT NULL CHECK (copies IS NULL OR json
 `,
 	// 7: typed views and attachments as rows. field_types is the type of
 	// each field's view column (state.Form.FieldTypes as JSON), filled
-	// from the stored rows after it (Open: inferTypes) and the views made
+	// from the stored rows after it (Open: typeViews) and the views made
 	// again typed. submission_files has one row per file of every row not
 	// marked deleted, whatever shape files has: an array of files, or an
 	// object keyed by input name whose values are a file or an array of

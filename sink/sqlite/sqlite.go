@@ -234,10 +234,7 @@ func (s *Sink) migrate(ctx context.Context) error {
 		// the views created before are untyped (and before version 4
 		// leave out nothing): each is created again as a commit would
 		// create it now.
-		if err := inferTypes(ctx, tx); err != nil {
-			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, viewsTyped, err)
-		}
-		if err := rewriteViews(ctx, tx); err != nil {
+		if err := typeViews(ctx, tx); err != nil {
 			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, viewsTyped, err)
 		}
 	}

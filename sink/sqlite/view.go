@@ -99,45 +99,6 @@ func viewSQL(formID string, fieldNames []string, types fieldtype.Columns) string
 	return b.String()
 }
 
-// rewriteViews creates the view of every form in sync_state again, from
-// its stored field names and types. A view whose name something of the user's holds
-// is left out, as a commit leaves it out; the form's next commit reports
-// it.
-func rewriteViews(ctx context.Context, tx *sql.Tx) error {
-	type form struct{ id, names, types string }
-	var forms []form
-	rows, err := tx.QueryContext(ctx, `SELECT form_id, field_names, field_types FROM sync_state ORDER BY form_id`)
-	if err != nil {
-		return fmt.Errorf("listing forms: %w", err)
-	}
-	for rows.Next() {
-		var f form
-		if err := rows.Scan(&f.id, &f.names, &f.types); err != nil {
-			rows.Close()
-			return fmt.Errorf("listing forms: %w", err)
-		}
-		forms = append(forms, f)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("listing forms: %w", err)
-	}
-	for _, f := range forms {
-		var names []string
-		if err := json.Unmarshal([]byte(f.names), &names); err != nil {
-			return fmt.Errorf("field names of form %s: %w", f.id, err)
-		}
-		var types fieldtype.Columns
-		if err := json.Unmarshal([]byte(f.types), &types); err != nil {
-			return fmt.Errorf("field types of form %s: %w", f.id, err)
-		}
-		if _, err := ensureView(ctx, tx, f.id, names, types); err != nil {
-			return fmt.Errorf("form %s: %w", f.id, err)
-		}
-	}
-	return nil
-}
-
 // plainKey reports whether key is stored in canonical JSON as itself and
 // holds no '"': valid UTF-8, no '"' or '\\', no control character and
 // no U+2028 or U+2029 (which encoding/json escapes).
@@ -166,13 +127,15 @@ func quoteString(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
-// inferTypes fills the field types of every form in sync_state from its
-// stored rows, as the worker observes them while it stages rows
-// (fieldtype.Set.Observe), for the field names the state keeps: the
-// views of a file written before types were kept are typed by every
-// value they show, not only by the rows synced after the migration. It
-// reads every row once, at the migration only.
-func inferTypes(ctx context.Context, tx *sql.Tx) error {
+// typeViews types the views of a file written before types were kept:
+// it fills the field types of every form in sync_state from its stored
+// rows, as the worker observes them while it stages rows
+// (fieldtype.Set.Observe), for the field names the state keeps, and
+// creates its view again as a commit would create it now. A view whose
+// name something of the user's holds is left out, as a commit leaves it
+// out; the form's next commit reports it. It reads every row once, at
+// the migration only.
+func typeViews(ctx context.Context, tx *sql.Tx) error {
 	type form struct {
 		id    string
 		names []string
@@ -210,12 +173,16 @@ func inferTypes(ctx context.Context, tx *sql.Tx) error {
 				kept[n] = t
 			}
 		}
-		types, err := json.Marshal(fieldtype.Columns{Seen: kept})
+		cols := fieldtype.Columns{Seen: kept}
+		types, err := json.Marshal(cols)
 		if err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE sync_state SET field_types = ? WHERE form_id = ?`, string(types), f.id); err != nil {
 			return fmt.Errorf("form %s: storing its field types: %w", f.id, err)
+		}
+		if _, err := ensureView(ctx, tx, f.id, f.names, cols); err != nil {
+			return fmt.Errorf("form %s: %w", f.id, err)
 		}
 	}
 	return nil
