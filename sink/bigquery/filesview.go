@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-
-	bq "cloud.google.com/go/bigquery"
 )
 
 // filesView is the view with one row per file attached to a submission.
@@ -65,7 +63,7 @@ FROM ` + submissions + ` AS s,
     WHEN 'object' THEN [STRUCT(i.value AS file, 0 AS position)]
   END) AS f
 WHERE s.deleted_at IS NULL AND JSON_TYPE(f.file) = 'object'
-  AND s.created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+  AND s.created_at ` + allOfTime + `
 `
 }
 
@@ -77,16 +75,7 @@ WHERE s.deleted_at IS NULL AND JSON_TYPE(f.file) = 'object'
 func (s *Sink) ensureFilesView(ctx context.Context) error {
 	ddl, desc := filesViewDDL(s.cfg.Project, s.cfg.Dataset)
 	res := "view " + s.cfg.Project + "." + s.cfg.Dataset + "." + filesView
-	var meta *bq.TableMetadata
-	err := s.retry(ctx, func() error {
-		var err error
-		meta, err = s.dataset().Table(filesView).Metadata(ctx)
-		if isNotFound(err) {
-			meta = nil
-			return nil
-		}
-		return s.scope.classify("reading the view's metadata", res, err)
-	})
+	meta, err := s.viewMeta(ctx, filesView)
 	if err != nil {
 		return err
 	}

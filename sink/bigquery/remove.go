@@ -93,23 +93,16 @@ func (s *Sink) countRows(ctx context.Context, formID string) (live, deleted int6
 // dropView drops the form's view when it is formsync's: a table, or a
 // view of the user's that took the name, stays.
 func (s *Sink) dropView(ctx context.Context, formID string) error {
-	tbl := s.dataset().Table(sqlname.ViewName(formID))
-	res := "view " + s.viewRef(formID)
+	meta, err := s.viewMeta(ctx, sqlname.ViewName(formID))
+	if err != nil || meta == nil || meta.Type != bq.ViewTable || !strings.HasPrefix(meta.Description, "formsync:") {
+		return err
+	}
 	return s.retry(ctx, func() error {
-		meta, err := tbl.Metadata(ctx)
+		err := s.dataset().Table(sqlname.ViewName(formID)).Delete(ctx)
 		if isNotFound(err) {
 			return nil
 		}
-		if err != nil {
-			return s.scope.classify("reading the view's metadata", res, err)
-		}
-		if meta.Type != bq.ViewTable || !strings.HasPrefix(meta.Description, "formsync:") {
-			return nil
-		}
-		if err := tbl.Delete(ctx); err != nil && !isNotFound(err) {
-			return s.scope.classify("dropping the view", res, err)
-		}
-		return nil
+		return s.scope.classify("dropping the view", "view "+s.viewRef(formID), err)
 	})
 }
 

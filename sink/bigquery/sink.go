@@ -707,6 +707,22 @@ func (s *Sink) createView(ctx context.Context, formID, ddl string) error {
 	return s.runDDL(ctx, "creating the view of form "+formID, "view "+s.viewRef(formID), ddl)
 }
 
+// viewMeta reads the metadata of the view (or what else holds its name)
+// name of the dataset, with retries; nil when nothing holds it.
+func (s *Sink) viewMeta(ctx context.Context, name string) (*bq.TableMetadata, error) {
+	var meta *bq.TableMetadata
+	err := s.retry(ctx, func() error {
+		var err error
+		meta, err = s.dataset().Table(name).Metadata(ctx)
+		if isNotFound(err) {
+			meta = nil
+			return nil
+		}
+		return s.scope.classify("reading the view's metadata", "view "+s.cfg.Project+"."+s.cfg.Dataset+"."+name, err)
+	})
+	return meta, err
+}
+
 // viewRef is the view of form formID as project.dataset.view.
 func (s *Sink) viewRef(formID string) string {
 	return s.cfg.Project + "." + s.cfg.Dataset + "." + sqlname.ViewName(formID)
@@ -741,17 +757,7 @@ func (s *Sink) viewInPlace(ctx context.Context, formID, want string) (bool, erro
 	if ok && known.description == want && s.cfg.Now().Sub(known.at) < viewRecheck {
 		return true, nil
 	}
-	res := "view " + s.viewRef(formID)
-	var meta *bq.TableMetadata
-	err := s.retry(ctx, func() error {
-		var err error
-		meta, err = s.dataset().Table(sqlname.ViewName(formID)).Metadata(ctx)
-		if isNotFound(err) {
-			meta = nil
-			return nil
-		}
-		return s.scope.classify("reading the view's metadata", res, err)
-	})
+	meta, err := s.viewMeta(ctx, sqlname.ViewName(formID))
 	if err != nil {
 		return false, err
 	}

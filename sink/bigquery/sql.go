@@ -58,6 +58,12 @@ type removal struct {
 	Rows bool
 }
 
+// allOfTime is the constant created_at range of a statement that reads
+// every row of its forms, wherever it lies: it prunes no partition, but
+// it is a filter on the partitioning column, so the statement runs on a
+// table that requires one (bqMinTime..bqMaxTime).
+const allOfTime = "BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'"
+
 var sqlTemplates = template.Must(template.New("sql").Parse(`
 {{define "readState"}}
 SELECT form_id, wm_created_at, wm_id, TO_JSON_STRING(boundary) AS boundary, sort_order, last_total,
@@ -90,7 +96,7 @@ SELECT submission_id, submission_key, created_at, is_spam,
 FROM {{.Submissions}}
 {{- end}}
 
-{{define "anyTime"}}created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'{{end}}
+{{define "anyTime"}}created_at ` + allOfTime + `{{end}}
 
 {{define "readRows"}}
 {{- template "rowColumns" .}}
