@@ -96,6 +96,18 @@ type Progress struct {
 	ETA time.Duration
 }
 
+// withTotal is p spanning total pages (0: not known), never fewer than it
+// has read, with the ETA at the rate so far.
+func (p Progress) withTotal(total int) Progress {
+	if total > 0 {
+		p.PagesTotal = max(total, p.Pages)
+	}
+	if p.Pages > 0 && p.PagesTotal > p.Pages {
+		p.ETA = time.Duration(float64(p.Elapsed) / float64(p.Pages) * float64(p.PagesTotal-p.Pages))
+	}
+	return p
+}
+
 // BackfillReport says what a backfill did or, for a dry run, would do.
 type BackfillReport struct {
 	FormID   string
@@ -509,11 +521,8 @@ type located struct {
 }
 
 func (b *backfill) progress(total int) Progress {
-	p := Progress{FormID: b.old.FormID, Pages: b.read, PagesTotal: max(total, b.read), Rows: b.report.Staged + b.queuedRows() + b.spool.Len(), Elapsed: b.e.cfg.Now().Sub(b.start)}
-	if b.read > 0 && p.PagesTotal > b.read {
-		p.ETA = time.Duration(float64(p.Elapsed) / float64(b.read) * float64(p.PagesTotal-b.read))
-	}
-	return p
+	p := Progress{FormID: b.old.FormID, Pages: b.read, Rows: b.report.Staged + b.queuedRows() + b.spool.Len(), Elapsed: b.e.cfg.Now().Sub(b.start)}
+	return p.withTotal(max(total, b.read))
 }
 
 // checkpoint commits the staged rows with the backfill's progress; the final

@@ -286,15 +286,8 @@ func (r *formRun) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
 func (r *formRun) progressAfter(p *formsapi.Page) Progress {
 	pr := Progress{FormID: r.old.FormID, Pages: r.report.Pages, Rows: r.rows, Elapsed: r.e.cfg.Now().Sub(r.start)}
 	if r.mode != readNew || r.old.Watermark.IsZero() {
-		total := p.TotalPages
-		if total <= 0 && p.PerPage > 0 {
-			total = (p.Total + p.PerPage - 1) / p.PerPage
-		}
 		// Pages read again (the form moved) count on top.
-		pr.PagesTotal = max(total+r.report.Rescans, pr.Pages)
-	}
-	if pr.PagesTotal > pr.Pages {
-		pr.ETA = time.Duration(float64(pr.Elapsed) / float64(pr.Pages) * float64(pr.PagesTotal-pr.Pages))
+		return pr.withTotal(p.TotalPages + r.report.Rescans)
 	}
 	return pr
 }
