@@ -10,7 +10,6 @@ import (
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
-	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/pager"
 )
@@ -564,8 +563,7 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	adopt := b.old.Rows == 0 && b.old.Deleted == 0
 	build := func(st state.Form) state.Form {
 		// The base may hold names another process merged in since b.old.
-		st.FieldNames = mergeFields(st.FieldNames, names)
-		st.FieldTypes.Seen = fieldtype.Merge(st.FieldTypes.Seen, types)
+		st = withFields(st, names, types)
 		st.Forgotten = st.Forgotten.Met(met...)
 		st.Copies = copiesAfter(st.Copies, copies, st.Forgotten)
 		if st.Order == state.OrderUnknown {

@@ -743,8 +743,7 @@ func merged(stored, ours state.Form) state.Form {
 	if !out.Watermark.CreatedAt.Equal(ours.Watermark.CreatedAt) {
 		out.LastTotal = stored.LastTotal
 	}
-	out.FieldNames = mergeFields(stored.FieldNames, ours.FieldNames)
-	out.FieldTypes.Seen = fieldtype.Merge(stored.FieldTypes.Seen, ours.FieldTypes.Seen)
+	out = withFields(out, stored.FieldNames, stored.FieldTypes.Seen)
 	if out.Order == state.OrderUnknown {
 		out.Order = stored.Order
 	}

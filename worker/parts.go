@@ -152,8 +152,7 @@ func (p *partCommitter) commit(pt part) {
 	if res.state != nil {
 		st = *res.state
 	}
-	st.FieldNames = mergeFields(st.FieldNames, pt.names)
-	st.FieldTypes.Seen = fieldtype.Merge(st.FieldTypes.Seen, pt.types)
+	st = withFields(st, pt.names, pt.types)
 	// The part's rows were staged under the configured field policy,
 	// which a first read adopts over a state that records another
 	// (checkPolicy): the state must say so from the first part on, or a
@@ -183,9 +182,7 @@ func (p *partCommitter) commit(pt part) {
 // names and types and the field policy its rows were staged under. A
 // part moves nothing else.
 func mergePart(stored, ours state.Form) state.Form {
-	out := stored
-	out.FieldNames = mergeFields(stored.FieldNames, ours.FieldNames)
-	out.FieldTypes.Seen = fieldtype.Merge(stored.FieldTypes.Seen, ours.FieldTypes.Seen)
+	out := withFields(stored, ours.FieldNames, ours.FieldTypes.Seen)
 	out.FieldPolicy = ours.FieldPolicy
 	return out
 }

@@ -363,6 +363,15 @@ func (r *formRun) stage(row sink.Row) error {
 }
 
 // mergeFields returns the sorted union of two sorted name lists.
+// withFields is st with the field names and types of rows of its form it
+// did not see: the names joined, each type widened to fit both (the
+// merge of two writers' views of a form, in either order).
+func withFields(st state.Form, names []string, types fieldtype.Set) state.Form {
+	st.FieldNames = mergeFields(st.FieldNames, names)
+	st.FieldTypes.Seen = fieldtype.Merge(st.FieldTypes.Seen, types)
+	return st
+}
+
 func mergeFields(a, b []string) []string {
 	out := slices.Concat(a, b)
 	slices.Sort(out)
