@@ -3,7 +3,7 @@ package bigquery
 import (
 	"strings"
 
-	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/sink/view"
 	"github.com/formsync/formsync/state/fieldtype"
 )
 
@@ -111,9 +111,9 @@ func exactPath(field string) (string, bool) {
 // viewColumns writes the field columns of a form's view: one line per
 // field, each ",\n  <expr> AS `name`".
 func viewColumns(b *strings.Builder, fieldNames []string, types fieldtype.Columns) {
-	for _, c := range sqlname.ViewColumns(fieldNames) {
+	for _, c := range view.ColumnsOf(fieldNames, types) {
 		b.WriteString(",\n  ")
-		b.WriteString(viewColumnExpr(c.Field, types.Type(c.Field)))
+		b.WriteString(viewColumnExpr(c.Field, c.Type))
 		b.WriteString(" AS `")
 		b.WriteString(c.Name) // sanitised: [a-z0-9_], quoted because it may be a keyword
 		b.WriteString("`")

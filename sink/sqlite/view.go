@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/sink/view"
 	"github.com/formsync/formsync/state/fieldtype"
 )
 
@@ -87,9 +88,9 @@ func viewSQL(formID string, fieldNames []string, types fieldtype.Columns) string
 		}
 		b.WriteString(quoteIdent(c))
 	}
-	for _, c := range sqlname.ViewColumns(fieldNames) {
+	for _, c := range view.ColumnsOf(fieldNames, types) {
 		b.WriteString(",\n\t")
-		b.WriteString(columnSQL(c.Field, types.Type(c.Field)))
+		b.WriteString(columnSQL(c.Field, c.Type))
 		b.WriteString(" AS ")
 		b.WriteString(quoteIdent(c.Name))
 	}

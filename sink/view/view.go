@@ -29,11 +29,15 @@ func FixedColumns() []string { return sqlname.ViewFixedColumns() }
 
 // Columns lists the field columns of the view of the form whose state is
 // st, in the view's order: one per field name, up to sink.MaxViewFields.
-func Columns(st state.Form) []Column {
-	cols := sqlname.ViewColumns(st.FieldNames)
+func Columns(st state.Form) []Column { return ColumnsOf(st.FieldNames, st.FieldTypes) }
+
+// ColumnsOf lists the field columns of a view of fields named names and
+// typed by types: what each sink makes its view of.
+func ColumnsOf(names []string, types fieldtype.Columns) []Column {
+	cols := sqlname.ViewColumns(names)
 	out := make([]Column, len(cols))
 	for i, c := range cols {
-		out[i] = Column{Name: c.Name, Field: c.Field, Type: st.FieldTypes.Type(c.Field), Pinned: st.FieldTypes.Pinned[c.Field] != fieldtype.Unknown}
+		out[i] = Column{Name: c.Name, Field: c.Field, Type: types.Type(c.Field), Pinned: types.Pinned[c.Field] != fieldtype.Unknown}
 	}
 	return out
 }
