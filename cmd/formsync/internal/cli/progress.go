@@ -48,6 +48,8 @@ func startProgress(e *env, what string) *progressPrinter {
 	p.what = what
 	if p.tty != nil {
 		e.log = e.logTo(lineClearer{p})
+		// The BigQuery sink's warnings clear the bar too.
+		e.cfg.bqLogger = e.log
 	}
 	return p
 }
