@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/formsync/formsync/internal/jsonscan"
 )
@@ -158,10 +157,5 @@ func (p *wireParser) fast(line []byte) (Row, error) {
 
 // string decodes the JSON string v, as encoding/json decodes it.
 func (p *wireParser) string(v []byte) string {
-	raw := v[1 : len(v)-1]
-	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-		return string(raw)
-	}
-	p.str = jsonscan.AppendUnquote(p.str[:0], v)
-	return string(p.str)
+	return string(jsonscan.Unquote(&p.str, v))
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"unicode/utf8"
 )
 
 // The canonical form of a JSON value is what decoding it with
@@ -124,20 +123,14 @@ func (c *Canonicalizer) leave() error {
 
 // string appends the canonical form of the string v, quotes included.
 func (c *Canonicalizer) string(dst, v []byte) []byte {
-	if bytes.IndexByte(v, '\\') < 0 {
-		return appendQuoted(dst, v[1:len(v)-1], "\uFFFD")
-	}
-	c.str = AppendUnquote(c.str[:0], v)
-	return appendQuoted(dst, c.str, "\uFFFD")
+	return appendQuoted(dst, Unquote(&c.str, v), "\uFFFD")
 }
 
 // key returns an object key, decoded: a slice of the text when it needs
 // no decoding.
 func key(v []byte) []byte {
-	if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
-		return v[1 : len(v)-1]
-	}
-	return AppendUnquote(nil, v)
+	var buf []byte // a key is kept: never a shared buffer
+	return Unquote(&buf, v)
 }
 
 func (c *Canonicalizer) object(dst []byte, top bool) ([]byte, error) {

@@ -220,3 +220,26 @@ func readsAsOne(src []byte) bool {
 	}
 	return r.End() == nil
 }
+
+// TestUnquote holds the one fast path to encoding/json's reading: a plain
+// string is its own text (no copy), and an escape, invalid UTF-8 or an
+// unpaired surrogate is decoded as encoding/json decodes it.
+func TestUnquote(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{`"plain"`, `""`, `"a\"b"`, `"\u00e9t\u00e9"`, "\"bad \xff byte\"", `"\ud800 alone"`, `"a\u0000b"`} {
+		var want string
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		var buf []byte
+		quoted := []byte(in)
+		got := Unquote(&buf, quoted)
+		if string(got) != want {
+			t.Errorf("Unquote(%q) = %q, want %q (encoding/json)", in, got, want)
+		}
+		plain := !strings.Contains(in, `\`) && !strings.Contains(in, "\xff")
+		if shared := len(got) > 0 && &got[0] == &quoted[1]; plain && len(got) > 0 && !shared {
+			t.Errorf("Unquote(%q) copied a string that needs no decoding", in)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"unicode/utf16"
@@ -536,6 +537,21 @@ func hex4[S ~string | ~[]byte](b S) rune {
 		r = r<<4 | rune(c)
 	}
 	return r
+}
+
+// Unquote returns the text of quoted, a JSON string a Reader accepted
+// (quotes included), decoded as AppendUnquote decodes it. When quoted holds
+// no escape and only valid UTF-8 its text is returned as a slice of it, with
+// no copy; otherwise it is decoded into *buf, which keeps what it grew to
+// for the next call. This is the one fast path for every caller, so that
+// every caller reads invalid UTF-8 the same way.
+func Unquote(buf *[]byte, quoted []byte) []byte {
+	raw := quoted[1 : len(quoted)-1]
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return raw
+	}
+	*buf = AppendUnquote((*buf)[:0], quoted)
+	return *buf
 }
 
 // AppendUnquote appends the text of quoted, a JSON string a Reader

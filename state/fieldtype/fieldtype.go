@@ -84,11 +84,8 @@ func Of(value []byte) Type {
 		if !ok {
 			return String
 		}
-		text := s[1 : len(s)-1]
-		if bytes.IndexByte(text, '\\') >= 0 {
-			text = jsonscan.AppendUnquote(nil, s)
-		}
-		return ofText(text)
+		var buf []byte
+		return ofText(jsonscan.Unquote(&buf, s))
 	case c == '[':
 		var r jsonscan.Reader
 		r.Reset(v)
@@ -342,12 +339,12 @@ func (s Set) Observe(fields []byte) Set {
 		if _, err := r.ReadToken(); err != nil {
 			return s
 		}
-		name = jsonscan.AppendUnquote(name[:0], trimQuoted(fields[start:r.Offset()]))
+		key := jsonscan.Unquote(&name, trimQuoted(fields[start:r.Offset()]))
 		v, err := r.ReadValue()
 		if err != nil {
 			return s
 		}
-		old, ok := s[string(name)]
+		old, ok := s[string(key)]
 		if ok && old == String {
 			// Nothing widens a String: its values need no typing.
 			continue
@@ -357,7 +354,7 @@ func (s Set) Observe(fields []byte) Set {
 			s = Set{}
 		}
 		if w := Widen(old, t); !ok || w != old {
-			s[string(name)] = w
+			s[string(key)] = w
 		}
 	}
 	return s

@@ -1,7 +1,6 @@
 package fieldpolicy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -173,15 +172,8 @@ func (r *rewriter) holdsValues(key []byte) bool {
 // included).
 func (r *rewriter) action(key []byte) Action { return actionOf(r.p, r.unescaped(key)) }
 
-// unescaped returns the name key (quotes included) stands for: itself
-// without quotes unless it holds an escape.
-func (r *rewriter) unescaped(key []byte) []byte {
-	if bytes.IndexByte(key, '\\') < 0 {
-		return key[1 : len(key)-1]
-	}
-	r.name = jsonscan.AppendUnquote(r.name[:0], key)
-	return r.name
-}
+// unescaped returns the name key (quotes included) stands for.
+func (r *rewriter) unescaped(key []byte) []byte { return jsonscan.Unquote(&r.name, key) }
 
 // object reads the object at the cursor and appends the edits that apply
 // the policy to its members.
