@@ -319,8 +319,8 @@ func runDoc(t *testing.T, bin, file, dir string, setup *docBlock, blocks []docBl
 	rewrite := docRewriter(t)
 	sh := startShell(t, bin, dir)
 	defer sh.close()
-	if setup != nil {
-		sh.run(t, *setup, rewrite)
+	if setup != nil && !sh.run(t, *setup, rewrite) {
+		t.Fatalf("%s: the README's simulator block, which the page starts from, failed", file)
 	}
 	for _, b := range runnable {
 		if isShell(b.lang) {
@@ -414,12 +414,15 @@ func startShell(t *testing.T, bin, dir string) *docShell {
 		}
 	}()
 	t.Cleanup(sh.close)
+	// pipefail: a failing command inside a pipeline fails the block too.
+	fmt.Fprintf(stdin, "set -o pipefail\n")
 	fmt.Fprintf(stdin, "trap 'printf \"failed (exit %%s): %%s\\n\" \"$?\" \"$BASH_COMMAND\" >&3' ERR\n")
 	return sh
 }
 
-// run runs one block and fails t when a command of it failed.
-func (sh *docShell) run(t *testing.T, b docBlock, rewrite *strings.Replacer) {
+// run runs one block and fails t when a command of it failed; it reports
+// whether none did.
+func (sh *docShell) run(t *testing.T, b docBlock, rewrite *strings.Replacer) bool {
 	t.Helper()
 	sh.n++
 	log := filepath.Join(sh.logs, fmt.Sprintf("%02d.log", sh.n))
@@ -445,7 +448,7 @@ func (sh *docShell) run(t *testing.T, b docBlock, rewrite *strings.Replacer) {
 			if len(failed) > 0 {
 				t.Errorf("%s:%d: %s\n%s", b.file, b.line, strings.Join(failed, "\n"), readLog(log))
 			}
-			return
+			return len(failed) == 0
 		case <-timeout:
 			sh.close()
 			t.Fatalf("%s:%d: the block ran for more than %s\n%s", b.file, b.line, docBlockTimeout, readLog(log))
