@@ -302,18 +302,32 @@ func TestDocsRunAsWritten(t *testing.T) {
 func runDoc(t *testing.T, bin, file, dir string, setup *docBlock, blocks []docBlock, demoDB string) docCounts {
 	t.Helper()
 	var c docCounts
-	var runnable []docBlock
+	type step struct {
+		b       docBlock
+		envOnly bool // a skipped block's export and unset lines
+	}
+	var steps []step
+	runs := false
 	for _, b := range blocks {
 		if !isShell(b.lang) && b.lang != "sql" {
 			continue
 		}
-		if why, ok := docSkips[b.key]; ok {
-			c.skipped = append(c.skipped, fmt.Sprintf("%s (line %d): %s", b.key, b.line, why))
+		why, skip := docSkips[b.key]
+		if !skip {
+			steps, runs = append(steps, step{b: b}), true
 			continue
 		}
-		runnable = append(runnable, b)
+		if env := envLines(b); isShell(b.lang) && env != "" {
+			// A reader who ran the block has its variables set: the
+			// blocks after it must work with them.
+			why += " (its export and unset lines run)"
+			eb := b
+			eb.text = env
+			steps = append(steps, step{b: eb, envOnly: true})
+		}
+		c.skipped = append(c.skipped, fmt.Sprintf("%s (line %d): %s", b.key, b.line, why))
 	}
-	if len(runnable) == 0 {
+	if !runs {
 		return c
 	}
 	rewrite := docRewriter(t)
@@ -322,16 +336,36 @@ func runDoc(t *testing.T, bin, file, dir string, setup *docBlock, blocks []docBl
 	if setup != nil && !sh.run(t, *setup, rewrite) {
 		t.Fatalf("%s: the README's simulator block, which the page starts from, failed", file)
 	}
-	for _, b := range runnable {
-		if isShell(b.lang) {
-			sh.run(t, b, rewrite)
+	for _, s := range steps {
+		switch {
+		case s.envOnly:
+			sh.run(t, s.b, rewrite)
+		case isShell(s.b.lang):
+			sh.run(t, s.b, rewrite)
 			c.shellRun++
-			continue
+		default:
+			c.queries += runSQL(t, s.b, filepath.Join(dir, "formsync.db"), demoDB)
+			c.sqlBlocksRun++
 		}
-		c.queries += runSQL(t, b, filepath.Join(dir, "formsync.db"), demoDB)
-		c.sqlBlocksRun++
 	}
 	return c
+}
+
+// envLines are the lines of a shell block that set or unset variables
+// (export, unset; PATH excepted), comments left out.
+func envLines(b docBlock) string {
+	var out []string
+	for _, l := range strings.Split(b.text, "\n") {
+		l = strings.TrimSpace(stripComment(b.lang, l))
+		// PATH stays the test's: its binaries come first.
+		if (strings.HasPrefix(l, "export ") || strings.HasPrefix(l, "unset ")) && !strings.HasPrefix(l, "export PATH=") {
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return strings.Join(out, "\n") + "\n"
 }
 
 // docRewriter replaces go run by the built binaries and the docs' fixed
