@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/testkit/zetasql"
 )
 
 // The doc test: every shell and SQL block of README.md and docs/*.md runs
@@ -63,9 +68,10 @@ var docSkips = map[string]string{
 }
 
 // bqSQL is why BigQuery's SQL blocks are not run: there is no BigQuery
-// here. The ones on formsync's tables are checked by Google's ZetaSQL
-// analyzer in sink/bigquery's TestZetaSQLAcceptsEverySQLText (slow run).
-const bqSQL = "BigQuery SQL: needs BigQuery (sink/bigquery's ZetaSQL test analyzes docs/bigquery.md's queries on formsync's tables in the slow run)"
+// here. In the slow run Google's ZetaSQL analyzer checks every statement
+// of them against the tables and views the fake holds after the sync of
+// docs/bigquery.md (the subtest "BigQuery SQL analyzed by ZetaSQL").
+const bqSQL = "BigQuery SQL: needs BigQuery; the slow run has ZetaSQL analyze each statement against the tables and views the fake of docs/bigquery.md holds"
 
 // simulatorBlock is the README block that starts the simulator and syncs
 // from it: every page of docs/ runs it first, as its reader would have.
@@ -262,7 +268,7 @@ func TestDocsRunAsWritten(t *testing.T) {
 
 	start = time.Now()
 	readmeDir := t.TempDir()
-	readme := runDoc(t, bin, "README.md", readmeDir, nil, docs["README.md"], filepath.Join(readmeDir, "formsync-demo.db"))
+	readme := runDoc(t, bin, "README.md", readmeDir, nil, docs["README.md"], filepath.Join(readmeDir, "formsync-demo.db"), nil)
 	demoDB := filepath.Join(readmeDir, "formsync-demo.db")
 	if _, err := os.Stat(demoDB); err != nil {
 		t.Fatalf("README.md's blocks made no demo file: %v", err)
@@ -272,11 +278,21 @@ func TestDocsRunAsWritten(t *testing.T) {
 	start = time.Now()
 	var mu sync.Mutex
 	counts := map[string]docCounts{"README.md": readme}
+	var bqTables []zetasql.Table // what the BigQuery fake of docs/bigquery.md holds
 	t.Run("docs", func(t *testing.T) {
 		for _, f := range docFiles(t)[1:] {
 			t.Run(filepath.Base(f), func(t *testing.T) {
 				t.Parallel()
-				c := runDoc(t, bin, f, t.TempDir(), setup, docs[f], demoDB)
+				var after func(map[string]string)
+				if f == bqFakePage && enginetest.SlowTests() {
+					after = func(ports map[string]string) {
+						tables := fakeTables(t, ports[bqFakeAddr], bqProject, bqDataset)
+						mu.Lock()
+						bqTables = tables
+						mu.Unlock()
+					}
+				}
+				c := runDoc(t, bin, f, t.TempDir(), setup, docs[f], demoDB, after)
 				mu.Lock()
 				counts[f] = c
 				mu.Unlock()
@@ -295,11 +311,154 @@ func TestDocsRunAsWritten(t *testing.T) {
 		}
 	}
 	t.Logf("in all: %d shell blocks and %d SQL blocks (%d statements) run, %d blocks skipped", shell, sqlBlocks, queries, skipped)
+
+	t.Run("BigQuery SQL analyzed by ZetaSQL", func(t *testing.T) {
+		enginetest.Slow(t, "installs the ZetaSQL analyzer from npm, 354 MB, once")
+		if len(bqTables) == 0 {
+			t.Fatalf("%s's BigQuery fake held no table to check the BigQuery queries against", bqFakePage)
+		}
+		analyzeBigQuerySQL(t, docs, bqTables)
+	})
+}
+
+// The BigQuery fake that docs/bigquery.md starts, whose tables and views
+// (made by a sync of the README's simulator forms) are the catalog the
+// docs' BigQuery queries are checked against.
+const (
+	bqFakePage = "docs/bigquery.md"
+	bqFakeAddr = "127.0.0.1:9050"
+	bqProject  = "my-project"
+	bqDataset  = "formsync"
+)
+
+// fakeTables reads the schema of every table and view of a dataset of the
+// BigQuery fake at addr (tables.list, then tables.get), as ZetaSQL tables.
+func fakeTables(t *testing.T, addr, project, dataset string) []zetasql.Table {
+	t.Helper()
+	base := "http://" + addr + "/bigquery/v2/projects/" + project + "/datasets/" + dataset + "/tables"
+	var list struct {
+		Tables []struct {
+			TableReference struct {
+				TableID string `json:"tableId"`
+			} `json:"tableReference"`
+		} `json:"tables"`
+	}
+	getJSON(t, base, &list)
+	var out []zetasql.Table
+	for _, tb := range list.Tables {
+		var tbl struct {
+			Schema struct{ Fields []bqField } `json:"schema"`
+		}
+		getJSON(t, base+"/"+tb.TableReference.TableID, &tbl)
+		out = append(out, zetasql.Table{Name: project + "." + dataset + "." + tb.TableReference.TableID, Columns: zetaColumns(tbl.Schema.Fields)})
+	}
+	return out
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), docQueryTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+// bqField is a column of a BigQuery table as the REST API gives it.
+type bqField struct {
+	Name   string    `json:"name"`
+	Type   string    `json:"type"`
+	Mode   string    `json:"mode"`
+	Fields []bqField `json:"fields"`
+}
+
+func zetaColumns(fields []bqField) []zetasql.Column {
+	var out []zetasql.Column
+	for _, f := range fields {
+		out = append(out, zetasql.Column{Name: f.Name, Type: zetaType(f)})
+	}
+	return out
+}
+
+// zetaType is a BigQuery column type as the analyzer takes it.
+func zetaType(f bqField) any {
+	var typ any
+	switch f.Type {
+	case "INTEGER":
+		typ = "INT64"
+	case "FLOAT", "FLOAT64":
+		typ = "DOUBLE"
+	case "BOOLEAN":
+		typ = "BOOL"
+	case "RECORD", "STRUCT":
+		var members []map[string]any
+		for _, m := range f.Fields {
+			members = append(members, map[string]any{"name": m.Name, "type": zetaType(m)})
+		}
+		typ = map[string]any{"struct": members}
+	default: // STRING, INT64, NUMERIC, DATE, TIMESTAMP, JSON, BOOL, ...
+		typ = f.Type
+	}
+	if f.Mode == "REPEATED" {
+		return map[string]any{"array": typ}
+	}
+	return typ
+}
+
+// analyzeBigQuerySQL has ZetaSQL check every statement of the docs' SQL
+// blocks that names a table of bqProject, against tables and the columns
+// of BigQuery's job history that the docs read.
+func analyzeBigQuerySQL(t *testing.T, docs map[string][]docBlock, tables []zetasql.Table) {
+	t.Helper()
+	tables = append(tables, zetasql.Table{Name: bqProject + ".region-us.INFORMATION_SCHEMA.JOBS", Columns: []zetasql.Column{
+		{Name: "job_id", Type: "STRING"}, {Name: "creation_time", Type: "TIMESTAMP"}, {Name: "total_bytes_processed", Type: "INT64"},
+	}})
+	var scripts []zetasql.Script
+	where := map[string]string{}
+	for _, f := range docFiles(t) {
+		for _, b := range docs[f] {
+			if b.lang != "sql" || !strings.Contains(b.text, "`"+bqProject+".") {
+				continue
+			}
+			for i, stmt := range splitSQL(b.text) {
+				name := fmt.Sprintf("%s:%d statement %d", b.file, b.line, i+1)
+				scripts = append(scripts, zetasql.Script{Name: name, SQL: stmt})
+				where[name] = stmt
+			}
+		}
+	}
+	if len(scripts) == 0 {
+		t.Fatal("no BigQuery SQL in the docs: the extraction is broken")
+	}
+	results := zetasql.Analyze(t, zetasql.Request{Tables: tables, Params: []zetasql.Column{}, Scripts: scripts})
+	if len(results) != len(scripts) {
+		t.Fatalf("the analyzer answered %d of %d statements", len(results), len(scripts))
+	}
+	for _, r := range results {
+		if !r.OK {
+			t.Errorf("%s: ZetaSQL refuses it: %s\n%s", r.Name, r.Error, where[r.Name])
+		}
+	}
+	t.Logf("%d BigQuery statements of the docs analyzed by ZetaSQL against the fake's %d tables and views", len(scripts), len(tables)-1)
 }
 
 // runDoc runs the shell and SQL blocks of one document in dir, after
-// setup when it is not nil; SQL blocks also run on demoDB.
-func runDoc(t *testing.T, bin, file, dir string, setup *docBlock, blocks []docBlock, demoDB string) docCounts {
+// setup when it is not nil; SQL blocks also run on demoDB. after, when not
+// nil, is called once the blocks ran, while what they started in the
+// background still runs, with the free address of each of docPorts.
+func runDoc(t *testing.T, bin, file, dir string, setup *docBlock, blocks []docBlock, demoDB string, after func(ports map[string]string)) docCounts {
 	t.Helper()
 	var c docCounts
 	type step struct {
@@ -330,7 +489,7 @@ func runDoc(t *testing.T, bin, file, dir string, setup *docBlock, blocks []docBl
 	if !runs {
 		return c
 	}
-	rewrite := docRewriter(t)
+	rewrite, ports := docRewriter(t)
 	sh := startShell(t, bin, dir)
 	defer sh.close()
 	if setup != nil && !sh.run(t, *setup, rewrite) {
@@ -347,6 +506,9 @@ func runDoc(t *testing.T, bin, file, dir string, setup *docBlock, blocks []docBl
 			c.queries += runSQL(t, s.b, filepath.Join(dir, "formsync.db"), demoDB)
 			c.sqlBlocksRun++
 		}
+	}
+	if after != nil {
+		after(ports)
 	}
 	return c
 }
@@ -369,9 +531,10 @@ func envLines(b docBlock) string {
 }
 
 // docRewriter replaces go run by the built binaries and the docs' fixed
-// loopback ports by free ones.
-func docRewriter(t *testing.T) *strings.Replacer {
+// loopback ports by free ones; it returns the free address of each.
+func docRewriter(t *testing.T) (*strings.Replacer, map[string]string) {
 	t.Helper()
+	ports := map[string]string{}
 	var pairs []string
 	for _, r := range docRewrites {
 		pairs = append(pairs, r.from, r.to)
@@ -384,8 +547,9 @@ func docRewriter(t *testing.T) *strings.Replacer {
 		free := ln.Addr().String()
 		ln.Close()
 		pairs = append(pairs, addr, free)
+		ports[addr] = free
 	}
-	return strings.NewReplacer(pairs...)
+	return strings.NewReplacer(pairs...), ports
 }
 
 // docShell is one bash that runs a document's blocks in turn: each block
