@@ -58,8 +58,6 @@ var docSkips = map[string]string{
 	"docs/gke.md: kubectl -n NAMESPACE delete job formsync-status --ignore-not-found":                                        "needs kubectl and a cluster",
 	"docs/gke.md: kubectl -n NAMESPACE apply -k deploy/overlays/scheduler":                                                   "needs kubectl and a cluster",
 
-	"docs/operations.md: formsync remove --form contcat --dry-run": "needs forms synced once and since taken out of FORMSYNC_FORMS (contcat, old-form); cli's remove tests run these commands",
-
 	"docs/testing.md: go test ./...":       "runs the whole test suite, this test included",
 	"docs/testing.md: go test -race ./...": "runs the whole test suite, this test included",
 	"docs/testing.md: FORMSYNC_TEST_BQ_PROJECT=my-project go test ./sink/bigquery/ -run Real -v":                "needs Google Cloud",
