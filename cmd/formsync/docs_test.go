@@ -207,20 +207,23 @@ type docCounts struct {
 
 // TestDocsRunAsWritten runs every shell and SQL block of README.md and
 // docs/*.md. Each document's shell blocks run top to bottom in one bash,
-// in a temporary directory (HOME too), with the test's formsync (and
-// bqfake) on PATH and no FORMSYNC_* variable set but docRateLimit. README.md runs first, as
-// written (it runs the demo and starts the simulator); each page of docs/
-// then starts the simulator and syncs as the README's simulator block
-// does, then runs its own blocks. A shell block fails when any command of
-// it fails (bash's ERR trap) or it runs longer than docBlockTimeout. A
-// SQL block runs where it stands, statement by statement, on the
-// document's formsync.db (the simulator's rows) and on the README's
-// formsync-demo.db (the demo's), and every statement must return a row
-// unless its comment says it may be empty.
+// in a temporary directory (HOME too), with the test's formsync and
+// bqfake on PATH and no FORMSYNC_* variable set but docRateLimit.
+// README.md runs first (it runs the demo and starts the simulator); each
+// page of docs/ then runs the README's simulator block, as its reader
+// would have, and its own blocks. Of a skipped block, the export and
+// unset lines run. A shell block fails when a command of it fails (bash's
+// ERR trap, with pipefail), when it ends with a non-zero status, or when
+// it runs longer than docBlockTimeout. A SQL block runs where it stands,
+// statement by statement, on the document's formsync.db (the simulator's
+// rows) and on the README's formsync-demo.db (the demo's), and every
+// statement must return a row unless its comment says it may be empty.
+// BigQuery's SQL is analyzed by ZetaSQL in the slow run.
 func TestDocsRunAsWritten(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary, the simulator and every documented command")
 	}
+	t.Parallel()
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not found: the documented commands use it", tool)
@@ -564,10 +567,7 @@ type docShell struct {
 
 func startShell(t *testing.T, bin, dir string) *docShell {
 	t.Helper()
-	logs := filepath.Join(dir, ".doctest")
-	if err := os.Mkdir(logs, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	logs := t.TempDir() // each block's output, out of the documents' way
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
