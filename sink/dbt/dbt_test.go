@@ -74,11 +74,21 @@ func TestFilesHoldToDbtSchemas(t *testing.T) {
 	}
 }
 
-// TestSchemaCheckCanFail proves the schemas catch what dbt refuses.
+// TestSchemaCheckCanFail proves the schemas catch what dbt refuses, and
+// the forms dbt 1.10 deprecates (and the dbt Fusion engine refuses): a
+// source table's freshness and loaded_at_field outside config:, a generic
+// test's inputs outside arguments:, a BigQuery target's project and
+// dataset under those names.
 func TestSchemaCheckCanFail(t *testing.T) {
 	t.Parallel()
 	for name, yml := range map[string]string{
 		"dbt_project.yml":      "name: formsync\nmodels-paths: [models]\n",
+		"models/old_fresh.yml": "version: 2\nsources:\n  - name: s\n    tables:\n      - name: t\n        loaded_at_field: synced_at\n        freshness: {warn_after: {count: 1, period: hour}}\n",
+		"models/old_args.yml":  "version: 2\nmodels:\n  - name: m\n    columns:\n      - name: c\n        data_tests:\n          - accepted_values: {values: ['true'], quote: false}\n",
+		"models/no_quote.yml":  "version: 2\nmodels:\n  - name: m\n    columns:\n      - name: c\n        quote: 'yes'\n",
+		"profiles.yml":         "formsync:\n  target: bigquery\n  outputs:\n    bigquery: {type: bigquery, method: oauth, project: p, dataset: d}\n",
+		"x/profiles.yml":       "formsync:\n  target: dev\n  outputs:\n    sqlite: {type: sqlite, database: d, schema: main, schemas_and_paths: {main: /x.db}, schema_directory: /s}\n",
+		"y/profiles.yml":       "formsync:\n  target: sqlite\n  outputs:\n    sqlite: {type: sqlite, database: d, schema: main, schemas_and_paths: {main: /x.db}}\n",
 		"models/x.yml":         "version: 2\nsources:\n  - name: s\n    freshness:\n      warn_after: {count: 1, period: week}\n",
 		"models/columns.yml":   "version: 2\nmodels:\n  - name: m\n    columns:\n      - description: no name\n",
 		"models/unknown.yml":   "version: 2\nmodel:\n  - name: m\n",
@@ -120,7 +130,7 @@ func TestPropertiesKeepNames(t *testing.T) {
 			t.Errorf("no source table %s", name)
 		}
 	}
-	if f := tables["submissions"].Freshness; f == nil || *f.WarnAfter != (period{30, "minute"}) || *f.ErrorAfter != (period{1, "day"}) {
+	if f := tables["submissions"].Config.Freshness; f == nil || *f.WarnAfter != (period{30, "minute"}) || *f.ErrorAfter != (period{1, "day"}) {
 		t.Errorf("submissions freshness %+v, want warn after 30 minutes, error after a day", f)
 	}
 	byModel := map[string]model{}
@@ -133,7 +143,7 @@ func TestPropertiesKeepNames(t *testing.T) {
 			t.Errorf("form %q: no source for its view", f.FormID)
 			continue
 		}
-		if src.LoadedAtField != "synced_at" || src.Freshness == nil {
+		if src.Config == nil || src.Config.LoadedAtField != "synced_at" || src.Config.Freshness == nil {
 			t.Errorf("form %q: view source without freshness on synced_at", f.FormID)
 		}
 		m := byModel[ModelName(f.FormID)]

@@ -274,7 +274,7 @@ func dataTests(t *testing.T, files map[string][]byte) []dataTest {
 				case string:
 					tc.test = v
 				case map[string]any:
-					av := v["accepted_values"].(map[string]any)
+					av := v["accepted_values"].(map[string]any)["arguments"].(map[string]any)
 					if av["quote"] != false {
 						t.Errorf("%s.%s: accepted_values quoted", rel, c.Name)
 					}
@@ -447,9 +447,10 @@ func TestDBTForBigQuery(t *testing.T) {
 	files := readProject(t, dir)
 	dbtcheck.Validate(t, files)
 	for name, want := range map[string][]string{
-		"profiles.yml": {"type: bigquery", "method: oauth", "project: p", "dataset: forms_eu", "location: EU"},
-		dbt.ModelDir + "/_formsync__sources.yml": {"database: p", "schema: forms_eu", "loaded_at_field: synced_at",
-			"warn_after:\n            count: 2\n            period: hour", "error_after:\n            count: 1\n            period: day"},
+		"profiles.yml": {"type: bigquery", "method: oauth", "database: p", "schema: forms_eu", "location: EU"},
+		dbt.ModelDir + "/_formsync__sources.yml": {"database: p", "schema: forms_eu",
+			"config:\n          loaded_at_field: synced_at\n          freshness:\n            warn_after:\n              count: 2\n              period: hour\n" +
+				"            error_after:\n              count: 1\n              period: day\n"},
 		dbt.ModelPath("contact"): {"from {{ source('formsync', 'form_contact') }}", "`submission_key`"},
 	} {
 		for _, w := range want {
