@@ -279,7 +279,10 @@ type (
 		Name        string `yaml:"name"`
 		Description string `yaml:"description,omitempty"`
 		DataType    string `yaml:"data_type,omitempty"`
-		DataTests   []any  `yaml:"data_tests,omitempty"`
+		// Quote has dbt quote the name in the SQL of the column's tests,
+		// which it otherwise writes as it is (see needsQuote).
+		Quote     bool  `yaml:"quote,omitempty"`
+		DataTests []any `yaml:"data_tests,omitempty"`
 	}
 	// acceptedValues is the generic test with its inputs under
 	// arguments:, where dbt 1.10.8 and later read them.
@@ -438,6 +441,9 @@ func (p Project) sourcesFile(forms []state.Form) propertiesFile {
 		}
 		src.Tables = append(src.Tables, t)
 	}
+	for i := range src.Tables {
+		p.markQuotes(src.Tables[i].Columns)
+	}
 	return propertiesFile{Version: 2, Sources: []source{src}}
 }
 
@@ -465,9 +471,17 @@ func (p Project) modelsFile(forms []state.Form) propertiesFile {
 			}
 			m.Columns = append(m.Columns, col)
 		}
+		p.markQuotes(m.Columns)
 		out.Models = append(out.Models, m)
 	}
 	return out
+}
+
+// markQuotes sets quote: true on each column whose name dbt must quote.
+func (p Project) markQuotes(cols []column) {
+	for i := range cols {
+		cols[i].Quote = needsQuote(p.Adapter, cols[i].Name)
+	}
 }
 
 // fieldDescription is a field column's description: the field's name as

@@ -19,14 +19,14 @@ import (
 // YAML and Jinja-free descriptions.
 var hostile = []string{
 	"contact", "a`b", `a"b`, "a'b", "x;DROP TABLE submissions;--", "É", "{{ exec('rm') }}",
-	"{% raw %}", "#comment", "line\nbreak", "select", "created_at", ": colon", "- dash", "",
+	"{% raw %}", "#comment", "line\nbreak", "select", "created_at", ": colon", "- dash", "", "shop.o'rders",
 	strings.Repeat("z", 200), "\u2028",
 }
 
 // testForms are forms with every field type and hostile names.
 func testForms() []state.Form {
 	types := fieldtype.Set{
-		"agree": fieldtype.Boolean, "age": fieldtype.Integer, "price": fieldtype.Decimal,
+		"agree": fieldtype.Boolean, "order": fieldtype.Boolean, "age": fieldtype.Integer, "price": fieldtype.Decimal,
 		"born": fieldtype.Date, "when": fieldtype.Timestamp, "tags": fieldtype.Array, "name": fieldtype.String,
 	}
 	var typed []string
@@ -255,6 +255,77 @@ from {{ source('formsync', 'form_f') }}
 		p := Project{Adapter: a}
 		if diff := cmp.Diff(want, p.stagingSQL(f)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", a, diff)
+		}
+	}
+}
+
+func TestNeedsQuote(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name             string
+		sqlite, bigquery bool
+	}{
+		{"form_id", false, false},
+		{"email", false, false},
+		{"order", true, true},
+		{"select", true, true},
+		{"true", true, true},
+		{"pragma", true, false},     // SQLite's keyword only
+		{"qualify", false, true},    // BigQuery's only
+		{"Order_Total", true, true}, // mixed case
+		{"9lives", true, true},
+		{"a-b", true, true},
+		{"_x", false, false},
+		{"", true, true},
+	} {
+		if got := needsQuote(SQLite, c.name); got != c.sqlite {
+			t.Errorf("SQLite %q: %v", c.name, got)
+		}
+		if got := needsQuote(BigQuery, c.name); got != c.bigquery {
+			t.Errorf("BigQuery %q: %v", c.name, got)
+		}
+	}
+}
+
+// TestQuoteWhereNeeded: every column of the property files whose name dbt
+// must quote says quote: true, and no other does; a boolean field named
+// order, which gets accepted_values, among them.
+func TestQuoteWhereNeeded(t *testing.T) {
+	t.Parallel()
+	for _, a := range []Adapter{SQLite, BigQuery} {
+		files, err := testProject(a).Files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		orderTests := 0
+		for _, name := range []string{"_formsync__sources.yml", "_formsync__models.yml"} {
+			var props propertiesFile
+			if err := yaml.Unmarshal(files[ModelDir+"/"+name], &props); err != nil {
+				t.Fatal(err)
+			}
+			var cols []column
+			for _, s := range props.Sources {
+				for _, tb := range s.Tables {
+					cols = append(cols, tb.Columns...)
+				}
+			}
+			for _, m := range props.Models {
+				cols = append(cols, m.Columns...)
+			}
+			for _, c := range cols {
+				if c.Quote != needsQuote(a, c.Name) {
+					t.Errorf("%s %s: column %s has quote %v", a, name, c.Name, c.Quote)
+				}
+				if c.Name == "order" && len(c.DataTests) > 0 {
+					orderTests++
+					if !c.Quote {
+						t.Errorf("%s: the tested column order is not quoted", a)
+					}
+				}
+			}
+		}
+		if orderTests == 0 {
+			t.Errorf("%s: no test of the boolean column order", a)
 		}
 	}
 }

@@ -20,13 +20,14 @@ import (
 )
 
 // typedSubmissions are submissions whose fields have every type, under
-// names a column cannot carry as they are.
+// names a column cannot carry as they are, and a boolean named like a
+// keyword (order), which dbt must quote in its tests.
 func typedSubmissions() []apisim.Submission {
 	at := time.Date(2026, 2, 1, 10, 0, 0, 0, time.UTC)
 	fields := []string{
-		`{"agree":true,"Age":"41","price":"12.50","born":"1990-05-17","when":"2026-03-01T10:00:00Z","tags":["a","b"],"How did you hear?":"Friend","{{ x }}":"y","select":"s","quote\"d":1}`,
-		`{"agree":"False","Age":7,"price":3,"born":"2001-01-01","when":"2026-03-01 11:00:00","tags":["c"],"How did you hear?":"","{{ x }}":"z","select":"t","quote\"d":2}`,
-		`{"agree":false,"Age":null,"price":null,"tags":[],"select":null}`,
+		`{"order":true,"agree":true,"Age":"41","price":"12.50","born":"1990-05-17","when":"2026-03-01T10:00:00Z","tags":["a","b"],"How did you hear?":"Friend","{{ x }}":"y","select":"s","quote\"d":1}`,
+		`{"order":false,"agree":"False","Age":7,"price":3,"born":"2001-01-01","when":"2026-03-01 11:00:00","tags":["c"],"How did you hear?":"","{{ x }}":"z","select":"t","quote\"d":2}`,
+		`{"order":true,"agree":false,"Age":null,"price":null,"tags":[],"select":null}`,
 	}
 	var out []apisim.Submission
 	for i, f := range fields {
@@ -34,6 +35,10 @@ func typedSubmissions() []apisim.Submission {
 	}
 	return out
 }
+
+// dottedForm is a form id with a dot and a quote, which the view's and
+// the model's names must survive.
+const dottedForm = "shop.o'rders"
 
 // readProject reads every file under dir, by slash path.
 func readProject(t *testing.T, dir string) map[string][]byte {
@@ -67,7 +72,8 @@ func readProject(t *testing.T, dir string) map[string][]byte {
 func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 	sim := apisim.New(apisim.Options{Seed: 11, Variant: apisim.Newer, Forms: []string{"contact", "feedback"}, SubmissionsPerForm: 40})
 	sim.SetSubmissions("typed-form", typedSubmissions()...)
-	db := syncEnv(t, sim, "contact", "feedback", "typed-form")
+	sim.SetSubmissions(dottedForm, typedSubmissions()...)
+	db := syncEnv(t, sim, "contact", "feedback", "typed-form", dottedForm)
 	if code, _, errOut := run(t, "sync"); code != exitOK {
 		t.Fatalf("sync: exit %d: %s", code, errOut)
 	}
@@ -77,8 +83,8 @@ func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 		t.Fatalf("dbt: exit %d: %s%s", code, out, errOut)
 	}
 	files := readProject(t, dir)
-	if len(files) != 7 {
-		t.Errorf("%d files, want 7 (4 and a model per form): %s", len(files), out)
+	if len(files) != 8 {
+		t.Errorf("%d files, want 8 (4 and a model per form): %s", len(files), out)
 	}
 	var profile map[string]struct {
 		Target  string                    `yaml:"target"`
@@ -121,7 +127,7 @@ func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 			}
 		}
 	}
-	for col, want := range map[string]string{"agree": "INTEGER", "price": "REAL", "born": "TEXT", "when": "TEXT", "tags": "TEXT", "select": "TEXT"} {
+	for col, want := range map[string]string{"order": "INTEGER", "agree": "INTEGER", "price": "REAL", "born": "TEXT", "when": "TEXT", "tags": "TEXT", "select": "TEXT"} {
 		if types[col] != want {
 			t.Errorf("column %s: data_type %q, want %q (all: %v)", col, types[col], want, types)
 		}
@@ -211,123 +217,42 @@ func checkSQLiteProject(t *testing.T, conn *sql.DB, files map[string][]byte) {
 			t.Errorf("%s: %d rows, its view %s has %d", name, got, view, want)
 		}
 	}
-	if models != 3 {
-		t.Errorf("%d models, want 3", models)
+	if models != 4 {
+		t.Errorf("%d models, want 4", models)
 	}
 	ref := resolveSQLite(t, files)
 	ran := map[string]int{}
-	for _, tc := range dataTests(t, files) {
+	for _, tc := range dbtcheck.DataTests(t, files) {
 		var rel string
-		if tc.source {
-			if tc.relation == "submission_files" {
+		if tc.Source != "" {
+			if tc.Relation == "submission_files" {
 				continue // not in every sink's schema yet
 			}
-			rel = sourceSQLite("", tc.relation)
+			rel = sourceSQLite(tc.Source, tc.Relation)
 		} else {
-			rel = ref(tc.relation)
+			rel = ref(tc.Relation)
+		}
+		if tc.Test == "accepted_values" && tc.QuoteValues {
+			t.Errorf("%v: values quoted, so true and false would be strings", tc)
 		}
 		if err := runDataTest(ctx, conn, rel, tc); err != nil {
-			t.Errorf("%s.%s %s: %v", tc.relation, tc.column, tc.test, err)
+			t.Errorf("%v: %v", tc, err)
 		}
-		ran[tc.test]++
+		ran[tc.Test]++
 	}
 	// Per model: unique and not_null on the key, accepted_values on
 	// is_spam; the same key tests on each view.
-	if ran["unique"] < 6 || ran["not_null"] < 6 || ran["accepted_values"] < 3 {
+	if ran["unique"] < 2*models || ran["not_null"] < 2*models || ran["accepted_values"] < models {
 		t.Errorf("data tests run: %v", ran)
 	}
 }
 
-// dataTest is one generic test of a column in the property files.
-type dataTest struct {
-	source   bool   // of a source table, else of a model
-	relation string // the table or model
-	column   string
-	test     string   // unique, not_null or accepted_values
-	values   []string // accepted_values, unquoted
-}
-
-func dataTests(t *testing.T, files map[string][]byte) []dataTest {
-	t.Helper()
-	type column struct {
-		Name      string `yaml:"name"`
-		DataTests []any  `yaml:"data_tests"`
-	}
-	var props struct {
-		Sources []struct {
-			Tables []struct {
-				Name    string   `yaml:"name"`
-				Columns []column `yaml:"columns"`
-			} `yaml:"tables"`
-		} `yaml:"sources"`
-		Models []struct {
-			Name    string   `yaml:"name"`
-			Columns []column `yaml:"columns"`
-		} `yaml:"models"`
-	}
-	var out []dataTest
-	add := func(source bool, rel string, cols []column) {
-		for _, c := range cols {
-			for _, dt := range c.DataTests {
-				tc := dataTest{source: source, relation: rel, column: c.Name}
-				switch v := dt.(type) {
-				case string:
-					tc.test = v
-				case map[string]any:
-					av := v["accepted_values"].(map[string]any)["arguments"].(map[string]any)
-					if av["quote"] != false {
-						t.Errorf("%s.%s: accepted_values quoted", rel, c.Name)
-					}
-					tc.test = "accepted_values"
-					for _, x := range av["values"].([]any) {
-						tc.values = append(tc.values, x.(string))
-					}
-				}
-				out = append(out, tc)
-			}
-		}
-	}
-	for name, b := range files {
-		if !strings.HasPrefix(name, dbt.ModelDir+"/") || !strings.HasSuffix(name, ".yml") {
-			continue
-		}
-		props.Sources, props.Models = nil, nil
-		if err := yaml.Unmarshal(b, &props); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		for _, s := range props.Sources {
-			for _, tb := range s.Tables {
-				add(true, tb.Name, tb.Columns)
-			}
-		}
-		for _, m := range props.Models {
-			add(false, m.Name, m.Columns)
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("the property files hold no data tests")
-	}
-	return out
-}
-
-// runDataTest runs tc on relation rel as dbt's generic test of that name
-// compiles it (dbt's default__test_* macros).
-func runDataTest(ctx context.Context, conn *sql.DB, rel string, tc dataTest) error {
-	col := `"` + tc.column + `"`
-	var q string
-	switch tc.test {
-	case "not_null":
-		q = "select " + col + " from " + rel + " where " + col + " is null"
-	case "unique":
-		q = "select " + col + " as unique_field, count(*) as n_records from " + rel + " where " + col + " is not null group by " + col + " having count(*) > 1"
-	case "accepted_values":
-		q = "with all_values as (select " + col + " as value_field, count(*) as n_records from " + rel + " group by " + col + ")" +
-			" select * from all_values where value_field not in (" + strings.Join(tc.values, ", ") + ")"
-	default:
-		return fmt.Errorf("no such generic test")
-	}
+// runDataTest runs tc on relation rel as dbt compiles it: the column as
+// the property file writes it, quoted only where it says quote: true.
+func runDataTest(ctx context.Context, conn *sql.DB, rel string, tc dbtcheck.DataTest) error {
+	q := tc.SQL(rel, dbtcheck.QuoteSQLite)
 	var failures int
-	if err := conn.QueryRowContext(ctx, "select count(*) from ("+q+")").Scan(&failures); err != nil {
+	if err := conn.QueryRowContext(ctx, "select count(*) as failures from (\n"+q+"\n) dbt_internal_test").Scan(&failures); err != nil {
 		return fmt.Errorf("%w\n%s", err, q)
 	}
 	if failures > 0 {
