@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -48,6 +49,16 @@ const (
 	ModelDir = "models/formsync"
 	// ModelPrefix begins every staging model's name.
 	ModelPrefix = "stg_formsync__"
+	// SchemaDir is the SQLite profile's schema_directory, in the
+	// project's directory: dbt-sqlite attaches every *.db file there as a
+	// schema of that name, so it must hold only what dbt puts there, never
+	// the formsync database or its neighbours (a main.db or a temp.db
+	// there, or more files than SQLite attaches, and dbt cannot connect).
+	// The formsync database is attached through schemas_and_paths.
+	SchemaDir = "sqlite_schemas"
+	// schemaDirIgnore keeps the folder in place and the database files dbt
+	// may create there out of the user's version control.
+	schemaDirIgnore = SchemaDir + "/.gitignore"
 )
 
 // Project is what the generated dbt project describes.
@@ -56,6 +67,9 @@ type Project struct {
 	// SQLitePath is the formsync database file (SQLite), absolute so that
 	// the profile works from any directory.
 	SQLitePath string
+	// Dir is the project's directory, absolute: the SQLite profile's
+	// schema_directory is SchemaDir in it.
+	Dir string
 	// BQProject, BQDataset and BQLocation are where the BigQuery sink
 	// keeps its tables.
 	BQProject, BQDataset, BQLocation string
@@ -91,6 +105,9 @@ func (p Project) Validate() error {
 	case SQLite:
 		if p.SQLitePath == "" {
 			return errors.New("dbt: the SQLite database path is empty")
+		}
+		if !filepath.IsAbs(p.Dir) {
+			return fmt.Errorf("dbt: the project's directory %q is not absolute (the SQLite profile names its schema directory)", p.Dir)
 		}
 	case BigQuery:
 		if p.BQProject == "" || p.BQDataset == "" {
@@ -145,6 +162,13 @@ func (p Project) Files() (map[string][]byte, error) {
 	for _, f := range forms {
 		files[ModelPath(f.FormID)] = []byte(p.stagingSQL(f))
 	}
+	if p.Adapter == SQLite {
+		files[schemaDirIgnore] = []byte("# " + Marker + "\n" +
+			"# dbt-sqlite's schema_directory: it attaches every *.db file here as the\n" +
+			"# schema of that name. Only dbt puts files here; they are databases, not\n" +
+			"# sources to keep under version control.\n" +
+			"*\n")
+	}
 	return files, nil
 }
 
@@ -189,11 +213,10 @@ func (p Project) profileFile() map[string]profile {
 	var out any
 	switch p.Adapter {
 	case SQLite:
-		dir := p.SQLitePath[:max(strings.LastIndexAny(p.SQLitePath, `/\`), 0)]
 		out = sqliteOutput{
 			Type: "sqlite", Threads: 1, Database: "database", Schema: "main",
 			SchemasAndPaths: map[string]string{"main": p.SQLitePath},
-			SchemaDirectory: cmp.Or(dir, "."),
+			SchemaDirectory: filepath.Join(p.Dir, SchemaDir),
 		}
 	case BigQuery:
 		out = bigqueryOutput{
@@ -211,7 +234,7 @@ type (
 	}
 	// sqliteOutput is a target of the dbt-sqlite adapter: schema main is
 	// the formsync database file, other schemas are files in
-	// schema_directory.
+	// schema_directory (SchemaDir), which holds only what dbt puts there.
 	sqliteOutput struct {
 		Type            string            `yaml:"type"`
 		Threads         int               `yaml:"threads"`

@@ -46,7 +46,7 @@ func testForms() []state.Form {
 
 func testProject(a Adapter) Project {
 	return Project{
-		Adapter: a, SQLitePath: "/data/formsync.db",
+		Adapter: a, SQLitePath: "/data/formsync.db", Dir: "/srv/formsync_dbt",
 		BQProject: "my-project", BQDataset: "formsync", BQLocation: "EU",
 		Forms: testForms(), Freshness: FreshnessFor(15 * time.Minute),
 	}
@@ -67,8 +67,12 @@ func TestFilesHoldToDbtSchemas(t *testing.T) {
 					t.Errorf("%s does not start with the marker", name)
 				}
 			}
-			if n := len(files); n != 4+len(hostile) {
-				t.Errorf("%d files, want 4 and a model per form", n)
+			want := 4 + len(hostile)
+			if a == SQLite {
+				want++ // the schema directory's .gitignore
+			}
+			if n := len(files); n != want {
+				t.Errorf("%d files, want %d: 4, a model per form and the adapter's", n, want)
 			}
 		})
 	}
@@ -220,7 +224,9 @@ func TestValidate(t *testing.T) {
 		{Adapter: "postgres"},
 		{Adapter: SQLite},
 		{Adapter: BigQuery, BQProject: "p"},
-		{Adapter: SQLite, SQLitePath: "x.db", Forms: []state.Form{{FormID: "a"}, {FormID: "a"}}},
+		{Adapter: SQLite, SQLitePath: "/x.db", Dir: "/p", Forms: []state.Form{{FormID: "a"}, {FormID: "a"}}},
+		{Adapter: SQLite, SQLitePath: "/x.db"},
+		{Adapter: SQLite, SQLitePath: "/x.db", Dir: "relative"},
 	} {
 		if _, err := p.Files(); err == nil {
 			t.Errorf("%+v: no error", p)

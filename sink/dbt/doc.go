@@ -11,6 +11,7 @@
 //	p := dbt.Project{
 //		Adapter:    dbt.SQLite,
 //		SQLitePath: "/data/formsync.db",
+//		Dir:        "/srv/formsync_dbt", // the project's, absolute
 //		Forms:      states, // from the sink's ReadState
 //		Freshness:  dbt.FreshnessFor(15 * time.Minute),
 //	}
@@ -26,6 +27,7 @@
 //	models/formsync/_formsync__sources.yml     sources, freshness, key tests
 //	models/formsync/_formsync__models.yml      staging models: types, tests
 //	models/formsync/stg_formsync__<view>.sql   one per form
+//	sqlite_schemas/.gitignore                  SQLite: dbt's schema_directory
 //
 // Every generated file starts with a marker line (Marker, as an SQL or a
 // YAML comment). Write overwrites or removes a file only when it carries

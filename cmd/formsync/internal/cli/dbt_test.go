@@ -77,14 +77,22 @@ func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 	if code, _, errOut := run(t, "sync"); code != exitOK {
 		t.Fatalf("sync: exit %d: %s", code, errOut)
 	}
+	// Other databases beside formsync's, named as dbt-sqlite cannot
+	// attach them, and more of them than SQLite attaches at once: none
+	// of them is dbt's business.
+	for _, name := range []string{"main.db", "temp.db", "a.db", "b.db", "c.db", "d.db", "e.db", "f2.db", "g.db", "h.db", "i.db", "j.db"} {
+		if err := os.WriteFile(filepath.Join(filepath.Dir(db), name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	dir := filepath.Join(t.TempDir(), "proj")
 	code, out, errOut := run(t, "dbt", "--dir", dir)
 	if code != exitOK {
 		t.Fatalf("dbt: exit %d: %s%s", code, out, errOut)
 	}
 	files := readProject(t, dir)
-	if len(files) != 8 {
-		t.Errorf("%d files, want 8 (4 and a model per form): %s", len(files), out)
+	if len(files) != 9 {
+		t.Errorf("%d files, want 9 (4, a model per form, the schema directory's): %s", len(files), out)
 	}
 	var profile map[string]struct {
 		Target  string                    `yaml:"target"`
@@ -94,15 +102,20 @@ func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	abs, _ := filepath.Abs(db)
+	absDir, _ := filepath.Abs(dir)
 	if got := profile["formsync"].Outputs["sqlite"]; profile["formsync"].Target != "sqlite" || got["type"] != "sqlite" || got["schema"] != "main" ||
-		fmt.Sprint(got["schemas_and_paths"]) != fmt.Sprint(map[string]any{"main": abs}) {
-		t.Errorf("profile %v, want dbt-sqlite's with main at %s", got, abs)
+		fmt.Sprint(got["schemas_and_paths"]) != fmt.Sprint(map[string]any{"main": abs}) ||
+		got["schema_directory"] != filepath.Join(absDir, dbt.SchemaDir) {
+		t.Errorf("profile %v, want dbt-sqlite's with main at %s and the schema directory in the project", got, abs)
 	}
-	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	if st, err := os.Stat(filepath.Join(dir, dbt.SchemaDir)); err != nil || !st.IsDir() {
+		t.Errorf("the schema directory: %v", err)
+	}
+	// The connection dbt-sqlite opens with that profile.
+	conn, err := dbtcheck.OpenSQLite(t, files["profiles.yml"])
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("dbt-sqlite cannot connect: %v", err)
 	}
-	defer conn.Close()
 	checkSQLiteProject(t, conn, files)
 
 	// The sync typed the fields by their values, and the model carries
