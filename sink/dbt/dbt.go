@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -163,6 +164,11 @@ func (p Project) Files() (map[string][]byte, error) {
 		files[ModelPath(f.FormID)] = []byte(p.stagingSQL(f))
 	}
 	if p.Adapter == SQLite {
+		tests, err := p.freshnessTests(forms)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(files, tests)
 		files[schemaDirIgnore] = []byte("# " + Marker + "\n" +
 			"# dbt-sqlite's schema_directory: it attaches every *.db file here as the\n" +
 			"# schema of that name. Only dbt puts files here; they are databases, not\n" +
@@ -423,7 +429,9 @@ func (p Project) sourcesFile(forms []state.Form) propertiesFile {
 		src.Database, src.Schema = p.BQProject, p.BQDataset
 	}
 	var cfg *tableConfig
-	if fresh := p.freshness(); fresh != nil {
+	// dbt-sqlite cannot evaluate source freshness: its project checks the
+	// rule with tests instead (freshness.go).
+	if fresh := p.freshness(); fresh != nil && p.Adapter != SQLite {
 		cfg = &tableConfig{LoadedAtField: "synced_at", Freshness: fresh}
 	}
 	src.Tables = append(src.Tables,

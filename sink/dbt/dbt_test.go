@@ -11,6 +11,7 @@ import (
 
 	"github.com/formsync/formsync/internal/testkit/dbtcheck"
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/sink/view"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/state/fieldtype"
 )
@@ -69,7 +70,7 @@ func TestFilesHoldToDbtSchemas(t *testing.T) {
 			}
 			want := 4 + len(hostile)
 			if a == SQLite {
-				want++ // the schema directory's .gitignore
+				want += 4 // the schema directory's .gitignore, two freshness tests and their properties
 			}
 			if n := len(files); n != want {
 				t.Errorf("%d files, want %d: 4, a model per form and the adapter's", n, want)
@@ -332,6 +333,75 @@ func TestQuoteWhereNeeded(t *testing.T) {
 		}
 		if orderTests == 0 {
 			t.Errorf("%s: no test of the boolean column order", a)
+		}
+	}
+}
+
+// TestFreshnessPerAdapter: BigQuery's sources carry freshness in dbt
+// 1.10's form; a SQLite project's carry none, which dbt-sqlite cannot
+// evaluate (it returns synced_at as text), and check the same rule with
+// a warning and an error test over every relation instead.
+func TestFreshnessPerAdapter(t *testing.T) {
+	t.Parallel()
+	for _, a := range []Adapter{SQLite, BigQuery} {
+		p := testProject(a)
+		files, err := p.Files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sources propertiesFile
+		if err := yaml.Unmarshal(files[ModelDir+"/_formsync__sources.yml"], &sources); err != nil {
+			t.Fatal(err)
+		}
+		withFreshness := 0
+		for _, tb := range sources.Sources[0].Tables {
+			if tb.Config != nil && tb.Config.Freshness != nil {
+				withFreshness++
+			}
+		}
+		warn, hasWarn := files[TestDir+"/"+FreshnessWarnTest+".sql"]
+		errTest, hasErr := files[TestDir+"/"+FreshnessErrorTest+".sql"]
+		switch a {
+		case SQLite:
+			if withFreshness != 0 {
+				t.Errorf("sqlite: %d source tables with a freshness dbt-sqlite cannot evaluate", withFreshness)
+			}
+			if !hasWarn || !hasErr {
+				t.Fatalf("sqlite: no freshness tests among %d files", len(files))
+			}
+			for _, want := range []string{"{{ config(severity = 'warn') }}", "{{ source('formsync', 'submissions') }}", "newest_synced_at is null or", "* 86400 > 1800\n"} {
+				if !strings.Contains(string(warn), want) {
+					t.Errorf("the warning test lacks %q:\n%s", want, warn)
+				}
+			}
+			for _, want := range []string{"{{ config(severity = 'error') }}", "* 86400 > 86400\n"} {
+				if !strings.Contains(string(errTest), want) {
+					t.Errorf("the error test lacks %q:\n%s", want, errTest)
+				}
+			}
+			for _, f := range p.Forms {
+				if !strings.Contains(string(warn), "{{ source('formsync', '"+view.Name(f.FormID)+"') }}") {
+					t.Errorf("the warning test does not cover form %q", f.FormID)
+				}
+			}
+		case BigQuery:
+			if withFreshness != 1+len(p.Forms) {
+				t.Errorf("bigquery: %d source tables with freshness, want submissions and every view", withFreshness)
+			}
+			if hasWarn || hasErr {
+				t.Error("bigquery: freshness tests too")
+			}
+		}
+	}
+	p := testProject(SQLite)
+	p.Freshness = Freshness{}
+	files, err := p.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range files {
+		if strings.HasPrefix(name, TestDir+"/") {
+			t.Errorf("no freshness rule, yet %s", name)
 		}
 	}
 }

@@ -87,6 +87,7 @@ var removable = []struct {
 }{
 	{ModelDir, func(n string) bool { return strings.HasPrefix(n, ModelPrefix) && strings.HasSuffix(n, ".sql") }},
 	{SchemaDir, func(n string) bool { return n == ".gitignore" }},
+	{TestDir, func(string) bool { return true }},
 }
 
 // staleFiles are the generated files in dir, in the places of removable,

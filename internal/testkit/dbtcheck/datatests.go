@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -183,3 +184,77 @@ func (d DataTest) SQL(rel string, quote func(string) string) string {
 // (adapter.quote): dbt-sqlite's double quotes, dbt-bigquery's backticks.
 func QuoteSQLite(name string) string   { return `"` + name + `"` }
 func QuoteBigQuery(name string) string { return "`" + name + "`" }
+
+// SourceFreshness is a source table's freshness rule, as dbt 1.10 reads
+// it: under the table's config:.
+type SourceFreshness struct {
+	File, Source, Table, LoadedAtField string
+}
+
+// FreshnessRules lists the source tables of the property files among
+// files that have a freshness rule, which dbt source freshness evaluates.
+func FreshnessRules(tb testing.TB, files map[string][]byte) []SourceFreshness {
+	tb.Helper()
+	var out []SourceFreshness
+	var names []string
+	for n := range files {
+		if strings.HasSuffix(n, ".yml") && path.Base(n) != "dbt_project.yml" && path.Base(n) != "profiles.yml" {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		var props struct {
+			Sources []struct {
+				Name   string `json:"name"`
+				Config struct {
+					Freshness     any    `json:"freshness"`
+					LoadedAtField string `json:"loaded_at_field"`
+				} `json:"config"`
+				Tables []struct {
+					Name   string `json:"name"`
+					Config struct {
+						Freshness     any    `json:"freshness"`
+						LoadedAtField string `json:"loaded_at_field"`
+					} `json:"config"`
+				} `json:"tables"`
+			} `json:"sources"`
+		}
+		if err := yaml.Unmarshal(files[n], &props); err != nil {
+			tb.Fatalf("%s: %v", n, err)
+		}
+		for _, s := range props.Sources {
+			for _, t := range s.Tables {
+				if t.Config.Freshness == nil && s.Config.Freshness == nil {
+					continue
+				}
+				field := t.Config.LoadedAtField
+				if field == "" {
+					field = s.Config.LoadedAtField
+				}
+				out = append(out, SourceFreshness{File: n, Source: s.Name, Table: t.Name, LoadedAtField: field})
+			}
+		}
+	}
+	return out
+}
+
+// FreshnessSQL is dbt's collect_freshness query for the rule on relation
+// rel, with now the adapter's current_timestamp() (dbt-sqlite's is
+// datetime()).
+func (f SourceFreshness) FreshnessSQL(rel, now string) string {
+	return "select\n  max(" + f.LoadedAtField + ") as max_loaded_at,\n  " + now + " as snapshotted_at\nfrom " + rel
+}
+
+// CheckFreshnessValue is dbt-adapters' rule (base/impl.py, _utc) for the
+// values collect_freshness returns: each must be a timestamp, or dbt
+// source freshness errors.
+func (f SourceFreshness) CheckFreshnessValue(v any) error {
+	switch v.(type) {
+	case time.Time:
+		return nil
+	case nil:
+		return fmt.Errorf("expected a non-null value when querying field %q of table %s", f.LoadedAtField, f.Table)
+	}
+	return fmt.Errorf("expected a timestamp value when querying field %q of table %s but received value of type %T", f.LoadedAtField, f.Table, v)
+}

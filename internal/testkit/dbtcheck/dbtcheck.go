@@ -236,11 +236,28 @@ func Validate(tb testing.TB, files map[string][]byte) {
 	}
 }
 
-var relationRE = regexp.MustCompile(`\{\{\s*(source|ref)\(\s*'([^']*)'\s*(?:,\s*'([^']*)'\s*)?\)\s*\}\}`)
+var (
+	relationRE = regexp.MustCompile(`\{\{\s*(source|ref)\(\s*'([^']*)'\s*(?:,\s*'([^']*)'\s*)?\)\s*\}\}`)
+	configRE   = regexp.MustCompile(`\{\{\s*config\(([^)]*)\)\s*\}\}`)
+	settingRE  = regexp.MustCompile(`(\w+)\s*=\s*'([^']*)'`)
+)
+
+// Config is the settings of the {{ config(key = 'value', ...) }} calls
+// in a model's or a test's SQL.
+func Config(sql string) map[string]string {
+	out := map[string]string{}
+	for _, m := range configRE.FindAllStringSubmatch(sql, -1) {
+		for _, kv := range settingRE.FindAllStringSubmatch(m[1], -1) {
+			out[kv[1]] = kv[2]
+		}
+	}
+	return out
+}
 
 // Resolve replaces each {{ source('s', 't') }} in sql with source(s, t)
-// and each {{ ref('m') }} with ref(m), and fails tb when any Jinja is left
-// after that: what remains is the SQL dbt would run.
+// and each {{ ref('m') }} with ref(m), drops the {{ config(...) }} calls
+// (which render as nothing; see Config), and fails tb when any Jinja is
+// left after that: what remains is the SQL dbt would run.
 func Resolve(tb testing.TB, sql string, source func(source, table string) string, ref func(model string) string) string {
 	tb.Helper()
 	out := relationRE.ReplaceAllStringFunc(sql, func(m string) string {
@@ -254,6 +271,7 @@ func Resolve(tb testing.TB, sql string, source func(source, table string) string
 		}
 		return ref(g[2])
 	})
+	out = configRE.ReplaceAllString(out, "")
 	for _, j := range []string{"{{", "{%", "{#"} {
 		if strings.Contains(out, j) {
 			tb.Errorf("Jinja left after resolving relations:\n%s", out)

@@ -91,8 +91,8 @@ func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 		t.Fatalf("dbt: exit %d: %s%s", code, out, errOut)
 	}
 	files := readProject(t, dir)
-	if len(files) != 9 {
-		t.Errorf("%d files, want 9 (4, a model per form, the schema directory's): %s", len(files), out)
+	if len(files) != 12 {
+		t.Errorf("%d files, want 12 (4, a model per form, the schema directory's, 2 freshness tests and their properties): %s", len(files), out)
 	}
 	var profile map[string]struct {
 		Target  string                    `yaml:"target"`
@@ -117,6 +117,17 @@ func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 		t.Fatalf("dbt-sqlite cannot connect: %v", err)
 	}
 	checkSQLiteProject(t, conn, files)
+
+	// Rows last written two days ago: both freshness tests name every
+	// relation.
+	if _, err := conn.ExecContext(t.Context(), `UPDATE submissions SET synced_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-2 days')`); err != nil {
+		t.Fatal(err)
+	}
+	for name, stale := range singularTests(t, conn, files) {
+		if len(stale) != 5 {
+			t.Errorf("%s: %v on rows two days old, want submissions and the four views", name, stale)
+		}
+	}
 
 	// The sync typed the fields by their values, and the model carries
 	// those types: the view casts, the model selects.
@@ -212,7 +223,7 @@ func checkSQLiteProject(t *testing.T, conn *sql.DB, files map[string][]byte) {
 	dbtcheck.Validate(t, files)
 	models := 0
 	for name, b := range files {
-		if !strings.HasSuffix(name, ".sql") {
+		if !strings.HasPrefix(name, dbt.ModelDir+"/") || !strings.HasSuffix(name, ".sql") {
 			continue
 		}
 		models++
@@ -258,6 +269,66 @@ func checkSQLiteProject(t *testing.T, conn *sql.DB, files map[string][]byte) {
 	if ran["unique"] < 2*models || ran["not_null"] < 2*models || ran["accepted_values"] < models {
 		t.Errorf("data tests run: %v", ran)
 	}
+
+	// dbt source freshness, as dbt-adapters evaluates it: every value
+	// must be a timestamp, which SQLite never returns.
+	for _, f := range dbtcheck.FreshnessRules(t, files) {
+		var maxLoaded, now any
+		q := f.FreshnessSQL(sourceSQLite(f.Source, f.Table), "datetime()")
+		if err := conn.QueryRowContext(ctx, q).Scan(&maxLoaded, &now); err != nil {
+			t.Errorf("freshness of %s: %v\n%s", f.Table, err, q)
+			continue
+		}
+		for _, v := range []any{maxLoaded, now} {
+			if err := f.CheckFreshnessValue(v); err != nil {
+				t.Errorf("dbt source freshness fails on dbt-sqlite: %v", err)
+			}
+		}
+	}
+	// The freshness tests that stand in for it pass on rows just synced.
+	for name, stale := range singularTests(t, conn, files) {
+		if len(stale) > 0 {
+			t.Errorf("%s: %v on rows just synced", name, stale)
+		}
+	}
+}
+
+// singularTests runs every singular data test of files (tests/…) on conn
+// and returns, by file, the rows each returns (a test fails or warns when
+// it returns rows), and fails t for one without a severity.
+func singularTests(t *testing.T, conn *sql.DB, files map[string][]byte) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for name, b := range files {
+		if !strings.HasPrefix(name, "tests/") || !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		if sev := dbtcheck.Config(string(b))["severity"]; sev != "warn" && sev != "error" {
+			t.Errorf("%s: severity %q", name, sev)
+		}
+		q := dbtcheck.Resolve(t, string(b), sourceSQLite, resolveSQLite(t, files))
+		rows, err := conn.QueryContext(t.Context(), "select relation from (\n"+q+"\n) dbt_internal_test order by 1")
+		if err != nil {
+			t.Errorf("%s does not run: %v\n%s", name, err, q)
+			continue
+		}
+		out[name] = []string{}
+		for rows.Next() {
+			var rel string
+			if err := rows.Scan(&rel); err != nil {
+				t.Fatal(err)
+			}
+			out[name] = append(out[name], rel)
+		}
+		if err := rows.Err(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		rows.Close()
+	}
+	if len(out) == 0 {
+		t.Error("no singular data test: no freshness check on SQLite")
+	}
+	return out
 }
 
 // runDataTest runs tc on relation rel as dbt compiles it: the column as
