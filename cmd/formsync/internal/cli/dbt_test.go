@@ -116,7 +116,7 @@ func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dbt-sqlite cannot connect: %v", err)
 	}
-	checkSQLiteProject(t, conn, files)
+	checkSQLiteProject(t, conn, files, 4)
 
 	// Rows last written two days ago: both freshness tests name every
 	// relation.
@@ -160,6 +160,45 @@ func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 	want := []string{"1 real 12.5 [\"a\",\"b\"]", "0 real 3 [\"c\"]", "0 null <nil> []"}
 	if fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Errorf("typed rows %q, want %q", rows, want)
+	}
+}
+
+// TestDBTProjectOnTheDemoFile: the project for the file formsync demo
+// writes, with two more forms synced into it (a boolean field named
+// order, a form id with a dot and a quote), holds to every dbt schema,
+// connects as dbt-sqlite does and runs every model and test there.
+func TestDBTProjectOnTheDemoFile(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 14, Variant: apisim.Newer})
+	sim.SetSubmissions("typed-form", typedSubmissions()...)
+	sim.SetSubmissions(dottedForm, typedSubmissions()...)
+	syncEnv(t, sim, "typed-form", dottedForm)
+	demo := filepath.Join(t.TempDir(), "formsync-demo.db")
+	if code, out, errOut := run(t, "demo", "-db", demo, "-submissions", "20"); code != exitOK {
+		t.Fatalf("demo: exit %d:\n%s%s", code, out, errOut)
+	}
+	t.Setenv("FORMSYNC_SQLITE_PATH", demo)
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync into the demo file: exit %d: %s", code, errOut)
+	}
+	t.Setenv("FORMSYNC_FORMS", "") // every form the file holds
+	dir := filepath.Join(t.TempDir(), "demo_dbt")
+	if code, out, errOut := run(t, "dbt", "--dir", dir); code != exitOK || !strings.Contains(out, "with 5 staging model(s)") {
+		t.Fatalf("dbt: exit %d: %s%s", code, out, errOut)
+	}
+	files := readProject(t, dir)
+	conn, err := dbtcheck.OpenSQLite(t, files["profiles.yml"])
+	if err != nil {
+		t.Fatalf("dbt-sqlite cannot connect: %v", err)
+	}
+	checkSQLiteProject(t, conn, files, 5)
+	quoted := 0
+	for _, dt := range dbtcheck.DataTests(t, files) {
+		if dt.Column == "order" && dt.Quote {
+			quoted++
+		}
+	}
+	if quoted != 2 {
+		t.Errorf("%d tests of the column order quote it, want one per form that has it", quoted)
 	}
 }
 
@@ -217,7 +256,7 @@ func queryModel(t *testing.T, conn *sql.DB, model []byte, cols string) []string 
 // checks it has its view's rows, and runs every data test of the property
 // files as dbt's generic tests compile it: a test fails when its query
 // returns rows.
-func checkSQLiteProject(t *testing.T, conn *sql.DB, files map[string][]byte) {
+func checkSQLiteProject(t *testing.T, conn *sql.DB, files map[string][]byte, wantModels int) {
 	t.Helper()
 	ctx := t.Context()
 	dbtcheck.Validate(t, files)
@@ -241,8 +280,8 @@ func checkSQLiteProject(t *testing.T, conn *sql.DB, files map[string][]byte) {
 			t.Errorf("%s: %d rows, its view %s has %d", name, got, view, want)
 		}
 	}
-	if models != 4 {
-		t.Errorf("%d models, want 4", models)
+	if models != wantModels {
+		t.Errorf("%d models, want %d", models, wantModels)
 	}
 	ref := resolveSQLite(t, files)
 	ran := map[string]int{}
@@ -441,7 +480,8 @@ func TestDBTUsageAndErrors(t *testing.T) {
 // ZetaSQL in package dbt.)
 func TestDBTForBigQuery(t *testing.T) {
 	sim := apisim.New(apisim.Options{Seed: 13, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
-	syncEnv(t, sim, "contact")
+	sim.SetSubmissions(dottedForm, typedSubmissions()...)
+	syncEnv(t, sim, "contact", dottedForm)
 	bigQueryEnv(t)
 	t.Setenv("FORMSYNC_BQ_DATASET", "forms_eu")
 	t.Setenv("FORMSYNC_BQ_LOCATION", "EU")
@@ -450,11 +490,26 @@ func TestDBTForBigQuery(t *testing.T) {
 		t.Fatalf("sync: exit %d: %s", code, errOut)
 	}
 	dir := filepath.Join(t.TempDir(), "proj")
-	if code, out, errOut := run(t, "dbt", "--dir", dir); code != exitOK || !strings.Contains(out, "dbt project for bigquery with 1 staging model") {
+	if code, out, errOut := run(t, "dbt", "--dir", dir); code != exitOK || !strings.Contains(out, "dbt project for bigquery with 2 staging model") {
 		t.Fatalf("dbt: exit %d: %s%s", code, out, errOut)
 	}
 	files := readProject(t, dir)
 	dbtcheck.Validate(t, files)
+	if len(files) != 6 {
+		t.Errorf("%d files, want 6: 4 and a model per form, nothing of SQLite's", len(files))
+	}
+	if rules := dbtcheck.FreshnessRules(t, files); len(rules) != 3 {
+		t.Errorf("source freshness on %v, want submissions and both views", rules)
+	}
+	quoted := 0
+	for _, dt := range dbtcheck.DataTests(t, files) {
+		if dt.Column == "order" && dt.Quote && dt.Test == "accepted_values" {
+			quoted++
+		}
+	}
+	if quoted != 1 {
+		t.Errorf("%d quoted tests of the boolean column order, want 1", quoted)
+	}
 	for name, want := range map[string][]string{
 		"profiles.yml": {"type: bigquery", "method: oauth", "database: p", "schema: forms_eu", "location: EU"},
 		dbt.ModelDir + "/_formsync__sources.yml": {"database: p", "schema: forms_eu",
