@@ -172,8 +172,8 @@ func (p Project) Files() (map[string][]byte, error) {
 		files[schemaDirIgnore] = []byte("# " + Marker + "\n" +
 			"# dbt-sqlite's schema_directory: it attaches every *.db file here as the\n" +
 			"# schema of that name. Only dbt puts files here; they are databases, not\n" +
-			"# sources to keep under version control.\n" +
-			"*\n")
+			"# sources to keep under version control; this file keeps the folder.\n" +
+			"*\n!.gitignore\n")
 	}
 	return files, nil
 }
