@@ -11,6 +11,7 @@
 //	p := dbt.Project{
 //		Adapter:    dbt.SQLite,
 //		SQLitePath: "/data/formsync.db",
+//		Dir:        "/srv/formsync_dbt", // the project's, absolute
 //		Forms:      states, // from the sink's ReadState
 //		Freshness:  dbt.FreshnessFor(15 * time.Minute),
 //	}
@@ -26,6 +27,16 @@
 //	models/formsync/_formsync__sources.yml     sources, freshness, key tests
 //	models/formsync/_formsync__models.yml      staging models: types, tests
 //	models/formsync/stg_formsync__<view>.sql   one per form
+//	sqlite_schemas/.gitignore                  SQLite: dbt's schema_directory
+//	tests/formsync/formsync_freshness_*.sql    SQLite: freshness as data tests
+//	tests/formsync/_formsync__tests.yml        their descriptions
+//
+// The files are in dbt 1.10's forms (MinDBTVersion), which the dbt Fusion
+// engine reads too: a source table's freshness under config:, a generic
+// test's inputs under arguments:. BigQuery's sources carry dbt source
+// freshness; dbt-sqlite cannot evaluate it (SQLite returns text where dbt
+// needs timestamps), so a SQLite project checks the same rule with a warn
+// and an error data test (freshness.go).
 //
 // Every generated file starts with a marker line (Marker, as an SQL or a
 // YAML comment). Write overwrites or removes a file only when it carries
@@ -35,8 +46,10 @@
 // file is written to a temporary file beside it and renamed into place.
 //
 // Names: the sources and columns are the sink's own view and column names
-// (package sink/view), which are [a-z0-9_] and quoted in the SQL all the
-// same (a column may be named like a keyword). A field's original name,
+// (package sink/view), which are [a-z0-9_] and quoted in the models' SQL
+// all the same (a column may be named like a keyword). dbt writes a column
+// into its tests' SQL as it is, so the property files say quote: true on
+// every column whose name the adapter's SQL needs quoted (quote.go). A field's original name,
 // which may hold anything, appears only in the column's description,
 // YAML-encoded and with its braces escaped for Jinja, which dbt renders
 // descriptions with.

@@ -22,15 +22,16 @@ type Result struct {
 	// Kept are files in the way that do not carry the marker: the user's,
 	// left as they are.
 	Kept []string
-	// Removed are generated staging models of forms no longer in the
-	// project.
+	// Removed are generated files the project no longer holds: staging
+	// models of forms no longer in it, files of another adapter.
 	Removed []string
 }
 
 // Write puts files (from Project.Files) under dir, creating it. A file
 // already there is replaced only when its first line carries the marker;
-// a generated staging model (ModelDir, ModelPrefix) that files no longer
-// hold is removed, again only when it carries the marker. With dryRun it
+// a generated file that files no longer hold (a staging model, ModelDir
+// and ModelPrefix, or another adapter's file) is removed, again only when
+// it carries the marker. With dryRun it
 // changes nothing and says what it would do.
 func Write(dir string, files map[string][]byte, dryRun bool) (Result, error) {
 	var res Result
@@ -61,7 +62,7 @@ func Write(dir string, files map[string][]byte, dryRun bool) (Result, error) {
 			return res, err
 		}
 	}
-	stale, err := staleModels(dir, files)
+	stale, err := staleFiles(dir, files)
 	if err != nil {
 		return res, err
 	}
@@ -77,33 +78,49 @@ func Write(dir string, files map[string][]byte, dryRun bool) (Result, error) {
 	return res, nil
 }
 
-// staleModels are the generated staging models in dir that files does not
-// hold: those of forms no longer in the project.
-func staleModels(dir string, files map[string][]byte) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(dir, filepath.FromSlash(ModelDir)))
-	if errors.Is(err, iofs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", ModelDir, err)
-	}
+// removable are the places of generated files that a project may stop
+// holding: a form's staging model, and the files of one adapter when the
+// sink changed to the other.
+var removable = []struct {
+	dir   string
+	match func(name string) bool
+}{
+	{ModelDir, func(n string) bool { return strings.HasPrefix(n, ModelPrefix) && strings.HasSuffix(n, ".sql") }},
+	{SchemaDir, func(n string) bool { return n == ".gitignore" }},
+	{TestDir, func(string) bool { return true }},
+}
+
+// staleFiles are the generated files in dir, in the places of removable,
+// that files does not hold: those of forms no longer in the project, or of
+// another adapter.
+func staleFiles(dir string, files map[string][]byte) ([]string, error) {
 	var out []string
-	for _, e := range entries {
-		p := ModelDir + "/" + e.Name()
-		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), ModelPrefix) || !strings.HasSuffix(e.Name(), ".sql") {
+	for _, r := range removable {
+		entries, err := os.ReadDir(filepath.Join(dir, filepath.FromSlash(r.dir)))
+		if errors.Is(err, iofs.ErrNotExist) {
 			continue
 		}
-		if _, ok := files[p]; ok {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(p)))
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", p, err)
+			return nil, fmt.Errorf("listing %s: %w", r.dir, err)
 		}
-		if generated(b) {
-			out = append(out, p)
+		for _, e := range entries {
+			p := r.dir + "/" + e.Name()
+			if !e.Type().IsRegular() || !r.match(e.Name()) {
+				continue
+			}
+			if _, ok := files[p]; ok {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(p)))
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %w", p, err)
+			}
+			if generated(b) {
+				out = append(out, p)
+			}
 		}
 	}
+	slices.Sort(out)
 	return out, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	yaml "sigs.k8s.io/yaml/goyaml.v3"
 
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/state/fieldtype"
@@ -18,7 +19,7 @@ import (
 func TestRerun(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := Project{Adapter: SQLite, SQLitePath: "/data/formsync.db", Forms: []state.Form{
+	p := Project{Adapter: SQLite, SQLitePath: "/data/formsync.db", Dir: dir, Forms: []state.Form{
 		{FormID: "contact", FieldNames: []string{"email"}},
 		{FormID: "gone", FieldNames: []string{"a"}},
 		{FormID: "owned", FieldNames: []string{"a"}},
@@ -36,10 +37,10 @@ func TestRerun(t *testing.T) {
 		return res
 	}
 	first := write(p, false)
-	if len(first.Written) != 7 || len(first.Kept)+len(first.Removed)+len(first.Unchanged) != 0 {
+	if len(first.Written) != 8 || len(first.Kept)+len(first.Removed)+len(first.Unchanged) != 0 {
 		t.Fatalf("first run: %+v", first)
 	}
-	if again := write(p, false); len(again.Unchanged) != 7 || len(again.Written) != 0 {
+	if again := write(p, false); len(again.Unchanged) != 8 || len(again.Written) != 0 {
 		t.Errorf("a second run with nothing changed: %+v", again)
 	}
 
@@ -70,7 +71,7 @@ func TestRerun(t *testing.T) {
 	}
 	want := Result{
 		Written:   []string{ModelDir + "/_formsync__models.yml", ModelDir + "/_formsync__sources.yml", ModelPath("contact")},
-		Unchanged: []string{"profiles.yml"},
+		Unchanged: []string{"profiles.yml", schemaDirIgnore},
 		Kept:      []string{"dbt_project.yml"},
 		Removed:   []string{ModelPath("gone")},
 	}
@@ -120,5 +121,50 @@ func TestGenerated(t *testing.T) {
 		if got := generated([]byte(in)); got != want {
 			t.Errorf("generated(%q) = %v", in, got)
 		}
+	}
+}
+
+// TestSchemaDirectory: the SQLite profile's schema_directory is a folder
+// of the project's own, never the database's, which Write creates; a
+// project rewritten for BigQuery drops its file and leaves what dbt put
+// there.
+func TestSchemaDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := Project{Adapter: SQLite, SQLitePath: "/data/formsync.db", Dir: dir}
+	files, err := p.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var profiles map[string]profile
+	if err := yaml.Unmarshal(files["profiles.yml"], &profiles); err != nil {
+		t.Fatal(err)
+	}
+	out := profiles[ProjectName].Outputs[string(SQLite)].(map[string]any)
+	if got, want := out["schema_directory"], filepath.Join(dir, SchemaDir); got != want {
+		t.Errorf("schema_directory %v, want %s", got, want)
+	}
+	if _, err := Write(dir, files, false); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, SchemaDir))
+	if err != nil || len(entries) != 1 || entries[0].Name() != ".gitignore" {
+		t.Fatalf("the schema directory holds %v, %v; want only its .gitignore", entries, err)
+	}
+	writeFile(t, filepath.Join(dir, SchemaDir, "staging.db"), "")
+
+	p = Project{Adapter: BigQuery, BQProject: "p", BQDataset: "d"}
+	if files, err = p.Files(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Write(dir, files, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{schemaDirIgnore}, res.Removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	if _, err := os.Stat(filepath.Join(dir, SchemaDir, "staging.db")); err != nil {
+		t.Errorf("dbt's file went: %v", err)
 	}
 }

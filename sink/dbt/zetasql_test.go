@@ -1,11 +1,8 @@
 package dbt
 
 import (
-	"fmt"
 	"strings"
 	"testing"
-
-	yaml "sigs.k8s.io/yaml/goyaml.v3"
 
 	"github.com/formsync/formsync/internal/testkit/dbtcheck"
 	"github.com/formsync/formsync/internal/testkit/enginetest"
@@ -18,7 +15,8 @@ import (
 // analyzer, analyze every staging model of the BigQuery project (forms and
 // fields with hostile names, every field type), with each source resolved
 // to the view it names, and every data test of the property files as dbt
-// compiles it, over views whose columns have the types the forms' states
+// compiles it (the column as written, quoted only where the file says
+// quote: true), over views whose columns have the types the forms' states
 // give them, as the sink makes them. A model naming a column its view
 // lacks must be refused, proving the check can fail.
 func TestZetaSQLAcceptsTheModels(t *testing.T) {
@@ -39,31 +37,14 @@ func TestZetaSQLAcceptsTheModels(t *testing.T) {
 		models[ModelName(f.FormID)] = sql
 		scripts = append(scripts, zetasql.Script{Name: ModelPath(f.FormID), SQL: sql})
 	}
-	var props propertiesFile
-	for _, name := range []string{"_formsync__sources.yml", "_formsync__models.yml"} {
-		var one propertiesFile
-		if err := yaml.Unmarshal(files[ModelDir+"/"+name], &one); err != nil {
-			t.Fatal(err)
-		}
-		props.Sources = append(props.Sources, one.Sources...)
-		props.Models = append(props.Models, one.Models...)
-	}
 	tests := 0
-	addTests := func(rel string, cols []column) {
-		for _, c := range cols {
-			for _, dt := range c.DataTests {
-				scripts = append(scripts, zetasql.Script{Name: fmt.Sprintf("test %v of %s.%s", dt, rel, c.Name), SQL: genericTestSQL(t, rel, c.Name, dt)})
-				tests++
-			}
+	for _, dt := range dbtcheck.DataTests(t, files) {
+		rel := ref(dt.Relation)
+		if dt.Source == "" {
+			rel = "(" + models[dt.Relation] + ")"
 		}
-	}
-	for _, s := range props.Sources {
-		for _, tb := range s.Tables {
-			addTests(ref(tb.Name), tb.Columns)
-		}
-	}
-	for _, m := range props.Models {
-		addTests("("+models[m.Name]+")", m.Columns)
+		scripts = append(scripts, zetasql.Script{Name: "test " + dt.String(), SQL: dt.SQL(rel, dbtcheck.QuoteBigQuery)})
+		tests++
 	}
 	if tests < 3*len(p.Forms) {
 		t.Fatalf("only %d data tests", tests)
@@ -126,31 +107,4 @@ func zetaType(t fieldtype.Type) any {
 		return map[string]any{"array": "STRING"}
 	}
 	return DataType(BigQuery, t)
-}
-
-// genericTestSQL is a data test as dbt's default generic tests compile it
-// for relation rel (dbt-core's default__test_not_null, __test_unique and
-// __test_accepted_values).
-func genericTestSQL(t *testing.T, rel, col string, test any) string {
-	t.Helper()
-	c := "`" + col + "`"
-	switch v := test.(type) {
-	case string:
-		switch v {
-		case "not_null":
-			return "select " + c + " from " + rel + " where " + c + " is null"
-		case "unique":
-			return "select " + c + " as unique_field, count(*) as n_records from " + rel + " where " + c + " is not null group by " + c + " having count(*) > 1"
-		}
-	case map[string]any:
-		av := v["accepted_values"].(map[string]any)
-		var vals []string
-		for _, x := range av["values"].([]any) {
-			vals = append(vals, x.(string))
-		}
-		return "with all_values as (select " + c + " as value_field, count(*) as n_records from " + rel + " group by " + c + ")" +
-			" select * from all_values where value_field not in (" + strings.Join(vals, ", ") + ")"
-	}
-	t.Fatalf("no SQL for the test %v", test)
-	return ""
 }

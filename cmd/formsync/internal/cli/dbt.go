@@ -55,7 +55,10 @@ func runDBT(ctx context.Context, e *env, args []string) int {
 	if p.Adapter == dbt.SQLite {
 		// The profile is read from the project's directory: a relative
 		// path would name another file there.
-		if p.SQLitePath, err = filepath.Abs(e.cfg.SQLitePath); err != nil {
+		if p.SQLitePath, err = filepath.Abs(e.cfg.SQLitePath); err == nil {
+			p.Dir, err = filepath.Abs(*dir)
+		}
+		if err != nil {
 			fmt.Fprintf(e.stderr, "formsync dbt: %v\n", err)
 			return exitFailed
 		}

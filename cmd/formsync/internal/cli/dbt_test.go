@@ -20,13 +20,14 @@ import (
 )
 
 // typedSubmissions are submissions whose fields have every type, under
-// names a column cannot carry as they are.
+// names a column cannot carry as they are, and a boolean named like a
+// keyword (order), which dbt must quote in its tests.
 func typedSubmissions() []apisim.Submission {
 	at := time.Date(2026, 2, 1, 10, 0, 0, 0, time.UTC)
 	fields := []string{
-		`{"agree":true,"Age":"41","price":"12.50","born":"1990-05-17","when":"2026-03-01T10:00:00Z","tags":["a","b"],"How did you hear?":"Friend","{{ x }}":"y","select":"s","quote\"d":1}`,
-		`{"agree":"False","Age":7,"price":3,"born":"2001-01-01","when":"2026-03-01 11:00:00","tags":["c"],"How did you hear?":"","{{ x }}":"z","select":"t","quote\"d":2}`,
-		`{"agree":false,"Age":null,"price":null,"tags":[],"select":null}`,
+		`{"order":true,"agree":true,"Age":"41","price":"12.50","born":"1990-05-17","when":"2026-03-01T10:00:00Z","tags":["a","b"],"How did you hear?":"Friend","{{ x }}":"y","select":"s","quote\"d":1}`,
+		`{"order":false,"agree":"False","Age":7,"price":3,"born":"2001-01-01","when":"2026-03-01 11:00:00","tags":["c"],"How did you hear?":"","{{ x }}":"z","select":"t","quote\"d":2}`,
+		`{"order":true,"agree":false,"Age":null,"price":null,"tags":[],"select":null}`,
 	}
 	var out []apisim.Submission
 	for i, f := range fields {
@@ -34,6 +35,10 @@ func typedSubmissions() []apisim.Submission {
 	}
 	return out
 }
+
+// dottedForm is a form id with a dot and a quote, which the view's and
+// the model's names must survive.
+const dottedForm = "shop.o'rders"
 
 // readProject reads every file under dir, by slash path.
 func readProject(t *testing.T, dir string) map[string][]byte {
@@ -67,9 +72,18 @@ func readProject(t *testing.T, dir string) map[string][]byte {
 func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 	sim := apisim.New(apisim.Options{Seed: 11, Variant: apisim.Newer, Forms: []string{"contact", "feedback"}, SubmissionsPerForm: 40})
 	sim.SetSubmissions("typed-form", typedSubmissions()...)
-	db := syncEnv(t, sim, "contact", "feedback", "typed-form")
+	sim.SetSubmissions(dottedForm, typedSubmissions()...)
+	db := syncEnv(t, sim, "contact", "feedback", "typed-form", dottedForm)
 	if code, _, errOut := run(t, "sync"); code != exitOK {
 		t.Fatalf("sync: exit %d: %s", code, errOut)
+	}
+	// Other databases beside formsync's, named as dbt-sqlite cannot
+	// attach them, and more of them than SQLite attaches at once: none
+	// of them is dbt's business.
+	for _, name := range []string{"main.db", "temp.db", "a.db", "b.db", "c.db", "d.db", "e.db", "f2.db", "g.db", "h.db", "i.db", "j.db"} {
+		if err := os.WriteFile(filepath.Join(filepath.Dir(db), name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dir := filepath.Join(t.TempDir(), "proj")
 	code, out, errOut := run(t, "dbt", "--dir", dir)
@@ -77,8 +91,8 @@ func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 		t.Fatalf("dbt: exit %d: %s%s", code, out, errOut)
 	}
 	files := readProject(t, dir)
-	if len(files) != 7 {
-		t.Errorf("%d files, want 7 (4 and a model per form): %s", len(files), out)
+	if len(files) != 12 {
+		t.Errorf("%d files, want 12 (4, a model per form, the schema directory's, 2 freshness tests and their properties): %s", len(files), out)
 	}
 	var profile map[string]struct {
 		Target  string                    `yaml:"target"`
@@ -88,16 +102,32 @@ func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	abs, _ := filepath.Abs(db)
+	absDir, _ := filepath.Abs(dir)
 	if got := profile["formsync"].Outputs["sqlite"]; profile["formsync"].Target != "sqlite" || got["type"] != "sqlite" || got["schema"] != "main" ||
-		fmt.Sprint(got["schemas_and_paths"]) != fmt.Sprint(map[string]any{"main": abs}) {
-		t.Errorf("profile %v, want dbt-sqlite's with main at %s", got, abs)
+		fmt.Sprint(got["schemas_and_paths"]) != fmt.Sprint(map[string]any{"main": abs}) ||
+		got["schema_directory"] != filepath.Join(absDir, dbt.SchemaDir) {
+		t.Errorf("profile %v, want dbt-sqlite's with main at %s and the schema directory in the project", got, abs)
 	}
-	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	if st, err := os.Stat(filepath.Join(dir, dbt.SchemaDir)); err != nil || !st.IsDir() {
+		t.Errorf("the schema directory: %v", err)
+	}
+	// The connection dbt-sqlite opens with that profile.
+	conn, err := dbtcheck.OpenSQLite(t, files["profiles.yml"])
 	if err != nil {
+		t.Fatalf("dbt-sqlite cannot connect: %v", err)
+	}
+	checkSQLiteProject(t, conn, files, 4)
+
+	// Rows last written two days ago: both freshness tests name every
+	// relation.
+	if _, err := conn.ExecContext(t.Context(), `UPDATE submissions SET synced_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-2 days')`); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	checkSQLiteProject(t, conn, files)
+	for name, stale := range singularTests(t, conn, files) {
+		if len(stale) != 5 {
+			t.Errorf("%s: %v on rows two days old, want submissions and the four views", name, stale)
+		}
+	}
 
 	// The sync typed the fields by their values, and the model carries
 	// those types: the view casts, the model selects.
@@ -121,7 +151,7 @@ func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 			}
 		}
 	}
-	for col, want := range map[string]string{"agree": "INTEGER", "price": "REAL", "born": "TEXT", "when": "TEXT", "tags": "TEXT", "select": "TEXT"} {
+	for col, want := range map[string]string{"order": "INTEGER", "agree": "INTEGER", "price": "REAL", "born": "TEXT", "when": "TEXT", "tags": "TEXT", "select": "TEXT"} {
 		if types[col] != want {
 			t.Errorf("column %s: data_type %q, want %q (all: %v)", col, types[col], want, types)
 		}
@@ -130,6 +160,45 @@ func TestDBTProjectRunsOnSyncedSQLite(t *testing.T) {
 	want := []string{"1 real 12.5 [\"a\",\"b\"]", "0 real 3 [\"c\"]", "0 null <nil> []"}
 	if fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Errorf("typed rows %q, want %q", rows, want)
+	}
+}
+
+// TestDBTProjectOnTheDemoFile: the project for the file formsync demo
+// writes, with two more forms synced into it (a boolean field named
+// order, a form id with a dot and a quote), holds to every dbt schema,
+// connects as dbt-sqlite does and runs every model and test there.
+func TestDBTProjectOnTheDemoFile(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 14, Variant: apisim.Newer})
+	sim.SetSubmissions("typed-form", typedSubmissions()...)
+	sim.SetSubmissions(dottedForm, typedSubmissions()...)
+	syncEnv(t, sim, "typed-form", dottedForm)
+	demo := filepath.Join(t.TempDir(), "formsync-demo.db")
+	if code, out, errOut := run(t, "demo", "-db", demo, "-submissions", "20"); code != exitOK {
+		t.Fatalf("demo: exit %d:\n%s%s", code, out, errOut)
+	}
+	t.Setenv("FORMSYNC_SQLITE_PATH", demo)
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync into the demo file: exit %d: %s", code, errOut)
+	}
+	t.Setenv("FORMSYNC_FORMS", "") // every form the file holds
+	dir := filepath.Join(t.TempDir(), "demo_dbt")
+	if code, out, errOut := run(t, "dbt", "--dir", dir); code != exitOK || !strings.Contains(out, "with 5 staging model(s)") {
+		t.Fatalf("dbt: exit %d: %s%s", code, out, errOut)
+	}
+	files := readProject(t, dir)
+	conn, err := dbtcheck.OpenSQLite(t, files["profiles.yml"])
+	if err != nil {
+		t.Fatalf("dbt-sqlite cannot connect: %v", err)
+	}
+	checkSQLiteProject(t, conn, files, 5)
+	quoted := 0
+	for _, dt := range dbtcheck.DataTests(t, files) {
+		if dt.Column == "order" && dt.Quote {
+			quoted++
+		}
+	}
+	if quoted != 2 {
+		t.Errorf("%d tests of the column order quote it, want one per form that has it", quoted)
 	}
 }
 
@@ -187,13 +256,13 @@ func queryModel(t *testing.T, conn *sql.DB, model []byte, cols string) []string 
 // checks it has its view's rows, and runs every data test of the property
 // files as dbt's generic tests compile it: a test fails when its query
 // returns rows.
-func checkSQLiteProject(t *testing.T, conn *sql.DB, files map[string][]byte) {
+func checkSQLiteProject(t *testing.T, conn *sql.DB, files map[string][]byte, wantModels int) {
 	t.Helper()
 	ctx := t.Context()
 	dbtcheck.Validate(t, files)
 	models := 0
 	for name, b := range files {
-		if !strings.HasSuffix(name, ".sql") {
+		if !strings.HasPrefix(name, dbt.ModelDir+"/") || !strings.HasSuffix(name, ".sql") {
 			continue
 		}
 		models++
@@ -211,123 +280,102 @@ func checkSQLiteProject(t *testing.T, conn *sql.DB, files map[string][]byte) {
 			t.Errorf("%s: %d rows, its view %s has %d", name, got, view, want)
 		}
 	}
-	if models != 3 {
-		t.Errorf("%d models, want 3", models)
+	if models != wantModels {
+		t.Errorf("%d models, want %d", models, wantModels)
 	}
 	ref := resolveSQLite(t, files)
 	ran := map[string]int{}
-	for _, tc := range dataTests(t, files) {
+	for _, tc := range dbtcheck.DataTests(t, files) {
 		var rel string
-		if tc.source {
-			if tc.relation == "submission_files" {
+		if tc.Source != "" {
+			if tc.Relation == "submission_files" {
 				continue // not in every sink's schema yet
 			}
-			rel = sourceSQLite("", tc.relation)
+			rel = sourceSQLite(tc.Source, tc.Relation)
 		} else {
-			rel = ref(tc.relation)
+			rel = ref(tc.Relation)
+		}
+		if tc.Test == "accepted_values" && tc.QuoteValues {
+			t.Errorf("%v: values quoted, so true and false would be strings", tc)
 		}
 		if err := runDataTest(ctx, conn, rel, tc); err != nil {
-			t.Errorf("%s.%s %s: %v", tc.relation, tc.column, tc.test, err)
+			t.Errorf("%v: %v", tc, err)
 		}
-		ran[tc.test]++
+		ran[tc.Test]++
 	}
 	// Per model: unique and not_null on the key, accepted_values on
 	// is_spam; the same key tests on each view.
-	if ran["unique"] < 6 || ran["not_null"] < 6 || ran["accepted_values"] < 3 {
+	if ran["unique"] < 2*models || ran["not_null"] < 2*models || ran["accepted_values"] < models {
 		t.Errorf("data tests run: %v", ran)
 	}
-}
 
-// dataTest is one generic test of a column in the property files.
-type dataTest struct {
-	source   bool   // of a source table, else of a model
-	relation string // the table or model
-	column   string
-	test     string   // unique, not_null or accepted_values
-	values   []string // accepted_values, unquoted
-}
-
-func dataTests(t *testing.T, files map[string][]byte) []dataTest {
-	t.Helper()
-	type column struct {
-		Name      string `yaml:"name"`
-		DataTests []any  `yaml:"data_tests"`
-	}
-	var props struct {
-		Sources []struct {
-			Tables []struct {
-				Name    string   `yaml:"name"`
-				Columns []column `yaml:"columns"`
-			} `yaml:"tables"`
-		} `yaml:"sources"`
-		Models []struct {
-			Name    string   `yaml:"name"`
-			Columns []column `yaml:"columns"`
-		} `yaml:"models"`
-	}
-	var out []dataTest
-	add := func(source bool, rel string, cols []column) {
-		for _, c := range cols {
-			for _, dt := range c.DataTests {
-				tc := dataTest{source: source, relation: rel, column: c.Name}
-				switch v := dt.(type) {
-				case string:
-					tc.test = v
-				case map[string]any:
-					av := v["accepted_values"].(map[string]any)
-					if av["quote"] != false {
-						t.Errorf("%s.%s: accepted_values quoted", rel, c.Name)
-					}
-					tc.test = "accepted_values"
-					for _, x := range av["values"].([]any) {
-						tc.values = append(tc.values, x.(string))
-					}
-				}
-				out = append(out, tc)
-			}
-		}
-	}
-	for name, b := range files {
-		if !strings.HasPrefix(name, dbt.ModelDir+"/") || !strings.HasSuffix(name, ".yml") {
+	// dbt source freshness, as dbt-adapters evaluates it: every value
+	// must be a timestamp, which SQLite never returns.
+	for _, f := range dbtcheck.FreshnessRules(t, files) {
+		var maxLoaded, now any
+		q := f.FreshnessSQL(sourceSQLite(f.Source, f.Table), "datetime()")
+		if err := conn.QueryRowContext(ctx, q).Scan(&maxLoaded, &now); err != nil {
+			t.Errorf("freshness of %s: %v\n%s", f.Table, err, q)
 			continue
 		}
-		props.Sources, props.Models = nil, nil
-		if err := yaml.Unmarshal(b, &props); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		for _, s := range props.Sources {
-			for _, tb := range s.Tables {
-				add(true, tb.Name, tb.Columns)
+		for _, v := range []any{maxLoaded, now} {
+			if err := f.CheckFreshnessValue(v); err != nil {
+				t.Errorf("dbt source freshness fails on dbt-sqlite: %v", err)
 			}
 		}
-		for _, m := range props.Models {
-			add(false, m.Name, m.Columns)
+	}
+	// The freshness tests that stand in for it pass on rows just synced.
+	for name, stale := range singularTests(t, conn, files) {
+		if len(stale) > 0 {
+			t.Errorf("%s: %v on rows just synced", name, stale)
 		}
 	}
+}
+
+// singularTests runs every singular data test of files (tests/…) on conn
+// and returns, by file, the rows each returns (a test fails or warns when
+// it returns rows), and fails t for one without a severity.
+func singularTests(t *testing.T, conn *sql.DB, files map[string][]byte) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for name, b := range files {
+		if !strings.HasPrefix(name, "tests/") || !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		if sev := dbtcheck.Config(string(b))["severity"]; sev != "warn" && sev != "error" {
+			t.Errorf("%s: severity %q", name, sev)
+		}
+		q := dbtcheck.Resolve(t, string(b), sourceSQLite, resolveSQLite(t, files))
+		rows, err := conn.QueryContext(t.Context(), "select relation from (\n"+q+"\n) dbt_internal_test order by 1")
+		if err != nil {
+			t.Errorf("%s does not run: %v\n%s", name, err, q)
+			continue
+		}
+		out[name] = []string{}
+		for rows.Next() {
+			var rel string
+			if err := rows.Scan(&rel); err != nil {
+				t.Fatal(err)
+			}
+			out[name] = append(out[name], rel)
+		}
+		if err := rows.Err(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		rows.Close()
+	}
 	if len(out) == 0 {
-		t.Fatal("the property files hold no data tests")
+		t.Error("no singular data test: no freshness check on SQLite")
 	}
 	return out
 }
 
-// runDataTest runs tc on relation rel as dbt's generic test of that name
-// compiles it (dbt's default__test_* macros).
-func runDataTest(ctx context.Context, conn *sql.DB, rel string, tc dataTest) error {
-	col := `"` + tc.column + `"`
-	var q string
-	switch tc.test {
-	case "not_null":
-		q = "select " + col + " from " + rel + " where " + col + " is null"
-	case "unique":
-		q = "select " + col + " as unique_field, count(*) as n_records from " + rel + " where " + col + " is not null group by " + col + " having count(*) > 1"
-	case "accepted_values":
-		q = "with all_values as (select " + col + " as value_field, count(*) as n_records from " + rel + " group by " + col + ")" +
-			" select * from all_values where value_field not in (" + strings.Join(tc.values, ", ") + ")"
-	default:
-		return fmt.Errorf("no such generic test")
-	}
+// runDataTest runs tc on relation rel as dbt compiles it: the column as
+// the property file writes it, quoted only where it says quote: true.
+func runDataTest(ctx context.Context, conn *sql.DB, rel string, tc dbtcheck.DataTest) error {
+	q := tc.SQL(rel, dbtcheck.QuoteSQLite)
 	var failures int
-	if err := conn.QueryRowContext(ctx, "select count(*) from ("+q+")").Scan(&failures); err != nil {
+	if err := conn.QueryRowContext(ctx, "select count(*) as failures from (\n"+q+"\n) dbt_internal_test").Scan(&failures); err != nil {
 		return fmt.Errorf("%w\n%s", err, q)
 	}
 	if failures > 0 {
@@ -432,7 +480,8 @@ func TestDBTUsageAndErrors(t *testing.T) {
 // ZetaSQL in package dbt.)
 func TestDBTForBigQuery(t *testing.T) {
 	sim := apisim.New(apisim.Options{Seed: 13, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 5})
-	syncEnv(t, sim, "contact")
+	sim.SetSubmissions(dottedForm, typedSubmissions()...)
+	syncEnv(t, sim, "contact", dottedForm)
 	bigQueryEnv(t)
 	t.Setenv("FORMSYNC_BQ_DATASET", "forms_eu")
 	t.Setenv("FORMSYNC_BQ_LOCATION", "EU")
@@ -441,15 +490,31 @@ func TestDBTForBigQuery(t *testing.T) {
 		t.Fatalf("sync: exit %d: %s", code, errOut)
 	}
 	dir := filepath.Join(t.TempDir(), "proj")
-	if code, out, errOut := run(t, "dbt", "--dir", dir); code != exitOK || !strings.Contains(out, "dbt project for bigquery with 1 staging model") {
+	if code, out, errOut := run(t, "dbt", "--dir", dir); code != exitOK || !strings.Contains(out, "dbt project for bigquery with 2 staging model") {
 		t.Fatalf("dbt: exit %d: %s%s", code, out, errOut)
 	}
 	files := readProject(t, dir)
 	dbtcheck.Validate(t, files)
+	if len(files) != 6 {
+		t.Errorf("%d files, want 6: 4 and a model per form, nothing of SQLite's", len(files))
+	}
+	if rules := dbtcheck.FreshnessRules(t, files); len(rules) != 3 {
+		t.Errorf("source freshness on %v, want submissions and both views", rules)
+	}
+	quoted := 0
+	for _, dt := range dbtcheck.DataTests(t, files) {
+		if dt.Column == "order" && dt.Quote && dt.Test == "accepted_values" {
+			quoted++
+		}
+	}
+	if quoted != 1 {
+		t.Errorf("%d quoted tests of the boolean column order, want 1", quoted)
+	}
 	for name, want := range map[string][]string{
-		"profiles.yml": {"type: bigquery", "method: oauth", "project: p", "dataset: forms_eu", "location: EU"},
-		dbt.ModelDir + "/_formsync__sources.yml": {"database: p", "schema: forms_eu", "loaded_at_field: synced_at",
-			"warn_after:\n            count: 2\n            period: hour", "error_after:\n            count: 1\n            period: day"},
+		"profiles.yml": {"type: bigquery", "method: oauth", "database: p", "schema: forms_eu", "location: EU"},
+		dbt.ModelDir + "/_formsync__sources.yml": {"database: p", "schema: forms_eu",
+			"config:\n          loaded_at_field: synced_at\n          freshness:\n            warn_after:\n              count: 2\n              period: hour\n" +
+				"            error_after:\n              count: 1\n              period: day\n"},
 		dbt.ModelPath("contact"): {"from {{ source('formsync', 'form_contact') }}", "`submission_key`"},
 	} {
 		for _, w := range want {
