@@ -97,22 +97,10 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs, remar
 	}
 }
 
-// Recounter is a Sink whose row counters can be recounted from its rows.
-// A sink keeps a form's row_count from its stored state, commit by
-// commit: a state row deleted by hand while the rows stayed, or a counter
-// changed by hand, leaves a count the rows do not bear out, which the
-// completeness check would blame on the API. The engine recounts a form
-// whose count falls short of the API's total (or is negative) before it
-// reads the form again or calls it incomplete; a form whose count adds
-// up costs nothing more.
-type Recounter interface {
-	Recount(ctx context.Context, formIDs []string) error
-}
-
 // shortForms are the committed, completely read forms whose stored rows
 // fall short of the API's total; each gets report.Missing. With recount,
 // the counters of those forms (and of any form with a negative one) are
-// recounted from the rows first, when the sink can (Recounter), and only
+// recounted from the rows first (sink.Sink.Recount says why), and only
 // the forms still short are returned.
 func (e *Engine) shortForms(ctx context.Context, runs []*formRun, recount bool) []*formRun {
 	var ids []string
@@ -129,8 +117,7 @@ func (e *Engine) shortForms(ctx context.Context, runs []*formRun, recount bool) 
 		e.cfg.Logger.Warn("cannot read the state for the completeness check", "error", err.Error())
 		return nil
 	}
-	rc, canRecount := e.dst.(Recounter)
-	if recount && canRecount {
+	if recount {
 		var doubt []string
 		for _, r := range runs {
 			if st, ok := states[r.old.FormID]; ok && r.committed && r.err == nil && r.complete() &&
@@ -140,7 +127,7 @@ func (e *Engine) shortForms(ctx context.Context, runs []*formRun, recount bool) 
 		}
 		if len(doubt) > 0 {
 			e.cfg.Logger.Info("recounting the stored rows of forms whose row count falls short of the API's total", "forms", doubt)
-			if err := rc.Recount(ctx, doubt); err != nil {
+			if err := e.dst.Recount(ctx, doubt); err != nil {
 				e.cfg.Logger.Warn("cannot recount the stored rows", "forms", doubt, "error", err.Error())
 			} else if states, err = e.dst.ReadState(ctx, ids); err != nil {
 				e.cfg.Logger.Warn("cannot read the state for the completeness check", "error", err.Error())

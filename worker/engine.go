@@ -19,14 +19,21 @@ type Source interface {
 	Page(ctx context.Context, formID string, page, limit int) (*formsapi.Page, *formsapi.Response, error)
 }
 
-// Sink is where the engine keeps rows and state. Commit must apply all of a
-// commit or none of it, and refuse it with sink.ErrStateConflict when a
-// form's stored revision is not the one its state carries.
+// Sink is the part of a sink.Sink the engine uses: every sink has it.
+// Commit must apply all of a commit or none of it, and refuse it with
+// sink.ErrStateConflict when a form's stored revision is not the one its
+// state carries. What a sink may do beyond it (tuning, purging) the engine
+// asks sink.Optional.
 type Sink interface {
 	ReadState(ctx context.Context, formIDs []string) (map[string]state.Form, error)
 	Commit(ctx context.Context, c *sink.Commit) (sink.Result, error)
 	// Find selects stored rows (Forget).
 	Find(ctx context.Context, formID string, m sink.Match) ([]sink.Row, error)
+	// Recount counts the rows of forms anew into their counters: the
+	// completeness check recounts a form whose count falls short of the
+	// API's total (or is negative) before it reads the form again or calls
+	// it incomplete; a form whose count adds up costs nothing more.
+	Recount(ctx context.Context, formIDs []string) error
 }
 
 var _ Source = (*formsapi.Client)(nil)

@@ -34,27 +34,18 @@ type ForgetReport struct {
 	// the form meanwhile; the match was then made again.
 	Conflicts int
 	// Purge is why the sink could not yet erase the old copies of what it
-	// removed (see purger); nil when it did, or keeps none.
+	// removed (sink.Purger); nil when it did, or keeps none.
 	Purge error
 }
 
-// purger is a sink that keeps the pages a commit rewrote, the removed
-// rows' bytes in them, beside its data for a while (SQLite's write-ahead
-// log) and can erase them. Forget purges after every commit, and after a
-// run in a form with tombstones that had nothing left to remove, so that
-// running the same forget again finishes an erasure a reader held up.
-type purger interface {
-	Purge(ctx context.Context) error
-}
-
 // purge erases what the sink still keeps of removed rows, when it keeps
-// any, and says in rep why it could not.
+// any (sink.Purger), and says in rep why it could not.
 func (e *Engine) purge(ctx context.Context, rep *ForgetReport) {
-	p, ok := e.dst.(purger)
-	if !ok {
+	err := sink.Optional{Sink: e.dst}.Purge(ctx)
+	if errors.Is(err, errors.ErrUnsupported) {
 		return
 	}
-	if rep.Purge = p.Purge(ctx); rep.Purge != nil {
+	if rep.Purge = err; rep.Purge != nil {
 		e.cfg.Logger.Warn("the removed rows' bytes are not erased from the store yet", "form", rep.FormID, "error", rep.Purge.Error())
 	}
 }
