@@ -159,16 +159,16 @@ func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptio
 	if err != nil {
 		return nil, err
 	}
-	b := &backfill{formRun: e.newRun(st), opts: opts}
-	b.lastCheckpoint = b.start
-	b.onStaged = b.staged
+	b := &backfill{form: e.newRun(st), commits: e.commits, opts: opts}
+	b.lastCheckpoint = b.form.start
+	b.form.onStaged = b.staged
 	rep := &BackfillReport{FormID: formID}
 	defer func() {
-		rep.Requests = b.report.Requests
-		rep.Pages = b.report.Pages
-		rep.Rescans = b.report.Rescans
-		rep.Duration = e.cfg.Now().Sub(b.start)
-		b.discard()
+		rep.Requests = b.form.report.Requests
+		rep.Pages = b.form.report.Pages
+		rep.Rescans = b.form.report.Rescans
+		rep.Duration = e.cfg.Now().Sub(b.form.start)
+		b.form.discard()
 	}()
 	err = b.run(ctx, rep)
 	// Checkpoints still being committed when the walk failed are waited
@@ -177,7 +177,7 @@ func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptio
 		err = serr
 	}
 	if err != nil {
-		return rep, b.explain(ctx, err)
+		return rep, b.form.explain(ctx, err)
 	}
 	return rep, nil
 }
@@ -194,8 +194,11 @@ func (e *Engine) formState(ctx context.Context, formID string) (state.Form, erro
 }
 
 type backfill struct {
-	*formRun
-	opts BackfillOptions
+	// form is the form's read, as a sync reads it; commits writes the
+	// checkpoints.
+	form    *formRun
+	commits committer
+	opts    BackfillOptions
 	// cursor is the oldest created_at staged: walks go from newer to
 	// older, so an interrupted backfill resumes at it (inclusive,
 	// harmlessly).
@@ -222,17 +225,17 @@ type backfill struct {
 func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	// A backfill of the whole form rewrites every row it is served under
 	// the configured field policy; one of a window would mix two.
-	if err := b.checkPolicy(b.opts.Since.IsZero() && b.opts.Until.IsZero()); err != nil && !b.opts.DryRun {
+	if err := b.form.checkPolicy(b.opts.Since.IsZero() && b.opts.Until.IsZero()); err != nil && !b.opts.DryRun {
 		return err
 	}
 	first, err := b.fetch(ctx, 1)
 	if err != nil {
 		return err
 	}
-	if b.facts.Order, err = pager.Detect(ctx, b.fetch, first, b.old.Order); err != nil {
+	if b.form.facts.Order, err = pager.Detect(ctx, b.fetch, first, b.form.old.Order); err != nil {
 		return err
 	}
-	rep.Order = b.facts.Order
+	rep.Order = b.form.facts.Order
 	win := b.resume(rep)
 	from, err := b.plan(ctx, rep, first, win)
 	if err != nil {
@@ -241,8 +244,8 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	if b.opts.DryRun || rep.FirstPage == 0 && rep.ResumedFrom.IsZero() {
 		return nil
 	}
-	if b.spool, err = b.e.newSpool(); err != nil {
-		return fmt.Errorf("form %s: %w", b.old.FormID, err)
+	if b.form.spool, err = b.form.newSpool(); err != nil {
+		return fmt.Errorf("form %s: %w", b.form.old.FormID, err)
 	}
 	if rep.FirstPage == 0 {
 		// Resumed, and nothing is left below the cursor (the rows there
@@ -266,8 +269,8 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 func (b *backfill) resume(rep *BackfillReport) Window {
 	win := b.opts.Window
 	b.whole = win.Since.IsZero() && win.Until.IsZero()
-	bf := b.old.Backfill
-	if bf == nil || !win.recordedIn(bf) || bf.Cursor.IsZero() || b.whole && bf.FieldPolicy != b.e.policyID() {
+	bf := b.form.old.Backfill
+	if bf == nil || !win.recordedIn(bf) || bf.Cursor.IsZero() || b.whole && bf.FieldPolicy != b.form.policyID() {
 		return win
 	}
 	rep.ResumedFrom = bf.Cursor
@@ -293,7 +296,7 @@ func (b *backfill) plan(ctx context.Context, rep *BackfillReport, first *formsap
 	if b.forwardWalk() && end < from.page || !b.forwardWalk() && end > from.page {
 		rep.LastPage = from.page
 	}
-	rep.RowsEstimate = rep.PagesToRead() * max(b.facts.PerPage, 1)
+	rep.RowsEstimate = rep.PagesToRead() * max(b.form.facts.PerPage, 1)
 	// A window on one page that holds none of it is empty, unless the
 	// form moved between the readings of that page and of the page
 	// before it: a deletion ahead of a newest-first reader then pulled
@@ -302,7 +305,7 @@ func (b *backfill) plan(ctx context.Context, rep *BackfillReport, first *formsap
 	if first.Total == 0 || b.empty(from.content, win) && rep.FirstPage == rep.LastPage && !from.moved {
 		rep.FirstPage, rep.LastPage, rep.RowsEstimate = 0, 0, 0
 	}
-	rep.RequestsEstimate = b.report.Requests
+	rep.RequestsEstimate = b.form.report.Requests
 	if rep.FirstPage != 0 {
 		rep.RequestsEstimate += rep.PagesToRead()
 		if from.content != nil {
@@ -341,9 +344,9 @@ func (b *backfill) locateEnd(ctx context.Context, first *formsapi.Page, win Wind
 // walk reads the window's pages from where plan located its start,
 // staging its rows and checkpointing them as they add up.
 func (b *backfill) walk(ctx context.Context, rep *BackfillReport, win Window, from located) error {
-	w := &pager.Walk[sink.Row]{Form: b.old.FormID, Fetch: b.fetch, Decode: b.decode, Order: b.facts.Order, Bounds: win.bounds(),
-		PerPage: b.facts.PerPage, Before: from.before}
-	return b.take(w.From(ctx, from.page, from.content), func(int) error {
+	w := &pager.Walk[sink.Row]{Form: b.form.old.FormID, Fetch: b.fetch, Decode: b.form.decode, Order: b.form.facts.Order, Bounds: win.bounds(),
+		PerPage: b.form.facts.PerPage, Before: from.before}
+	return b.form.take(w.From(ctx, from.page, from.content), func(int) error {
 		b.read++
 		if b.opts.Progress != nil {
 			b.opts.Progress(b.progress(rep.PagesToRead()))
@@ -358,20 +361,20 @@ func (b *backfill) walk(ctx context.Context, rep *BackfillReport, win Window, fr
 // checkpointDue reports whether the rows staged make a checkpoint (see
 // DefaultCheckpointRows).
 func (b *backfill) checkpointDue() bool {
-	n := b.spool.Len()
+	n := b.form.spool.Len()
 	switch {
 	case b.opts.CheckpointRows > 0:
 		return n >= b.opts.CheckpointRows
-	case !b.spool.ByContent() && b.e.cfg.PartRows > 0:
-		return n >= min(b.e.cfg.PartRows, DefaultCheckpointRows)
-	case !b.spool.ByContent():
+	case !b.form.spool.ByContent() && b.form.partRows > 0:
+		return n >= min(b.form.partRows, DefaultCheckpointRows)
+	case !b.form.spool.ByContent():
 		return n >= DefaultCheckpointRows
 	case n < contentCheckpointRows:
 		return false
-	case !b.e.cfg.SortContentKeys:
+	case !b.form.sortContentKeys:
 		return true
 	}
-	return n >= maxContentCheckpointRows || b.e.cfg.Now().Sub(b.lastCheckpoint) >= CheckpointInterval
+	return n >= maxContentCheckpointRows || b.form.now().Sub(b.lastCheckpoint) >= CheckpointInterval
 }
 
 // contentCheckpointRows and maxContentCheckpointRows are
@@ -381,20 +384,20 @@ var (
 	maxContentCheckpointRows = MaxCheckpointRows
 )
 
-func (b *backfill) forwardWalk() bool { return b.facts.Order != state.OrderOldestFirst }
+func (b *backfill) forwardWalk() bool { return b.form.facts.Order != state.OrderOldestFirst }
 
 // fetch reads a page of the form, taking in its page size and total: the
 // lowest total of the backfill is what it records with the watermark.
 func (b *backfill) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
-	p, err := b.formRun.fetch(ctx, page)
+	p, err := b.form.fetch(ctx, page)
 	if err != nil {
 		return nil, err
 	}
-	if b.facts.Total < 0 || int64(p.Total) < b.facts.Total {
-		b.facts.Total = int64(p.Total)
+	if b.form.facts.Total < 0 || int64(p.Total) < b.form.facts.Total {
+		b.form.facts.Total = int64(p.Total)
 	}
 	if p.PerPage > 0 {
-		b.facts.PerPage = p.PerPage
+		b.form.facts.PerPage = p.PerPage
 	}
 	return p, nil
 }
@@ -433,8 +436,8 @@ func (b *backfill) staged(row sink.Row) {
 // walk.
 func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time, end bool) (located, error) {
 	n := max(first.TotalPages, 1)
-	newestFirst := b.facts.Order != state.OrderOldestFirst
-	if t.IsZero() || n == 1 || b.facts.Order == state.OrderUnknown {
+	newestFirst := b.form.facts.Order != state.OrderOldestFirst
+	if t.IsZero() || n == 1 || b.form.facts.Order == state.OrderUnknown {
 		if newestFirst == !end || n == 1 {
 			return located{page: 1, content: first}, nil
 		}
@@ -520,7 +523,7 @@ type located struct {
 }
 
 func (b *backfill) progress(total int) Progress {
-	p := Progress{FormID: b.old.FormID, Pages: b.read, Rows: b.report.Staged + b.queuedRows() + b.spool.Len(), Elapsed: b.e.cfg.Now().Sub(b.start)}
+	p := Progress{FormID: b.form.old.FormID, Pages: b.read, Rows: b.form.report.Staged + b.queuedRows() + b.form.spool.Len(), Elapsed: b.form.now().Sub(b.form.start)}
 	return p.withTotal(max(total, b.read))
 }
 
@@ -529,28 +532,28 @@ func (b *backfill) progress(total int) Progress {
 // watermark forward. A sync committing the form meanwhile makes the sink
 // refuse it; it is then merged with what the sync wrote and committed again.
 func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bool) error {
-	if err := b.spool.Finish(); err != nil {
-		return fmt.Errorf("form %s: %w", b.old.FormID, err)
+	if err := b.form.spool.Finish(); err != nil {
+		return fmt.Errorf("form %s: %w", b.form.old.FormID, err)
 	}
 	// Take in the checkpoints already committed; past maxQueued waiting,
 	// wait for the oldest, so that the staged rows on disk stay bounded.
 	if err := b.settle(rep, maxQueued); err != nil {
 		return err
 	}
-	now := b.e.cfg.Now().UTC()
+	now := b.form.now().UTC()
 	// What this checkpoint writes is fixed now; the state it is written
 	// over is the one the checkpoint before left, known once that one is
 	// in (build).
-	next := b.formRun.next(now)
-	names, types, order, cursor, wm, minTotal := next.FieldNames, next.FieldTypes.Seen, b.facts.Order, b.cursor, b.wm.Watermark(), b.facts.Total
+	next := b.form.next(now)
+	names, types, order, cursor, wm, minTotal := next.FieldNames, next.FieldTypes.Seen, b.form.facts.Order, b.cursor, b.form.wm.Watermark(), b.form.facts.Total
 	if !rep.ResumedFrom.IsZero() {
 		// This run read below the cursor only: the top of the form is
 		// what the first run read.
 		wm, minTotal = b.top, b.topTotal
 	}
-	copies := b.copies // the walk replaces it, never changes it (Copies.Merge)
-	met := slices.Clone(b.met)
-	progress := &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.start.UTC(), FieldPolicy: b.e.policyID()}
+	copies := b.form.copies // the walk replaces it, never changes it (Copies.Merge)
+	met := slices.Clone(b.form.met)
+	progress := &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.form.start.UTC(), FieldPolicy: b.form.policyID()}
 	if b.whole {
 		progress.Watermark, progress.Total = wm, minTotal
 	}
@@ -560,9 +563,9 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 	// configured policy, whatever the window (checkPolicy lets it in):
 	// record it with the first rows, or the next sync takes them for rows
 	// of the policy the empty state named.
-	adopt := b.old.Rows == 0 && b.old.Deleted == 0
+	adopt := b.form.old.Rows == 0 && b.form.old.Deleted == 0
 	build := func(st state.Form) state.Form {
-		// The base may hold names another process merged in since b.old.
+		// The base may hold names another process merged in since b.form.old.
 		st = withFields(st, names, types)
 		st.Forgotten = st.Forgotten.Met(met...)
 		st.Copies = copiesAfter(st.Copies, copies, st.Forgotten)
@@ -605,25 +608,25 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 		return out
 	}
 	p := &pendingCheckpoint{
-		spool: b.spool, build: build, merge: merge, syncedAt: now, cursor: cursor, final: final,
-		base: b.old, done: make(chan struct{}),
+		spool: b.form.spool, build: build, merge: merge, syncedAt: now, cursor: cursor, final: final,
+		base: b.form.old, done: make(chan struct{}),
 	}
 	var prev *pendingCheckpoint
 	if n := len(b.queue); n > 0 {
 		prev = b.queue[n-1]
 	}
 	b.queue = append(b.queue, p)
-	b.lastCheckpoint = b.e.cfg.Now()
-	b.spool = nil
+	b.lastCheckpoint = b.form.now()
+	b.form.spool = nil
 	// The walk reads on while the checkpoint is committed, after the ones
 	// before it.
-	go p.run(ctx, b.e, prev)
+	go p.run(ctx, b.commits, prev)
 	if final {
 		return b.settle(rep, 0)
 	}
 	var err error
-	if b.spool, err = b.e.newSpool(); err != nil {
-		return fmt.Errorf("form %s: %w", b.old.FormID, err)
+	if b.form.spool, err = b.form.newSpool(); err != nil {
+		return fmt.Errorf("form %s: %w", b.form.old.FormID, err)
 	}
 	return nil
 }
@@ -659,12 +662,12 @@ type pendingCheckpoint struct {
 // run commits p once prev, the checkpoint before it (nil for the first),
 // is committed. prev is not kept in p: a chain of them would keep every
 // checkpoint taken in, and its spool, alive to the end of the backfill.
-func (p *pendingCheckpoint) run(walkCtx context.Context, e *Engine, prev *pendingCheckpoint) {
+func (p *pendingCheckpoint) run(walkCtx context.Context, cm committer, prev *pendingCheckpoint) {
 	defer close(p.done)
 	// Its rows are read: when the backfill is stopped (a shutdown), the
 	// checkpoint still commits, within Config.ShutdownGrace, as a sync
 	// commits the forms it read; the backfill then resumes after it.
-	ctx, cancel := e.graceful(walkCtx)
+	ctx, cancel := cm.graceful(walkCtx)
 	defer cancel()
 	base := p.base
 	if prev != nil {
@@ -676,7 +679,7 @@ func (p *pendingCheckpoint) run(walkCtx context.Context, e *Engine, prev *pendin
 		base = prev.stored
 	}
 	c := &sink.Commit{SyncedAt: p.syncedAt, Forms: []sink.FormCommit{{State: p.build(base), Rows: p.spool}}}
-	p.res, p.conflicts, p.err = e.commit(ctx, c, p.merge)
+	p.res, p.conflicts, p.err = cm.commit(ctx, c, p.merge)
 	p.stored = c.Forms[0].State
 	p.stored.Revision++
 }
@@ -711,20 +714,20 @@ func (b *backfill) settle(rep *BackfillReport, keep int) error {
 		rep.Conflicts += p.conflicts
 		if p.err != nil {
 			if failed == nil {
-				failed = fmt.Errorf("backfill of form %s: committing %d rows: %w", b.old.FormID, p.spool.Len(), p.err)
+				failed = fmt.Errorf("backfill of form %s: committing %d rows: %w", b.form.old.FormID, p.spool.Len(), p.err)
 			}
 			continue
 		}
-		b.old = p.stored
-		got := p.res[b.old.FormID]
+		b.form.old = p.stored
+		got := p.res[b.form.old.FormID]
 		rep.Inserted += got.Inserted
 		rep.Updated += got.Updated
 		rep.Staged += p.spool.Len()
-		b.report.Staged += p.spool.Len()
+		b.form.report.Staged += p.spool.Len()
 		rep.Checkpoints++
-		b.e.cfg.Logger.Info("backfill checkpoint", "form", b.old.FormID, "rows", p.spool.Len(), "new", got.Inserted, "updated", got.Updated,
+		b.commits.logger.Info("backfill checkpoint", "form", b.form.old.FormID, "rows", p.spool.Len(), "new", got.Inserted, "updated", got.Updated,
 			"cursor", p.cursor, "final", p.final)
-		b.e.warnView(b.old.FormID, got)
+		b.commits.warnView(b.form.old.FormID, got)
 	}
 	return failed
 }

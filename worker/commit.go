@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/state/fieldtype"
 )
 
 // commitAttempts bounds how often a commit refused for a concurrent update
@@ -58,10 +61,10 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) (
 	}
 	// What was read completely is committed even when a shutdown comes
 	// before or during the commit, within Config.ShutdownGrace of it.
-	commitCtx, cancel := e.graceful(ctx)
+	commitCtx, cancel := e.commits.graceful(ctx)
 	defer cancel()
 	t0 := e.cfg.Now()
-	res, conflicts, err := e.commit(commitCtx, c, merge)
+	res, conflicts, err := e.commits.commit(commitCtx, c, merge)
 	rep.CommitDuration += e.cfg.Now().Sub(t0)
 	rep.Conflicts += conflicts
 	if err != nil {
@@ -69,7 +72,7 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) (
 		return nil
 	}
 	for _, fc := range c.Forms {
-		e.warnView(fc.State.FormID, res[fc.State.FormID])
+		e.commits.warnView(fc.State.FormID, res[fc.State.FormID])
 	}
 	for i, r := range committed {
 		r.committed = true
@@ -88,12 +91,35 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) (
 	return remarked
 }
 
+// committer writes commits to the sink for the engine, the parts of a sync
+// and the checkpoints of a backfill alike: with the configured field type
+// pins, merged and tried again when another process committed the same
+// forms, under a grace after a shutdown.
+type committer struct {
+	dst Sink
+	// pins are Config.FieldTypes.
+	pins map[string]fieldtype.Set
+	// grace is Config.ShutdownGrace.
+	grace  time.Duration
+	logger *slog.Logger
+}
+
+// graceful returns a context that ends Config.ShutdownGrace after ctx does
+// (at once if ctx is done and the grace is 0): a commit under it finishes
+// when a shutdown signal comes while it runs, rather than throwing away
+// what the run read.
+func (cm committer) graceful(ctx context.Context) (context.Context, context.CancelFunc) {
+	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(cm.grace, cancel) })
+	return gctx, func() { stop(); cancel() }
+}
+
 // warnView tells the user when a commit could not make a form's view. The
 // parts of a sync do not: its last commit, which takes in every form it
 // read, says it once for the run.
-func (e *Engine) warnView(formID string, c sink.Counts) {
+func (cm committer) warnView(formID string, c sink.Counts) {
 	if c.View != nil {
-		e.cfg.Logger.Warn("the view of a form could not be made: its rows are committed without it, and the next commit tries again",
+		cm.logger.Warn("the view of a form could not be made: its rows are committed without it, and the next commit tries again",
 			"form", formID, "error", c.View.Error())
 	}
 }
@@ -102,7 +128,7 @@ func (e *Engine) warnView(formID string, c sink.Counts) {
 // committed some of its forms since their state was read, re-reads those
 // states, merges each with what this commit meant to write, and tries
 // again, a bounded number of times.
-func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, ours state.Form) state.Form) (sink.Result, int, error) {
+func (cm committer) commit(ctx context.Context, c *sink.Commit, merge func(stored, ours state.Form) state.Form) (sink.Result, int, error) {
 	conflicts := 0
 	for attempt := 1; ; attempt++ {
 		for i := range c.Forms {
@@ -110,8 +136,8 @@ func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, 
 			// one, may name a forgotten submission in its watermark.
 			c.Forms[i].State = c.Forms[i].State.WithoutForgotten()
 		}
-		e.pin(c)
-		res, err := e.dst.Commit(ctx, c)
+		cm.pin(c)
+		res, err := cm.dst.Commit(ctx, c)
 		if !errors.Is(err, sink.ErrStateConflict) {
 			return res, conflicts, err
 		}
@@ -123,7 +149,7 @@ func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, 
 		for _, fc := range c.Forms {
 			ids = append(ids, fc.State.FormID)
 		}
-		stored, rerr := e.dst.ReadState(ctx, ids)
+		stored, rerr := cm.dst.ReadState(ctx, ids)
 		if rerr != nil {
 			return nil, conflicts, fmt.Errorf("re-reading the state after a concurrent commit: %w", rerr)
 		}
@@ -134,7 +160,7 @@ func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, 
 			}
 			c.Forms[i].State = merge(st, fc.State)
 		}
-		e.cfg.Logger.Info("another process committed the same forms meanwhile; merged and committing again",
+		cm.logger.Info("another process committed the same forms meanwhile; merged and committing again",
 			"forms", len(ids), "attempt", attempt+1)
 	}
 }
@@ -142,9 +168,9 @@ func (e *Engine) commit(ctx context.Context, c *sink.Commit, merge func(stored, 
 // pin gives every form of c the field types Config.FieldTypes pins for
 // it, and only those: the pins are the configuration's, never merged
 // with the stored ones.
-func (e *Engine) pin(c *sink.Commit) {
+func (cm committer) pin(c *sink.Commit) {
 	for i := range c.Forms {
-		c.Forms[i].State.FieldTypes.Pinned = e.cfg.FieldTypes[c.Forms[i].State.FormID]
+		c.Forms[i].State.FieldTypes.Pinned = cm.pins[c.Forms[i].State.FormID]
 	}
 }
 

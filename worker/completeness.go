@@ -90,7 +90,7 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs, remar
 			st.LastError, st.LastErrorAt = byID[id].err.Error(), now
 			c.Forms = append(c.Forms, sink.FormCommit{State: st})
 		}
-		_, _, err = e.commit(ctx, c, mergeSync)
+		_, _, err = e.commits.commit(ctx, c, mergeSync)
 	}
 	if err != nil {
 		e.cfg.Logger.Error("cannot record incomplete forms in their state", "forms", ids, "error", err.Error())

@@ -38,11 +38,22 @@ type Sink interface {
 
 var _ Source = (*formsapi.Client)(nil)
 
-// Engine syncs the configured forms from a Source into a Sink.
+// accountSource is a Source that reads forms through several accounts and
+// says which a form belongs to ([Accounts]). A Source that is not reads
+// every form with one token: all forms share one account, "".
+type accountSource interface {
+	Source
+	Account(formID string) string
+}
+
+// Engine syncs the configured forms from a Source into a Sink. It builds
+// each form's read (formRun) from reading, and writes through commits.
 type Engine struct {
-	src Source
-	dst Sink
-	cfg Config
+	src     Source
+	dst     Sink
+	cfg     Config
+	reading reading
+	commits committer
 }
 
 // New returns an engine; it checks the configuration.
@@ -50,7 +61,25 @@ func New(src Source, dst Sink, cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &Engine{src: src, dst: dst, cfg: cfg.withDefaults()}, nil
+	cfg = cfg.withDefaults()
+	return &Engine{
+		src: src, dst: dst, cfg: cfg,
+		reading: reading{
+			src: src, pageSize: cfg.PageSize, lookback: cfg.Lookback, budget: cfg.FormTimeout, now: cfg.Now,
+			policy: cfg.FieldPolicy, tmpDir: cfg.TmpDir, sortContentKeys: cfg.SortContentKeys,
+			partRows: cfg.PartRows, partsByContent: cfg.PartsByContent, logger: cfg.Logger,
+		},
+		commits: committer{dst: dst, pins: cfg.FieldTypes, grace: cfg.ShutdownGrace, logger: cfg.Logger},
+	}, nil
+}
+
+// account is the account a form is read through: "" when the Source reads
+// every form with one token.
+func (e *Engine) account(formID string) string {
+	if a, ok := e.src.(accountSource); ok {
+		return a.Account(formID)
+	}
+	return ""
 }
 
 // Sync makes one pass over every form: read what is new, then commit all
@@ -146,7 +175,7 @@ func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, sta
 	// account's forms only.
 	accounts := map[string]*accountRun{}
 	for i, id := range forms {
-		name := accountOf(e.src, id)
+		name := e.account(id)
 		if accounts[name] == nil {
 			actx, acancel := context.WithCancelCause(ctx)
 			defer acancel(nil)
@@ -159,7 +188,7 @@ func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, sta
 	if e.cfg.PartRows > 0 {
 		// Parts queued when the run stops still commit, within the grace:
 		// a form read to its end needs every part in for its final commit.
-		partsCtx, stopParts := e.graceful(ctx)
+		partsCtx, stopParts := e.commits.graceful(ctx)
 		defer stopParts()
 		parts = e.startParts(partsCtx)
 		defer func() {
@@ -193,7 +222,8 @@ func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, sta
 					}
 					fctx, fcancel := context.WithTimeoutCause(acc.ctx, e.cfg.FormTimeout, ErrFormTimeout)
 					defer fcancel()
-					runs[i] = e.readForm(fctx, st, modeOf(st), parts)
+					runs[i] = e.newRun(st)
+					runs[i].read(fctx, modeOf(st), parts, e.cfg.Progress)
 					if err := runs[i].err; errors.Is(err, formsapi.ErrUnauthorized) {
 						acc.cancel(err)
 					}
@@ -250,27 +280,8 @@ func discardAll(runs []*formRun) {
 	}
 }
 
-// graceful returns a context that ends Config.ShutdownGrace after ctx does
-// (at once if ctx is done and the grace is 0): a commit under it finishes
-// when a shutdown signal comes while it runs, rather than throwing away
-// what the run read.
-func (e *Engine) graceful(ctx context.Context) (context.Context, context.CancelFunc) {
-	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(e.cfg.ShutdownGrace, cancel) })
-	return gctx, func() { stop(); cancel() }
-}
-
 // interrupted reports a form stopped by the run (a shutdown, or another
 // form's 401) rather than failing: its state is left alone.
 func interrupted(err error) bool {
 	return errors.Is(err, context.Canceled) && !errors.Is(err, formsapi.ErrUnauthorized)
-}
-
-// newSpool creates an empty spool in the configured directory.
-func (e *Engine) newSpool() (*sink.Spool, error) {
-	sp, err := sink.NewSpool(e.cfg.TmpDir)
-	if err == nil && e.cfg.SortContentKeys {
-		sp.SortContentKeys()
-	}
-	return sp, err
 }

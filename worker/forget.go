@@ -70,7 +70,7 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		if err != nil {
 			return rep, err
 		}
-		if now := e.policyID(); m.Field != "" && st.FieldPolicy != now && st.Rows+st.Deleted > 0 {
+		if now := e.reading.policyID(); m.Field != "" && st.FieldPolicy != now && st.Rows+st.Deleted > 0 {
 			// A field the policy hashes is matched by its hash under the
 			// configured policy (and key): under another one nothing
 			// matches, and the erasure would look done.
@@ -105,7 +105,7 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 			return rep, err
 		}
 		c := &sink.Commit{SyncedAt: e.cfg.Now().UTC(), Forms: []sink.FormCommit{fc}}
-		e.pin(c)
+		e.commits.pin(c)
 		res, err := e.dst.Commit(ctx, c)
 		if errors.Is(err, sink.ErrStateConflict) && attempt < commitAttempts {
 			// A sync or another forget committed the form meanwhile: its
@@ -119,7 +119,7 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		rep.Removed, rep.Committed = res[formID].Forgotten, true
 		e.cfg.Logger.Info("forgot submissions", "form", formID, "rows_removed", rep.Removed,
 			"tombstones_for_unstored_keys", len(rep.Unstored))
-		e.warnView(formID, res[formID])
+		e.commits.warnView(formID, res[formID])
 		e.purge(ctx, rep)
 		return rep, nil
 	}
