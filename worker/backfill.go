@@ -42,6 +42,38 @@ func (w Window) bounds() pager.Bounds {
 	}
 }
 
+// CountWindow counts the submissions of win on the first and last pages a
+// dry run of its backfill located (rep), plus the full pages in between:
+// the dry run's estimate counts whole pages, so that a window inside one
+// page would be a page of submissions. It makes at most two requests,
+// through the engine's Source; ok is false when a page cannot be read.
+func (e *Engine) CountWindow(ctx context.Context, rep *BackfillReport, win Window) (n int, ok bool) {
+	count := func(page int) (int, int, bool) {
+		p, _, err := e.src.Page(ctx, rep.FormID, page, e.cfg.PageSize)
+		if err != nil {
+			return 0, 0, false
+		}
+		n := 0
+		for _, s := range p.Submissions {
+			if win.contains(s.CreatedAt) {
+				n++
+			}
+		}
+		return n, p.PerPage, true
+	}
+	// An oldest-first form's window can run from a higher page to a lower.
+	lo, hi := min(rep.FirstPage, rep.LastPage), max(rep.FirstPage, rep.LastPage)
+	first, perPage, ok := count(lo)
+	if !ok || lo == hi {
+		return first, ok
+	}
+	last, _, ok := count(hi)
+	if !ok {
+		return 0, false
+	}
+	return first + last + (hi-lo-1)*perPage, true
+}
+
 // DefaultCheckpointRows is BackfillOptions.CheckpointRows when zero, but
 // for rows keyed by id when Config.PartRows is set below it: then a
 // backfill checkpoints every PartRows rows, as a sync commits its parts.
