@@ -105,7 +105,7 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs, remar
 func (e *Engine) shortForms(ctx context.Context, runs []*formRun, recount bool) []*formRun {
 	var ids []string
 	for _, r := range runs {
-		if r.committed && r.err == nil && r.complete() {
+		if r.checkable() {
 			ids = append(ids, r.old.FormID)
 		}
 	}
@@ -118,27 +118,15 @@ func (e *Engine) shortForms(ctx context.Context, runs []*formRun, recount bool) 
 		return nil
 	}
 	if recount {
-		var doubt []string
-		for _, r := range runs {
-			if st, ok := states[r.old.FormID]; ok && r.committed && r.err == nil && r.complete() &&
-				(held(st) < r.report.Total || st.Rows < 0 || st.Deleted < 0) {
-				doubt = append(doubt, r.old.FormID)
-			}
-		}
-		if len(doubt) > 0 {
-			e.cfg.Logger.Info("recounting the stored rows of forms whose row count falls short of the API's total", "forms", doubt)
-			if err := e.dst.Recount(ctx, doubt); err != nil {
-				e.cfg.Logger.Warn("cannot recount the stored rows", "forms", doubt, "error", err.Error())
-			} else if states, err = e.dst.ReadState(ctx, ids); err != nil {
-				e.cfg.Logger.Warn("cannot read the state for the completeness check", "error", err.Error())
-				return nil
-			}
+		if states, err = e.recount(ctx, runs, ids, states); err != nil {
+			e.cfg.Logger.Warn("cannot read the state for the completeness check", "error", err.Error())
+			return nil
 		}
 	}
 	var short []*formRun
 	for _, r := range runs {
 		st, ok := states[r.old.FormID]
-		if !ok || !r.committed || r.err != nil || !r.complete() {
+		if !ok || !r.checkable() {
 			continue
 		}
 		r.report.Checked = true
@@ -148,6 +136,29 @@ func (e *Engine) shortForms(ctx context.Context, runs []*formRun, recount bool) 
 		}
 	}
 	return short
+}
+
+// recount recounts the counters of the runs' forms whose stored count
+// (states, of the forms ids) falls short of the API's total, or is
+// negative, and returns their states read again; states as they were when
+// none does, or the recount fails (said in the log). The error is the
+// failure to read them again.
+func (e *Engine) recount(ctx context.Context, runs []*formRun, ids []string, states map[string]state.Form) (map[string]state.Form, error) {
+	var doubt []string
+	for _, r := range runs {
+		if st, ok := states[r.old.FormID]; ok && r.checkable() && (held(st) < r.report.Total || st.Rows < 0 || st.Deleted < 0) {
+			doubt = append(doubt, r.old.FormID)
+		}
+	}
+	if len(doubt) == 0 {
+		return states, nil
+	}
+	e.cfg.Logger.Info("recounting the stored rows of forms whose row count falls short of the API's total", "forms", doubt)
+	if err := e.dst.Recount(ctx, doubt); err != nil {
+		e.cfg.Logger.Warn("cannot recount the stored rows", "forms", doubt, "error", err.Error())
+		return states, nil
+	}
+	return e.dst.ReadState(ctx, ids)
 }
 
 // held is how many of the submissions the API serves the sink accounts

@@ -229,6 +229,10 @@ func (r *formRun) discard() {
 	}
 }
 
+// checkable reports whether the run's rows, as committed, can be compared
+// with the API's total: committed, without error, read completely.
+func (r *formRun) checkable() bool { return r.committed && r.err == nil && r.complete() }
+
 // complete reports whether the run read enough of the form for the rows
 // stored to be compared with the API's total.
 func (r *formRun) complete() bool { return r.report.Total >= 0 && r.facts.Order != state.OrderUnknown }

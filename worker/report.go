@@ -153,53 +153,7 @@ func (e *Engine) logReport(what string, rep *Report) {
 	for _, f := range rep.Forms {
 		inserted, updated = inserted+f.Inserted, updated+f.Updated
 		requests, limited = requests+f.Requests, limited+f.Limited
-		attrs := []any{slog.String("form", f.FormID)}
-		if f.Account != "" {
-			attrs = append(attrs, slog.String("account", f.Account))
-		}
-		attrs = append(attrs,
-			slog.Int64("new", f.Inserted), slog.Int64("updated", f.Updated),
-			slog.Int("staged", f.Staged), slog.Int("pages", f.Pages),
-			slog.Int("requests", f.Requests), slog.Int("rate_limited", f.Limited),
-			slog.Int("rescans", f.Rescans), slog.String("order", string(f.Order)),
-			slog.Float64("duration_seconds", f.Duration.Seconds()),
-		)
-		if f.Reconciled {
-			attrs = append(attrs, slog.Bool("reconciled", true), slog.Int64("deleted_upstream", f.Deleted))
-		}
-		for _, n := range []struct {
-			key string
-			v   int64
-		}{{"restored", f.Restored}, {"forgotten_skipped", f.Forgotten}, {"copies", f.Copies}} {
-			if n.v > 0 {
-				attrs = append(attrs, slog.Int64(n.key, n.v))
-			}
-		}
-		for _, n := range []struct {
-			key string
-			v   int
-		}{{"future_created_at", f.Future}, {"nested_too_deep", f.TooDeep}, {"without_fields", f.NoFields}, {"parts", f.Parts}} {
-			if n.v > 0 {
-				attrs = append(attrs, slog.Int(n.key, n.v))
-			}
-		}
-		err := cmp.Or(f.Err, rep.CommitErr)
-		switch {
-		case rep.Fatal != nil && errors.Is(err, formsapi.ErrUnauthorized):
-			// Said once, below, for the whole run.
-			log.Debug("form not read: the run stopped", append(attrs, slog.String("error", err.Error()))...)
-		case rep.Rejected[f.Account] != nil && errors.Is(err, formsapi.ErrUnauthorized):
-			// Said once, below, for the account.
-			log.Debug("form not read: its account's token was rejected", append(attrs, slog.String("error", err.Error()))...)
-		case err != nil && interrupted(err):
-			log.Warn("form interrupted before it was read completely; it will be read again next run", attrs...)
-		case err != nil:
-			log.Error("form failed", append(attrs, slog.String("error", err.Error()))...)
-		case f.Future+f.TooDeep+f.NoFields > 0:
-			log.Warn("form "+done+"; some submissions are stored but not trusted (see the counts)", attrs...)
-		default:
-			log.Info("form "+done, attrs...)
-		}
+		logForm(log, rep, f, done)
 	}
 	attrs := []any{
 		slog.Int("forms", len(rep.Forms)), slog.Int("failed", rep.Failed()),
@@ -232,4 +186,63 @@ func (e *Engine) logReport(what string, rep *Report) {
 	default:
 		log.Info(what+" finished", attrs...)
 	}
+}
+
+// logForm logs the line of form f of the run rep, at the level its
+// outcome calls for; done says what a form that succeeded was ("synced").
+func logForm(log *slog.Logger, rep *Report, f FormReport, done string) {
+	attrs := formAttrs(f)
+	err := cmp.Or(f.Err, rep.CommitErr)
+	switch {
+	case rep.Fatal != nil && errors.Is(err, formsapi.ErrUnauthorized):
+		// Said once, by logReport, for the whole run.
+		log.Debug("form not read: the run stopped", append(attrs, slog.String("error", err.Error()))...)
+	case rep.Rejected[f.Account] != nil && errors.Is(err, formsapi.ErrUnauthorized):
+		// Said once, by logReport, for the account.
+		log.Debug("form not read: its account's token was rejected", append(attrs, slog.String("error", err.Error()))...)
+	case err != nil && interrupted(err):
+		log.Warn("form interrupted before it was read completely; it will be read again next run", attrs...)
+	case err != nil:
+		log.Error("form failed", append(attrs, slog.String("error", err.Error()))...)
+	case f.Future+f.TooDeep+f.NoFields > 0:
+		log.Warn("form "+done+"; some submissions are stored but not trusted (see the counts)", attrs...)
+	default:
+		log.Info("form "+done, attrs...)
+	}
+}
+
+// formAttrs are the attributes of a form's log line: its counts, those
+// that are mostly 0 only when they are not.
+func formAttrs(f FormReport) []any {
+	attrs := []any{slog.String("form", f.FormID)}
+	if f.Account != "" {
+		attrs = append(attrs, slog.String("account", f.Account))
+	}
+	attrs = append(attrs,
+		slog.Int64("new", f.Inserted), slog.Int64("updated", f.Updated),
+		slog.Int("staged", f.Staged), slog.Int("pages", f.Pages),
+		slog.Int("requests", f.Requests), slog.Int("rate_limited", f.Limited),
+		slog.Int("rescans", f.Rescans), slog.String("order", string(f.Order)),
+		slog.Float64("duration_seconds", f.Duration.Seconds()),
+	)
+	if f.Reconciled {
+		attrs = append(attrs, slog.Bool("reconciled", true), slog.Int64("deleted_upstream", f.Deleted))
+	}
+	for _, n := range []struct {
+		key string
+		v   int64
+	}{{"restored", f.Restored}, {"forgotten_skipped", f.Forgotten}, {"copies", f.Copies}} {
+		if n.v > 0 {
+			attrs = append(attrs, slog.Int64(n.key, n.v))
+		}
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"future_created_at", f.Future}, {"nested_too_deep", f.TooDeep}, {"without_fields", f.NoFields}, {"parts", f.Parts}} {
+		if n.v > 0 {
+			attrs = append(attrs, slog.Int(n.key, n.v))
+		}
+	}
+	return attrs
 }
