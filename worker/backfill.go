@@ -10,6 +10,7 @@ import (
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/pager"
 )
@@ -573,74 +574,9 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 		return err
 	}
 	now := b.form.now().UTC()
-	// What this checkpoint writes is fixed now; the state it is written
-	// over is the one the checkpoint before left, known once that one is
-	// in (build).
-	next := b.form.next(now)
-	names, types, order, cursor, wm, minTotal := next.FieldNames, next.FieldTypes.Seen, b.form.facts.Order, b.cursor, b.form.wm.Watermark(), b.form.facts.Total
-	if !rep.ResumedFrom.IsZero() {
-		// This run read below the cursor only: the top of the form is
-		// what the first run read.
-		wm, minTotal = b.top, b.topTotal
-	}
-	copies := b.form.copies // the walk replaces it, never changes it (Copies.Merge)
-	met := slices.Clone(b.form.met)
-	progress := &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.form.start.UTC(), FieldPolicy: b.form.policyID()}
-	if b.whole {
-		progress.Watermark, progress.Total = wm, minTotal
-	}
-	moveWatermark := final && b.whole && (rep.ResumedFrom.IsZero() || !wm.IsZero())
-	whole := b.whole
-	// Into a form with nothing stored, every row is staged under the
-	// configured policy, whatever the window (checkPolicy lets it in):
-	// record it with the first rows, or the next sync takes them for rows
-	// of the policy the empty state named.
-	adopt := b.form.old.Rows == 0 && b.form.old.Deleted == 0
-	build := func(st state.Form) state.Form {
-		// The base may hold names another process merged in since b.form.old.
-		st = withFields(st, names, types)
-		st.Forgotten = st.Forgotten.Met(met...)
-		st.Copies = copiesAfter(st.Copies, copies, st.Forgotten)
-		if st.Order == state.OrderUnknown {
-			st.Order = order
-		}
-		st.Backfill = progress
-		if adopt {
-			st.FieldPolicy = next.FieldPolicy
-		}
-		if final {
-			st.Backfill = nil
-			if whole {
-				st.FieldPolicy = next.FieldPolicy
-			}
-			if moveWatermark {
-				st.Watermark = st.Watermark.Merge(wm)
-				if st.Watermark.CreatedAt.Equal(wm.CreatedAt) {
-					st.LastTotal = minTotal
-				}
-				st.LastSuccessAt, st.LastError = now, ""
-			}
-		}
-		return st
-	}
-	merge := func(stored, ours state.Form) state.Form {
-		if stored.LastReconcileAt.After(ours.LastReconcileAt) {
-			// A reconcile committed since the state this checkpoint is
-			// built on was read: the copies it counted replace the ones
-			// that state named, which may be gone upstream, and only those
-			// this backfill's read saw are added (as mergeRuns for a sync).
-			ours.Copies = copiesAfter(nil, copies, ours.Forgotten)
-		}
-		out := merged(stored, ours)
-		if !moveWatermark {
-			// A window's rows say nothing of what is loaded beyond it.
-			out.Watermark, out.LastTotal = stored.Watermark, stored.LastTotal
-			out.LastSuccessAt, out.LastError, out.LastErrorAt = stored.LastSuccessAt, stored.LastError, stored.LastErrorAt
-		}
-		return out
-	}
+	w := b.writes(rep, now, final)
 	p := &pendingCheckpoint{
-		spool: b.form.spool, build: build, merge: merge, syncedAt: now, cursor: cursor, final: final,
+		spool: b.form.spool, build: w.build, merge: w.merge, syncedAt: now, cursor: b.cursor, final: final,
 		base: b.form.old, done: make(chan struct{}),
 	}
 	var prev *pendingCheckpoint
@@ -661,6 +597,105 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 		return fmt.Errorf("form %s: %w", b.form.old.FormID, err)
 	}
 	return nil
+}
+
+// writes is what a checkpoint taken now writes: fixed when it is taken,
+// while the state it is written over is the one the checkpoint before
+// left, known once that one is in (checkpointWrites.build).
+func (b *backfill) writes(rep *BackfillReport, now time.Time, final bool) *checkpointWrites {
+	next := b.form.next(now)
+	w := &checkpointWrites{
+		names: next.FieldNames, types: next.FieldTypes.Seen, order: b.form.facts.Order,
+		wm: b.form.wm.Watermark(), minTotal: b.form.facts.Total,
+		copies: b.form.copies, // the walk replaces it, never changes it (Copies.Merge)
+		met:    slices.Clone(b.form.met),
+		policy: next.FieldPolicy, now: now, final: final, whole: b.whole,
+		// Into a form with nothing stored, every row is staged under the
+		// configured policy, whatever the window (checkPolicy lets it
+		// in): record it with the first rows, or the next sync takes them
+		// for rows of the policy the empty state named.
+		adopt: b.form.old.Rows == 0 && b.form.old.Deleted == 0,
+	}
+	if !rep.ResumedFrom.IsZero() {
+		// This run read below the cursor only: the top of the form is
+		// what the first run read.
+		w.wm, w.minTotal = b.top, b.topTotal
+	}
+	w.progress = &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.form.start.UTC(), FieldPolicy: b.form.policyID()}
+	if b.whole {
+		w.progress.Watermark, w.progress.Total = w.wm, w.minTotal
+	}
+	w.moveWatermark = final && b.whole && (rep.ResumedFrom.IsZero() || !w.wm.IsZero())
+	return w
+}
+
+// checkpointWrites is what one checkpoint of a backfill writes.
+type checkpointWrites struct {
+	names    []string
+	types    fieldtype.Set
+	order    state.Order
+	wm       state.Watermark
+	minTotal int64
+	copies   state.Copies
+	met      []string
+	progress *state.Backfill
+	policy   string
+	now      time.Time
+	// final is the backfill's last checkpoint, of a whole form when
+	// whole; moveWatermark says it moves the watermark forward; adopt
+	// that the form had nothing stored, so that its rows take the
+	// configured policy.
+	final, whole, moveWatermark, adopt bool
+}
+
+// build is the state the checkpoint writes over base.
+func (w *checkpointWrites) build(st state.Form) state.Form {
+	// The base may hold names another process merged in since the
+	// backfill read the form's state.
+	st = withFields(st, w.names, w.types)
+	st.Forgotten = st.Forgotten.Met(w.met...)
+	st.Copies = copiesAfter(st.Copies, w.copies, st.Forgotten)
+	if st.Order == state.OrderUnknown {
+		st.Order = w.order
+	}
+	st.Backfill = w.progress
+	if w.adopt {
+		st.FieldPolicy = w.policy
+	}
+	if !w.final {
+		return st
+	}
+	st.Backfill = nil
+	if w.whole {
+		st.FieldPolicy = w.policy
+	}
+	if w.moveWatermark {
+		st.Watermark = st.Watermark.Merge(w.wm)
+		if st.Watermark.CreatedAt.Equal(w.wm.CreatedAt) {
+			st.LastTotal = w.minTotal
+		}
+		st.LastSuccessAt, st.LastError = w.now, ""
+	}
+	return st
+}
+
+// merge is the state the checkpoint writes over a state another process
+// stored after the one it was built on.
+func (w *checkpointWrites) merge(stored, ours state.Form) state.Form {
+	if stored.LastReconcileAt.After(ours.LastReconcileAt) {
+		// A reconcile committed since the state this checkpoint is
+		// built on was read: the copies it counted replace the ones
+		// that state named, which may be gone upstream, and only those
+		// this backfill's read saw are added (as mergeRuns for a sync).
+		ours.Copies = copiesAfter(nil, w.copies, ours.Forgotten)
+	}
+	out := merged(stored, ours)
+	if !w.moveWatermark {
+		// A window's rows say nothing of what is loaded beyond it.
+		out.Watermark, out.LastTotal = stored.Watermark, stored.LastTotal
+		out.LastSuccessAt, out.LastError, out.LastErrorAt = stored.LastSuccessAt, stored.LastError, stored.LastErrorAt
+	}
+	return out
 }
 
 // maxQueued is how many checkpoints a backfill lets wait for their commit
