@@ -70,26 +70,14 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		if err != nil {
 			return rep, err
 		}
-		if now := e.reading.policyID(); m.Field != "" && st.FieldPolicy != now && st.Rows+st.Deleted > 0 {
-			// A field the policy hashes is matched by its hash under the
-			// configured policy (and key): under another one nothing
-			// matches, and the erasure would look done.
-			return rep, fmt.Errorf("forget in form %s: %w: its rows were stored under field policy %s and %s is configured; set FORMSYNC_FIELD_POLICY (and its key) as the syncs of the form have them, or forget by --key",
-				formID, ErrForgetPolicy, policyName(st.FieldPolicy), policyName(now))
+		if err := e.reading.matchesPolicy(st, m); err != nil {
+			return rep, err
 		}
 		rows, err := e.dst.Find(ctx, formID, m)
 		if err != nil {
 			return rep, fmt.Errorf("forget in form %s: finding the rows: %w", formID, err)
 		}
-		rep.Rows = rows
-		rep.Unstored, rep.Before = nil, nil
-		for _, k := range unstored(m.Keys, rows) {
-			if st.Forgotten.Has(k) {
-				rep.Before = append(rep.Before, k)
-			} else {
-				rep.Unstored = append(rep.Unstored, k)
-			}
-		}
+		rep.found(st, m, rows)
 		if dryRun || len(rows) == 0 && len(rep.Unstored) == 0 {
 			// Nothing to remove and nothing to tombstone: no commit. A
 			// form that something was forgotten from may still hold its
@@ -122,6 +110,34 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		e.commits.warnView(formID, res[formID])
 		e.purge(ctx, rep)
 		return rep, nil
+	}
+}
+
+// matchesPolicy refuses a match by field in a form whose rows were stored
+// under another field policy than the configured one: a field the policy
+// hashes is matched by its hash under the configured policy (and key),
+// under another one nothing matches, and the erasure would look done.
+func (rd reading) matchesPolicy(st state.Form, m sink.Match) error {
+	now := rd.policyID()
+	if m.Field == "" || st.FieldPolicy == now || st.Rows+st.Deleted == 0 {
+		return nil
+	}
+	return fmt.Errorf("forget in form %s: %w: its rows were stored under field policy %s and %s is configured; set FORMSYNC_FIELD_POLICY (and its key) as the syncs of the form have them, or forget by --key",
+		st.FormID, ErrForgetPolicy, policyName(st.FieldPolicy), policyName(now))
+}
+
+// found records the rows m selected in the form whose state is st, and
+// sorts the keys asked for that no row has: tombstoned by an earlier
+// forget (Before), or not (Unstored).
+func (rep *ForgetReport) found(st state.Form, m sink.Match, rows []sink.Row) {
+	rep.Rows = rows
+	rep.Unstored, rep.Before = nil, nil
+	for _, k := range unstored(m.Keys, rows) {
+		if st.Forgotten.Has(k) {
+			rep.Before = append(rep.Before, k)
+		} else {
+			rep.Unstored = append(rep.Unstored, k)
+		}
 	}
 }
 
