@@ -476,37 +476,8 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 		}
 		return located{page: n}, nil
 	}
-	pages := map[int]*formsapi.Page{1: first}
-	// read is when each page was read: page 1 first, then in the order
-	// the bisection read them.
-	read := map[int]int{1: 0}
-	var ferr error
-	// ends is a page's oldest and newest created_at; ok is false for an
-	// empty page or a failed fetch (which stops the bisection).
-	ends := func(i int) (oldest, newest time.Time, ok bool) {
-		p, seen := pages[i]
-		if !seen && ferr == nil {
-			if p, ferr = b.fetch(ctx, i); ferr == nil {
-				pages[i], read[i] = p, len(read)
-			}
-		}
-		if ferr != nil || len(p.Submissions) == 0 {
-			return time.Time{}, time.Time{}, false
-		}
-		oldest, newest = p.Submissions[len(p.Submissions)-1].CreatedAt, p.Submissions[0].CreatedAt
-		if !newestFirst {
-			oldest, newest = newest, oldest
-		}
-		return oldest, newest, true
-	}
-	// firstWhere is the first page (1-based; n+1 when none) for which
-	// holds holds; it is monotonic over the pages in either order.
-	firstWhere := func(holds func(oldest, newest time.Time) bool) int {
-		return 1 + sort.Search(n, func(i int) bool {
-			oldest, newest, ok := ends(i + 1)
-			return !ok || holds(oldest, newest)
-		})
-	}
+	bs := &bisection{fetch: b.fetch, n: n, newestFirst: newestFirst, pages: map[int]*formsapi.Page{1: first}, read: map[int]int{1: 0}}
+	firstWhere := func(holds func(oldest, newest time.Time) bool) int { return bs.firstWhere(ctx, holds) }
 	var page int
 	switch {
 	case newestFirst && !end: // the first page reaching t or older
@@ -518,17 +489,17 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 	default: // oldest first: the first page reaching t or newer
 		page = firstWhere(func(_, newest time.Time) bool { return !newest.Before(t) })
 	}
-	if ferr != nil {
-		return located{}, ferr
+	if bs.err != nil {
+		return located{}, bs.err
 	}
 	page = min(max(page, 1), n)
 	before := page - 1
 	if !newestFirst {
 		before = page + 1
 	}
-	at := located{page: page, content: pages[page], before: pages[before]}
+	at := located{page: page, content: bs.pages[page], before: bs.pages[before]}
 	at.moved = at.content != nil && at.before != nil && at.content.Total != at.before.Total
-	if at.moved && read[before] > read[page] {
+	if at.moved && bs.read[before] > bs.read[page] {
 		// The page before was read after this one, and the form moved
 		// in between: submissions added ahead of a newest-first reader
 		// (deleted ahead of an oldest-first one) moved from the page
@@ -538,6 +509,49 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 		at.content = nil
 	}
 	return at, nil
+}
+
+// bisection is the pages backfill.locate read, by page number, as it
+// bisects the n pages of a form.
+type bisection struct {
+	fetch       func(ctx context.Context, page int) (*formsapi.Page, error)
+	n           int
+	newestFirst bool
+	pages       map[int]*formsapi.Page
+	// read is when each page was read: page 1 first, then in the order
+	// the bisection read them.
+	read map[int]int
+	// err is the failed fetch that stopped the bisection.
+	err error
+}
+
+// ends is page i's oldest and newest created_at, read when it was not;
+// ok is false for an empty page or a failed fetch (which stops the
+// bisection).
+func (bs *bisection) ends(ctx context.Context, i int) (oldest, newest time.Time, ok bool) {
+	p, seen := bs.pages[i]
+	if !seen && bs.err == nil {
+		if p, bs.err = bs.fetch(ctx, i); bs.err == nil {
+			bs.pages[i], bs.read[i] = p, len(bs.read)
+		}
+	}
+	if bs.err != nil || len(p.Submissions) == 0 {
+		return time.Time{}, time.Time{}, false
+	}
+	oldest, newest = p.Submissions[len(p.Submissions)-1].CreatedAt, p.Submissions[0].CreatedAt
+	if !bs.newestFirst {
+		oldest, newest = newest, oldest
+	}
+	return oldest, newest, true
+}
+
+// firstWhere is the first page (1-based; n+1 when none) for which holds
+// holds; it is monotonic over the pages in either order.
+func (bs *bisection) firstWhere(ctx context.Context, holds func(oldest, newest time.Time) bool) int {
+	return 1 + sort.Search(bs.n, func(i int) bool {
+		oldest, newest, ok := bs.ends(ctx, i+1)
+		return !ok || holds(oldest, newest)
+	})
 }
 
 // located is a page the bisection of backfill.locate found.
