@@ -22,6 +22,11 @@ import (
 // read back what it stored.
 type Sink interface {
 	sink.Sink
+	RowReader
+}
+
+// RowReader reads back what a sink stored, for tests.
+type RowReader interface {
 	// ReadRows returns every stored row of a form, ordered by created_at
 	// then submission_key, with ContentKey derived from the stored
 	// created_at, fields and files.
