@@ -47,25 +47,8 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs, remar
 	rep.CommitDuration += sub.CommitDuration
 	rep.Conflicts += sub.Conflicts
 	for i, r := range short {
-		a := again[i]
-		r.report.Rescans++
-		r.report.Pages += a.report.Pages
-		r.report.Requests += a.report.Requests
-		r.report.Limited += a.report.Limited
-		r.report.Inserted += a.report.Inserted
-		r.report.Updated += a.report.Updated
-		r.report.Restored += a.report.Restored
-		r.copies = r.copies.Merge(a.copies)
-		switch {
-		case sub.CommitErr != nil:
-			r.err = fmt.Errorf("form %s: committing the full re-read: %w", r.old.FormID, sub.CommitErr)
-		case a.err != nil:
-			r.err = fmt.Errorf("form %s: the full re-read for the completeness check failed: %w", r.old.FormID, a.err)
-		default:
-			r.report.Watermark, r.report.Total, r.report.Missing = a.report.Watermark, a.report.Total, 0
-		}
+		r.takeReread(again[i], sub.CommitErr)
 	}
-	// Recorded in the states too, so that `formsync status` shows it.
 	still := e.shortForms(ctx, again, false)
 	if len(still) == 0 {
 		return
@@ -81,8 +64,36 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs, remar
 		r.err = &IncompleteError{FormID: r.old.FormID, Stored: a.report.Total - a.report.Missing, Total: a.report.Total, Missing: a.report.Missing}
 		ids = append(ids, r.old.FormID)
 	}
+	// Recorded in the states too, so that `formsync status` shows it.
+	e.recordIncomplete(ctx, ids, byID)
+}
+
+// takeReread adds to r what a, the full re-read of its form for the
+// completeness check, did; commitErr is why that re-read's commit failed.
+func (r *formRun) takeReread(a *formRun, commitErr error) {
+	r.report.Rescans++
+	r.report.Pages += a.report.Pages
+	r.report.Requests += a.report.Requests
+	r.report.Limited += a.report.Limited
+	r.report.Inserted += a.report.Inserted
+	r.report.Updated += a.report.Updated
+	r.report.Restored += a.report.Restored
+	r.copies = r.copies.Merge(a.copies)
+	switch {
+	case commitErr != nil:
+		r.err = fmt.Errorf("form %s: committing the full re-read: %w", r.old.FormID, commitErr)
+	case a.err != nil:
+		r.err = fmt.Errorf("form %s: the full re-read for the completeness check failed: %w", r.old.FormID, a.err)
+	default:
+		r.report.Watermark, r.report.Total, r.report.Missing = a.report.Watermark, a.report.Total, 0
+	}
+}
+
+// recordIncomplete writes the error of each incomplete form ids (byID
+// holds its run) into its stored state.
+func (e *Engine) recordIncomplete(ctx context.Context, ids []string, byID map[string]*formRun) {
 	now := e.cfg.Now().UTC()
-	states, err = e.dst.ReadState(ctx, ids)
+	states, err := e.dst.ReadState(ctx, ids)
 	if err == nil {
 		c := &sink.Commit{SyncedAt: now}
 		for _, id := range ids {
