@@ -17,6 +17,9 @@
 //	res, err := dst.Commit(ctx, &sink.Commit{Forms: []sink.FormCommit{{State: st, Rows: sp}}})
 //	// errors.Is(err, sink.ErrStateConflict): another process committed the form
 //
-// The destinations are sink/sqlite and sink/bigquery; every one passes the
-// contract in internal/testkit/sinktest. docs/design.md says more.
+// What every sink must do is [Sink]; what a sink may do beyond it (a
+// [Tuner], a [Purger]) is found through [Optional], which answers
+// errors.ErrUnsupported for an ability the sink has not. The destinations
+// are sink/sqlite and sink/bigquery; every one passes the contract in
+// internal/testkit/sinktest. docs/design.md says more.
 package sink

@@ -10,9 +10,10 @@ import (
 )
 
 // Sink is a formsync destination: it keeps the submissions and every form's
-// sync state, and applies a Commit all at once or not at all. The engine
-// declares the part of it that it uses (worker.Sink); this is the whole
-// contract that sinktest checks and the commands open.
+// sync state, and applies a Commit all at once or not at all. This is what
+// every sink must do, the whole contract that sinktest checks and the
+// commands open; the engine declares the part of it that it uses
+// (worker.Sink). What a sink may do beyond it is in optional.go (Optional).
 type Sink interface {
 	// ReadState returns the stored state of the given forms (every form
 	// when formIDs is empty). A form never committed is absent.
@@ -24,6 +25,16 @@ type Sink interface {
 	// Find returns the stored rows of a form that m selects, deleted ones
 	// included, ordered by created_at then submission key.
 	Find(ctx context.Context, formID string, m Match) ([]Row, error)
+	// Remove removes one form from formsync (`formsync remove`): its sync
+	// state and, with Rows, its stored rows (see Removal).
+	Remove(ctx context.Context, r Removal) (Removed, error)
+	// Recount counts the stored rows of the given forms anew into their
+	// state's row_count and deleted_count. A sink keeps those counters
+	// commit by commit from the stored state: a state row deleted by hand
+	// while the rows stayed, or a counter changed by hand, leaves a count
+	// the rows do not bear out, which the engine's completeness check
+	// would blame on the API. A form without state gets none.
+	Recount(ctx context.Context, formIDs []string) error
 	// Close releases the sink's resources.
 	Close() error
 }

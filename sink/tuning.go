@@ -1,10 +1,10 @@
 package sink
 
 // Tuning is how a sink is best written to, for the engine to shape its
-// commits by: a sink says it by implementing Tuning() Tuning (the engine's
-// worker.Tuner). The zero Tuning, and a sink that says none, get the
-// engine's plain behaviour: every form's rows in one commit at the end of
-// a run, staged in the order read.
+// commits by: a sink says it by implementing Tuning() Tuning (Tuner). The
+// zero Tuning, and a sink that says none, get the engine's plain
+// behaviour: every form's rows in one commit at the end of a run, staged
+// in the order read.
 type Tuning struct {
 	// CommitInParts: a commit costs the sink little, so a sync had better
 	// commit a form's rows in parts while the rest is still read

@@ -26,7 +26,7 @@ type Accounts struct {
 	sources map[string]Source
 }
 
-var _ Source = (*Accounts)(nil)
+var _ accountSource = (*Accounts)(nil)
 
 // NewAccounts returns the Source that reads the forms of each account of
 // sources through that account's Source; forms maps each form id to its
@@ -93,14 +93,4 @@ func (a *Accounts) Replace(name string, src Source) error {
 	}
 	a.sources[name] = src
 	return nil
-}
-
-// accountOf is the account of a form as src knows it: "" when src reads
-// every form with one token (a *formsapi.Client), so that all forms share
-// one account.
-func accountOf(src Source, formID string) string {
-	if a, ok := src.(interface{ Account(string) string }); ok {
-		return a.Account(formID)
-	}
-	return ""
 }

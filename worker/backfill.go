@@ -10,6 +10,7 @@ import (
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/pager"
 )
@@ -40,6 +41,38 @@ func (w Window) bounds() pager.Bounds {
 		Want: func(at time.Time, _ string) bool { return w.contains(at) },
 		Past: func(at time.Time, _ string) bool { return !w.Since.IsZero() && at.Before(w.Since) },
 	}
+}
+
+// CountWindow counts the submissions of win on the first and last pages a
+// dry run of its backfill located (rep), plus the full pages in between:
+// the dry run's estimate counts whole pages, so that a window inside one
+// page would be a page of submissions. It makes at most two requests,
+// through the engine's Source; ok is false when a page cannot be read.
+func (e *Engine) CountWindow(ctx context.Context, rep *BackfillReport, win Window) (n int, ok bool) {
+	count := func(page int) (int, int, bool) {
+		p, _, err := e.src.Page(ctx, rep.FormID, page, e.cfg.PageSize)
+		if err != nil {
+			return 0, 0, false
+		}
+		n := 0
+		for _, s := range p.Submissions {
+			if win.contains(s.CreatedAt) {
+				n++
+			}
+		}
+		return n, p.PerPage, true
+	}
+	// An oldest-first form's window can run from a higher page to a lower.
+	lo, hi := min(rep.FirstPage, rep.LastPage), max(rep.FirstPage, rep.LastPage)
+	first, perPage, ok := count(lo)
+	if !ok || lo == hi {
+		return first, ok
+	}
+	last, _, ok := count(hi)
+	if !ok {
+		return 0, false
+	}
+	return first + last + (hi-lo-1)*perPage, true
 }
 
 // DefaultCheckpointRows is BackfillOptions.CheckpointRows when zero, but
@@ -159,16 +192,16 @@ func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptio
 	if err != nil {
 		return nil, err
 	}
-	b := &backfill{formRun: e.newRun(st), opts: opts}
-	b.lastCheckpoint = b.start
-	b.onStaged = b.staged
+	b := &backfill{form: e.newRun(st), commits: e.commits, opts: opts}
+	b.lastCheckpoint = b.form.start
+	b.form.onStaged = b.staged
 	rep := &BackfillReport{FormID: formID}
 	defer func() {
-		rep.Requests = b.report.Requests
-		rep.Pages = b.report.Pages
-		rep.Rescans = b.report.Rescans
-		rep.Duration = e.cfg.Now().Sub(b.start)
-		b.discard()
+		rep.Requests = b.form.report.Requests
+		rep.Pages = b.form.report.Pages
+		rep.Rescans = b.form.report.Rescans
+		rep.Duration = e.cfg.Now().Sub(b.form.start)
+		b.form.discard()
 	}()
 	err = b.run(ctx, rep)
 	// Checkpoints still being committed when the walk failed are waited
@@ -177,7 +210,7 @@ func (e *Engine) Backfill(ctx context.Context, formID string, opts BackfillOptio
 		err = serr
 	}
 	if err != nil {
-		return rep, b.explain(ctx, err)
+		return rep, b.form.explain(ctx, err)
 	}
 	return rep, nil
 }
@@ -194,8 +227,11 @@ func (e *Engine) formState(ctx context.Context, formID string) (state.Form, erro
 }
 
 type backfill struct {
-	*formRun
-	opts BackfillOptions
+	// form is the form's read, as a sync reads it; commits writes the
+	// checkpoints.
+	form    *formRun
+	commits committer
+	opts    BackfillOptions
 	// cursor is the oldest created_at staged: walks go from newer to
 	// older, so an interrupted backfill resumes at it (inclusive,
 	// harmlessly).
@@ -222,17 +258,17 @@ type backfill struct {
 func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	// A backfill of the whole form rewrites every row it is served under
 	// the configured field policy; one of a window would mix two.
-	if err := b.checkPolicy(b.opts.Since.IsZero() && b.opts.Until.IsZero()); err != nil && !b.opts.DryRun {
+	if err := b.form.checkPolicy(b.opts.Since.IsZero() && b.opts.Until.IsZero()); err != nil && !b.opts.DryRun {
 		return err
 	}
 	first, err := b.fetch(ctx, 1)
 	if err != nil {
 		return err
 	}
-	if b.facts.Order, err = pager.Detect(ctx, b.fetch, first, b.old.Order); err != nil {
+	if b.form.facts.Order, err = pager.Detect(ctx, b.fetch, first, b.form.old.Order); err != nil {
 		return err
 	}
-	rep.Order = b.facts.Order
+	rep.Order = b.form.facts.Order
 	win := b.resume(rep)
 	from, err := b.plan(ctx, rep, first, win)
 	if err != nil {
@@ -241,8 +277,8 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 	if b.opts.DryRun || rep.FirstPage == 0 && rep.ResumedFrom.IsZero() {
 		return nil
 	}
-	if b.spool, err = b.e.newSpool(); err != nil {
-		return fmt.Errorf("form %s: %w", b.old.FormID, err)
+	if b.form.spool, err = b.form.newSpool(); err != nil {
+		return fmt.Errorf("form %s: %w", b.form.old.FormID, err)
 	}
 	if rep.FirstPage == 0 {
 		// Resumed, and nothing is left below the cursor (the rows there
@@ -266,8 +302,8 @@ func (b *backfill) run(ctx context.Context, rep *BackfillReport) error {
 func (b *backfill) resume(rep *BackfillReport) Window {
 	win := b.opts.Window
 	b.whole = win.Since.IsZero() && win.Until.IsZero()
-	bf := b.old.Backfill
-	if bf == nil || !win.recordedIn(bf) || bf.Cursor.IsZero() || b.whole && bf.FieldPolicy != b.e.policyID() {
+	bf := b.form.old.Backfill
+	if bf == nil || !win.recordedIn(bf) || bf.Cursor.IsZero() || b.whole && bf.FieldPolicy != b.form.policyID() {
 		return win
 	}
 	rep.ResumedFrom = bf.Cursor
@@ -293,7 +329,7 @@ func (b *backfill) plan(ctx context.Context, rep *BackfillReport, first *formsap
 	if b.forwardWalk() && end < from.page || !b.forwardWalk() && end > from.page {
 		rep.LastPage = from.page
 	}
-	rep.RowsEstimate = rep.PagesToRead() * max(b.facts.PerPage, 1)
+	rep.RowsEstimate = rep.PagesToRead() * max(b.form.facts.PerPage, 1)
 	// A window on one page that holds none of it is empty, unless the
 	// form moved between the readings of that page and of the page
 	// before it: a deletion ahead of a newest-first reader then pulled
@@ -302,7 +338,7 @@ func (b *backfill) plan(ctx context.Context, rep *BackfillReport, first *formsap
 	if first.Total == 0 || b.empty(from.content, win) && rep.FirstPage == rep.LastPage && !from.moved {
 		rep.FirstPage, rep.LastPage, rep.RowsEstimate = 0, 0, 0
 	}
-	rep.RequestsEstimate = b.report.Requests
+	rep.RequestsEstimate = b.form.report.Requests
 	if rep.FirstPage != 0 {
 		rep.RequestsEstimate += rep.PagesToRead()
 		if from.content != nil {
@@ -341,9 +377,9 @@ func (b *backfill) locateEnd(ctx context.Context, first *formsapi.Page, win Wind
 // walk reads the window's pages from where plan located its start,
 // staging its rows and checkpointing them as they add up.
 func (b *backfill) walk(ctx context.Context, rep *BackfillReport, win Window, from located) error {
-	w := &pager.Walk[sink.Row]{Form: b.old.FormID, Fetch: b.fetch, Decode: b.decode, Order: b.facts.Order, Bounds: win.bounds(),
-		PerPage: b.facts.PerPage, Before: from.before}
-	return b.take(w.From(ctx, from.page, from.content), func(int) error {
+	w := &pager.Walk[sink.Row]{Form: b.form.old.FormID, Fetch: b.fetch, Decode: b.form.decode, Order: b.form.facts.Order, Bounds: win.bounds(),
+		PerPage: b.form.facts.PerPage, Before: from.before}
+	return b.form.take(w.From(ctx, from.page, from.content), func(int) error {
 		b.read++
 		if b.opts.Progress != nil {
 			b.opts.Progress(b.progress(rep.PagesToRead()))
@@ -358,20 +394,20 @@ func (b *backfill) walk(ctx context.Context, rep *BackfillReport, win Window, fr
 // checkpointDue reports whether the rows staged make a checkpoint (see
 // DefaultCheckpointRows).
 func (b *backfill) checkpointDue() bool {
-	n := b.spool.Len()
+	n := b.form.spool.Len()
 	switch {
 	case b.opts.CheckpointRows > 0:
 		return n >= b.opts.CheckpointRows
-	case !b.spool.ByContent() && b.e.cfg.PartRows > 0:
-		return n >= min(b.e.cfg.PartRows, DefaultCheckpointRows)
-	case !b.spool.ByContent():
+	case !b.form.spool.ByContent() && b.form.partRows > 0:
+		return n >= min(b.form.partRows, DefaultCheckpointRows)
+	case !b.form.spool.ByContent():
 		return n >= DefaultCheckpointRows
 	case n < contentCheckpointRows:
 		return false
-	case !b.e.cfg.SortContentKeys:
+	case !b.form.sortContentKeys:
 		return true
 	}
-	return n >= maxContentCheckpointRows || b.e.cfg.Now().Sub(b.lastCheckpoint) >= CheckpointInterval
+	return n >= maxContentCheckpointRows || b.form.now().Sub(b.lastCheckpoint) >= CheckpointInterval
 }
 
 // contentCheckpointRows and maxContentCheckpointRows are
@@ -381,20 +417,20 @@ var (
 	maxContentCheckpointRows = MaxCheckpointRows
 )
 
-func (b *backfill) forwardWalk() bool { return b.facts.Order != state.OrderOldestFirst }
+func (b *backfill) forwardWalk() bool { return b.form.facts.Order != state.OrderOldestFirst }
 
 // fetch reads a page of the form, taking in its page size and total: the
 // lowest total of the backfill is what it records with the watermark.
 func (b *backfill) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
-	p, err := b.formRun.fetch(ctx, page)
+	p, err := b.form.fetch(ctx, page)
 	if err != nil {
 		return nil, err
 	}
-	if b.facts.Total < 0 || int64(p.Total) < b.facts.Total {
-		b.facts.Total = int64(p.Total)
+	if b.form.facts.Total < 0 || int64(p.Total) < b.form.facts.Total {
+		b.form.facts.Total = int64(p.Total)
 	}
 	if p.PerPage > 0 {
-		b.facts.PerPage = p.PerPage
+		b.form.facts.PerPage = p.PerPage
 	}
 	return p, nil
 }
@@ -433,44 +469,15 @@ func (b *backfill) staged(row sink.Row) {
 // walk.
 func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time, end bool) (located, error) {
 	n := max(first.TotalPages, 1)
-	newestFirst := b.facts.Order != state.OrderOldestFirst
-	if t.IsZero() || n == 1 || b.facts.Order == state.OrderUnknown {
+	newestFirst := b.form.facts.Order != state.OrderOldestFirst
+	if t.IsZero() || n == 1 || b.form.facts.Order == state.OrderUnknown {
 		if newestFirst == !end || n == 1 {
 			return located{page: 1, content: first}, nil
 		}
 		return located{page: n}, nil
 	}
-	pages := map[int]*formsapi.Page{1: first}
-	// read is when each page was read: page 1 first, then in the order
-	// the bisection read them.
-	read := map[int]int{1: 0}
-	var ferr error
-	// ends is a page's oldest and newest created_at; ok is false for an
-	// empty page or a failed fetch (which stops the bisection).
-	ends := func(i int) (oldest, newest time.Time, ok bool) {
-		p, seen := pages[i]
-		if !seen && ferr == nil {
-			if p, ferr = b.fetch(ctx, i); ferr == nil {
-				pages[i], read[i] = p, len(read)
-			}
-		}
-		if ferr != nil || len(p.Submissions) == 0 {
-			return time.Time{}, time.Time{}, false
-		}
-		oldest, newest = p.Submissions[len(p.Submissions)-1].CreatedAt, p.Submissions[0].CreatedAt
-		if !newestFirst {
-			oldest, newest = newest, oldest
-		}
-		return oldest, newest, true
-	}
-	// firstWhere is the first page (1-based; n+1 when none) for which
-	// holds holds; it is monotonic over the pages in either order.
-	firstWhere := func(holds func(oldest, newest time.Time) bool) int {
-		return 1 + sort.Search(n, func(i int) bool {
-			oldest, newest, ok := ends(i + 1)
-			return !ok || holds(oldest, newest)
-		})
-	}
+	bs := &bisection{fetch: b.fetch, n: n, newestFirst: newestFirst, pages: map[int]*formsapi.Page{1: first}, read: map[int]int{1: 0}}
+	firstWhere := func(holds func(oldest, newest time.Time) bool) int { return bs.firstWhere(ctx, holds) }
 	var page int
 	switch {
 	case newestFirst && !end: // the first page reaching t or older
@@ -482,17 +489,17 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 	default: // oldest first: the first page reaching t or newer
 		page = firstWhere(func(_, newest time.Time) bool { return !newest.Before(t) })
 	}
-	if ferr != nil {
-		return located{}, ferr
+	if bs.err != nil {
+		return located{}, bs.err
 	}
 	page = min(max(page, 1), n)
 	before := page - 1
 	if !newestFirst {
 		before = page + 1
 	}
-	at := located{page: page, content: pages[page], before: pages[before]}
+	at := located{page: page, content: bs.pages[page], before: bs.pages[before]}
 	at.moved = at.content != nil && at.before != nil && at.content.Total != at.before.Total
-	if at.moved && read[before] > read[page] {
+	if at.moved && bs.read[before] > bs.read[page] {
 		// The page before was read after this one, and the form moved
 		// in between: submissions added ahead of a newest-first reader
 		// (deleted ahead of an oldest-first one) moved from the page
@@ -502,6 +509,49 @@ func (b *backfill) locate(ctx context.Context, first *formsapi.Page, t time.Time
 		at.content = nil
 	}
 	return at, nil
+}
+
+// bisection is the pages backfill.locate read, by page number, as it
+// bisects the n pages of a form.
+type bisection struct {
+	fetch       func(ctx context.Context, page int) (*formsapi.Page, error)
+	n           int
+	newestFirst bool
+	pages       map[int]*formsapi.Page
+	// read is when each page was read: page 1 first, then in the order
+	// the bisection read them.
+	read map[int]int
+	// err is the failed fetch that stopped the bisection.
+	err error
+}
+
+// ends is page i's oldest and newest created_at, read when it was not;
+// ok is false for an empty page or a failed fetch (which stops the
+// bisection).
+func (bs *bisection) ends(ctx context.Context, i int) (oldest, newest time.Time, ok bool) {
+	p, seen := bs.pages[i]
+	if !seen && bs.err == nil {
+		if p, bs.err = bs.fetch(ctx, i); bs.err == nil {
+			bs.pages[i], bs.read[i] = p, len(bs.read)
+		}
+	}
+	if bs.err != nil || len(p.Submissions) == 0 {
+		return time.Time{}, time.Time{}, false
+	}
+	oldest, newest = p.Submissions[len(p.Submissions)-1].CreatedAt, p.Submissions[0].CreatedAt
+	if !bs.newestFirst {
+		oldest, newest = newest, oldest
+	}
+	return oldest, newest, true
+}
+
+// firstWhere is the first page (1-based; n+1 when none) for which holds
+// holds; it is monotonic over the pages in either order.
+func (bs *bisection) firstWhere(ctx context.Context, holds func(oldest, newest time.Time) bool) int {
+	return 1 + sort.Search(bs.n, func(i int) bool {
+		oldest, newest, ok := bs.ends(ctx, i+1)
+		return !ok || holds(oldest, newest)
+	})
 }
 
 // located is a page the bisection of backfill.locate found.
@@ -520,7 +570,7 @@ type located struct {
 }
 
 func (b *backfill) progress(total int) Progress {
-	p := Progress{FormID: b.old.FormID, Pages: b.read, Rows: b.report.Staged + b.queuedRows() + b.spool.Len(), Elapsed: b.e.cfg.Now().Sub(b.start)}
+	p := Progress{FormID: b.form.old.FormID, Pages: b.read, Rows: b.form.report.Staged + b.queuedRows() + b.form.spool.Len(), Elapsed: b.form.now().Sub(b.form.start)}
 	return p.withTotal(max(total, b.read))
 }
 
@@ -529,103 +579,137 @@ func (b *backfill) progress(total int) Progress {
 // watermark forward. A sync committing the form meanwhile makes the sink
 // refuse it; it is then merged with what the sync wrote and committed again.
 func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bool) error {
-	if err := b.spool.Finish(); err != nil {
-		return fmt.Errorf("form %s: %w", b.old.FormID, err)
+	if err := b.form.spool.Finish(); err != nil {
+		return fmt.Errorf("form %s: %w", b.form.old.FormID, err)
 	}
 	// Take in the checkpoints already committed; past maxQueued waiting,
 	// wait for the oldest, so that the staged rows on disk stay bounded.
 	if err := b.settle(rep, maxQueued); err != nil {
 		return err
 	}
-	now := b.e.cfg.Now().UTC()
-	// What this checkpoint writes is fixed now; the state it is written
-	// over is the one the checkpoint before left, known once that one is
-	// in (build).
-	next := b.formRun.next(now)
-	names, types, order, cursor, wm, minTotal := next.FieldNames, next.FieldTypes.Seen, b.facts.Order, b.cursor, b.wm.Watermark(), b.facts.Total
-	if !rep.ResumedFrom.IsZero() {
-		// This run read below the cursor only: the top of the form is
-		// what the first run read.
-		wm, minTotal = b.top, b.topTotal
-	}
-	copies := b.copies // the walk replaces it, never changes it (Copies.Merge)
-	met := slices.Clone(b.met)
-	progress := &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.start.UTC(), FieldPolicy: b.e.policyID()}
-	if b.whole {
-		progress.Watermark, progress.Total = wm, minTotal
-	}
-	moveWatermark := final && b.whole && (rep.ResumedFrom.IsZero() || !wm.IsZero())
-	whole := b.whole
-	// Into a form with nothing stored, every row is staged under the
-	// configured policy, whatever the window (checkPolicy lets it in):
-	// record it with the first rows, or the next sync takes them for rows
-	// of the policy the empty state named.
-	adopt := b.old.Rows == 0 && b.old.Deleted == 0
-	build := func(st state.Form) state.Form {
-		// The base may hold names another process merged in since b.old.
-		st = withFields(st, names, types)
-		st.Forgotten = st.Forgotten.Met(met...)
-		st.Copies = copiesAfter(st.Copies, copies, st.Forgotten)
-		if st.Order == state.OrderUnknown {
-			st.Order = order
-		}
-		st.Backfill = progress
-		if adopt {
-			st.FieldPolicy = next.FieldPolicy
-		}
-		if final {
-			st.Backfill = nil
-			if whole {
-				st.FieldPolicy = next.FieldPolicy
-			}
-			if moveWatermark {
-				st.Watermark = st.Watermark.Merge(wm)
-				if st.Watermark.CreatedAt.Equal(wm.CreatedAt) {
-					st.LastTotal = minTotal
-				}
-				st.LastSuccessAt, st.LastError = now, ""
-			}
-		}
-		return st
-	}
-	merge := func(stored, ours state.Form) state.Form {
-		if stored.LastReconcileAt.After(ours.LastReconcileAt) {
-			// A reconcile committed since the state this checkpoint is
-			// built on was read: the copies it counted replace the ones
-			// that state named, which may be gone upstream, and only those
-			// this backfill's read saw are added (as mergeRuns for a sync).
-			ours.Copies = copiesAfter(nil, copies, ours.Forgotten)
-		}
-		out := merged(stored, ours)
-		if !moveWatermark {
-			// A window's rows say nothing of what is loaded beyond it.
-			out.Watermark, out.LastTotal = stored.Watermark, stored.LastTotal
-			out.LastSuccessAt, out.LastError, out.LastErrorAt = stored.LastSuccessAt, stored.LastError, stored.LastErrorAt
-		}
-		return out
-	}
+	now := b.form.now().UTC()
+	w := b.writes(rep, now, final)
 	p := &pendingCheckpoint{
-		spool: b.spool, build: build, merge: merge, syncedAt: now, cursor: cursor, final: final,
-		base: b.old, done: make(chan struct{}),
+		spool: b.form.spool, build: w.build, merge: w.merge, syncedAt: now, cursor: b.cursor, final: final,
+		base: b.form.old, done: make(chan struct{}),
 	}
 	var prev *pendingCheckpoint
 	if n := len(b.queue); n > 0 {
 		prev = b.queue[n-1]
 	}
 	b.queue = append(b.queue, p)
-	b.lastCheckpoint = b.e.cfg.Now()
-	b.spool = nil
+	b.lastCheckpoint = b.form.now()
+	b.form.spool = nil
 	// The walk reads on while the checkpoint is committed, after the ones
 	// before it.
-	go p.run(ctx, b.e, prev)
+	go p.run(ctx, b.commits, prev)
 	if final {
 		return b.settle(rep, 0)
 	}
 	var err error
-	if b.spool, err = b.e.newSpool(); err != nil {
-		return fmt.Errorf("form %s: %w", b.old.FormID, err)
+	if b.form.spool, err = b.form.newSpool(); err != nil {
+		return fmt.Errorf("form %s: %w", b.form.old.FormID, err)
 	}
 	return nil
+}
+
+// writes is what a checkpoint taken now writes: fixed when it is taken,
+// while the state it is written over is the one the checkpoint before
+// left, known once that one is in (checkpointWrites.build).
+func (b *backfill) writes(rep *BackfillReport, now time.Time, final bool) *checkpointWrites {
+	next := b.form.next(now)
+	w := &checkpointWrites{
+		names: next.FieldNames, types: next.FieldTypes.Seen, order: b.form.facts.Order,
+		wm: b.form.wm.Watermark(), minTotal: b.form.facts.Total,
+		copies: b.form.copies, // the walk replaces it, never changes it (Copies.Merge)
+		met:    slices.Clone(b.form.met),
+		policy: next.FieldPolicy, now: now, final: final, whole: b.whole,
+		// Into a form with nothing stored, every row is staged under the
+		// configured policy, whatever the window (checkPolicy lets it
+		// in): record it with the first rows, or the next sync takes them
+		// for rows of the policy the empty state named.
+		adopt: b.form.old.Rows == 0 && b.form.old.Deleted == 0,
+	}
+	if !rep.ResumedFrom.IsZero() {
+		// This run read below the cursor only: the top of the form is
+		// what the first run read.
+		w.wm, w.minTotal = b.top, b.topTotal
+	}
+	w.progress = &state.Backfill{Since: b.opts.Since, Until: b.opts.Until, Cursor: b.cursor, StartedAt: b.form.start.UTC(), FieldPolicy: b.form.policyID()}
+	if b.whole {
+		w.progress.Watermark, w.progress.Total = w.wm, w.minTotal
+	}
+	w.moveWatermark = final && b.whole && (rep.ResumedFrom.IsZero() || !w.wm.IsZero())
+	return w
+}
+
+// checkpointWrites is what one checkpoint of a backfill writes.
+type checkpointWrites struct {
+	names    []string
+	types    fieldtype.Set
+	order    state.Order
+	wm       state.Watermark
+	minTotal int64
+	copies   state.Copies
+	met      []string
+	progress *state.Backfill
+	policy   string
+	now      time.Time
+	// final is the backfill's last checkpoint, of a whole form when
+	// whole; moveWatermark says it moves the watermark forward; adopt
+	// that the form had nothing stored, so that its rows take the
+	// configured policy.
+	final, whole, moveWatermark, adopt bool
+}
+
+// build is the state the checkpoint writes over base.
+func (w *checkpointWrites) build(st state.Form) state.Form {
+	// The base may hold names another process merged in since the
+	// backfill read the form's state.
+	st = withFields(st, w.names, w.types)
+	st.Forgotten = st.Forgotten.Met(w.met...)
+	st.Copies = copiesAfter(st.Copies, w.copies, st.Forgotten)
+	if st.Order == state.OrderUnknown {
+		st.Order = w.order
+	}
+	st.Backfill = w.progress
+	if w.adopt {
+		st.FieldPolicy = w.policy
+	}
+	if !w.final {
+		return st
+	}
+	st.Backfill = nil
+	if w.whole {
+		st.FieldPolicy = w.policy
+	}
+	if w.moveWatermark {
+		st.Watermark = st.Watermark.Merge(w.wm)
+		if st.Watermark.CreatedAt.Equal(w.wm.CreatedAt) {
+			st.LastTotal = w.minTotal
+		}
+		st.LastSuccessAt, st.LastError = w.now, ""
+	}
+	return st
+}
+
+// merge is the state the checkpoint writes over a state another process
+// stored after the one it was built on.
+func (w *checkpointWrites) merge(stored, ours state.Form) state.Form {
+	if stored.LastReconcileAt.After(ours.LastReconcileAt) {
+		// A reconcile committed since the state this checkpoint is
+		// built on was read: the copies it counted replace the ones
+		// that state named, which may be gone upstream, and only those
+		// this backfill's read saw are added (as mergeRuns for a sync).
+		ours.Copies = copiesAfter(nil, w.copies, ours.Forgotten)
+	}
+	out := merged(stored, ours)
+	if !w.moveWatermark {
+		// A window's rows say nothing of what is loaded beyond it.
+		out.Watermark, out.LastTotal = stored.Watermark, stored.LastTotal
+		out.LastSuccessAt, out.LastError, out.LastErrorAt = stored.LastSuccessAt, stored.LastError, stored.LastErrorAt
+	}
+	return out
 }
 
 // maxQueued is how many checkpoints a backfill lets wait for their commit
@@ -659,12 +743,12 @@ type pendingCheckpoint struct {
 // run commits p once prev, the checkpoint before it (nil for the first),
 // is committed. prev is not kept in p: a chain of them would keep every
 // checkpoint taken in, and its spool, alive to the end of the backfill.
-func (p *pendingCheckpoint) run(walkCtx context.Context, e *Engine, prev *pendingCheckpoint) {
+func (p *pendingCheckpoint) run(walkCtx context.Context, cm committer, prev *pendingCheckpoint) {
 	defer close(p.done)
 	// Its rows are read: when the backfill is stopped (a shutdown), the
 	// checkpoint still commits, within Config.ShutdownGrace, as a sync
 	// commits the forms it read; the backfill then resumes after it.
-	ctx, cancel := e.graceful(walkCtx)
+	ctx, cancel := cm.graceful(walkCtx)
 	defer cancel()
 	base := p.base
 	if prev != nil {
@@ -676,7 +760,7 @@ func (p *pendingCheckpoint) run(walkCtx context.Context, e *Engine, prev *pendin
 		base = prev.stored
 	}
 	c := &sink.Commit{SyncedAt: p.syncedAt, Forms: []sink.FormCommit{{State: p.build(base), Rows: p.spool}}}
-	p.res, p.conflicts, p.err = e.commit(ctx, c, p.merge)
+	p.res, p.conflicts, p.err = cm.commit(ctx, c, p.merge)
 	p.stored = c.Forms[0].State
 	p.stored.Revision++
 }
@@ -711,20 +795,20 @@ func (b *backfill) settle(rep *BackfillReport, keep int) error {
 		rep.Conflicts += p.conflicts
 		if p.err != nil {
 			if failed == nil {
-				failed = fmt.Errorf("backfill of form %s: committing %d rows: %w", b.old.FormID, p.spool.Len(), p.err)
+				failed = fmt.Errorf("backfill of form %s: committing %d rows: %w", b.form.old.FormID, p.spool.Len(), p.err)
 			}
 			continue
 		}
-		b.old = p.stored
-		got := p.res[b.old.FormID]
+		b.form.old = p.stored
+		got := p.res[b.form.old.FormID]
 		rep.Inserted += got.Inserted
 		rep.Updated += got.Updated
 		rep.Staged += p.spool.Len()
-		b.report.Staged += p.spool.Len()
+		b.form.report.Staged += p.spool.Len()
 		rep.Checkpoints++
-		b.e.cfg.Logger.Info("backfill checkpoint", "form", b.old.FormID, "rows", p.spool.Len(), "new", got.Inserted, "updated", got.Updated,
+		b.commits.logger.Info("backfill checkpoint", "form", b.form.old.FormID, "rows", p.spool.Len(), "new", got.Inserted, "updated", got.Updated,
 			"cursor", p.cursor, "final", p.final)
-		b.e.warnView(b.old.FormID, got)
+		b.commits.warnView(b.form.old.FormID, got)
 	}
 	return failed
 }

@@ -18,8 +18,16 @@
 //
 // The same engine re-reads a form or a window of it ([Engine.Backfill]),
 // marks rows deleted upstream ([Engine.Reconcile]) and erases submissions
-// on request ([Engine.Forget]). It declares the Sink it needs; the sinks
-// live under sink/.
+// on request ([Engine.Forget]). It declares the part of sink.Sink it uses
+// ([Sink]) and finds what a sink may do beyond it through sink.Optional;
+// the sinks live under sink/.
+//
+// Each form's read is a value the engine builds (formRun, read.go), owning
+// what it uses: the Source, page size, lookback, clock, field policy,
+// spool and parts; a backfill reads through the same value. The files
+// follow the concerns: config.go, engine.go (the run), read.go and walk.go
+// (a form's read), parts.go, commit.go (the commit and its merges),
+// completeness.go, report.go, backfill.go, forget.go.
 //
 // The read algorithm, the commit and its merge on a concurrent update, and
 // the completeness check are described in docs/design.md.

@@ -34,27 +34,18 @@ type ForgetReport struct {
 	// the form meanwhile; the match was then made again.
 	Conflicts int
 	// Purge is why the sink could not yet erase the old copies of what it
-	// removed (see purger); nil when it did, or keeps none.
+	// removed (sink.Purger); nil when it did, or keeps none.
 	Purge error
 }
 
-// purger is a sink that keeps the pages a commit rewrote, the removed
-// rows' bytes in them, beside its data for a while (SQLite's write-ahead
-// log) and can erase them. Forget purges after every commit, and after a
-// run in a form with tombstones that had nothing left to remove, so that
-// running the same forget again finishes an erasure a reader held up.
-type purger interface {
-	Purge(ctx context.Context) error
-}
-
 // purge erases what the sink still keeps of removed rows, when it keeps
-// any, and says in rep why it could not.
+// any (sink.Purger), and says in rep why it could not.
 func (e *Engine) purge(ctx context.Context, rep *ForgetReport) {
-	p, ok := e.dst.(purger)
-	if !ok {
+	err := sink.Optional{Sink: e.dst}.Purge(ctx)
+	if errors.Is(err, errors.ErrUnsupported) {
 		return
 	}
-	if rep.Purge = p.Purge(ctx); rep.Purge != nil {
+	if rep.Purge = err; rep.Purge != nil {
 		e.cfg.Logger.Warn("the removed rows' bytes are not erased from the store yet", "form", rep.FormID, "error", rep.Purge.Error())
 	}
 }
@@ -79,26 +70,14 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		if err != nil {
 			return rep, err
 		}
-		if now := e.policyID(); m.Field != "" && st.FieldPolicy != now && st.Rows+st.Deleted > 0 {
-			// A field the policy hashes is matched by its hash under the
-			// configured policy (and key): under another one nothing
-			// matches, and the erasure would look done.
-			return rep, fmt.Errorf("forget in form %s: %w: its rows were stored under field policy %s and %s is configured; set FORMSYNC_FIELD_POLICY (and its key) as the syncs of the form have them, or forget by --key",
-				formID, ErrForgetPolicy, policyName(st.FieldPolicy), policyName(now))
+		if err := e.reading.matchesPolicy(st, m); err != nil {
+			return rep, err
 		}
 		rows, err := e.dst.Find(ctx, formID, m)
 		if err != nil {
 			return rep, fmt.Errorf("forget in form %s: finding the rows: %w", formID, err)
 		}
-		rep.Rows = rows
-		rep.Unstored, rep.Before = nil, nil
-		for _, k := range unstored(m.Keys, rows) {
-			if st.Forgotten.Has(k) {
-				rep.Before = append(rep.Before, k)
-			} else {
-				rep.Unstored = append(rep.Unstored, k)
-			}
-		}
+		rep.found(st, m, rows)
 		if dryRun || len(rows) == 0 && len(rep.Unstored) == 0 {
 			// Nothing to remove and nothing to tombstone: no commit. A
 			// form that something was forgotten from may still hold its
@@ -114,7 +93,7 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 			return rep, err
 		}
 		c := &sink.Commit{SyncedAt: e.cfg.Now().UTC(), Forms: []sink.FormCommit{fc}}
-		e.pin(c)
+		e.commits.pin(c)
 		res, err := e.dst.Commit(ctx, c)
 		if errors.Is(err, sink.ErrStateConflict) && attempt < commitAttempts {
 			// A sync or another forget committed the form meanwhile: its
@@ -128,9 +107,37 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 		rep.Removed, rep.Committed = res[formID].Forgotten, true
 		e.cfg.Logger.Info("forgot submissions", "form", formID, "rows_removed", rep.Removed,
 			"tombstones_for_unstored_keys", len(rep.Unstored))
-		e.warnView(formID, res[formID])
+		e.commits.warnView(formID, res[formID])
 		e.purge(ctx, rep)
 		return rep, nil
+	}
+}
+
+// matchesPolicy refuses a match by field in a form whose rows were stored
+// under another field policy than the configured one: a field the policy
+// hashes is matched by its hash under the configured policy (and key),
+// under another one nothing matches, and the erasure would look done.
+func (rd reading) matchesPolicy(st state.Form, m sink.Match) error {
+	now := rd.policyID()
+	if m.Field == "" || st.FieldPolicy == now || st.Rows+st.Deleted == 0 {
+		return nil
+	}
+	return fmt.Errorf("forget in form %s: %w: its rows were stored under field policy %s and %s is configured; set FORMSYNC_FIELD_POLICY (and its key) as the syncs of the form have them, or forget by --key",
+		st.FormID, ErrForgetPolicy, policyName(st.FieldPolicy), policyName(now))
+}
+
+// found records the rows m selected in the form whose state is st, and
+// sorts the keys asked for that no row has: tombstoned by an earlier
+// forget (Before), or not (Unstored).
+func (rep *ForgetReport) found(st state.Form, m sink.Match, rows []sink.Row) {
+	rep.Rows = rows
+	rep.Unstored, rep.Before = nil, nil
+	for _, k := range unstored(m.Keys, rows) {
+		if st.Forgotten.Has(k) {
+			rep.Before = append(rep.Before, k)
+		} else {
+			rep.Unstored = append(rep.Unstored, k)
+		}
 	}
 }
 

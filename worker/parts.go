@@ -70,8 +70,8 @@ type partResult struct {
 
 // partCommitter commits the parts handed to it, one at a time.
 type partCommitter struct {
-	e   *Engine
-	ctx context.Context
+	commits committer
+	ctx     context.Context
 
 	mu     sync.Mutex
 	queue  []part
@@ -85,7 +85,7 @@ type partCommitter struct {
 }
 
 func (e *Engine) startParts(ctx context.Context) *partCommitter {
-	p := &partCommitter{e: e, ctx: ctx, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &partCommitter{commits: e.commits, ctx: ctx, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go p.loop()
 	return p
 }
@@ -158,11 +158,11 @@ func (p *partCommitter) commit(pt part) {
 	// (checkPolicy): the state must say so from the first part on, or a
 	// run stopped after it leaves rows the next sync takes for rows of
 	// the other policy.
-	st.FieldPolicy = p.e.policyID()
-	now := p.e.cfg.Now().UTC()
+	st.FieldPolicy = r.policyID()
+	now := r.now().UTC()
 	c := &sink.Commit{SyncedAt: now, Forms: []sink.FormCommit{{State: st, Rows: pt.spool}}}
-	got, conflicts, err := p.e.commit(p.ctx, c, mergePart)
-	p.duration += p.e.cfg.Now().Sub(now)
+	got, conflicts, err := p.commits.commit(p.ctx, c, mergePart)
+	p.duration += r.now().Sub(now)
 	p.conflicts += conflicts
 	if err != nil {
 		res.err = fmt.Errorf("form %s: committing %d rows read so far: %w", r.old.FormID, pt.spool.Len(), err)
@@ -173,7 +173,7 @@ func (p *partCommitter) commit(pt part) {
 	res.state = &committed
 	res.counts = res.counts.Add(got[r.old.FormID])
 	res.parts++
-	p.e.cfg.Logger.Debug("committed part of a form while reading on", "form", r.old.FormID, "rows", pt.spool.Len(),
+	p.commits.logger.Debug("committed part of a form while reading on", "form", r.old.FormID, "rows", pt.spool.Len(),
 		"new", got[r.old.FormID].Inserted, "updated", got[r.old.FormID].Updated)
 }
 
@@ -193,7 +193,7 @@ func (r *formRun) handOff() error {
 	if err := r.spool.Finish(); err != nil {
 		return fmt.Errorf("form %s: %w", r.old.FormID, err)
 	}
-	next, err := r.e.newSpool()
+	next, err := r.newSpool()
 	if err != nil {
 		return fmt.Errorf("form %s: %w", r.old.FormID, err)
 	}

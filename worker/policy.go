@@ -51,18 +51,18 @@ func (e *PolicyChangedError) Error() string {
 func (e *PolicyChangedError) Is(target error) bool { return target == ErrPolicyChanged }
 
 // policyID is the identity of the configured policy, "" for none.
-func (e *Engine) policyID() string {
-	if e.cfg.FieldPolicy == nil {
+func (rd reading) policyID() string {
+	if rd.policy == nil {
 		return ""
 	}
-	return e.cfg.FieldPolicy.Identity()
+	return rd.policy.Identity()
 }
 
 // checkPolicy refuses to read a form whose stored rows were written under
 // another policy, unless the read rewrites them all (adopt) or nothing is
 // stored yet.
 func (r *formRun) checkPolicy(adopt bool) error {
-	now := r.e.policyID()
+	now := r.policyID()
 	if r.old.FieldPolicy == now || adopt || r.old.Rows == 0 && r.old.Deleted == 0 {
 		return nil
 	}
@@ -73,7 +73,7 @@ func (r *formRun) checkPolicy(adopt bool) error {
 // policy. The content key was computed before, so that dedupe of the
 // older response form does not depend on the policy.
 func (r *formRun) applyPolicy(fields string, raw []byte) (string, []byte, error) {
-	p := r.e.cfg.FieldPolicy
+	p := r.policy
 	if p == nil {
 		return fields, raw, nil
 	}

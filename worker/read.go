@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 	"unsafe"
@@ -15,9 +16,44 @@ import (
 	"github.com/formsync/formsync/worker/pager"
 )
 
-// formRun is one form's part of a run: what was read, staged and learnt.
+// reading is what the read of a form uses, all of it the engine's
+// configuration: the Source and how to page it, the clock, the field
+// policy, where and how rows are staged and when they are handed over in
+// parts. The engine builds it once (New); each formRun holds a copy and
+// nothing of the engine.
+type reading struct {
+	src      Source
+	pageSize int
+	// lookback is Config.Lookback; budget is Config.FormTimeout, named
+	// when it stopped a form.
+	lookback, budget time.Duration
+	now              func() time.Time
+	policy           FieldPolicy
+	// tmpDir and sortContentKeys are where and how rows are staged
+	// (Config.TmpDir, Config.SortContentKeys).
+	tmpDir          string
+	sortContentKeys bool
+	// partRows and partsByContent say when staged rows are handed over
+	// as a part (Config.PartRows, Config.PartsByContent), and when a
+	// backfill checkpoints.
+	partRows       int
+	partsByContent bool
+	logger         *slog.Logger
+}
+
+// newSpool creates an empty spool in the configured directory.
+func (rd reading) newSpool() (*sink.Spool, error) {
+	sp, err := sink.NewSpool(rd.tmpDir)
+	if err == nil && rd.sortContentKeys {
+		sp.SortContentKeys()
+	}
+	return sp, err
+}
+
+// formRun is one form's read in a run (a sync's, a reconcile's, a
+// backfill's): what it uses, and what was read, staged and learnt.
 type formRun struct {
-	e     *Engine
+	reading
 	old   state.Form
 	spool *sink.Spool
 	// wm is the watermark after the rows staged so far.
@@ -59,10 +95,12 @@ type formRun struct {
 	err    error
 }
 
+// newRun is the read of the form whose stored state is st.
 func (e *Engine) newRun(st state.Form) *formRun {
 	return &formRun{
-		e: e, old: st, wm: state.NewWatermarkBuilder(st.Watermark), facts: pager.Facts{Total: -1}, start: e.cfg.Now(),
-		report: FormReport{FormID: st.FormID, Account: accountOf(e.src, st.FormID), Total: -1},
+		reading: e.reading,
+		old:     st, wm: state.NewWatermarkBuilder(st.Watermark), facts: pager.Facts{Total: -1}, start: e.cfg.Now(),
+		report: FormReport{FormID: st.FormID, Account: e.account(st.FormID), Total: -1},
 	}
 }
 
@@ -85,17 +123,18 @@ const (
 	readReconcileDue
 )
 
-// readForm reads one form and stages its rows. It commits nothing itself:
-// when parts is not nil and the mode allows it, parts commits the rows
-// staged beyond Config.PartRows while the form is read on.
-func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, parts *partCommitter) *formRun {
-	r := e.newRun(st)
+// read reads the form and stages its rows; r.err says why it failed. It
+// commits nothing itself: when parts is not nil and the mode allows it,
+// parts commits the rows staged beyond Config.PartRows while the form is
+// read on. progress, when set, is told of every page (Config.Progress).
+func (r *formRun) read(ctx context.Context, mode readMode, parts *partCommitter, progress func(Progress)) {
+	st := r.old
 	due := mode == readReconcileDue
 	if due {
 		mode = readReconcile
 	}
 	r.mode = mode
-	r.progress = e.cfg.Progress
+	r.progress = progress
 	if mode != readReconcile {
 		// A reconcile marks what it did not stage in the same commit as
 		// everything it staged.
@@ -103,21 +142,21 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, par
 	}
 	if err := r.checkPolicy(mode == readReconcile); err != nil {
 		r.err = err
-		return r
+		return
 	}
-	spool, err := e.newSpool()
+	spool, err := r.newSpool()
 	if err != nil {
 		r.err = fmt.Errorf("form %s: %w", st.FormID, err)
-		return r
+		return
 	}
 	r.spool = spool
 	if err := r.scan(ctx, mode != readNew); err != nil {
 		r.err = r.explain(ctx, err)
-		return r
+		return
 	}
 	if err := r.spool.Finish(); err != nil {
 		r.err = fmt.Errorf("form %s: %w", st.FormID, err)
-		return r
+		return
 	}
 	r.report.Total = r.facts.Total
 	if mode == readReconcile {
@@ -127,12 +166,11 @@ func (e *Engine) readForm(ctx context.Context, st state.Form, mode readMode, par
 			// long as the API's count and what it serves disagree (a copy
 			// split across a page border): every sync would be this
 			// reconcile. The reconcile is tried again on the next sync.
-			e.cfg.Logger.Warn("reconcile due but not made: the rows read are committed without marking deletions", "form", st.FormID, "error", r.err.Error())
+			r.logger.Warn("reconcile due but not made: the rows read are committed without marking deletions", "form", st.FormID, "error", r.err.Error())
 			r.report.ReconcileErr = r.err
 			r.err, r.mode = nil, readAll
 		}
 	}
-	return r
 }
 
 // checkReconcileRead refuses to reconcile from a read that saw fewer
@@ -163,7 +201,7 @@ func (r *formRun) explain(ctx context.Context, err error) error {
 	if !errors.Is(err, ErrFormTimeout) {
 		err = fmt.Errorf("%w: %w", ErrFormTimeout, err)
 	}
-	return fmt.Errorf("form %s: stopped after %d pages by its %s budget: %w", r.old.FormID, r.report.Pages, r.e.cfg.FormTimeout, err)
+	return fmt.Errorf("form %s: stopped after %d pages by its %s budget: %w", r.old.FormID, r.report.Pages, r.budget, err)
 }
 
 // finalReport is the form's report with what the run ended with.
@@ -171,7 +209,7 @@ func (r *formRun) finalReport() FormReport {
 	fr := r.report
 	fr.Err = r.err
 	fr.Order = r.facts.Order
-	fr.Duration = r.e.cfg.Now().Sub(r.start)
+	fr.Duration = r.now().Sub(r.start)
 	fr.Forgotten = r.forgotten
 	fr.Copies = r.copies.Count()
 	fr.LastSuccessAt, fr.LastReconcileAt = r.old.LastSuccessAt, r.old.LastReconcileAt
@@ -190,6 +228,10 @@ func (r *formRun) discard() {
 		r.spool.Remove()
 	}
 }
+
+// checkable reports whether the run's rows, as committed, can be compared
+// with the API's total: committed, without error, read completely.
+func (r *formRun) checkable() bool { return r.committed && r.err == nil && r.complete() }
 
 // complete reports whether the run read enough of the form for the rows
 // stored to be compared with the API's total.
@@ -210,7 +252,7 @@ func (r *formRun) next(now time.Time) state.Form {
 	st.FieldNames = r.fieldNames()
 	st.FieldTypes.Seen = r.fieldTypes(st.FieldNames)
 	st.LastSuccessAt, st.LastError = now, ""
-	st.FieldPolicy = r.e.policyID()
+	st.FieldPolicy = r.policyID()
 	st.Forgotten = st.Forgotten.Met(r.met...)
 	if r.mode == readReconcile {
 		st.LastReconcileAt = now
@@ -232,7 +274,7 @@ func (r *formRun) fieldNames() []string {
 	}
 	slices.Sort(names)
 	names = mergeFields(r.old.FieldNames, names)
-	if p := r.e.cfg.FieldPolicy; p != nil {
+	if p := r.policy; p != nil {
 		// A field the policy drops gets no view column, whatever was
 		// stored before it.
 		names = p.Names(names)
@@ -263,7 +305,7 @@ func typesOf(names []string, types fieldtype.Set) fieldtype.Set {
 
 // fetch reads a page of the form, counting the requests it took.
 func (r *formRun) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
-	p, resp, err := r.e.src.Page(ctx, r.old.FormID, page, r.e.cfg.PageSize)
+	p, resp, err := r.src.Page(ctx, r.old.FormID, page, r.pageSize)
 	if resp != nil {
 		r.report.Requests += resp.Requests
 		r.report.Limited += resp.RateLimited
@@ -284,7 +326,7 @@ func (r *formRun) fetch(ctx context.Context, page int) (*formsapi.Page, error) {
 // pages the API counts; a sync since a watermark stops where it meets it,
 // which no count says in advance (PagesTotal 0).
 func (r *formRun) progressAfter(p *formsapi.Page) Progress {
-	pr := Progress{FormID: r.old.FormID, Pages: r.report.Pages, Rows: r.rows, Elapsed: r.e.cfg.Now().Sub(r.start)}
+	pr := Progress{FormID: r.old.FormID, Pages: r.report.Pages, Rows: r.rows, Elapsed: r.now().Sub(r.start)}
 	if r.mode != readNew || r.old.Watermark.IsZero() {
 		// Pages read again (the form moved) count on top.
 		return pr.withTotal(p.TotalPages + r.report.Rescans)
@@ -356,13 +398,12 @@ func (r *formRun) stage(row sink.Row) error {
 	if r.onStaged != nil {
 		r.onStaged(row)
 	}
-	if r.partsTo != nil && r.spool.Len() >= r.e.cfg.PartRows && (!r.spool.ByContent() || r.e.cfg.PartsByContent) {
+	if r.partsTo != nil && r.spool.Len() >= r.partRows && (!r.spool.ByContent() || r.partsByContent) {
 		return r.handOff()
 	}
 	return nil
 }
 
-// mergeFields returns the sorted union of two sorted name lists.
 // withFields is st with the field names and types of rows of its form it
 // did not see: the names joined, each type widened to fit both (the
 // merge of two writers' views of a form, in either order).
@@ -372,6 +413,7 @@ func withFields(st state.Form, names []string, types fieldtype.Set) state.Form {
 	return st
 }
 
+// mergeFields returns the sorted union of two sorted name lists.
 func mergeFields(a, b []string) []string {
 	out := slices.Concat(a, b)
 	slices.Sort(out)

@@ -6,25 +6,18 @@ import (
 	"github.com/formsync/formsync/sink"
 )
 
-// Tuner is a Sink that says how it is best written to. It is optional:
-// Config.TunedFor asks a sink that implements it.
-type Tuner interface {
-	Tuning() sink.Tuning
-}
-
-// TunedFor returns c shaped for dst, as dst asks if it is a Tuner: a sink
-// that commits in parts gets a sync's rows in parts of the size it asks
-// for (sink.Tuning.PartRows, else DefaultPartRows) unless PartRows is set,
-// and one that inserts rows keyed by content faster in key order gets
-// them sorted. Any other sink
-// gets c unchanged. A caller that builds its Config for whichever sink it
-// opened calls it before New.
+// TunedFor returns c shaped for dst, as dst asks if it says how it is best
+// written to (sink.Tuner): a sink that commits in parts gets a sync's rows
+// in parts of the size it asks for (sink.Tuning.PartRows, else
+// DefaultPartRows) unless PartRows is set, and one that inserts rows keyed
+// by content faster in key order gets them sorted. Any other sink gets c
+// unchanged. A caller that builds its Config for whichever sink it opened
+// calls it before New.
 func (c Config) TunedFor(dst Sink) Config {
-	t, ok := dst.(Tuner)
-	if !ok {
+	tn, err := sink.Optional{Sink: dst}.Tuning()
+	if err != nil {
 		return c
 	}
-	tn := t.Tuning()
 	if tn.CommitInParts && c.PartRows == 0 {
 		c.PartRows = cmp.Or(tn.PartRows, DefaultPartRows)
 	}

@@ -5,14 +5,15 @@ import (
 	"testing"
 
 	"github.com/formsync/formsync/internal/testkit/memsink"
+	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
 )
 
 var (
-	_ worker.Tuner = (*sqlite.Sink)(nil)
-	_ worker.Tuner = (*bigquery.Sink)(nil)
+	_ sink.Tuner = (*sqlite.Sink)(nil)
+	_ sink.Tuner = (*bigquery.Sink)(nil)
 )
 
 // TestTunedFor: a sink that says how it is best written to gets its

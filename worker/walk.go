@@ -54,7 +54,7 @@ func (r *formRun) take(events iter.Seq2[pager.Event[sink.Row], error], walked fu
 func (r *formRun) scan(ctx context.Context, full bool) error {
 	sc := &pager.Scan[sink.Row]{
 		Form: r.old.FormID, Fetch: r.fetch, Decode: r.decode,
-		Stored: r.old.Order, Watermark: r.old.Watermark, LastTotal: r.old.LastTotal, Lookback: r.e.cfg.Lookback,
+		Stored: r.old.Order, Watermark: r.old.Watermark, LastTotal: r.old.LastTotal, Lookback: r.lookback,
 		Full: full, Reconcile: r.mode == readReconcile,
 	}
 	err := r.take(sc.Events(ctx), nil)

@@ -13,7 +13,7 @@ import "github.com/formsync/formsync/sink"
 // every run.
 const DefaultPartRows = 100_000
 
-// Tuning says how the engine had better write to BigQuery (worker.Tuner):
+// Tuning says how the engine had better write to BigQuery (sink.Tuner):
 // a form's rows in parts of Config.PartRows, each part one load job and
 // one transaction that moves no watermark, the form's last rows and its
 // watermark in the run's final commit.

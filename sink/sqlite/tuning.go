@@ -2,7 +2,7 @@ package sqlite
 
 import "github.com/formsync/formsync/sink"
 
-// Tuning says how the engine had better write to SQLite (worker.Tuner).
+// Tuning says how the engine had better write to SQLite (sink.Tuner).
 // SQLite writes a form's rows while the rest is read, and a commit costs
 // it nothing of note: a sync commits in parts (a million-row first sync
 // took 11.3-11.8 s in parts of 10,000 against 14.2-16.2 s in one commit,

@@ -26,7 +26,7 @@ import (
 // to read back what was stored.
 type Sink interface {
 	worker.Sink
-	ReadRows(ctx context.Context, formID string) ([]sink.Row, error)
+	sinktest.RowReader
 }
 
 // Harness wires a simulator, a client and a sink together for one test.

@@ -22,6 +22,11 @@ import (
 // read back what it stored.
 type Sink interface {
 	sink.Sink
+	RowReader
+}
+
+// RowReader reads back what a sink stored, for tests.
+type RowReader interface {
 	// ReadRows returns every stored row of a form, ordered by created_at
 	// then submission_key, with ContentKey derived from the stored
 	// created_at, fields and files.
@@ -35,8 +40,9 @@ type Open func(t *testing.T) Sink
 // t0 is the created_at of the first row of every test.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123456000, time.UTC)
 
-// Run checks every promise a sink makes, on sinks open returns.
-func Run(t *testing.T, open Open) {
+// Run checks every promise a sink makes, on sinks open returns. has names
+// the optional abilities the sink has (Ability); it must have no other.
+func Run(t *testing.T, open Open, has ...Ability) {
 	// Each check opens a sink of its own: they run in parallel.
 	run := func(name string, check func(*testing.T, Sink)) {
 		t.Run(name, func(t *testing.T) {
@@ -69,6 +75,11 @@ func Run(t *testing.T, open Open) {
 	run("RefusedForgetRemovesNothing", testForgetConflict)
 	run("Find", testFind)
 	runRemoval(run)
+	abilities := map[Ability]bool{}
+	for _, a := range has {
+		abilities[a] = true
+	}
+	runOptional(run, abilities)
 }
 
 // Row builds a row the way the engine does, failing the test on error.

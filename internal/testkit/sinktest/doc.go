@@ -2,10 +2,11 @@
 // sink hand-built commits and checks what it promises, whatever stores
 // the rows (inserts and identical re-commits, updates, re-keying, counts,
 // the state round trip, failed and cancelled commits, stale revisions,
-// exact numbers, reconcile marks, forget).
+// exact numbers, reconcile marks, forget, remove and recount). A sink
+// with optional abilities (sink.Optional) is run with a flag for each:
 //
 //	func TestContract(t *testing.T) {
-//		sinktest.Run(t, func(t *testing.T) sinktest.Sink { return openMySink(t) })
+//		sinktest.Run(t, func(t *testing.T) sinktest.Sink { return openMySink(t) }, sinktest.Tunes)
 //	}
 //
 // SQLite, the BigQuery fake, the in-memory sink and, when configured, real

@@ -1,7 +1,6 @@
 package sinktest
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -9,19 +8,8 @@ import (
 	"github.com/formsync/formsync/sink"
 )
 
-// Remover is a sink that removes forms (`formsync remove`).
-type Remover interface {
-	Remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
-}
-
-// Recounter is a sink whose row counters can be recounted from the rows.
-type Recounter interface {
-	Recount(ctx context.Context, formIDs []string) error
-}
-
 // runRemoval adds the checks of Remove and Recount to Run: every sink
-// removes forms and recounts rows (the command and the engine find these
-// methods by interface).
+// removes forms and recounts rows (sink.Sink).
 func runRemoval(run func(string, func(*testing.T, Sink))) {
 	run("RemoveDryRunChangesNothing", testRemoveDryRun)
 	run("RemoveStateKeepsRows", testRemoveState)
@@ -29,15 +17,6 @@ func runRemoval(run func(string, func(*testing.T, Sink))) {
 	run("RemoveKeepsTombstones", testRemoveTombstones)
 	run("RemoveAtStaleRevisionRefused", testRemoveConflict)
 	run("RecountAfterStateLost", testRecount)
-}
-
-func remover(t *testing.T, s Sink) Remover {
-	t.Helper()
-	r, ok := s.(Remover)
-	if !ok {
-		t.Fatal("the sink does not remove forms: it has no Remove(context.Context, sink.Removal) (sink.Removed, error)")
-	}
-	return r
 }
 
 // removeFixture stores two rows of form a, one marked deleted upstream,
@@ -54,7 +33,7 @@ func removeFixture(t *testing.T, s Sink) (*fixture, []sink.Row) {
 
 func (f *fixture) remove(r sink.Removal) sink.Removed {
 	f.t.Helper()
-	got, err := remover(f.t, f.s).Remove(f.t.Context(), r)
+	got, err := f.s.Remove(f.t.Context(), r)
 	if err != nil {
 		f.t.Fatalf("remove %+v: %v", r, err)
 	}
@@ -72,7 +51,6 @@ func (f *fixture) hasState(formID string) bool {
 }
 
 func testRemoveDryRun(t *testing.T, s Sink) {
-	remover(t, s)
 	f, rows := removeFixture(t, s)
 	before := f.state("a")
 	got := f.remove(sink.Removal{FormID: "a", Revision: before.Revision, Rows: true, DryRun: true})
@@ -90,7 +68,6 @@ func testRemoveDryRun(t *testing.T, s Sink) {
 }
 
 func testRemoveState(t *testing.T, s Sink) {
-	remover(t, s)
 	f, rows := removeFixture(t, s)
 	got := f.remove(sink.Removal{FormID: "a", Revision: f.state("a").Revision})
 	if want := (sink.Removed{State: true, Rows: 1, Deleted: 1}); got != want {
@@ -110,7 +87,6 @@ func testRemoveState(t *testing.T, s Sink) {
 }
 
 func testRemoveRows(t *testing.T, s Sink) {
-	remover(t, s)
 	f, rows := removeFixture(t, s)
 	got := f.remove(sink.Removal{FormID: "a", Revision: f.state("a").Revision, Rows: true})
 	if want := (sink.Removed{State: true, Rows: 1, Deleted: 1}); got != want {
@@ -132,7 +108,6 @@ func testRemoveRows(t *testing.T, s Sink) {
 }
 
 func testRemoveTombstones(t *testing.T, s Sink) {
-	remover(t, s)
 	f, rows := removeFixture(t, s)
 	_, _ = f.mustCommitOne("a", nil, func(fc *sink.FormCommit) {
 		fc.Forget = []string{rows[0].SubmissionKey}
@@ -160,10 +135,9 @@ func testRemoveTombstones(t *testing.T, s Sink) {
 }
 
 func testRemoveConflict(t *testing.T, s Sink) {
-	r := remover(t, s)
 	f, rows := removeFixture(t, s)
 	stale := f.state("a").Revision - 1
-	_, err := r.Remove(t.Context(), sink.Removal{FormID: "a", Revision: stale, Rows: true})
+	_, err := s.Remove(t.Context(), sink.Removal{FormID: "a", Revision: stale, Rows: true})
 	if !errors.Is(err, sink.ErrStateConflict) {
 		t.Fatalf("remove at a stale revision: %v, want ErrStateConflict", err)
 	}
@@ -177,15 +151,10 @@ func testRemoveConflict(t *testing.T, s Sink) {
 // state alone, as a person deleting the row by hand), commits the form
 // again from a new state, and recounts: the counters count the rows.
 func testRecount(t *testing.T, s Sink) {
-	remover(t, s)
-	rc, ok := s.(Recounter)
-	if !ok {
-		t.Fatal("the sink does not recount: it has no Recount(context.Context, []string) error")
-	}
 	f, rows := removeFixture(t, s)
 	f.remove(sink.Removal{FormID: "a", Revision: f.state("a").Revision})
 	f.commit(map[string][]sink.Row{"a": {rows[0]}})
-	if err := rc.Recount(t.Context(), []string{"a", "b", "never-synced"}); err != nil {
+	if err := s.Recount(t.Context(), []string{"a", "b", "never-synced"}); err != nil {
 		t.Fatalf("recount: %v", err)
 	}
 	f.checkRows("a", rows[0], rows[1])

@@ -115,7 +115,7 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	})
 	prog.done()
 	if rep != nil && *dry && err == nil {
-		printDryRun(ctx, e, rep, worker.Window{Since: since.t, Until: until.t})
+		printDryRun(ctx, e, p.engine, rep, worker.Window{Since: since.t, Until: until.t})
 	}
 	if err != nil && errors.Is(err, formsapi.ErrFormNotFound) {
 		// The client's words name FORMSYNC_FORMS; a backfill read --form.
@@ -152,7 +152,7 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 // submissions"), so the located end pages are read again here and their
 // submissions inside the window counted: at most two requests, and an
 // empty window is said to be empty.
-func printDryRun(ctx context.Context, e *env, rep *worker.BackfillReport, win worker.Window) {
+func printDryRun(ctx context.Context, e *env, eng *worker.Engine, rep *worker.BackfillReport, win worker.Window) {
 	if !rep.ResumedFrom.IsZero() {
 		// The estimate below is of what is left.
 		fmt.Fprintf(e.stdout, "Dry run: an interrupted backfill of this window got down to %s; run, it resumes there. What is left:\n",
@@ -167,7 +167,7 @@ func printDryRun(ctx context.Context, e *env, rep *worker.BackfillReport, win wo
 		fmt.Fprintf(e.stdout, "Dry run: form %s %s: a backfill would make %d requests, to find that out, and load nothing.\n", rep.FormID, what, rep.RequestsEstimate)
 		return
 	}
-	rows, ok := countWindow(ctx, e, rep, win)
+	rows, ok := eng.CountWindow(ctx, rep, win)
 	switch {
 	case ok && rows == 0:
 		fmt.Fprintf(e.stdout, "Dry run: form %s (%s) has no submissions in the window: a backfill would make %d requests and load nothing.\n",
@@ -186,40 +186,4 @@ func printDryRun(ctx context.Context, e *env, rep *worker.BackfillReport, win wo
 	fmt.Fprintf(e.stdout, "Dry run: form %s (%s) would be read from page %d to page %d: about %d submissions in about %d requests%s, about %s at %g requests/s.\n",
 		rep.FormID, rep.Order, rep.FirstPage, rep.LastPage, rows, reqs, finding,
 		(time.Duration(float64(reqs) / e.cfg.RateLimit * float64(time.Second))).Round(time.Second), e.cfg.RateLimit)
-}
-
-// countWindow counts the window's submissions on the located first and last
-// pages, plus full pages in between; ok is false when a page cannot be read.
-func countWindow(ctx context.Context, e *env, rep *worker.BackfillReport, win worker.Window) (int, bool) {
-	client, err := newSource(e.cfg, nil)
-	if err != nil {
-		return 0, false
-	}
-	in := func(t time.Time) bool {
-		return (win.Since.IsZero() || !t.Before(win.Since)) && (win.Until.IsZero() || !t.After(win.Until))
-	}
-	count := func(page int) (int, int, bool) {
-		p, _, err := client.Page(ctx, rep.FormID, page, e.cfg.PageSize)
-		if err != nil {
-			return 0, 0, false
-		}
-		n := 0
-		for _, s := range p.Submissions {
-			if in(s.CreatedAt) {
-				n++
-			}
-		}
-		return n, p.PerPage, true
-	}
-	// An oldest-first form's window can run from a higher page to a lower.
-	lo, hi := min(rep.FirstPage, rep.LastPage), max(rep.FirstPage, rep.LastPage)
-	first, perPage, ok := count(lo)
-	if !ok || lo == hi {
-		return first, ok
-	}
-	last, _, ok := count(hi)
-	if !ok {
-		return 0, false
-	}
-	return first + last + (hi-lo-1)*perPage, true
 }

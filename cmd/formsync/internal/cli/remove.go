@@ -8,24 +8,6 @@ import (
 	"slices"
 
 	"github.com/formsync/formsync/sink"
-	"github.com/formsync/formsync/sink/bigquery"
-	"github.com/formsync/formsync/sink/sqlite"
-	"github.com/formsync/formsync/worker"
-)
-
-// remover is a sink that removes forms; both sinks are.
-type remover interface {
-	Remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
-}
-
-// The command and the engine find these methods by interface: a sink
-// that lost one would fail only when it is needed (the engine would no
-// longer recount, and blame the API for a drifted count).
-var (
-	_ remover          = (*sqlite.Sink)(nil)
-	_ remover          = (*bigquery.Sink)(nil)
-	_ worker.Recounter = (*sqlite.Sink)(nil)
-	_ worker.Recounter = (*bigquery.Sink)(nil)
 )
 
 // runRemove is `formsync remove`: take a form out of the store, its sync
@@ -60,18 +42,13 @@ func runRemove(ctx context.Context, e *env, args []string) int {
 		return exitFailed
 	}
 	defer dst.Close()
-	rm, ok := dst.(remover)
-	if !ok {
-		e.log.Error("the sink cannot remove forms", "sink", e.cfg.Sink)
-		return exitFailed
-	}
 	states, err := dst.ReadState(ctx, []string{*form})
 	if err != nil {
 		e.log.Error("cannot read the sync state", "form", *form, "error", err.Error())
 		return exitFailed
 	}
 	st, hasState := states[*form]
-	got, err := rm.Remove(ctx, sink.Removal{FormID: *form, Revision: st.Revision, Rows: *rows, DryRun: *dry})
+	got, err := dst.Remove(ctx, sink.Removal{FormID: *form, Revision: st.Revision, Rows: *rows, DryRun: *dry})
 	if errors.Is(err, sink.ErrStateConflict) {
 		e.log.Error("the form was committed meanwhile (a sync, backfill or reconcile of it is running): nothing was removed; run the command again once it has finished",
 			"form", *form)
