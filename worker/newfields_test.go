@@ -174,3 +174,37 @@ func TestNewFieldFallsToTheCatchAll(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncFormsReadsOnlyThoseForms: a triggered sync reads and commits the
+// forms it names and leaves the others as they were; a form that is not
+// configured is refused before anything is read.
+func TestSyncFormsReadsOnlyThoseForms(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"a", "b", "c"}, SubmissionsPerForm: 30}, memSink(t))
+	h.Config.StartJitter = time.Hour // a trigger does not wait for it
+	rep, err := h.Engine().SyncForms(ctx, "a", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range rep.Forms {
+		if f.Inserted != 30 {
+			t.Errorf("form %s: %d inserted, want 30", f.FormID, f.Inserted)
+		}
+		got = append(got, f.FormID)
+	}
+	if slices.Sort(got); !slices.Equal(got, []string{"a", "c"}) {
+		t.Errorf("synced %v, want [a c]", got)
+	}
+	rows, err := h.Sink.ReadRows(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rows); n != 0 {
+		t.Errorf("form b has %d rows: it was not asked for", n)
+	}
+	if _, err := h.Engine().SyncForms(ctx, "a", "nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("an unconfigured form: %v", err)
+	}
+}
