@@ -619,7 +619,7 @@ func (b *backfill) checkpoint(ctx context.Context, rep *BackfillReport, final bo
 func (b *backfill) writes(rep *BackfillReport, now time.Time, final bool) *checkpointWrites {
 	next := b.form.next(now)
 	w := &checkpointWrites{
-		names: next.FieldNames, types: next.FieldTypes.Seen, order: b.form.facts.Order,
+		names: next.FieldNames, types: next.FieldTypes.Seen, added: next.FieldTypes.Added, order: b.form.facts.Order,
 		wm: b.form.wm.Watermark(), minTotal: b.form.facts.Total,
 		copies: b.form.copies, // the walk replaces it, never changes it (Copies.Merge)
 		met:    slices.Clone(b.form.met),
@@ -647,6 +647,7 @@ func (b *backfill) writes(rep *BackfillReport, now time.Time, final bool) *check
 type checkpointWrites struct {
 	names    []string
 	types    fieldtype.Set
+	added    map[string]time.Time
 	order    state.Order
 	wm       state.Watermark
 	minTotal int64
@@ -666,7 +667,7 @@ type checkpointWrites struct {
 func (w *checkpointWrites) build(st state.Form) state.Form {
 	// The base may hold names another process merged in since the
 	// backfill read the form's state.
-	st = withFields(st, w.names, w.types)
+	st = withFields(st, w.names, w.types, w.added)
 	st.Forgotten = st.Forgotten.Met(w.met...)
 	st.Copies = copiesAfter(st.Copies, w.copies, st.Forgotten)
 	if st.Order == state.OrderUnknown {

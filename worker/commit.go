@@ -83,7 +83,9 @@ func (e *Engine) commitRuns(ctx context.Context, rep *Report, runs []*formRun) (
 		r.report.Restored += got.Restored
 		r.report.Reconciled = r.report.Reconciled || r.mode == readReconcile
 		// As committed: merged with another process's state, if it had to be.
-		r.report.Watermark = c.Forms[formIndex[i]].State.Watermark
+		st := c.Forms[formIndex[i]].State
+		r.report.Watermark = st.Watermark
+		r.report.Fields, r.report.NewFields = len(st.FieldNames), r.newFields(st)
 		if r.mode == readReconcile && c.Forms[formIndex[i]].State.Revision != r.old.Revision {
 			remarked = append(remarked, r)
 		}
@@ -233,7 +235,7 @@ func merged(stored, ours state.Form) state.Form {
 	if !out.Watermark.CreatedAt.Equal(ours.Watermark.CreatedAt) {
 		out.LastTotal = stored.LastTotal
 	}
-	out = withFields(out, stored.FieldNames, stored.FieldTypes.Seen)
+	out = withFields(out, stored.FieldNames, stored.FieldTypes.Seen, stored.FieldTypes.Added)
 	if out.Order == state.OrderUnknown {
 		out.Order = stored.Order
 	}

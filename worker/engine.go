@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -93,8 +94,28 @@ func (e *Engine) account(formID string) string {
 // A form whose last reconcile is older than Config.ReconcileEvery is
 // reconciled in the same pass (see Reconcile).
 func (e *Engine) Sync(ctx context.Context) (*Report, error) {
+	if !e.waitJitter(ctx) {
+		return &Report{}, nil // stopped before anything was read
+	}
+	return e.sync(ctx, e.cfg.Forms)
+}
+
+// SyncForms is Sync for some of the configured forms, at once (without
+// Config.StartJitter): what a trigger asks for. The forms are read
+// together and committed in one commit. A form that is not configured is
+// an error, and then nothing is read.
+func (e *Engine) SyncForms(ctx context.Context, formIDs ...string) (*Report, error) {
+	for _, id := range formIDs {
+		if !slices.Contains(e.cfg.Forms, id) {
+			return nil, fmt.Errorf("form %q is not one of the configured forms", id)
+		}
+	}
+	return e.sync(ctx, formIDs)
+}
+
+func (e *Engine) sync(ctx context.Context, forms []string) (*Report, error) {
 	now := e.cfg.Now()
-	return e.run(ctx, "sync", e.cfg.Forms, func(st state.Form) readMode {
+	return e.run(ctx, "sync", forms, func(st state.Form) readMode {
 		if every := e.cfg.ReconcileEvery; every > 0 && now.Sub(st.LastReconcileAt) >= every {
 			return readReconcileDue
 		}
@@ -134,6 +155,9 @@ func (e *Engine) Reconcile(ctx context.Context, formIDs ...string) (*Report, err
 	if len(formIDs) == 0 {
 		formIDs = e.cfg.Forms
 	}
+	if !e.waitJitter(ctx) {
+		return &Report{}, nil // stopped before anything was read
+	}
 	return e.run(ctx, "reconcile", formIDs, func(state.Form) readMode { return readReconcile })
 }
 
@@ -141,9 +165,6 @@ func (e *Engine) Reconcile(ctx context.Context, formIDs ...string) (*Report, err
 // them together and checks their completeness. what names the run in its
 // log lines: "sync" or "reconcile".
 func (e *Engine) run(ctx context.Context, what string, forms []string, modeOf func(state.Form) readMode) (*Report, error) {
-	if !e.waitJitter(ctx) {
-		return &Report{}, nil // stopped before anything was read
-	}
 	start := e.cfg.Now()
 	states, err := e.dst.ReadState(ctx, forms)
 	if err != nil {

@@ -53,6 +53,7 @@ type part struct {
 	// their types.
 	names []string
 	types fieldtype.Set
+	added map[string]time.Time
 }
 
 // partResult is what the parts of one form did. It belongs to the
@@ -152,7 +153,7 @@ func (p *partCommitter) commit(pt part) {
 	if res.state != nil {
 		st = *res.state
 	}
-	st = withFields(st, pt.names, pt.types)
+	st = withFields(st, pt.names, pt.types, pt.added)
 	// The part's rows were staged under the configured field policy,
 	// which a first read adopts over a state that records another
 	// (checkPolicy): the state must say so from the first part on, or a
@@ -182,7 +183,7 @@ func (p *partCommitter) commit(pt part) {
 // names and types and the field policy its rows were staged under. A
 // part moves nothing else.
 func mergePart(stored, ours state.Form) state.Form {
-	out := withFields(stored, ours.FieldNames, ours.FieldTypes.Seen)
+	out := withFields(stored, ours.FieldNames, ours.FieldTypes.Seen, ours.FieldTypes.Added)
 	out.FieldPolicy = ours.FieldPolicy
 	return out
 }
@@ -199,7 +200,7 @@ func (r *formRun) handOff() error {
 	}
 	r.report.Staged += r.spool.Len()
 	names := r.fieldNames()
-	r.partsTo.add(part{r: r, spool: r.spool, names: names, types: r.fieldTypes(names)})
+	r.partsTo.add(part{r: r, spool: r.spool, names: names, types: r.fieldTypes(names), added: r.fieldsAdded(names, r.now())})
 	r.spool = next
 	return nil
 }

@@ -16,6 +16,10 @@ type FieldPolicy interface {
 	Raw(raw []byte) ([]byte, error)
 	// Names removes the names of dropped fields from a sorted list.
 	Names(names []string) []string
+	// RuleFor names the rule that decides what happens to the field called
+	// name: its pattern and action ("keep", "hash"), or "" and "keep"
+	// when no rule matches.
+	RuleFor(name string) (pattern, action string)
 	// Identity names the policy and its key ("" for none), so that a form
 	// stored under another policy is noticed.
 	Identity() string

@@ -251,6 +251,7 @@ func (r *formRun) next(now time.Time) state.Form {
 	}
 	st.FieldNames = r.fieldNames()
 	st.FieldTypes.Seen = r.fieldTypes(st.FieldNames)
+	st.FieldTypes.Added = r.fieldsAdded(st.FieldNames, now)
 	st.LastSuccessAt, st.LastError = now, ""
 	st.FieldPolicy = r.policyID()
 	st.Forgotten = st.Forgotten.Met(r.met...)
@@ -288,6 +289,54 @@ func (r *formRun) fieldNames() []string {
 // type.
 func (r *formRun) fieldTypes(names []string) fieldtype.Set {
 	return typesOf(names, fieldtype.Merge(r.old.FieldTypes.Seen, r.types))
+}
+
+// fieldsAdded is when each of names (sorted) that came after the form's
+// first rows was first seen: the times stored before the run, and now for
+// the names this run is the first to see. A form with no rows and no
+// field names stored had no shape yet: its first fields are its shape,
+// not a change of it.
+func (r *formRun) fieldsAdded(names []string, now time.Time) map[string]time.Time {
+	var out map[string]time.Time
+	for f, t := range r.old.FieldTypes.Added {
+		if _, found := slices.BinarySearch(names, f); found {
+			out = fieldtype.MergeAdded(out, map[string]time.Time{f: t})
+		}
+	}
+	if r.old.Rows == 0 && len(r.old.FieldNames) == 0 {
+		return out
+	}
+	for _, f := range names {
+		if _, had := slices.BinarySearch(r.old.FieldNames, f); had {
+			continue
+		}
+		if _, ok := out[f]; !ok {
+			out = fieldtype.MergeAdded(out, map[string]time.Time{f: now.UTC()})
+		}
+	}
+	return out
+}
+
+// newFields are the fields the committed state st holds that the form had
+// not before this run, and that this run was the first to see (a part of
+// it included): another process's sighting is its own to tell.
+func (r *formRun) newFields(st state.Form) []NewField {
+	var out []NewField
+	for _, f := range st.FieldNames {
+		if _, had := slices.BinarySearch(r.old.FieldNames, f); had {
+			continue
+		}
+		at, ok := st.FieldTypes.Added[f]
+		if !ok || at.Before(r.start.UTC().Truncate(time.Microsecond)) {
+			continue
+		}
+		nf := NewField{Name: f, Type: st.FieldTypes.Type(f), Action: "keep"}
+		if r.policy != nil {
+			nf.Rule, nf.Action = r.policy.RuleFor(f)
+		}
+		out = append(out, nf)
+	}
+	return out
 }
 
 // typesOf is types without the fields not in names (sorted).
@@ -407,9 +456,10 @@ func (r *formRun) stage(row sink.Row) error {
 // withFields is st with the field names and types of rows of its form it
 // did not see: the names joined, each type widened to fit both (the
 // merge of two writers' views of a form, in either order).
-func withFields(st state.Form, names []string, types fieldtype.Set) state.Form {
+func withFields(st state.Form, names []string, types fieldtype.Set, added map[string]time.Time) state.Form {
 	st.FieldNames = mergeFields(st.FieldNames, names)
 	st.FieldTypes.Seen = fieldtype.Merge(st.FieldTypes.Seen, types)
+	st.FieldTypes.Added = fieldtype.MergeAdded(st.FieldTypes.Added, added)
 	return st
 }
 

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker/formsapi"
 )
 
@@ -65,6 +67,11 @@ type FormReport struct {
 	Future, TooDeep, NoFields int
 	// Watermark is the form's watermark after the run.
 	Watermark state.Watermark
+	// Fields is how many field names (view columns) the form has after
+	// the run; NewFields those of them this run was the first to see
+	// since the form's first rows.
+	Fields    int
+	NewFields []NewField
 	// LastSuccessAt and LastReconcileAt are when the form last synced
 	// and was last reconciled before this run, as stored (zero when
 	// never): what a failed form's metrics keep showing.
@@ -74,6 +81,23 @@ type FormReport struct {
 	// An interrupted form (shutdown) has Err wrapping context.Canceled.
 	Err error
 }
+
+// NewField is a field a form gained: a question added to the form after
+// its first rows were stored.
+type NewField struct {
+	Name string
+	// Type is its view column's type as committed.
+	Type fieldtype.Type
+	// Rule is the field policy's pattern that decides what is stored of
+	// it ("" when no rule matches, and it is kept as sent); Action is
+	// what that is: "keep" or "hash" (a dropped field is never stored,
+	// and so never new).
+	Rule, Action string
+}
+
+// CatchAll reports whether the field fell to a rule of the field policy
+// that matches every name (*), not to one written for it.
+func (f NewField) CatchAll() bool { return f.Rule != "" && strings.Trim(f.Rule, "*") == "" }
 
 // Report says what one sync did.
 type Report struct {
@@ -154,6 +178,7 @@ func (e *Engine) logReport(what string, rep *Report) {
 		inserted, updated = inserted+f.Inserted, updated+f.Updated
 		requests, limited = requests+f.Requests, limited+f.Limited
 		logForm(log, rep, f, done)
+		logNewFields(log, f)
 	}
 	attrs := []any{
 		slog.Int("forms", len(rep.Forms)), slog.Int("failed", rep.Failed()),
@@ -208,6 +233,24 @@ func logForm(log *slog.Logger, rep *Report, f FormReport, done string) {
 		log.Warn("form "+done+"; some submissions are stored but not trusted (see the counts)", attrs...)
 	default:
 		log.Info("form "+done, attrs...)
+	}
+}
+
+// logNewFields says, once per field, that the form gained it: on forms a
+// new question is often personal data that the field policy does not
+// name yet.
+func logNewFields(log *slog.Logger, f FormReport) {
+	for _, nf := range f.NewFields {
+		attrs := []any{slog.String("form", f.FormID), slog.String("field", nf.Name), slog.String("type", string(nf.Type)),
+			slog.String("policy_action", nf.Action), slog.String("policy_rule", nf.Rule)}
+		switch {
+		case nf.Rule == "":
+			log.Warn("the form gained a field; no field policy rule names it, so its values are stored as sent (FORMSYNC_FIELD_POLICY)", attrs...)
+		case nf.CatchAll():
+			log.Warn("the form gained a field; it fell to the field policy's catch-all rule: classify it (FORMSYNC_FIELD_POLICY)", attrs...)
+		default:
+			log.Info("the form gained a field; a field policy rule covers it", attrs...)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/formsync/formsync/internal/jsonscan"
 )
@@ -385,12 +386,36 @@ func Merge(a, b Set) Set {
 	return out
 }
 
-// Columns is what a form's state keeps of its fields' types: the types
-// seen, which only widen, and the types an operator pinned. It is stored
-// as JSON ({"seen": {...}, "pinned": {...}}).
+// Columns is what a form's state keeps of its fields' view columns: the
+// types seen, which only widen, the types an operator pinned, and when each
+// field that came after the form's first rows was first seen. It is stored
+// as JSON ({"seen": {...}, "pinned": {...}, "added": {...}}).
 type Columns struct {
 	Seen   Set `json:"seen,omitempty"`
 	Pinned Set `json:"pinned,omitempty"`
+	// Added is when each field that appeared after the form's first rows
+	// was first committed (UTC). The fields of the first rows are the
+	// form's shape, not a change of it, and have no entry.
+	Added map[string]time.Time `json:"added,omitempty"`
+}
+
+// MergeAdded returns the union of two Added maps, each field at the
+// earlier of its two times: the first sighting stands whichever process
+// committed it. It returns nil when both are empty.
+func MergeAdded(a, b map[string]time.Time) map[string]time.Time {
+	if len(a) == 0 && len(b) == 0 {
+		return nil
+	}
+	out := maps.Clone(a)
+	if out == nil {
+		out = make(map[string]time.Time, len(b))
+	}
+	for f, t := range b {
+		if old, ok := out[f]; !ok || t.Before(old) {
+			out[f] = t
+		}
+	}
+	return out
 }
 
 // Type is the type of field's view column: its pin, else the type seen,

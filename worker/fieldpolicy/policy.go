@@ -189,6 +189,20 @@ func (p *Policy) Action(name string) Action {
 	return actionOf(p, name)
 }
 
+// RuleFor returns the rule that decides what the policy does to the field
+// called name, the first that matches it, as its pattern (lower-cased, as
+// Rules gives it) and its action; "" and "keep" when no rule matches.
+func (p *Policy) RuleFor(name string) (pattern, action string) {
+	if !p.empty() {
+		for i, f := range p.folded {
+			if match(f, name) {
+				return p.rules[i].Pattern, p.rules[i].Action.String()
+			}
+		}
+	}
+	return "", Keep.String()
+}
+
 // actionOf is Action for a name as bytes or as a string, without copying
 // it.
 func actionOf[S text](p *Policy, name S) Action {

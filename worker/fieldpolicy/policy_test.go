@@ -253,3 +253,20 @@ func TestNoPolicy(t *testing.T) {
 		})
 	}
 }
+
+func TestRuleFor(t *testing.T) {
+	t.Parallel()
+	p, err := Parse("Email=keep,phone*=drop,*=hash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][2]string{"EMAIL": {"email", "keep"}, "phone_2": {"phone*", "drop"}, "dob": {"*", "hash"}} {
+		if pat, act := p.RuleFor(name); pat != want[0] || act != want[1] {
+			t.Errorf("RuleFor(%q) = %q, %q; want %q, %q", name, pat, act, want[0], want[1])
+		}
+	}
+	var none *Policy
+	if pat, act := none.RuleFor("x"); pat != "" || act != "keep" {
+		t.Errorf("no policy: %q, %q", pat, act)
+	}
+}

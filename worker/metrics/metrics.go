@@ -39,6 +39,9 @@ type Metrics struct {
 	lastReconcile *prometheus.GaugeVec
 	watermarkLag  *prometheus.GaugeVec
 	missingRows   *prometheus.GaugeVec
+	newFields     *prometheus.CounterVec
+	formFields    *prometheus.GaugeVec
+	triggers      *prometheus.CounterVec
 	conflicts     prometheus.Counter
 	// With several accounts (worker.Accounts): each form's account, and
 	// the requests and rejected tokens by account.
@@ -116,6 +119,18 @@ func New(opts ...Option) *Metrics {
 		Namespace: namespace, Name: "form_missing_rows",
 		Help: "Submissions the API counts for the form that the sink does not hold after the last complete read (0 when complete).",
 	}, []string{"form"})
+	m.newFields = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "form_new_fields_total",
+		Help: "Fields a form gained after its first rows (a question added to the form), by form; each is also logged once with its name, type and field policy rule.",
+	}, []string{"form"})
+	m.formFields = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "form_fields",
+		Help: "Field names (view columns) the form has after its last successful sync.",
+	}, []string{"form"})
+	m.triggers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "webhook_triggers_total",
+		Help: "Requests to the webhook endpoint of formsync run, by outcome (accepted, coalesced into a pending sync, bad_secret, unknown_form, too_large, rate_limited, bad_request).",
+	}, []string{"outcome"})
 	m.formAccount = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "form_account_info",
 		Help: "1 for each form and the account it is read through, when forms are read through several accounts (FORMSYNC_API_TOKEN_DIR): join on form to see any form metric by account.",
@@ -147,7 +162,7 @@ func New(opts ...Option) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.rateLimited, m.backoff, m.requestDuration,
 		m.runs, m.rows, m.pages, m.formFailures, m.lastSuccess, m.lastReconcile, m.watermarkLag,
-		m.missingRows, m.conflicts, m.commitDuration, m.runDuration,
+		m.missingRows, m.newFields, m.formFields, m.triggers, m.conflicts, m.commitDuration, m.runDuration,
 		m.formAccount, m.accountRequests, m.accountRejected,
 	)
 	// Both results exist from the start so that rate() and alerts on
@@ -243,6 +258,8 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 		} else {
 			m.rows.WithLabelValues(f.FormID, "inserted").Add(float64(f.Inserted))
 			m.rows.WithLabelValues(f.FormID, "updated").Add(float64(f.Updated))
+			m.newFields.WithLabelValues(f.FormID).Add(float64(len(f.NewFields)))
+			m.formFields.WithLabelValues(f.FormID).Set(float64(f.Fields))
 			success = now
 			if f.Reconciled {
 				m.rows.WithLabelValues(f.FormID, "deleted_upstream").Add(float64(f.Deleted))
@@ -259,9 +276,18 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 			m.lastReconcile.WithLabelValues(f.FormID).Set(float64(reconcile.UnixNano()) / 1e9)
 		}
 		if !f.Watermark.IsZero() {
-			m.watermarkLag.WithLabelValues(f.FormID).Set(now.Sub(f.Watermark.CreatedAt).Seconds())
+			// From the two instants, not a Duration: a watermark in year 1
+			// or 9999 is further from now than a Duration holds.
+			lag := float64(now.Unix()-f.Watermark.CreatedAt.Unix()) + float64(now.Nanosecond()-f.Watermark.CreatedAt.Nanosecond())/1e9
+			m.watermarkLag.WithLabelValues(f.FormID).Set(lag)
 		}
 	}
+}
+
+// ObserveTrigger counts one request to the webhook endpoint by its
+// outcome (trigger.Outcome's text).
+func (m *Metrics) ObserveTrigger(outcome string) {
+	m.triggers.WithLabelValues(outcome).Inc()
 }
 
 // Push replaces the metrics of job on the Pushgateway at pushURL with the
