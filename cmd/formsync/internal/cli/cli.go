@@ -224,6 +224,16 @@ func commandUsage(fs *flag.FlagSet) {
 	fmt.Fprintln(w, "\nIt is configured by FORMSYNC_* environment variables: 'formsync help' lists them, 'formsync env' shows the values in effect.")
 }
 
+// configProblems are the problems of a Validate error: a *ConfigError's
+// list, or the error itself as one problem.
+func configProblems(err error) []string {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return ce.Problems
+	}
+	return []string{err.Error()}
+}
+
 // configError prints a configuration problem list and returns exitUsage.
 func configError(e *env, err error) int {
 	var ce *ConfigError

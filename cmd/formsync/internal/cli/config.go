@@ -45,7 +45,7 @@ const envPrefix = "FORMSYNC"
 //
 // Adding a setting is adding a field here (and its row in the manual's
 // table of variables, which TestREADMEDocumentsEveryVariable asks for). The tags are
-// envconfig's (help is printed by envconfig.Usaget); why envconfig.Process
+// envconfig's; help is printed from them by Usage, and why envconfig.Process
 // does not read them is said at readConfig. TestConfigDocsStateDefaults
 // keeps each comment's default and the default tag in step.
 type Config struct {

@@ -413,7 +413,6 @@ func formIDProblems(ids []string) []string {
 	return out
 }
 
-// formIDProblem says what is wrong with one form id, "" if nothing.
 // flagFormProblem is what is wrong with a command's --form value, "" when
 // nothing: it is missing (what says what the form is for), a list, or no
 // form id.
@@ -430,6 +429,7 @@ func flagFormProblem(form, what string) string {
 	return ""
 }
 
+// formIDProblem says what is wrong with one form id, "" if nothing.
 func formIDProblem(id string) string {
 	switch {
 	case id == "":
