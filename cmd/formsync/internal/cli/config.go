@@ -34,9 +34,12 @@ const envPrefix = "FORMSYNC"
 //   - default: its value when unset or empty (none when absent); show:
 //     the default as help says it, when the value alone would not.
 //   - field: the library Config field it sets, as package.Field
-//     (formsapi, worker or bigquery). The library checks the value itself
-//     (its Validate) and names the field in its *config.FieldError; the
-//     problem is reported under this variable.
+//     (formsapi, worker or bigquery). clientConfig, engineConfig and
+//     bigQuery set that field by name, so grep follows a variable to its
+//     library (TestLibraryFieldsMapped fails for a tag they do not map).
+//     The library checks the value itself (its Validate) and names the
+//     field in its *config.FieldError; the problem is reported under this
+//     variable.
 //   - check: a check of its own (checks): positive (0 is refused: the
 //     libraries read 0 as "the default"), cron, listen, staging,
 //     pushgateway. oneof: the words it takes, in any case.
@@ -188,19 +191,22 @@ type Config struct {
 	// problems are the variables that did not parse, by name; Validate
 	// reports those of the groups a command reads.
 	problems map[string]string
-	// token is the token read from APITokenFile by Validate.
-	token formsapi.Secret
+	// What the load step (load) read, once: token and tokenErr are
+	// APITokenFile's token or why it could not be read, accountTokens the
+	// tokens of APITokenDir by account, policy FieldPolicy parsed with its
+	// key (nil for none), pins FieldTypes parsed (nil for none), and
+	// loadProblems what could not be read or parsed, by variable, which
+	// Validate reports.
+	token         formsapi.Secret
+	tokenErr      error
+	accountTokens map[string]formsapi.Secret
+	policy        *fieldpolicy.Policy
+	pins          map[string]fieldtype.Set
+	loadProblems  problems
 	// formEntries are FORMS as written when APITokenDir is set (Forms then
 	// holds the form ids alone), and formAccount each form's account.
 	formEntries []string
 	formAccount map[string]string
-	// accountTokens are the tokens of APITokenDir by account, read by
-	// Validate.
-	accountTokens map[string]formsapi.Secret
-	// policy is FieldPolicy parsed, with its key, by Validate; nil for none.
-	policy *fieldpolicy.Policy
-	// pins is FieldTypes parsed by Validate; nil for none.
-	pins map[string]fieldtype.Set
 	// bqObserve is told of every failed BigQuery request (logged).
 	bqObserve func(bigquery.Event)
 	// bqLogger is told of what the BigQuery sink finds costly (a table
@@ -294,17 +300,6 @@ func fieldsOf(groups ...string) []field {
 	return slices.DeleteFunc(slices.Clone(configFields()), func(f field) bool { return !slices.Contains(groups, f.group) })
 }
 
-// setLibraryFields sets the fields of lib's Config that the variables set;
-// dst points at a formsapi.Config, a worker.Config or a bigquery.Config.
-func (c *Config) setLibraryFields(lib string, dst any) {
-	dv, cv := reflect.ValueOf(dst).Elem(), reflect.ValueOf(c).Elem()
-	for _, f := range configFields() {
-		if f.lib == lib {
-			dv.FieldByName(f.libField).Set(cv.Field(f.index))
-		}
-	}
-}
-
 // libraryVariable is the variable that sets field of lib's Config; the
 // zero field if none does.
 func libraryVariable(lib, libField string) field {
@@ -355,7 +350,7 @@ func defaultConfig() Config {
 }
 
 // readConfig reads every variable of Config through lookup (os.LookupEnv),
-// over the defaults.
+// over the defaults, then the files they name (load).
 //
 // Config is an envconfig specification, and a test checks that
 // envconfig.Process reads a well-formed environment into the same Config.
@@ -408,6 +403,7 @@ func readConfig(lookup func(string) (string, bool)) Config {
 			c.ShardIndex = n
 		}
 	}
+	c.load()
 	return c
 }
 
@@ -508,22 +504,6 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-// Token returns the API token: FORMSYNC_API_TOKEN, or the content of
-// FORMSYNC_API_TOKEN_FILE.
-func (c *Config) Token() (formsapi.Secret, error) {
-	if c.token != "" {
-		return c.token, nil
-	}
-	if c.APITokenFile == "" {
-		return c.APIToken, nil
-	}
-	tok, err := readTokenFile(c.APITokenFile)
-	if err != nil {
-		return "", fmt.Errorf("FORMSYNC_API_TOKEN_FILE=%q: %w", c.APITokenFile, err)
-	}
-	return tok, nil
 }
 
 // envNames lists every variable formsync reads.

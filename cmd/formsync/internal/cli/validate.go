@@ -21,7 +21,6 @@ import (
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/robfig/cron/v3"
 )
@@ -115,8 +114,10 @@ func (p *problems) err() error {
 }
 
 // Validate checks what the command needs and returns every problem at once.
-// It reads the token file, so that a missing or unreadable token is one of
-// the problems rather than a failure after everything else was fixed.
+// It only reports: what the configuration names in files was read by the
+// load step (load), whose problems (a missing or unreadable token, a hash
+// key too short) are among those reported, so that they are not found
+// after everything else was fixed. It changes nothing in c.
 func (c *Config) Validate(n Need) error {
 	var p problems
 	groups := n.groups()
@@ -229,47 +230,17 @@ var checks = map[string]func(value string) string{
 	},
 }
 
-// validatePolicy parses the field policy and reads its key: a policy that
-// hashes without a usable key is refused before anything is read.
+// validatePolicy reports what the load step found wrong with the field
+// policy and its key: a policy that hashes without a usable key is
+// refused before anything is read.
 func (c *Config) validatePolicy(p *problems) {
-	c.policy = nil
-	pol, err := fieldpolicy.Parse(c.FieldPolicy)
-	if err != nil {
-		for _, leaf := range config.Problems(err) {
-			p.add("FIELD_POLICY", "FORMSYNC_FIELD_POLICY=%q: %v", c.FieldPolicy, leaf)
-		}
-		return
-	}
-	if !pol.NeedsKey() {
-		c.policy = pol
-		return
-	}
-	if c.FieldHashKeyFile == "" {
-		p.add("FIELD_HASH_KEY_FILE", "FORMSYNC_FIELD_POLICY=%q hashes fields: set FORMSYNC_FIELD_HASH_KEY_FILE to a file holding a secret key of at least 16 bytes (e.g. a mounted Secret; 'head -c 32 /dev/urandom | base64' makes one)", c.FieldPolicy)
-		return
-	}
-	key, err := fieldpolicy.LoadKey(c.FieldHashKeyFile)
-	if err != nil {
-		p.add("FIELD_HASH_KEY_FILE", "FORMSYNC_FIELD_HASH_KEY_FILE=%q: %v", c.FieldHashKeyFile, err)
-		return
-	}
-	c.policy = pol.WithKey(key)
+	c.reportLoaded(p, "FIELD_POLICY", "FIELD_HASH_KEY_FILE")
 }
 
-// validateFieldTypes parses the pinned field types, naming the form and
-// field of a type that is not one.
+// validateFieldTypes reports the pinned field types that did not parse,
+// naming the form and field of a type that is not one.
 func (c *Config) validateFieldTypes(p *problems) {
-	c.pins = nil
-	if c.FieldTypes == "" {
-		return
-	}
-	pins, err := parseFieldTypes(c.FieldTypes)
-	for _, e := range err {
-		p.add("FIELD_TYPES", "FORMSYNC_FIELD_TYPES: %v", e)
-	}
-	if err == nil {
-		c.pins = pins
-	}
+	c.reportLoaded(p, "FIELD_TYPES")
 }
 
 // parseFieldTypes reads FORMSYNC_FIELD_TYPES, a JSON object of form ids
@@ -309,12 +280,8 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 		p.add("API_TOKEN", "no API token: set FORMSYNC_API_TOKEN_FILE (a file holding the token) or FORMSYNC_API_TOKEN (or FORMSYNC_API_TOKEN_DIR, a token file per account)")
 	case c.APIToken != "" && c.APITokenFile != "":
 		p.add("API_TOKEN", "both FORMSYNC_API_TOKEN and FORMSYNC_API_TOKEN_FILE are set: keep one")
-	case c.APITokenFile != "":
-		tok, err := readTokenFile(c.APITokenFile)
-		if err != nil {
-			p.add("API_TOKEN_FILE", "FORMSYNC_API_TOKEN_FILE=%q: %v", c.APITokenFile, err)
-		}
-		c.token = tok
+	case c.APITokenFile != "" && c.tokenErr != nil:
+		p.add("API_TOKEN_FILE", "FORMSYNC_API_TOKEN_FILE=%q: %v", c.APITokenFile, c.tokenErr)
 	}
 	if forms && !p.has("FORMS") {
 		for _, msg := range formIDProblems(c.Forms) {
@@ -340,10 +307,7 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 	// The libraries check their own settings; their problems are reported
 	// under the variable that sets the field, unless the variable already
 	// has a problem of its own.
-	tok := c.APIToken
-	if c.APITokenFile != "" {
-		tok = c.token
-	}
+	tok, _ := c.Token()
 	if tok == "" {
 		tok = "unset" // reported above; keeps the client from saying it again
 	}
@@ -509,19 +473,39 @@ func (c *Config) warnings() []string {
 	return out
 }
 
-// clientConfig is the API client's share of the configuration.
+// clientConfig is the API client's share of the configuration, each
+// field set by its variable (TestLibraryFieldsMapped keeps this and the
+// field tags in step); the token is given, as the load step read it.
 func (c *Config) clientConfig(token formsapi.Secret, observe func(formsapi.Event)) formsapi.Config {
-	cfg := formsapi.Config{Observer: observe}
-	c.setLibraryFields("formsapi", &cfg)
-	cfg.Token = token // FORMSYNC_API_TOKEN's, or FORMSYNC_API_TOKEN_FILE's
-	return cfg
+	return formsapi.Config{
+		BaseURL:        c.APIBaseURL,
+		Token:          token, // FORMSYNC_API_TOKEN's, FORMSYNC_API_TOKEN_FILE's or an account's
+		RateLimit:      c.RateLimit,
+		RequestTimeout: c.RequestTimeout,
+		MaxWait:        c.MaxWait,
+		MaxRetryAfter:  c.MaxRetryAfter,
+		InitialBackoff: c.BackoffInitial,
+		MaxBackoff:     c.BackoffMax,
+		Observer:       observe,
+	}
 }
 
-// engineConfig is the engine's share of the configuration, for forms.
+// engineConfig is the engine's share of the configuration, for forms (this
+// shard's, or the one a command names), each field set by its variable.
 func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
-	cfg := worker.Config{Logger: log, FieldPolicy: c.fieldPolicy(), FieldTypes: c.pins}
-	c.setLibraryFields("worker", &cfg)
-	cfg.Forms = forms // this shard's, or the one a command names
+	cfg := worker.Config{
+		Forms:          forms,
+		PageSize:       c.PageSize,
+		Concurrency:    c.Concurrency,
+		FormTimeout:    c.FormTimeout,
+		Lookback:       c.Lookback,
+		ReconcileEvery: c.ReconcileEvery,
+		TmpDir:         c.TmpDir,
+		ShutdownGrace:  c.ShutdownTimeout,
+		Logger:         log,
+		FieldPolicy:    c.fieldPolicy(),
+		FieldTypes:     c.pins,
+	}
 	// Shards started on one tick commit together; one process alone
 	// has nothing to spread.
 	if c.ShardCount > 1 {
