@@ -203,8 +203,8 @@ type Config struct {
 	policy        *fieldpolicy.Policy
 	pins          map[string]fieldtype.Set
 	loadProblems  problems
-	// formEntries are FORMS as written when APITokenDir is set (Forms then
-	// holds the form ids alone), and formAccount each form's account.
+	// formEntries are FORMS as written (with APITokenDir, Forms holds the
+	// form ids alone), and formAccount each form's account.
 	formEntries []string
 	formAccount map[string]string
 	// bqObserve is told of every failed BigQuery request (logged).
@@ -389,8 +389,8 @@ func readConfig(lookup func(string) (string, bool)) Config {
 			v.Field(f.index).SetString(lower)
 		}
 	}
+	c.formEntries = c.Forms
 	if c.APITokenDir != "" {
-		c.formEntries = c.Forms
 		c.Forms, c.formAccount = splitAccounts(c.Forms)
 	}
 	if idx, _ := lookup(fieldByName("SHARD_INDEX").env()); strings.TrimSpace(idx) == "" {

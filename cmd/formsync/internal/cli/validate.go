@@ -133,6 +133,11 @@ func (c *Config) Validate(n Need) error {
 		c.validatePolicy(&p)
 		c.validateFieldTypes(&p)
 	}
+	if n.API || n.Sink {
+		// Every command that reads the API or the sink reads
+		// FORMSYNC_FORMS, if only to list the configured forms.
+		c.accountFormProblems(&p)
+	}
 	if n.Sink {
 		switch c.Sink {
 		case "sqlite":
@@ -284,7 +289,11 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 		p.add("API_TOKEN_FILE", "FORMSYNC_API_TOKEN_FILE=%q: %v", c.APITokenFile, c.tokenErr)
 	}
 	if forms && !p.has("FORMS") {
-		for _, msg := range formIDProblems(c.Forms) {
+		entries, accounts := c.Forms, c.APITokenDir != ""
+		if accounts {
+			entries = c.formEntries
+		}
+		for _, msg := range formIDProblems(entries, accounts) {
 			p.add("FORMS", "FORMSYNC_FORMS: %s", msg)
 		}
 	}
@@ -352,29 +361,56 @@ func (c *Config) libraryProblems(p *problems, lib string, err error) {
 	}
 }
 
-// formIDProblems checks the form ids. An id becomes one path segment of
+// formIDProblems checks the form ids, entries of FORMSYNC_FORMS written
+// account:form when accounts (FORMSYNC_API_TOKEN_DIR; accountProblems
+// checks the accounts). An id becomes one path segment of
 // /api/forms/{id}/submissions: "." and ".." would be read as dot-segments
 // (another path), "/" and "\" would split it, and whitespace or control
 // characters are typing accidents. An empty entry (a doubled or trailing
-// comma) and a repeated id are refused: both are mistakes, and a repeated
-// id would read the form twice in one run.
-func formIDProblems(ids []string) []string {
-	if len(ids) == 0 {
+// comma), an account with no form id after it, and a repeated id are
+// refused: all are mistakes, and a repeated id would read the form twice
+// in one run.
+func formIDProblems(entries []string, accounts bool) []string {
+	if len(entries) == 0 {
 		return []string{"no form ids: list the ids of the forms to sync, comma-separated (e.g. contact,signup)"}
 	}
 	var out []string
 	seen := map[string]bool{}
-	for i, id := range ids {
+	for i, e := range entries {
+		id, key := e, e
+		if name, rest, ok := strings.Cut(e, ":"); accounts && ok {
+			name, id = strings.TrimSpace(name), strings.TrimSpace(rest)
+			if id == "" {
+				out = append(out, fmt.Sprintf("entry %d %q has no form id after the account %s: write %s:FORMID (the form's id), or remove the entry", i+1, e, name, name))
+				continue
+			}
+			key = name + ":" + id // one form under two accounts: accountProblems
+		}
 		if msg := formIDProblem(id); msg != "" {
 			out = append(out, fmt.Sprintf("entry %d %s", i+1, msg))
 			continue
 		}
-		if seen[id] {
+		if seen[key] {
 			out = append(out, fmt.Sprintf("form id %q is listed twice", id))
 		}
-		seen[id] = true
+		seen[key] = true
 	}
 	return out
+}
+
+// accountFormProblems refuses FORMSYNC_FORMS entries written account:form
+// when no FORMSYNC_API_TOKEN_DIR says which token each account has: they
+// would be taken as form ids, colon included, and read (and listed by
+// status) as forms that do not exist.
+func (c *Config) accountFormProblems(p *problems) {
+	if c.APITokenDir != "" {
+		return
+	}
+	for i, e := range c.formEntries {
+		if name, id, ok := strings.Cut(e, ":"); ok {
+			p.add("FORMS", "FORMSYNC_FORMS: entry %d %q is written account:form, which needs FORMSYNC_API_TOKEN_DIR (a directory of token files, one per account, here one named %s): set it, or list the form id alone (%s)", i+1, e, strings.TrimSpace(name), strings.TrimSpace(id))
+		}
+	}
 }
 
 // flagFormProblem is what is wrong with a command's --form value, "" when
