@@ -326,6 +326,9 @@ func TestAccountsShardByFormID(t *testing.T) {
 // does not exist. Every command that reads FORMSYNC_FORMS refuses it.
 func TestAccountFormWithoutTokenDirRefused(t *testing.T) {
 	apiEnv(t)
+	// Loopback, and nothing listens there: were the entry let through, no
+	// request would leave the machine.
+	t.Setenv("FORMSYNC_API_BASE_URL", "http://127.0.0.1:1")
 	t.Setenv("FORMSYNC_FORMS", "acme:contact,f2")
 	t.Setenv("FORMSYNC_SQLITE_PATH", filepath.Join(t.TempDir(), "f.db"))
 	for _, args := range [][]string{{"env", "-check", "sync"}, {"env", "-check", "status"}, {"status"}, {"sync"}} {
@@ -349,7 +352,7 @@ func TestAccountsTokenProblemsListedWithTheRest(t *testing.T) {
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "acme"), []byte("tok-a\ntok-b\n"), 0o600))
 	must(t, os.WriteFile(filepath.Join(dir, "globex"), []byte("Bearer tok-g\n"), 0o600))
-	t.Setenv("FORMSYNC_API_BASE_URL", "https://api.example.com")
+	t.Setenv("FORMSYNC_API_BASE_URL", "http://127.0.0.1:1") // loopback, nothing listens
 	t.Setenv("FORMSYNC_API_TOKEN_DIR", dir)
 	t.Setenv("FORMSYNC_FORMS", "acme:f1,globex:g1")
 	t.Setenv("FORMSYNC_PAGE_SIZE", "0")
