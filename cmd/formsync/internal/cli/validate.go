@@ -259,7 +259,16 @@ func parseFieldTypes(text string) (map[string]fieldtype.Set, []error) {
 	var errs []error
 	for _, form := range slices.Sorted(maps.Keys(raw)) {
 		pins[form] = make(fieldtype.Set, len(raw[form]))
+		var named []string
 		for _, field := range slices.Sorted(maps.Keys(raw[form])) {
+			// A pin names its field ignoring case (fieldtype.Columns.Pin),
+			// as the field policy does: two that differ only in case
+			// would pin one field twice.
+			if i := slices.IndexFunc(named, func(n string) bool { return strings.EqualFold(n, field) }); i >= 0 {
+				errs = append(errs, fmt.Errorf("form %q: fields %q and %q are one field (field names are matched ignoring case, as in FORMSYNC_FIELD_POLICY): keep one pin", form, named[i], field))
+				continue
+			}
+			named = append(named, field)
 			t, err := fieldtype.Parse(raw[form][field])
 			if err != nil {
 				errs = append(errs, fmt.Errorf("form %q, field %q: %v", form, field, err))
@@ -498,6 +507,9 @@ func (c *Config) warnings() []string {
 	if c.MaxRetryAfter > 0 && c.MaxRetryAfter < time.Second {
 		out = append(out, fmt.Sprintf("FORMSYNC_MAX_RETRY_AFTER=%s is under 1s: Retry-After counts whole seconds, so every wait the API asks for is cut short and the page asked again early", shortDuration(c.MaxRetryAfter)))
 	}
+	if unknown := c.unknownPinnedForms(); len(unknown) > 0 {
+		out = append(out, fmt.Sprintf("FORMSYNC_FIELD_TYPES pins fields of forms FORMSYNC_FORMS does not list (%s): their pins do nothing; check the form ids (pins are keyed by form id, without the account)", strings.Join(unknown, ", ")))
+	}
 	if unused := c.unusedTokens(); len(unused) > 0 {
 		out = append(out, fmt.Sprintf("FORMSYNC_API_TOKEN_DIR=%q holds token files no form uses (%s): check the account names in FORMSYNC_FORMS", c.APITokenDir, strings.Join(unused, ", ")))
 	}
@@ -505,6 +517,23 @@ func (c *Config) warnings() []string {
 	// before answering.
 	if c.Sink == "bigquery" && c.BQTimeout < 15*time.Second {
 		out = append(out, fmt.Sprintf("FORMSYNC_BQ_TIMEOUT=%s is under 15s: BigQuery may take up to 10 s to answer a query request, so a slow query can be taken for an outage", shortDuration(c.BQTimeout)))
+	}
+	return out
+}
+
+// unknownPinnedForms are the forms FORMSYNC_FIELD_TYPES pins that
+// FORMSYNC_FORMS (as written, whatever form a command names) does not
+// list: a misspelt id, whose pins would be stored nowhere.
+func (c *Config) unknownPinnedForms() []string {
+	ids := c.formEntries
+	if c.APITokenDir != "" {
+		ids, _ = splitAccounts(c.formEntries)
+	}
+	var out []string
+	for _, form := range slices.Sorted(maps.Keys(c.pins)) {
+		if !slices.Contains(ids, form) {
+			out = append(out, strconv.Quote(form))
+		}
 	}
 	return out
 }
