@@ -121,8 +121,9 @@ type Config struct {
 	// whatever their values (docs/types.md), as a JSON object, since
 	// field names may hold any character:
 	// {"contact":{"rating":"integer","zip":"string"}}. Types: boolean,
-	// integer, decimal, date, timestamp, array, string. Every commit of a
-	// form stores its pins, so a pin removed is gone at the next.
+	// integer, decimal, date, timestamp, array, string. A pin names its
+	// field ignoring case, as FIELD_POLICY does. Every commit of a form
+	// stores its pins, so a pin removed is gone at the next.
 	// Default: none (every column typed by its values).
 	FieldTypes string `envconfig:"FIELD_TYPES" group:"policy" desc:"view column types pinned per form and field, as JSON: {\"contact\":{\"zip\":\"string\"}}"`
 	// SINK: sqlite (embedded) or bigquery. Default sqlite.
