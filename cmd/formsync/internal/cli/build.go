@@ -67,10 +67,9 @@ func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, o
 	for _, w := range e.cfg.warnings() {
 		e.log.Warn(w)
 	}
+	// The command's Validate checked these settings, with every other
+	// problem; worker.New checks them again before use.
 	cfg := engineConfig(e, forms)
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", errConfig, err)
-	}
 	dst, err := open(ctx, e.cfg)
 	if err != nil {
 		return nil, err
