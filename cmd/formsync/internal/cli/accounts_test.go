@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/metrics"
 )
 
@@ -408,9 +406,7 @@ func TestAccountsRotatedTokenIsPickedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs strings.Builder
-	e := &env{stdout: &logs, stderr: &logs, cfg: cfg}
-	e.redactor = formsapi.NewRedactor(cfg.tokens()...)
-	e.log = slog.New(&redactingHandler{inner: slog.NewJSONHandler(&logs, nil), r: e.redactor})
+	e := newEnv(&logs, &logs, cfg) // the redactor and logger Main makes
 	m := metrics.New()
 	p, err := wire(t.Context(), e, shardForms(cfg), m)
 	if err != nil {
