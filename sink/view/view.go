@@ -37,7 +37,7 @@ func ColumnsOf(names []string, types fieldtype.Columns) []Column {
 	cols := sqlname.ViewColumns(names)
 	out := make([]Column, len(cols))
 	for i, c := range cols {
-		out[i] = Column{Name: c.Name, Field: c.Field, Type: types.Type(c.Field), Pinned: types.Pinned[c.Field] != fieldtype.Unknown}
+		out[i] = Column{Name: c.Name, Field: c.Field, Type: types.Type(c.Field), Pinned: types.Pin(c.Field) != fieldtype.Unknown}
 	}
 	return out
 }

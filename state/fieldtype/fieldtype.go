@@ -386,6 +386,24 @@ func Merge(a, b Set) Set {
 	return out
 }
 
+// Pin is the type pinned for field, Unknown if none: the pin of its exact
+// name, else of a name equal to it ignoring case, as FORMSYNC_FIELD_POLICY
+// matches names and as SQLite and BigQuery name columns (the first in
+// sorted order, should stored pins differ only in case).
+func (c Columns) Pin(field string) Type {
+	if t := c.Pinned[field]; t != Unknown {
+		return t
+	}
+	var name string
+	var pin Type
+	for n, t := range c.Pinned {
+		if strings.EqualFold(n, field) && (pin == Unknown || n < name) {
+			name, pin = n, t
+		}
+	}
+	return pin
+}
+
 // Columns is what a form's state keeps of its fields' view columns: the
 // types seen, which only widen, the types an operator pinned, and when each
 // field that came after the form's first rows was first seen. It is stored
@@ -421,7 +439,7 @@ func MergeAdded(a, b map[string]time.Time) map[string]time.Time {
 // Type is the type of field's view column: its pin, else the type seen,
 // else String.
 func (c Columns) Type(field string) Type {
-	if t := c.Pinned[field]; t != Unknown {
+	if t := c.Pin(field); t != Unknown {
 		return t
 	}
 	if t := c.Seen[field]; t != Unknown {

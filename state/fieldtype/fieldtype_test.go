@@ -63,3 +63,18 @@ func TestObserve(t *testing.T) {
 		t.Errorf("Columns.Type: %v", c)
 	}
 }
+
+// TestPinIgnoresCase: a pin applies to the field whatever the case it is
+// written in, as the field policy's patterns do; an exact name wins.
+func TestPinIgnoresCase(t *testing.T) {
+	t.Parallel()
+	c := Columns{Seen: Set{"ZIP": Integer, "Zip": Integer, "age": String}, Pinned: Set{"zip": String, "Age": Integer, "AGE": Decimal}}
+	for field, want := range map[string]Type{"ZIP": String, "Zip": String, "zip": String, "age": Decimal, "AGE": Decimal, "Age": Integer, "other": String} {
+		if got := c.Type(field); got != want {
+			t.Errorf("Type(%q) = %s, want %s", field, got, want)
+		}
+	}
+	if got := c.Pin("city"); got != Unknown {
+		t.Errorf("Pin of an unpinned field = %s, want none", got)
+	}
+}

@@ -5,7 +5,7 @@
 //	client, _ := formsapi.New(formsapi.Config{..., Observer: m.ObserveRequest})
 //	m.ObserveRun(report, commitDuration)       // after each sync
 //	http.Handle("/metrics", m.Handler())       // formsync run
-//	m.Push(ctx, pushgatewayURL, "formsync")    // or once, at the end of a one-shot run
+//	m.PushGrouped(ctx, pushgatewayURL, "formsync", map[string]string{"shard": "0"}) // or once, at the end of a one-shot run
 //
 // ObserveRequest takes every API attempt (requests by status, 429s,
 // backoff, latency); ObserveRun takes each worker.Report (runs, rows,

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/formsync/formsync/internal/config"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
 )
@@ -49,8 +50,8 @@ func splitAccounts(entries []string) (ids []string, account map[string]string) {
 	return ids, account
 }
 
-// validateAccounts checks FORMSYNC_API_TOKEN_DIR and the accounts of
-// FORMSYNC_FORMS, and reads every token of the directory.
+// validateAccounts checks FORMSYNC_API_TOKEN_DIR, every token the load
+// step read from it, and the accounts of FORMSYNC_FORMS.
 func (c *Config) validateAccounts(p *problems, forms bool) {
 	if c.APIToken != "" || c.APITokenFile != "" {
 		p.add("API_TOKEN_DIR", "FORMSYNC_API_TOKEN_DIR and FORMSYNC_API_TOKEN or FORMSYNC_API_TOKEN_FILE are all set: with a token per account, unset the single token")
@@ -60,10 +61,20 @@ func (c *Config) validateAccounts(p *problems, forms bool) {
 			p.add("FORMS", "FORMSYNC_FORMS: %s", msg)
 		}
 	}
-	tokens, err := readTokenDir(c.APITokenDir)
-	c.accountTokens = tokens
-	if err != nil {
-		p.add("API_TOKEN_DIR", "FORMSYNC_API_TOKEN_DIR=%q: %v", c.APITokenDir, err)
+	c.reportLoaded(p, "API_TOKEN_DIR")
+	tokens := c.accountTokens
+	// A token the client would refuse to send (two lines, a "Bearer "
+	// prefix) is a problem like the rest, named with its account and file.
+	for _, name := range slices.Sorted(maps.Keys(tokens)) {
+		for _, leaf := range config.Problems(formsapi.Config{Token: tokens[name]}.Validate()) {
+			if fe, ok := leaf.(*config.FieldError); ok && fe.Field == "Token" {
+				p.add("API_TOKEN_DIR", "FORMSYNC_API_TOKEN_DIR=%q: account %s (file %s): %v", c.APITokenDir, name, filepath.Join(c.APITokenDir, name), fe.Err)
+			}
+		}
+	}
+	if c.loadProblems.has("API_TOKEN_DIR") {
+		// The directory or one of its files could not be read: said
+		// once; a missing account would only repeat it.
 		return
 	}
 	// Every account the forms name needs its token; the command's forms
@@ -179,25 +190,6 @@ func readTokenDir(dir string) (map[string]formsapi.Secret, error) {
 	return tokens, errors.Join(errs...)
 }
 
-// tokens are every token the configuration holds, for the log's redaction:
-// FORMSYNC_API_TOKEN's or its file's, and every account's.
-func (c *Config) tokens() []formsapi.Secret {
-	var out []formsapi.Secret
-	if tok, err := c.Token(); err == nil && tok != "" {
-		out = append(out, tok)
-	}
-	if c.APITokenDir != "" {
-		toks := c.accountTokens
-		if toks == nil {
-			toks, _ = readTokenDir(c.APITokenDir)
-		}
-		for _, name := range slices.Sorted(maps.Keys(toks)) {
-			out = append(out, toks[name])
-		}
-	}
-	return out
-}
-
 // newSource is the Source of the configured forms: one client for
 // FORMSYNC_API_TOKEN(_FILE), or a client per account routed by form
 // (worker.Accounts) for FORMSYNC_API_TOKEN_DIR, each the only one that
@@ -213,13 +205,7 @@ func newSource(cfg Config, observe func(account string, ev formsapi.Event)) (wor
 	if cfg.APITokenDir == "" {
 		return newClient(cfg, clientObserver(""))
 	}
-	tokens := cfg.accountTokens
-	if tokens == nil {
-		var err error
-		if tokens, err = readTokenDir(cfg.APITokenDir); err != nil {
-			return nil, fmt.Errorf("FORMSYNC_API_TOKEN_DIR=%q: %w", cfg.APITokenDir, err)
-		}
-	}
+	tokens := cfg.accountTokens // read by the load step, with the redactor's
 	sources := map[string]worker.Source{}
 	for _, name := range cfg.accounts() {
 		tok, ok := tokens[name]

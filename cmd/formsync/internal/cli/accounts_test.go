@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/metrics"
 )
 
@@ -320,17 +318,65 @@ func TestAccountsShardByFormID(t *testing.T) {
 	}
 }
 
-// TestSingleTokenFormsUnchanged: without FORMSYNC_API_TOKEN_DIR a form id
-// is read as written, colon included, as before accounts.
-func TestSingleTokenFormsUnchanged(t *testing.T) {
+// TestAccountFormWithoutTokenDirRefused: without FORMSYNC_API_TOKEN_DIR
+// an account:form entry has no account to read it through; taken as a
+// form id, colon included, it would be read and listed as a form that
+// does not exist. Every command that reads FORMSYNC_FORMS refuses it.
+func TestAccountFormWithoutTokenDirRefused(t *testing.T) {
 	apiEnv(t)
-	t.Setenv("FORMSYNC_FORMS", "acme:f1,f2")
-	cfg, _ := LoadConfig()
-	if diff := diff([]string{"acme:f1", "f2"}, cfg.Forms); diff != "" {
-		t.Errorf("forms (-want +got):\n%s", diff)
+	// Loopback, and nothing listens there: were the entry let through, no
+	// request would leave the machine.
+	t.Setenv("FORMSYNC_API_BASE_URL", "http://127.0.0.1:1")
+	t.Setenv("FORMSYNC_FORMS", "acme:contact,f2")
+	t.Setenv("FORMSYNC_SQLITE_PATH", filepath.Join(t.TempDir(), "f.db"))
+	for _, args := range [][]string{{"env", "-check", "sync"}, {"env", "-check", "status"}, {"status"}, {"sync"}} {
+		code, _, errOut := run(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, `entry 1 "acme:contact" is written account:form, which needs FORMSYNC_API_TOKEN_DIR`) {
+			t.Errorf("%v: exit %d, want %d naming FORMSYNC_API_TOKEN_DIR\n%s", args, code, exitUsage, errOut)
+		}
 	}
+	t.Setenv("FORMSYNC_FORMS", "contact,f2")
 	if code, _, errOut := run(t, "env", "-check", "sync"); code != exitOK {
-		t.Errorf("env -check sync: exit %d\n%s", code, errOut)
+		t.Errorf("bare form ids: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestAccountsTokenProblemsListedWithTheRest: a token file the client
+// would refuse (two lines, a "Bearer " prefix) is a configuration problem
+// listed with every other, naming the variable, the account and the file,
+// by env -check too; an account with no form id after it is said so.
+func TestAccountsTokenProblemsListedWithTheRest(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "acme"), []byte("tok-a\ntok-b\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "globex"), []byte("Bearer tok-g\n"), 0o600))
+	t.Setenv("FORMSYNC_API_BASE_URL", "http://127.0.0.1:1") // loopback, nothing listens
+	t.Setenv("FORMSYNC_API_TOKEN_DIR", dir)
+	t.Setenv("FORMSYNC_FORMS", "acme:f1,globex:g1")
+	t.Setenv("FORMSYNC_PAGE_SIZE", "0")
+	for _, args := range [][]string{{"env", "-check", "sync"}, {"sync"}} {
+		code, out, errOut := run(t, args...)
+		for _, want := range []string{
+			"FORMSYNC_PAGE_SIZE=",
+			fmt.Sprintf("FORMSYNC_API_TOKEN_DIR=%q: account acme (file %s)", dir, filepath.Join(dir, "acme")),
+			fmt.Sprintf("FORMSYNC_API_TOKEN_DIR=%q: account globex (file %s)", dir, filepath.Join(dir, "globex")),
+		} {
+			if code != exitUsage || !strings.Contains(errOut, want) {
+				t.Errorf("%v: exit %d, want %d and %q:\n%s%s", args, code, exitUsage, want, out, errOut)
+			}
+		}
+		if strings.Contains(errOut+out, "tok-") {
+			t.Errorf("%v: a token is shown:\n%s%s", args, out, errOut)
+		}
+	}
+
+	must(t, os.WriteFile(filepath.Join(dir, "acme"), []byte("tok-a\n"), 0o600))
+	must(t, os.Remove(filepath.Join(dir, "globex")))
+	t.Setenv("FORMSYNC_PAGE_SIZE", "")
+	t.Setenv("FORMSYNC_FORMS", "acme:f1,acme:")
+	code, _, errOut := run(t, "env", "-check", "sync")
+	if want := `entry 2 "acme:" has no form id after the account acme`; code != exitUsage || !strings.Contains(errOut, want) || strings.Contains(errOut, "extra comma") {
+		t.Errorf("acme: exit %d, want %d and %q, not an extra comma:\n%s", code, exitUsage, want, errOut)
 	}
 }
 
@@ -360,9 +406,7 @@ func TestAccountsRotatedTokenIsPickedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs strings.Builder
-	e := &env{stdout: &logs, stderr: &logs, cfg: cfg}
-	e.redactor = formsapi.NewRedactor(cfg.tokens()...)
-	e.log = slog.New(&redactingHandler{inner: slog.NewJSONHandler(&logs, nil), r: e.redactor})
+	e := newEnv(&logs, &logs, cfg) // the redactor and logger Main makes
 	m := metrics.New()
 	p, err := wire(t.Context(), e, shardForms(cfg), m)
 	if err != nil {

@@ -90,7 +90,7 @@ func runBackfill(ctx context.Context, e *env, args []string) int {
 	}
 	e.cfg.Forms = []string{*form}
 	if err := e.cfg.Validate(needs("backfill")); err != nil {
-		problems = append(problems, err.(*ConfigError).Problems...)
+		problems = append(problems, configProblems(err)...)
 	}
 	if len(problems) > 0 {
 		return configError(e, &ConfigError{Problems: problems})

@@ -22,9 +22,17 @@ func openBigQuery(ctx context.Context, cfg Config) (sink.Sink, error) {
 
 // bigQuery is the BigQuery sink's share of the configuration.
 func (c Config) bigQuery() bigquery.Config {
-	cfg := bigquery.Config{Observer: c.bqObserve, Logger: c.bqLogger}
-	c.setLibraryFields("bigquery", &cfg)
-	return cfg
+	return bigquery.Config{
+		Project:    c.BQProject,
+		Dataset:    c.BQDataset,
+		Location:   c.BQLocation,
+		Endpoint:   c.BQEndpoint,
+		Timeout:    c.BQTimeout,
+		JobTimeout: c.BQJobTimeout,
+		PartRows:   c.BQPartRows,
+		Observer:   c.bqObserve,
+		Logger:     c.bqLogger,
+	}
 }
 
 // logBigQueryRetry says each failed BigQuery request as it happens, as

@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/formsync/formsync/internal/testkit/memsink"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/metrics"
@@ -65,14 +67,14 @@ func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, o
 	for _, w := range e.cfg.warnings() {
 		e.log.Warn(w)
 	}
+	// The command's Validate checked these settings, with every other
+	// problem; worker.New checks them again before use.
 	cfg := engineConfig(e, forms)
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", errConfig, err)
-	}
 	dst, err := open(ctx, e.cfg)
 	if err != nil {
 		return nil, err
 	}
+	warnUnseenPins(ctx, e.log, dst, e.cfg.pins, forms)
 	// The sink says how it is best written to: SQLite in parts, rows
 	// keyed by content sorted; BigQuery, whose every commit spends its
 	// tables' daily quotas, in parts only for a large read
@@ -120,6 +122,39 @@ func (p *pipeline) renewRejected(e *env, rejected map[string]error) {
 		}
 		p.tokens[name] = tok
 		e.log.Info("the account's token file holds a new token: the next sync uses it", "account", name)
+	}
+}
+
+// warnUnseenPins warns of the pins (FORMSYNC_FIELD_TYPES) of forms for
+// fields the form's stored state has never had, ignoring case as pins do:
+// a misspelt field name. Such a pin is kept, and applies once a field of
+// that name arrives. A form never read has no field names to compare, and
+// is not warned of; the store is read only when forms have pins, and a
+// failure to read it is left to the run, which reads it again.
+func warnUnseenPins(ctx context.Context, log *slog.Logger, dst sink.Sink, pins map[string]fieldtype.Set, forms []string) {
+	pinned := slices.DeleteFunc(slices.Clone(forms), func(f string) bool { return len(pins[f]) == 0 })
+	if len(pinned) == 0 {
+		return
+	}
+	states, err := dst.ReadState(ctx, pinned)
+	if err != nil {
+		return
+	}
+	for _, form := range pinned {
+		st, ok := states[form]
+		if !ok || len(st.FieldNames) == 0 {
+			continue
+		}
+		var unseen []string
+		for _, field := range slices.Sorted(maps.Keys(pins[form])) {
+			if !slices.ContainsFunc(st.FieldNames, func(n string) bool { return strings.EqualFold(n, field) }) {
+				unseen = append(unseen, field)
+			}
+		}
+		if len(unseen) > 0 {
+			log.Warn("FORMSYNC_FIELD_TYPES pins fields this form has never had: check their names (a pin applies, ignoring case, once a field of that name arrives)",
+				"form", form, "fields", unseen)
+		}
 	}
 }
 

@@ -33,13 +33,26 @@ type env struct {
 	stdout, stderr io.Writer
 	cfg            Config
 	log            *slog.Logger
-	// redactor is the log's (redactingHandler), nil without a token; a
-	// token read later (an account's rotated one) is added to it.
+	// redactor is the log's (redactingHandler), holding every token the
+	// load step read; a token read later (an account's rotated one) is
+	// added to it before it is used. Nil only in tests.
 	redactor *formsapi.Redactor
 	// progress, when set, is told how far each form's read got (sync,
 	// reconcile); progressEvery overrides progressLogEvery (tests).
 	progress      *progressPrinter
 	progressEvery time.Duration
+}
+
+// newEnv is a command's env over cfg, as LoadConfig returned it: its
+// logger redacts every token the load step read, and any read later
+// (redactor.Add).
+func newEnv(stdout, stderr io.Writer, cfg Config) *env {
+	e := &env{stdout: stdout, stderr: stderr, cfg: cfg, redactor: &formsapi.Redactor{}}
+	e.redactor.Add(cfg.tokens()...)
+	e.log = e.logTo(stderr)
+	e.cfg.bqObserve = func(ev bigquery.Event) { logBigQueryRetry(e.log, ev) }
+	e.cfg.bqLogger = e.log
+	return e
 }
 
 // logTo is the process logger writing to w, which redacts every token.
@@ -90,14 +103,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// Every variable is parsed here, but a command fails only on the
 		// ones it reads (its Validate): version, demo and simulate read none.
 		cfg, _ := LoadConfig()
-		e := &env{stdout: stdout, stderr: stderr, cfg: cfg}
-		if toks := cfg.tokens(); len(toks) > 0 {
-			e.redactor = formsapi.NewRedactor(toks...)
-		}
-		e.log = e.logTo(stderr)
-		e.cfg.bqObserve = func(ev bigquery.Event) { logBigQueryRetry(e.log, ev) }
-		e.cfg.bqLogger = e.log
-		return c.run(ctx, e, args[1:])
+		return c.run(ctx, newEnv(stdout, stderr, cfg), args[1:])
 	}
 	fmt.Fprintf(stderr, "formsync: unknown command %q\n\n", name)
 	usage(stderr)
@@ -222,6 +228,16 @@ func commandUsage(fs *flag.FlagSet) {
 		fmt.Fprintln(w, "\nIt takes no flags.")
 	}
 	fmt.Fprintln(w, "\nIt is configured by FORMSYNC_* environment variables: 'formsync help' lists them, 'formsync env' shows the values in effect.")
+}
+
+// configProblems are the problems of a Validate error: a *ConfigError's
+// list, or the error itself as one problem.
+func configProblems(err error) []string {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return ce.Problems
+	}
+	return []string{err.Error()}
 }
 
 // configError prints a configuration problem list and returns exitUsage.

@@ -34,9 +34,12 @@ const envPrefix = "FORMSYNC"
 //   - default: its value when unset or empty (none when absent); show:
 //     the default as help says it, when the value alone would not.
 //   - field: the library Config field it sets, as package.Field
-//     (formsapi, worker or bigquery). The library checks the value itself
-//     (its Validate) and names the field in its *config.FieldError; the
-//     problem is reported under this variable.
+//     (formsapi, worker or bigquery). clientConfig, engineConfig and
+//     bigQuery set that field by name, so grep follows a variable to its
+//     library (TestLibraryFieldsMapped fails for a tag they do not map).
+//     The library checks the value itself (its Validate) and names the
+//     field in its *config.FieldError; the problem is reported under this
+//     variable.
 //   - check: a check of its own (checks): positive (0 is refused: the
 //     libraries read 0 as "the default"), cron, listen, staging,
 //     pushgateway. oneof: the words it takes, in any case.
@@ -45,7 +48,7 @@ const envPrefix = "FORMSYNC"
 //
 // Adding a setting is adding a field here (and its row in the manual's
 // table of variables, which TestREADMEDocumentsEveryVariable asks for). The tags are
-// envconfig's (help is printed by envconfig.Usaget); why envconfig.Process
+// envconfig's; help is printed from them by Usage, and why envconfig.Process
 // does not read them is said at readConfig. TestConfigDocsStateDefaults
 // keeps each comment's default and the default tag in step.
 type Config struct {
@@ -118,8 +121,9 @@ type Config struct {
 	// whatever their values (docs/types.md), as a JSON object, since
 	// field names may hold any character:
 	// {"contact":{"rating":"integer","zip":"string"}}. Types: boolean,
-	// integer, decimal, date, timestamp, array, string. Every commit of a
-	// form stores its pins, so a pin removed is gone at the next.
+	// integer, decimal, date, timestamp, array, string. A pin names its
+	// field ignoring case, as FIELD_POLICY does. Every commit of a form
+	// stores its pins, so a pin removed is gone at the next.
 	// Default: none (every column typed by its values).
 	FieldTypes string `envconfig:"FIELD_TYPES" group:"policy" desc:"view column types pinned per form and field, as JSON: {\"contact\":{\"zip\":\"string\"}}"`
 	// SINK: sqlite (embedded) or bigquery. Default sqlite.
@@ -188,19 +192,22 @@ type Config struct {
 	// problems are the variables that did not parse, by name; Validate
 	// reports those of the groups a command reads.
 	problems map[string]string
-	// token is the token read from APITokenFile by Validate.
-	token formsapi.Secret
-	// formEntries are FORMS as written when APITokenDir is set (Forms then
-	// holds the form ids alone), and formAccount each form's account.
+	// What the load step (load) read, once: token and tokenErr are
+	// APITokenFile's token or why it could not be read, accountTokens the
+	// tokens of APITokenDir by account, policy FieldPolicy parsed with its
+	// key (nil for none), pins FieldTypes parsed (nil for none), and
+	// loadProblems what could not be read or parsed, by variable, which
+	// Validate reports.
+	token         formsapi.Secret
+	tokenErr      error
+	accountTokens map[string]formsapi.Secret
+	policy        *fieldpolicy.Policy
+	pins          map[string]fieldtype.Set
+	loadProblems  problems
+	// formEntries are FORMS as written (with APITokenDir, Forms holds the
+	// form ids alone), and formAccount each form's account.
 	formEntries []string
 	formAccount map[string]string
-	// accountTokens are the tokens of APITokenDir by account, read by
-	// Validate.
-	accountTokens map[string]formsapi.Secret
-	// policy is FieldPolicy parsed, with its key, by Validate; nil for none.
-	policy *fieldpolicy.Policy
-	// pins is FieldTypes parsed by Validate; nil for none.
-	pins map[string]fieldtype.Set
 	// bqObserve is told of every failed BigQuery request (logged).
 	bqObserve func(bigquery.Event)
 	// bqLogger is told of what the BigQuery sink finds costly (a table
@@ -294,17 +301,6 @@ func fieldsOf(groups ...string) []field {
 	return slices.DeleteFunc(slices.Clone(configFields()), func(f field) bool { return !slices.Contains(groups, f.group) })
 }
 
-// setLibraryFields sets the fields of lib's Config that the variables set;
-// dst points at a formsapi.Config, a worker.Config or a bigquery.Config.
-func (c *Config) setLibraryFields(lib string, dst any) {
-	dv, cv := reflect.ValueOf(dst).Elem(), reflect.ValueOf(c).Elem()
-	for _, f := range configFields() {
-		if f.lib == lib {
-			dv.FieldByName(f.libField).Set(cv.Field(f.index))
-		}
-	}
-}
-
 // libraryVariable is the variable that sets field of lib's Config; the
 // zero field if none does.
 func libraryVariable(lib, libField string) field {
@@ -355,7 +351,7 @@ func defaultConfig() Config {
 }
 
 // readConfig reads every variable of Config through lookup (os.LookupEnv),
-// over the defaults.
+// over the defaults, then the files they name (load).
 //
 // Config is an envconfig specification, and a test checks that
 // envconfig.Process reads a well-formed environment into the same Config.
@@ -394,8 +390,8 @@ func readConfig(lookup func(string) (string, bool)) Config {
 			v.Field(f.index).SetString(lower)
 		}
 	}
+	c.formEntries = c.Forms
 	if c.APITokenDir != "" {
-		c.formEntries = c.Forms
 		c.Forms, c.formAccount = splitAccounts(c.Forms)
 	}
 	if idx, _ := lookup(fieldByName("SHARD_INDEX").env()); strings.TrimSpace(idx) == "" {
@@ -408,6 +404,7 @@ func readConfig(lookup func(string) (string, bool)) Config {
 			c.ShardIndex = n
 		}
 	}
+	c.load()
 	return c
 }
 
@@ -508,22 +505,6 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-// Token returns the API token: FORMSYNC_API_TOKEN, or the content of
-// FORMSYNC_API_TOKEN_FILE.
-func (c *Config) Token() (formsapi.Secret, error) {
-	if c.token != "" {
-		return c.token, nil
-	}
-	if c.APITokenFile == "" {
-		return c.APIToken, nil
-	}
-	tok, err := readTokenFile(c.APITokenFile)
-	if err != nil {
-		return "", fmt.Errorf("FORMSYNC_API_TOKEN_FILE=%q: %w", c.APITokenFile, err)
-	}
-	return tok, nil
 }
 
 // envNames lists every variable formsync reads.

@@ -331,7 +331,7 @@ func TestFormIDs(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if p := formIDProblems([]string{"a", "b", "a"}); len(p) != 1 {
+	if p := formIDProblems([]string{"a", "b", "a"}, false); len(p) != 1 {
 		t.Errorf("a repeated id: %q", p)
 	}
 }

@@ -54,7 +54,7 @@ func runForget(ctx context.Context, e *env, args []string) int {
 		problems = append(problems, fmt.Sprintf("--field %q: use NAME=VALUE, e.g. --field email=person@example.com", *field))
 	}
 	if err := e.cfg.Validate(needs("forget")); err != nil {
-		problems = append(problems, err.(*ConfigError).Problems...)
+		problems = append(problems, configProblems(err)...)
 	}
 	m := sink.Match{Keys: keys}
 	if *field != "" && hasField && name != "" {

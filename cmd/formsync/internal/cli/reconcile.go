@@ -39,7 +39,7 @@ func runReconcile(ctx context.Context, e *env, args []string) int {
 	need := needs("reconcile")
 	need.Forms = listed // forms named by --form need no FORMSYNC_FORMS
 	if err := e.cfg.Validate(need); err != nil {
-		problems = append(problems, err.(*ConfigError).Problems...)
+		problems = append(problems, configProblems(err)...)
 	}
 	if len(problems) > 0 {
 		return configError(e, &ConfigError{Problems: problems})

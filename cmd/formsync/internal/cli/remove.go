@@ -28,7 +28,7 @@ func runRemove(ctx context.Context, e *env, args []string) int {
 		problems = append(problems, msg)
 	}
 	if err := e.cfg.Validate(needs("remove")); err != nil {
-		problems = append(problems, err.(*ConfigError).Problems...)
+		problems = append(problems, configProblems(err)...)
 	}
 	configured := slices.Contains(e.cfg.Forms, *form)
 	if configured && !*dry {

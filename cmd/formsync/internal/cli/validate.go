@@ -21,7 +21,6 @@ import (
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker"
-	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/robfig/cron/v3"
 )
@@ -115,8 +114,10 @@ func (p *problems) err() error {
 }
 
 // Validate checks what the command needs and returns every problem at once.
-// It reads the token file, so that a missing or unreadable token is one of
-// the problems rather than a failure after everything else was fixed.
+// It only reports: what the configuration names in files was read by the
+// load step (load), whose problems (a missing or unreadable token, a hash
+// key too short) are among those reported, so that they are not found
+// after everything else was fixed. It changes nothing in c.
 func (c *Config) Validate(n Need) error {
 	var p problems
 	groups := n.groups()
@@ -131,6 +132,11 @@ func (c *Config) Validate(n Need) error {
 	if n.API || n.Policy {
 		c.validatePolicy(&p)
 		c.validateFieldTypes(&p)
+	}
+	if n.API || n.Sink {
+		// Every command that reads the API or the sink reads
+		// FORMSYNC_FORMS, if only to list the configured forms.
+		c.accountFormProblems(&p)
 	}
 	if n.Sink {
 		switch c.Sink {
@@ -229,47 +235,17 @@ var checks = map[string]func(value string) string{
 	},
 }
 
-// validatePolicy parses the field policy and reads its key: a policy that
-// hashes without a usable key is refused before anything is read.
+// validatePolicy reports what the load step found wrong with the field
+// policy and its key: a policy that hashes without a usable key is
+// refused before anything is read.
 func (c *Config) validatePolicy(p *problems) {
-	c.policy = nil
-	pol, err := fieldpolicy.Parse(c.FieldPolicy)
-	if err != nil {
-		for _, leaf := range config.Problems(err) {
-			p.add("FIELD_POLICY", "FORMSYNC_FIELD_POLICY=%q: %v", c.FieldPolicy, leaf)
-		}
-		return
-	}
-	if !pol.NeedsKey() {
-		c.policy = pol
-		return
-	}
-	if c.FieldHashKeyFile == "" {
-		p.add("FIELD_HASH_KEY_FILE", "FORMSYNC_FIELD_POLICY=%q hashes fields: set FORMSYNC_FIELD_HASH_KEY_FILE to a file holding a secret key of at least 16 bytes (e.g. a mounted Secret; 'head -c 32 /dev/urandom | base64' makes one)", c.FieldPolicy)
-		return
-	}
-	key, err := fieldpolicy.LoadKey(c.FieldHashKeyFile)
-	if err != nil {
-		p.add("FIELD_HASH_KEY_FILE", "FORMSYNC_FIELD_HASH_KEY_FILE=%q: %v", c.FieldHashKeyFile, err)
-		return
-	}
-	c.policy = pol.WithKey(key)
+	c.reportLoaded(p, "FIELD_POLICY", "FIELD_HASH_KEY_FILE")
 }
 
-// validateFieldTypes parses the pinned field types, naming the form and
-// field of a type that is not one.
+// validateFieldTypes reports the pinned field types that did not parse,
+// naming the form and field of a type that is not one.
 func (c *Config) validateFieldTypes(p *problems) {
-	c.pins = nil
-	if c.FieldTypes == "" {
-		return
-	}
-	pins, err := parseFieldTypes(c.FieldTypes)
-	for _, e := range err {
-		p.add("FIELD_TYPES", "FORMSYNC_FIELD_TYPES: %v", e)
-	}
-	if err == nil {
-		c.pins = pins
-	}
+	c.reportLoaded(p, "FIELD_TYPES")
 }
 
 // parseFieldTypes reads FORMSYNC_FIELD_TYPES, a JSON object of form ids
@@ -283,7 +259,16 @@ func parseFieldTypes(text string) (map[string]fieldtype.Set, []error) {
 	var errs []error
 	for _, form := range slices.Sorted(maps.Keys(raw)) {
 		pins[form] = make(fieldtype.Set, len(raw[form]))
+		var named []string
 		for _, field := range slices.Sorted(maps.Keys(raw[form])) {
+			// A pin names its field ignoring case (fieldtype.Columns.Pin),
+			// as the field policy does: two that differ only in case
+			// would pin one field twice.
+			if i := slices.IndexFunc(named, func(n string) bool { return strings.EqualFold(n, field) }); i >= 0 {
+				errs = append(errs, fmt.Errorf("form %q: fields %q and %q are one field (field names are matched ignoring case, as in FORMSYNC_FIELD_POLICY): keep one pin", form, named[i], field))
+				continue
+			}
+			named = append(named, field)
 			t, err := fieldtype.Parse(raw[form][field])
 			if err != nil {
 				errs = append(errs, fmt.Errorf("form %q, field %q: %v", form, field, err))
@@ -309,15 +294,15 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 		p.add("API_TOKEN", "no API token: set FORMSYNC_API_TOKEN_FILE (a file holding the token) or FORMSYNC_API_TOKEN (or FORMSYNC_API_TOKEN_DIR, a token file per account)")
 	case c.APIToken != "" && c.APITokenFile != "":
 		p.add("API_TOKEN", "both FORMSYNC_API_TOKEN and FORMSYNC_API_TOKEN_FILE are set: keep one")
-	case c.APITokenFile != "":
-		tok, err := readTokenFile(c.APITokenFile)
-		if err != nil {
-			p.add("API_TOKEN_FILE", "FORMSYNC_API_TOKEN_FILE=%q: %v", c.APITokenFile, err)
-		}
-		c.token = tok
+	case c.APITokenFile != "" && c.tokenErr != nil:
+		p.add("API_TOKEN_FILE", "FORMSYNC_API_TOKEN_FILE=%q: %v", c.APITokenFile, c.tokenErr)
 	}
 	if forms && !p.has("FORMS") {
-		for _, msg := range formIDProblems(c.Forms) {
+		entries, accounts := c.Forms, c.APITokenDir != ""
+		if accounts {
+			entries = c.formEntries
+		}
+		for _, msg := range formIDProblems(entries, accounts) {
 			p.add("FORMS", "FORMSYNC_FORMS: %s", msg)
 		}
 	}
@@ -340,10 +325,7 @@ func (c *Config) validateAPI(p *problems, forms bool) {
 	// The libraries check their own settings; their problems are reported
 	// under the variable that sets the field, unless the variable already
 	// has a problem of its own.
-	tok := c.APIToken
-	if c.APITokenFile != "" {
-		tok = c.token
-	}
+	tok, _ := c.Token()
 	if tok == "" {
 		tok = "unset" // reported above; keeps the client from saying it again
 	}
@@ -388,32 +370,58 @@ func (c *Config) libraryProblems(p *problems, lib string, err error) {
 	}
 }
 
-// formIDProblems checks the form ids. An id becomes one path segment of
+// formIDProblems checks the form ids, entries of FORMSYNC_FORMS written
+// account:form when accounts (FORMSYNC_API_TOKEN_DIR; accountProblems
+// checks the accounts). An id becomes one path segment of
 // /api/forms/{id}/submissions: "." and ".." would be read as dot-segments
 // (another path), "/" and "\" would split it, and whitespace or control
 // characters are typing accidents. An empty entry (a doubled or trailing
-// comma) and a repeated id are refused: both are mistakes, and a repeated
-// id would read the form twice in one run.
-func formIDProblems(ids []string) []string {
-	if len(ids) == 0 {
+// comma), an account with no form id after it, and a repeated id are
+// refused: all are mistakes, and a repeated id would read the form twice
+// in one run.
+func formIDProblems(entries []string, accounts bool) []string {
+	if len(entries) == 0 {
 		return []string{"no form ids: list the ids of the forms to sync, comma-separated (e.g. contact,signup)"}
 	}
 	var out []string
 	seen := map[string]bool{}
-	for i, id := range ids {
+	for i, e := range entries {
+		id, key := e, e
+		if name, rest, ok := strings.Cut(e, ":"); accounts && ok {
+			name, id = strings.TrimSpace(name), strings.TrimSpace(rest)
+			if id == "" {
+				out = append(out, fmt.Sprintf("entry %d %q has no form id after the account %s: write %s:FORMID (the form's id), or remove the entry", i+1, e, name, name))
+				continue
+			}
+			key = name + ":" + id // one form under two accounts: accountProblems
+		}
 		if msg := formIDProblem(id); msg != "" {
 			out = append(out, fmt.Sprintf("entry %d %s", i+1, msg))
 			continue
 		}
-		if seen[id] {
+		if seen[key] {
 			out = append(out, fmt.Sprintf("form id %q is listed twice", id))
 		}
-		seen[id] = true
+		seen[key] = true
 	}
 	return out
 }
 
-// formIDProblem says what is wrong with one form id, "" if nothing.
+// accountFormProblems refuses FORMSYNC_FORMS entries written account:form
+// when no FORMSYNC_API_TOKEN_DIR says which token each account has: they
+// would be taken as form ids, colon included, and read (and listed by
+// status) as forms that do not exist.
+func (c *Config) accountFormProblems(p *problems) {
+	if c.APITokenDir != "" {
+		return
+	}
+	for i, e := range c.formEntries {
+		if name, id, ok := strings.Cut(e, ":"); ok {
+			p.add("FORMS", "FORMSYNC_FORMS: entry %d %q is written account:form, which needs FORMSYNC_API_TOKEN_DIR (a directory of token files, one per account, here one named %s): set it, or list the form id alone (%s)", i+1, e, strings.TrimSpace(name), strings.TrimSpace(id))
+		}
+	}
+}
+
 // flagFormProblem is what is wrong with a command's --form value, "" when
 // nothing: it is missing (what says what the form is for), a list, or no
 // form id.
@@ -430,6 +438,7 @@ func flagFormProblem(form, what string) string {
 	return ""
 }
 
+// formIDProblem says what is wrong with one form id, "" if nothing.
 func formIDProblem(id string) string {
 	switch {
 	case id == "":
@@ -498,6 +507,9 @@ func (c *Config) warnings() []string {
 	if c.MaxRetryAfter > 0 && c.MaxRetryAfter < time.Second {
 		out = append(out, fmt.Sprintf("FORMSYNC_MAX_RETRY_AFTER=%s is under 1s: Retry-After counts whole seconds, so every wait the API asks for is cut short and the page asked again early", shortDuration(c.MaxRetryAfter)))
 	}
+	if unknown := c.unknownPinnedForms(); len(unknown) > 0 {
+		out = append(out, fmt.Sprintf("FORMSYNC_FIELD_TYPES pins fields of forms FORMSYNC_FORMS does not list (%s): their pins do nothing; check the form ids (pins are keyed by form id, without the account)", strings.Join(unknown, ", ")))
+	}
 	if unused := c.unusedTokens(); len(unused) > 0 {
 		out = append(out, fmt.Sprintf("FORMSYNC_API_TOKEN_DIR=%q holds token files no form uses (%s): check the account names in FORMSYNC_FORMS", c.APITokenDir, strings.Join(unused, ", ")))
 	}
@@ -509,19 +521,56 @@ func (c *Config) warnings() []string {
 	return out
 }
 
-// clientConfig is the API client's share of the configuration.
-func (c *Config) clientConfig(token formsapi.Secret, observe func(formsapi.Event)) formsapi.Config {
-	cfg := formsapi.Config{Observer: observe}
-	c.setLibraryFields("formsapi", &cfg)
-	cfg.Token = token // FORMSYNC_API_TOKEN's, or FORMSYNC_API_TOKEN_FILE's
-	return cfg
+// unknownPinnedForms are the forms FORMSYNC_FIELD_TYPES pins that
+// FORMSYNC_FORMS (as written, whatever form a command names) does not
+// list: a misspelt id, whose pins would be stored nowhere.
+func (c *Config) unknownPinnedForms() []string {
+	ids := c.formEntries
+	if c.APITokenDir != "" {
+		ids, _ = splitAccounts(c.formEntries)
+	}
+	var out []string
+	for _, form := range slices.Sorted(maps.Keys(c.pins)) {
+		if !slices.Contains(ids, form) {
+			out = append(out, strconv.Quote(form))
+		}
+	}
+	return out
 }
 
-// engineConfig is the engine's share of the configuration, for forms.
+// clientConfig is the API client's share of the configuration, each
+// field set by its variable (TestLibraryFieldsMapped keeps this and the
+// field tags in step); the token is given, as the load step read it.
+func (c *Config) clientConfig(token formsapi.Secret, observe func(formsapi.Event)) formsapi.Config {
+	return formsapi.Config{
+		BaseURL:        c.APIBaseURL,
+		Token:          token, // FORMSYNC_API_TOKEN's, FORMSYNC_API_TOKEN_FILE's or an account's
+		RateLimit:      c.RateLimit,
+		RequestTimeout: c.RequestTimeout,
+		MaxWait:        c.MaxWait,
+		MaxRetryAfter:  c.MaxRetryAfter,
+		InitialBackoff: c.BackoffInitial,
+		MaxBackoff:     c.BackoffMax,
+		Observer:       observe,
+	}
+}
+
+// engineConfig is the engine's share of the configuration, for forms (this
+// shard's, or the one a command names), each field set by its variable.
 func (c *Config) engineConfig(forms []string, log *slog.Logger) worker.Config {
-	cfg := worker.Config{Logger: log, FieldPolicy: c.fieldPolicy(), FieldTypes: c.pins}
-	c.setLibraryFields("worker", &cfg)
-	cfg.Forms = forms // this shard's, or the one a command names
+	cfg := worker.Config{
+		Forms:          forms,
+		PageSize:       c.PageSize,
+		Concurrency:    c.Concurrency,
+		FormTimeout:    c.FormTimeout,
+		Lookback:       c.Lookback,
+		ReconcileEvery: c.ReconcileEvery,
+		TmpDir:         c.TmpDir,
+		ShutdownGrace:  c.ShutdownTimeout,
+		Logger:         log,
+		FieldPolicy:    c.fieldPolicy(),
+		FieldTypes:     c.pins,
+	}
 	// Shards started on one tick commit together; one process alone
 	// has nothing to spread.
 	if c.ShardCount > 1 {
