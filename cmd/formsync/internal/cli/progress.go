@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -185,18 +186,35 @@ func (p *progressPrinter) done() {
 // humanDuration says d the way a person reads it, in its two largest
 // units: "329d 3h", "2h 5m", "4m 10s", "12s".
 func humanDuration(d time.Duration) string {
-	if d < 0 {
-		return "-" + humanDuration(-d)
-	}
-	d = d.Round(time.Second)
-	days, h, m, s := int(d/(24*time.Hour)), int(d/time.Hour)%24, int(d/time.Minute)%60, int(d/time.Second)%60
+	return humanSeconds(d.Seconds())
+}
+
+// humanSeconds says a span of s seconds as humanDuration does, from a
+// float: a span between two times the store can hold (years 1 to 9999)
+// goes far beyond what a time.Duration holds (292 years), and any value,
+// negative or not, is said without overflowing. Beyond a year it says
+// years (of 365.25 days) and days: "1725y 120d".
+func humanSeconds(s float64) string {
 	switch {
+	case math.IsNaN(s):
+		return "-"
+	case s < 0:
+		return "-" + humanSeconds(-s)
+	case math.IsInf(s, 0) || s >= 1e15:
+		return "forever"
+	}
+	secs := int64(math.Round(s))
+	const day, year = 24 * 3600, 36525 * 24 * 36
+	years, days, h, m, sec := secs/year, secs/day, secs/3600%24, secs/60%60, secs%60
+	switch {
+	case years > 0:
+		return fmt.Sprintf("%dy %dd", years, secs%year/day)
 	case days > 0:
 		return fmt.Sprintf("%dd %dh", days, h)
 	case h > 0:
 		return fmt.Sprintf("%dh %dm", h, m)
 	case m > 0:
-		return fmt.Sprintf("%dm %ds", m, s)
+		return fmt.Sprintf("%dm %ds", m, sec)
 	}
-	return fmt.Sprintf("%ds", s)
+	return fmt.Sprintf("%ds", sec)
 }
