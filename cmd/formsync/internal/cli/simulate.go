@@ -43,6 +43,9 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 		// X-RateLimit headers, as it would against the live service.
 		fmt.Fprintf(e.stdout, "plan limit: %d requests per %s window (not announced; X-RateLimit-* headers sent)\n", n, w)
 	}
+	for _, line := range paceText(opts, sim) {
+		fmt.Fprintln(e.stdout, line)
+	}
 	e.log.Info("simulator listening", "addr", ln.Addr().String(), "forms", len(sim.FormIDs()))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -84,4 +87,55 @@ func variantsText(o apisim.Options) string {
 		return o.Variant.String()
 	}
 	return o.Variant.String() + " (" + strings.Join(own, ", ") + ")"
+}
+
+// paceText says what the simulator's settings mean for a first sync: the
+// page size each response form serves, the data's dates, and the requests
+// that make, at formsync's default client rate limit (FORMSYNC_RATE_LIMIT)
+// or the simulator's own, whichever is slower: the pace, not the
+// simulator, sets how long a sync takes.
+func paceText(o apisim.Options, sim *apisim.Server) []string {
+	def := defaultConfig()
+	var lines []string
+	pages, rows := 0, 0
+	perPage := map[apisim.Variant]int{apisim.Older: 25, apisim.Newer: min(def.PageSize, 100), apisim.Live: min(def.PageSize, 100)}
+	seen := map[apisim.Variant]bool{}
+	var newest time.Time
+	for _, id := range sim.FormIDs() {
+		v, ok := o.FormVariants[id]
+		if !ok {
+			v = o.Variant
+		}
+		n := sim.Len(id)
+		rows += n
+		pages += max(1, (n+perPage[v]-1)/perPage[v])
+		seen[v] = true
+		for _, s := range sim.Submissions(id) {
+			if s.CreatedAt.After(newest) {
+				newest = s.CreatedAt
+			}
+		}
+	}
+	if seen[apisim.Older] {
+		lines = append(lines, "  older: 25 submissions a page whatever the limit asked (FORMSYNC_PAGE_SIZE), and no ids")
+	}
+	if seen[apisim.Newer] || seen[apisim.Live] {
+		lines = append(lines, fmt.Sprintf("  newer/live: the limit asked, FORMSYNC_PAGE_SIZE (default %d, at most 100), a page", def.PageSize))
+	}
+	if !newest.IsZero() {
+		lines = append(lines, fmt.Sprintf("data: %d submissions, the newest created at %s (-start dates the oldest instead)", rows, newest.UTC().Format(time.RFC3339)))
+	}
+	rate, by := def.RateLimit, fmt.Sprintf("formsync's default FORMSYNC_RATE_LIMIT=%g requests/s", def.RateLimit)
+	if o.RateLimit > 0 && o.RateLimit < rate {
+		rate, by = o.RateLimit, fmt.Sprintf("the simulator's -rate-limit %g requests/s", o.RateLimit)
+	}
+	secs := float64(pages) / rate
+	lines = append(lines, fmt.Sprintf("a first sync: about %d requests (one a page) at %s: about %s;", pages, by, humanSeconds(secs)),
+		"  the client's rate limit sets the pace, not the simulator: FORMSYNC_RATE_LIMIT=50 asks ten times as fast")
+	if o.RateLimit > 0 {
+		lines = append(lines, fmt.Sprintf("  the simulator answers 429 above %g requests/s (-rate-limit)", o.RateLimit))
+	} else {
+		lines = append(lines, "  the simulator itself has no rate limit (-rate-limit N answers 429 above N requests/s)")
+	}
+	return lines
 }

@@ -81,3 +81,30 @@ func TestSimulateWaitsForRequestsInFlight(t *testing.T) {
 		t.Fatalf("simulate did not return once the last request ended:\n%s", out.String())
 	}
 }
+
+// TestSimulateSaysWhatItsSettingsMeanForASync: at start the simulator
+// says its page size, the newest submission's date (near now by default)
+// and how long a first sync takes at the client's default rate limit:
+// 20,000 rows of the older form are 800 pages, 2m 40s at 5 requests/s.
+func TestSimulateSaysWhatItsSettingsMeanForASync(t *testing.T) {
+	clearEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // stops as soon as it listens
+	var out syncBuffer
+	if code := Main(ctx, []string{"simulate", "-addr", "127.0.0.1:0", "-forms", "big", "-submissions", "20000"}, &out, &out); code != exitOK {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	for _, want := range []string{"25 submissions a page whatever the limit asked (FORMSYNC_PAGE_SIZE)", "about 800 requests",
+		"FORMSYNC_RATE_LIMIT=5 requests/s: about 2m 40s", "no rate limit"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("simulate does not say %q:\n%s", want, out.String())
+		}
+	}
+	newest := regexp.MustCompile(`the newest created at (\S+) `).FindStringSubmatch(out.String())
+	if newest == nil {
+		t.Fatalf("no newest date:\n%s", out.String())
+	}
+	if at, err := time.Parse(time.RFC3339, newest[1]); err != nil || time.Since(at) > time.Hour || time.Since(at) < 0 {
+		t.Errorf("newest submission %s: want it near now (%v)", newest[1], err)
+	}
+}

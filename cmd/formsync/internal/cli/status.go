@@ -196,6 +196,9 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	if slices.ContainsFunc(out, func(s formStatus) bool { return s.Watermark != nil }) {
+		fmt.Fprintln(e.stdout, "\nLAG is the age of the newest submission loaded (now minus WATERMARK): it grows while a form receives nothing new, right after a good sync too.")
+	}
 	printHidden(e, hidden)
 	return exitOK
 }

@@ -139,6 +139,9 @@ func FuzzStatusSurvivesAnySyncState(f *testing.F) {
 		default:
 			t.Errorf("a watermark needs a lag or an ahead, not %v and %v", st.LagSeconds, st.AheadSeconds)
 		}
+		if !strings.Contains(out, "LAG is the age of the newest submission loaded") {
+			t.Errorf("no word on what LAG is:\n%s", out)
+		}
 		if lag := fmtLagOf(st); !bytes.Contains([]byte(out), []byte(lag)) || strings.HasPrefix(lag, "-") {
 			t.Errorf("LAG %q, text:\n%s", lag, out)
 		}
