@@ -78,6 +78,9 @@ func isTerminal(w io.Writer) bool {
 	switch w := w.(type) {
 	case lineClearer:
 		return true
+	case interface{ Terminal() bool }:
+		// A writer that says it is one (a test's).
+		return w.Terminal()
 	case *os.File:
 		fi, err := w.Stat()
 		return err == nil && fi.Mode()&os.ModeCharDevice != 0
