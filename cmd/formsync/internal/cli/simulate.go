@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +23,9 @@ import (
 func runSimulate(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "loopback address to listen on")
+	var accounts listFlag
+	fs.Var(&accounts, "accounts", "serve several accounts, e.g. acme,globex: each its own token and forms (ACCOUNT-FORM for each of -forms), its token in a file of -token-dir, for FORMSYNC_API_TOKEN_DIR")
+	tokenDir := fs.String("token-dir", "", "with -accounts, the directory the token files are written to (default: a new temporary one, removed on exit)")
 	var opts apisim.Options
 	opts.RegisterFlags(fs)
 	if ok, code := parseFlags(fs, e, args); !ok {
@@ -28,15 +35,46 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "formsync simulate: -addr %q: the simulator only listens on loopback (127.0.0.1:PORT, [::1]:PORT or localhost:PORT)\n", *addr)
 		return exitUsage
 	}
-	sim := apisim.New(opts)
+	var sim *apisim.Server // the one account's, or the first account's
+	var handler http.Handler
+	var stats func() int
+	var tokens *simTokens
+	if len(accounts) > 0 {
+		acc, names, err := accountsSim(opts, accounts)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "formsync simulate: -accounts: %v\n", err)
+			return exitUsage
+		}
+		if tokens, err = writeSimTokens(*tokenDir, acc, names); err != nil {
+			fmt.Fprintf(e.stderr, "formsync simulate: writing the token files: %v\n", err)
+			return exitFailed
+		}
+		defer tokens.remove()
+		sim, handler = acc.Server(names[0]), acc
+		stats = func() int {
+			n := 0
+			for _, name := range names {
+				n += acc.Server(name).Stats().Requests
+			}
+			return n
+		}
+	} else {
+		sim = apisim.New(opts)
+		handler, stats = sim, func() int { return sim.Stats().Requests }
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "formsync simulate: %v\n", err)
 		return exitFailed
 	}
-	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
-	fmt.Fprintf(e.stdout, "API simulator: http://%s/api/forms/{%s}/submissions (token from -token, default %q)\n",
-		ln.Addr(), strings.Join(sim.FormIDs(), ","), apisim.DefaultToken)
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	if tokens != nil {
+		fmt.Fprintf(e.stdout, "API simulator: http://%s/api/forms/{%s}/submissions\n", ln.Addr(), strings.Join(tokens.forms, ","))
+		tokens.print(e.stdout)
+	} else {
+		fmt.Fprintf(e.stdout, "API simulator: http://%s/api/forms/{%s}/submissions (token from -token, default %q)\n",
+			ln.Addr(), strings.Join(sim.FormIDs(), ","), apisim.DefaultToken)
+	}
 	fmt.Fprintf(e.stdout, "response form: %s\n", variantsText(opts))
 	if n, w := sim.PlanLimit(); n > 0 {
 		// Said here, not to the client: it must find the limit from the
@@ -46,7 +84,10 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 	for _, line := range paceText(opts, sim) {
 		fmt.Fprintln(e.stdout, line)
 	}
-	e.log.Info("simulator listening", "addr", ln.Addr().String(), "forms", len(sim.FormIDs()))
+	if tokens != nil {
+		fmt.Fprintln(e.stdout, "  (the data and the time are each account's: formsync reads the accounts at once, each through a client of its own, at its own rate limit)")
+	}
+	e.log.Info("simulator listening", "addr", ln.Addr().String(), "forms", len(sim.FormIDs()), "accounts", max(1, len(accounts)))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -71,9 +112,100 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "formsync simulate: %v\n", err)
 		return exitFailed
 	}
-	st := sim.Stats()
-	e.log.Info("simulator stopped", "requests", st.Requests)
+	e.log.Info("simulator stopped", "requests", stats())
 	return exitOK
+}
+
+// accountsSim builds the simulator of several accounts: each serves the
+// forms of o, named ACCOUNT-FORM (a form id belongs to one account), and
+// takes its own token, o's token (or the default) followed by -ACCOUNT.
+func accountsSim(o apisim.Options, names []string) (*apisim.Accounts, []string, error) {
+	forms := o.Forms
+	if len(forms) == 0 {
+		forms = apisim.DefaultForms
+	}
+	base := cmp.Or(o.Token, apisim.DefaultToken)
+	each := map[string]apisim.Options{}
+	var ordered []string
+	for _, name := range names {
+		if !accountName.MatchString(name) {
+			return nil, nil, fmt.Errorf("%q is not an account name: letters, digits, '.', '_' and '-', starting with a letter or digit (it names a token file)", name)
+		}
+		if _, dup := each[name]; dup {
+			return nil, nil, fmt.Errorf("account %q is listed twice", name)
+		}
+		a := o
+		a.Token = base + "-" + name
+		a.Forms = nil
+		for _, f := range forms {
+			a.Forms = append(a.Forms, name+"-"+f)
+		}
+		each[name] = a
+		ordered = append(ordered, name)
+	}
+	return apisim.NewAccounts(each), ordered, nil
+}
+
+// simTokens are the token files of a simulator of several accounts.
+type simTokens struct {
+	dir       string
+	temporary bool // made by simulate, removed on exit
+	names     []string
+	tokens    map[string]string
+	forms     []string // every account's
+	entries   []string // FORMSYNC_FORMS: account:form
+}
+
+// writeSimTokens writes each account's token to a file named after it in
+// dir (a new temporary directory when dir is ""), as a mounted Secret
+// holds them for FORMSYNC_API_TOKEN_DIR.
+func writeSimTokens(dir string, acc *apisim.Accounts, names []string) (*simTokens, error) {
+	t := &simTokens{dir: dir, names: names, tokens: map[string]string{}}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "formsync-simulate-tokens-")
+		if err != nil {
+			return nil, err
+		}
+		t.dir, t.temporary = d, true
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		srv := acc.Server(name)
+		tok := srv.Token()
+		t.tokens[name] = tok
+		if err := os.WriteFile(filepath.Join(t.dir, name), []byte(tok+"\n"), 0o600); err != nil {
+			t.remove()
+			return nil, err
+		}
+		for _, f := range srv.FormIDs() {
+			t.forms = append(t.forms, f)
+			t.entries = append(t.entries, name+":"+f)
+		}
+	}
+	return t, nil
+}
+
+// print says how to point formsync at the accounts.
+func (t *simTokens) print(w io.Writer) {
+	fmt.Fprintf(w, "accounts: %s, one token each, in a file per account in %s:\n", strings.Join(t.names, ", "), t.dir)
+	for _, name := range t.names {
+		fmt.Fprintf(w, "  %s: token file %s (token %q)\n", name, filepath.Join(t.dir, name), t.tokens[name])
+	}
+	fmt.Fprintln(w, "to sync them all, in the shell that runs formsync:")
+	fmt.Fprintln(w, "  unset FORMSYNC_API_TOKEN FORMSYNC_API_TOKEN_FILE")
+	fmt.Fprintf(w, "  export FORMSYNC_API_TOKEN_DIR=%s\n", t.dir)
+	fmt.Fprintf(w, "  export FORMSYNC_FORMS=%s\n", strings.Join(t.entries, ","))
+	if t.temporary {
+		fmt.Fprintln(w, "(the directory is removed when the simulator stops; -token-dir keeps the files where you say)")
+	}
+}
+
+// remove removes a temporary token directory.
+func (t *simTokens) remove() {
+	if t.temporary {
+		os.RemoveAll(t.dir)
+	}
 }
 
 // variantsText says which response form each form speaks, e.g.
