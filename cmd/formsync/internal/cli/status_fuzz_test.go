@@ -38,7 +38,8 @@ func storable(v int64) time.Time {
 // future, NULL; negative counts; any text) and runs status, as text and
 // as JSON: it never crashes, and a lag beyond what a time.Duration holds
 // (292 years) is shown as it is: the true figure in JSON, years in text,
-// a future watermark as ahead. Its seeds run as a unit test.
+// a future watermark as ahead. forget and remove --dry-run, which only
+// read the store too, survive it as well. Its seeds run as a unit test.
 func FuzzStatusSurvivesAnySyncState(f *testing.F) {
 	now := time.Now().Unix()
 	year := int64(365 * 24 * 3600)
@@ -102,6 +103,14 @@ func FuzzStatusSurvivesAnySyncState(f *testing.F) {
 		code, out, errOut := run(t, "status")
 		if code != exitOK && code != exitFailed {
 			t.Fatalf("status: exit %d\n%s%s", code, out, errOut)
+		}
+		// The other commands that only read the store survive it too.
+		for _, args := range [][]string{{"forget", "--form", "f", "--key", "1", "--dry-run"}, {"remove", "--form", "f", "--rows", "--dry-run"}} {
+			// Exit 2 refuses a form that holds nothing (rows 0 and not
+			// configured): a refusal, not a crash.
+			if code, out, errOut := run(t, args...); code != exitOK && code != exitFailed && (code != exitUsage || !strings.Contains(errOut, "no such form")) {
+				t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
+			}
 		}
 		code, js, errOut := run(t, "status", "--json")
 		if code != exitOK {
