@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/metrics"
@@ -24,9 +27,47 @@ func runSync(ctx context.Context, e *env, args []string) int {
 	pushMetrics(ctx, e, m)
 	if isTerminal(e.stdout) || isTerminal(e.stderr) {
 		// A person ran it: the log lines above are for machines.
-		printSyncSummary(e.stdout, e.cfg, rep, code)
+		var b strings.Builder
+		printSyncSummary(&b, e.cfg, rep, code)
+		width := 0
+		if f, ok := e.stdout.(*os.File); ok && isTerminal(f) {
+			width = termWidth(f)
+		}
+		io.WriteString(e.stdout, wrapWords(b.String(), width))
 	}
 	return code
+}
+
+// wrapWords wraps each line of s at spaces to fit width columns (one
+// less, so that the cursor never wraps), its continuation indented two
+// more than the line; width 0 leaves s as it is. A word longer than a
+// line stays whole.
+func wrapWords(s string, width int) string {
+	if width <= 0 {
+		return s
+	}
+	var out strings.Builder
+	for line := range strings.Lines(s) {
+		line = strings.TrimSuffix(line, "\n")
+		indent := strings.Repeat(" ", len(line)-len(strings.TrimLeft(line, " "))+2)
+		col := 0
+		for i, word := range strings.Split(line, " ") {
+			n := utf8.RuneCountInString(word)
+			switch {
+			case i == 0:
+			case col+1+n >= width && col > len(indent):
+				out.WriteString("\n" + indent)
+				col = len(indent)
+			default:
+				out.WriteByte(' ')
+				col++
+			}
+			out.WriteString(word)
+			col += n
+		}
+		out.WriteByte('\n')
+	}
+	return out.String()
 }
 
 // printSyncSummary ends a sync run on a terminal with what a person reads,

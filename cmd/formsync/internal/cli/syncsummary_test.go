@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/formsync/formsync/internal/testkit/apisim"
 )
@@ -42,5 +43,24 @@ func TestSyncEndsWithASummaryOnATerminal(t *testing.T) {
 	}
 	if code, piped, _ := run(t, "sync"); code != exitOK || piped != "" {
 		t.Errorf("piped: exit %d, stdout %q: want no summary", code, piped)
+	}
+}
+
+// TestSummaryWrapsAtWords: on a terminal of a known width the summary's
+// lines break between words, within the width, continued indented.
+func TestSummaryWrapsAtWords(t *testing.T) {
+	t.Parallel()
+	in := "Synced 1 of 2 forms into SQLite file /tmp/op_cap/s80.db: 20000 rows new, 0 updated, in 3s.\n  nosuchform: form \"nosuchform\" page 1: form not found (HTTP 404): it does not exist or was deleted\n"
+	got := wrapWords(in, 40)
+	for l := range strings.Lines(got) {
+		if n := utf8.RuneCountInString(strings.TrimSuffix(l, "\n")); n >= 40 {
+			t.Errorf("line of %d columns: %q", n, l)
+		}
+	}
+	if strings.Join(strings.Fields(got), " ") != strings.Join(strings.Fields(in), " ") || !strings.Contains(got, "\n    ") || !strings.Contains(got, "\n  /tmp/op_cap/s80.db") {
+		t.Errorf("wrapped:\n%s", got)
+	}
+	if wrapWords(in, 0) != in {
+		t.Error("width 0 changed the text")
 	}
 }
