@@ -105,7 +105,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintf(w, "formsync %s: copies form submissions into BigQuery or SQLite, exactly once.\n\n", version())
+	fmt.Fprintf(w, "formsync %s: copies form submissions into BigQuery or SQLite, exactly once.\n\n", formsapi.Version)
 	fmt.Fprintln(w, "Usage: formsync <command> [flags]\n\nCommands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
