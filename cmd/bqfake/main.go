@@ -33,10 +33,18 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bqfake:", err)
-		os.Exit(1)
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode is the process's exit code for run's error, which it prints:
+// 0 for -h too, whose usage is printed and which is no failure.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
 	}
+	fmt.Fprintln(stderr, "bqfake:", err)
+	return 1
 }
 
 // run serves the fake until ctx ends, printing where it listens to out.

@@ -86,3 +86,19 @@ func TestRefusesAddressesBeyondLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpIsNoFailure: -h prints the flags and exits 0; a bad flag exits 1
+// with its error.
+func TestHelpIsNoFailure(t *testing.T) {
+	t.Parallel()
+	var out, errOut strings.Builder
+	err := run(t.Context(), []string{"-h"}, &out)
+	if code := exitCode(err, &errOut); code != 0 || !strings.Contains(out.String(), "-addr") || errOut.Len() != 0 {
+		t.Errorf("-h: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	errOut.Reset()
+	err = run(t.Context(), []string{"-nope"}, io.Discard)
+	if code := exitCode(err, &errOut); code != 1 || !strings.Contains(errOut.String(), "bqfake:") {
+		t.Errorf("-nope: exit %d, stderr %q", code, errOut.String())
+	}
+}

@@ -37,8 +37,10 @@ import (
 // the window (the request answered with Remaining = Limit-1), is the window's
 // length, from which the end of every later window is predicted. So a user
 // who does not know the plan's limit gets close to its full rate with about
-// one 429 in the first window and none after; a server without the headers
-// is paced by the ceiling alone.
+// one 429 in the first window and none after. A server without the
+// headers is paced by the ceiling, and a 429's Retry-After (seconds or an
+// HTTP date) holds every request of the client until it ends: one hold for
+// all the forms of an account, as for a server with the headers.
 type limiter struct {
 	ceiling *rate.Limiter
 	now     func() time.Time
@@ -146,7 +148,7 @@ func (l *limiter) wait(ctx context.Context, maxHold time.Duration) (slot, time.D
 func (l *limiter) holdAt(t time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.limit == 0 || l.budget > 0 || l.resetAt.IsZero() || !t.Before(l.resetAt) {
+	if (l.limit > 0 && l.budget > 0) || l.resetAt.IsZero() || !t.Before(l.resetAt) {
 		return 0
 	}
 	return l.resetAt.Sub(t)
@@ -156,7 +158,15 @@ func (l *limiter) holdAt(t time.Time) time.Duration {
 // for wait, or (wait 0) to wait until changed is closed.
 func (l *limiter) admitLocked(now time.Time) (s slot, wait time.Duration, changed chan struct{}, ok bool) {
 	if l.limit == 0 {
-		// No server signals (yet): the ceiling alone.
+		// No rate-limit headers (yet): the ceiling, and the hold of a
+		// 429's Retry-After (or X-RateLimit-Reset), which stops every
+		// request of the client until it ends, not only the refused one.
+		if !l.resetAt.IsZero() {
+			if now.Before(l.resetAt) {
+				return slot{}, min(l.resetAt.Sub(now), l.maxWait), nil, false
+			}
+			l.resetAt = time.Time{}
+		}
 		l.inflight++
 		return slot{sent: now}, 0, nil, true
 	}
@@ -242,7 +252,12 @@ func (l *limiter) observe(s slot, status int, h http.Header, retryAfter time.Dur
 func (l *limiter) learnEndLocked(h http.Header, retryAfter time.Duration) {
 	now := l.now()
 	var end time.Time
-	if retryAfter > 0 {
+	switch {
+	case retryAfter > 0 && l.limit == 0:
+		// A server that sends no rate-limit headers may count it from
+		// anywhere: the whole of it, as the refused request waits it.
+		end = now.Add(retryAfter)
+	case retryAfter > 0:
 		// Laravel counts Retry-After from the whole second.
 		end = now.Truncate(time.Second).Add(retryAfter)
 		if !end.After(now) {

@@ -845,13 +845,17 @@ func TestRegisterFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Options{Seed: 5, Token: "s3cret-value", Variant: Newer, Order: OldestFirst, Forms: []string{"a", "b", "c"},
-		SubmissionsPerForm: NoSubmissions, Start: defaultStart, Spacing: 37 * time.Second, TieEvery: 3, RateLimit: 2.5,
+		SubmissionsPerForm: NoSubmissions, End: o.End, Spacing: 37 * time.Second, TieEvery: 3, RateLimit: 2.5,
 		RetryAfter: RetryAfterDate, RateLimitFaults: 0.3, Latency: 10 * time.Millisecond, ServerErrors: 0.1,
 		Truncate: 0.05, Stall: 0.01, StallFor: 2 * time.Second, MutateEvery: 4, AddPerMutation: 2, DeletePerMutation: 1,
 		FormVariants: map[string]Variant{"a": Live, "b": Older, "c": Newer}, PlanLimit: 60, PlanWindow: 1500 * time.Millisecond,
 		FirstID: 10_000_000}
 	if fmt.Sprintf("%+v", o) != fmt.Sprintf("%+v", want) {
 		t.Fatalf("parsed\n%+v\nwant\n%+v", o, want)
+	}
+	// Without -start the data ends near now, not in January 2026.
+	if o.End.IsZero() || !o.Start.IsZero() || time.Since(o.End) > time.Hour || time.Since(o.End) < 0 {
+		t.Errorf("without -start: start %v, end %v: want the data to end a minute ago", o.Start, o.End)
 	}
 	if sim := New(o); sim.Len("a") != 0 || len(sim.FormIDs()) != 3 {
 		t.Fatal("-submissions 0 must create empty forms")
@@ -983,4 +987,41 @@ func TestAddAfterSetSubmissionsTakesNewIDs(t *testing.T) {
 			t.Errorf("added submission has id %d, not above the ids given", s.ID)
 		}
 	}
+}
+
+// TestEndDatesTheNewestSubmission: with End and no Start, each form's
+// newest initial submission is at End, its others before; Start wins when
+// both are set.
+func TestEndDatesTheNewestSubmission(t *testing.T) {
+	t.Parallel()
+	end := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
+	sim := New(Options{End: end, Forms: []string{"a", "b"}, SubmissionsPerForm: 300, TieEvery: 7})
+	for _, id := range []string{"a", "b"} {
+		subs := sim.Submissions(id)
+		newest, oldest := subs[0].CreatedAt, subs[0].CreatedAt
+		for _, s := range subs {
+			newest, oldest = maxTime(newest, s.CreatedAt), minTime(oldest, s.CreatedAt)
+		}
+		if !newest.Equal(end) || !oldest.Before(end.Add(-time.Hour)) {
+			t.Errorf("form %s: newest %v, oldest %v, want the newest at %v", id, newest, oldest, end)
+		}
+	}
+	start := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	if got := New(Options{Start: start, End: end, Forms: []string{"a"}}).Submissions("a"); !slices.ContainsFunc(got, func(s Submission) bool { return s.CreatedAt.Equal(start) }) {
+		t.Error("with Start and End, the data does not start at Start")
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

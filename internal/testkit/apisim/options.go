@@ -79,8 +79,12 @@ type Options struct {
 	// text sees then.
 	FirstID int64
 	// Start is the created_at of the oldest initial submission. Defaults to
-	// 2026-01-01T00:00:00Z.
+	// 2026-01-01T00:00:00Z, unless End is set.
 	Start time.Time
+	// End, when Start is zero, is the created_at of each form's newest
+	// initial submission instead: its data ends there, so that it can be
+	// dated near now (the simulate command does) whatever its size.
+	End time.Time
 	// Spacing is the mean gap between consecutive initial created_at values
 	// (uniformly random, microsecond resolution). Defaults to 37s.
 	Spacing time.Duration
@@ -176,10 +180,13 @@ func (o Options) withDefaults() Options {
 	if o.FirstID <= 0 {
 		o.FirstID = 1001
 	}
-	if o.Start.IsZero() {
+	if o.Start.IsZero() && o.End.IsZero() {
 		o.Start = defaultStart
 	}
-	o.Start = o.Start.UTC().Truncate(time.Microsecond)
+	if !o.Start.IsZero() {
+		o.Start, o.End = o.Start.UTC().Truncate(time.Microsecond), time.Time{}
+	}
+	o.End = o.End.UTC().Truncate(time.Microsecond)
 	o.Spacing = cmp.Or(o.Spacing, 37*time.Second)
 	o.StallFor = cmp.Or(o.StallFor, 30*time.Second)
 	o.PlanWindow = max(time.Second, cmp.Or(o.PlanWindow, time.Minute))
@@ -392,7 +399,13 @@ func (c submissionCount) Set(s string) error {
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	d := o.withDefaults()
 	o.Token, o.Forms, o.SubmissionsPerForm = d.Token, d.Forms, cmp.Or(d.SubmissionsPerForm, NoSubmissions)
-	o.Start, o.Spacing, o.StallFor, o.PlanWindow, o.FirstID = d.Start, d.Spacing, d.StallFor, d.PlanWindow, d.FirstID
+	o.Spacing, o.StallFor, o.PlanWindow, o.FirstID = d.Spacing, d.StallFor, d.PlanWindow, d.FirstID
+	if o.Start.IsZero() && o.End.IsZero() {
+		// Unless -start says otherwise, the data ends a minute before
+		// the simulator starts: a sync's lag then reads as it would
+		// against a form in use, not as months.
+		o.End = time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
+	}
 
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for generated submissions, faults and mutations")
 	// Secrets never appear in --help, even a simulator's token.
@@ -403,7 +416,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(formList{&o.Forms}, "forms", "comma-separated form ids")
 	fs.Var(submissionCount{&o.SubmissionsPerForm}, "submissions", "initial submissions per form")
 	fs.Int64Var(&o.FirstID, "first-id", o.FirstID, "id of the first submission created (later ones count up from it)")
-	fs.TextVar(&o.Start, "start", o.Start, "created_at of the oldest initial submission (RFC 3339)")
+	fs.TextVar(&o.Start, "start", o.Start, "created_at of the oldest initial submission (RFC 3339; default: each form's newest a minute before the simulator starts)")
 	fs.DurationVar(&o.Spacing, "spacing", o.Spacing, "mean gap between initial created_at values")
 	fs.IntVar(&o.TieEvery, "tie-every", o.TieEvery, "every Nth submission shares the previous created_at (0 = none)")
 	fs.BoolVar(&o.ShuffleTies, "shuffle-ties", o.ShuffleTies, "serve submissions sharing a created_at (as served) in another order on every request")

@@ -57,7 +57,8 @@ type Submission struct {
 
 const spamPercent = 5
 
-// newForm creates a form with n initial submissions starting at s.opts.Start.
+// newForm creates a form with n initial submissions starting at s.opts.Start
+// (or ending at s.opts.End).
 // Called with s.mu held (or before the server is shared).
 func (s *Server) newForm(id string, n int) *form {
 	h := hashString(id)
@@ -79,6 +80,14 @@ func (s *Server) newForm(id string, n int) *form {
 		}
 		s.nextID++
 		f.live[i] = rec{at: at, id: s.nextID, spam: f.rng.IntN(100) < spamPercent}
+	}
+	if !s.opts.End.IsZero() && n > 0 {
+		// Dated back from End: the newest lands on it.
+		shift := s.opts.End.UnixMicro() - at
+		for i := range f.live {
+			f.live[i].at += shift
+		}
+		at += shift
 	}
 	f.newest = at
 	if n == 0 {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -77,10 +79,7 @@ func commands() []command {
 		{"status", "show each form's watermark, last success and error, rows and lag", runStatus},
 		{"dbt", "write a dbt project over the sink: sources, freshness, tests, a staging model per form over its typed view", runDBT},
 		{"env", "print every FORMSYNC_* variable with the value in effect (secrets redacted); -check COMMAND validates it", runEnv},
-		{"version", "print the version", func(_ context.Context, e *env, _ []string) int {
-			fmt.Fprintf(e.stdout, "formsync %s\n", formsapi.Version)
-			return exitOK
-		}},
+		{"version", "print the version: the one linked in, else the commit it was built from", runVersion},
 	}
 }
 
@@ -105,8 +104,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg, _ := LoadConfig()
 		return c.run(ctx, newEnv(stdout, stderr, cfg), args[1:])
 	}
-	fmt.Fprintf(stderr, "formsync: unknown command %q\n\n", name)
-	usage(stderr)
+	// The error and a hint, not the whole help, which would scroll the
+	// error away.
+	fmt.Fprintf(stderr, "formsync: unknown command %q\nRun 'formsync help' for the commands and their configuration.\n", name)
 	return exitUsage
 }
 
@@ -210,22 +210,39 @@ func parseFlags(fs *flag.FlagSet, e *env, args []string) (ok bool, code int) {
 	return true, 0
 }
 
-// commandUsage is a command's -h: what it does, its flags, and where its
-// configuration is listed.
+// readsNoEnv are the commands that read no FORMSYNC_* variable: they run
+// the same whatever is set for a deployment.
+var readsNoEnv = map[string]bool{"version": true, "demo": true, "simulate": true}
+
+// commandUsage is a command's -h: what it does, its flags (written
+// --name, as the docs write them; Go's flag package takes both), and
+// where its configuration is listed.
 func commandUsage(fs *flag.FlagSet) {
 	w := fs.Output()
-	for _, c := range commands() {
-		if c.name == fs.Name() {
-			fmt.Fprintf(w, "Usage: formsync %s [flags]\n\n%s.\n", c.name, strings.ToUpper(c.summary[:1])+c.summary[1:])
-		}
-	}
 	flags := 0
 	fs.VisitAll(func(*flag.Flag) { flags++ })
+	for _, c := range commands() {
+		if c.name == fs.Name() {
+			synopsis := "formsync " + c.name
+			if flags > 0 {
+				synopsis += " [flags]"
+			}
+			fmt.Fprintf(w, "Usage: %s\n\n%s.\n", synopsis, strings.ToUpper(c.summary[:1])+c.summary[1:])
+		}
+	}
 	if flags > 0 {
 		fmt.Fprintln(w, "\nFlags:")
+		var b strings.Builder
+		fs.SetOutput(&b)
 		fs.PrintDefaults()
+		fs.SetOutput(w)
+		io.WriteString(w, doubleDash.ReplaceAllString(b.String(), "$1--"))
 	} else {
 		fmt.Fprintln(w, "\nIt takes no flags.")
+	}
+	if readsNoEnv[fs.Name()] {
+		fmt.Fprintln(w, "\nIt reads no FORMSYNC_* environment variable.")
+		return
 	}
 	fmt.Fprintln(w, "\nIt is configured by FORMSYNC_* environment variables: 'formsync help' lists them, 'formsync env' shows the values in effect.")
 }
@@ -238,6 +255,56 @@ func configProblems(err error) []string {
 		return ce.Problems
 	}
 	return []string{err.Error()}
+}
+
+// doubleDash finds the flag names of PrintDefaults' lines ("  -form").
+var doubleDash = regexp.MustCompile(`(?m)^(  )-`)
+
+// runVersion is `formsync version`.
+func runVersion(_ context.Context, e *env, args []string) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	if ok, code := parseFlags(fs, e, args); !ok {
+		return code
+	}
+	fmt.Fprintf(e.stdout, "formsync %s\n", version())
+	return exitOK
+}
+
+// version is the version linked in (formsapi.Version, set by -ldflags),
+// else the one the build stamped: the module's version (go install
+// module@version), or the commit of a build from a clone.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	return versionOf(formsapi.Version, info, ok)
+}
+
+// versionOf is version for a linked version and a build's information.
+func versionOf(linked string, info *debug.BuildInfo, ok bool) string {
+	if linked != "dev" && linked != "" {
+		return linked
+	}
+	if !ok || info == nil {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	setting := map[string]string{}
+	for _, s := range info.Settings {
+		setting[s.Key] = s.Value
+	}
+	rev := setting["vcs.revision"]
+	if rev == "" {
+		return "dev (no commit stamped: built with -buildvcs=false or outside a clone)"
+	}
+	out := "dev, commit " + rev[:min(len(rev), 12)]
+	if t := setting["vcs.time"]; t != "" {
+		out += " of " + t
+	}
+	if setting["vcs.modified"] == "true" {
+		out += ", with uncommitted changes"
+	}
+	return out
 }
 
 // configError prints a configuration problem list and returns exitUsage.

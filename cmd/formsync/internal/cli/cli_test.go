@@ -258,6 +258,10 @@ func TestForgetRefusesAFormThatOnlyEverFailed(t *testing.T) {
 	if code, out, errOut := run(t, "forget", "--form", "contact", "--key", "1001", "--dry-run"); code != exitOK {
 		t.Errorf("forget in a synced form: exit %d:\n%s%s", code, out, errOut)
 	}
+	// A dry run that matches nothing says it is one, as every dry run does.
+	if code, out, errOut := run(t, "forget", "--form", "contact", "--field", "nosuchfield=x", "--dry-run"); code != exitOK || !strings.HasPrefix(out, "Dry run: ") {
+		t.Errorf("dry run matching nothing: exit %d:\n%s%s", code, out, errOut)
+	}
 }
 
 // TestForgetAgainSaysNothingIsNew: the same forget by key run a second

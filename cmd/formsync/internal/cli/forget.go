@@ -97,7 +97,11 @@ func runForget(ctx context.Context, e *env, args []string) int {
 		return exitFailed
 	}
 	if len(rep.Rows) == 0 && len(rep.Unstored) == 0 && len(rep.Before) == 0 {
-		fmt.Fprintf(e.stdout, "No stored row of form %s matches: nothing changed.\n", *form)
+		if *dry {
+			fmt.Fprintf(e.stdout, "Dry run: no stored row of form %s matches: nothing would change.\n", *form)
+		} else {
+			fmt.Fprintf(e.stdout, "No stored row of form %s matches: nothing changed.\n", *form)
+		}
 		return purgeResult(e, rep)
 	}
 	if !*dry && !rep.Committed {

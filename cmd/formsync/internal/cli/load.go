@@ -62,7 +62,7 @@ func (c *Config) loadPolicy(p *problems) *fieldpolicy.Policy {
 		return pol
 	}
 	if c.FieldHashKeyFile == "" {
-		p.add("FIELD_HASH_KEY_FILE", "FORMSYNC_FIELD_POLICY=%q hashes fields: set FORMSYNC_FIELD_HASH_KEY_FILE to a file holding a secret key of at least 16 bytes (e.g. a mounted Secret; 'head -c 32 /dev/urandom | base64' makes one)", c.FieldPolicy)
+		p.add("FIELD_HASH_KEY_FILE", "FORMSYNC_FIELD_POLICY=%q hashes fields: set FORMSYNC_FIELD_HASH_KEY_FILE to a file holding a secret key of at least 16 bytes (e.g. a mounted Secret; 'openssl rand -hex 32 > hash-key' makes one)", c.FieldPolicy)
 		return nil
 	}
 	key, err := fieldpolicy.LoadKey(c.FieldHashKeyFile)

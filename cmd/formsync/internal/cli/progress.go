@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/formsync/formsync/worker"
 )
@@ -30,6 +33,10 @@ type progressPrinter struct {
 	last  time.Time
 	drawn bool // the bar is on the terminal's current line
 	forms map[string]worker.Progress
+	// line is the bar's line last drawn, drawn again when the terminal
+	// is resized; width measures the terminal (nil: defaultTermWidth).
+	line  progressLine
+	width func() int
 }
 
 // progressLogEvery is how often a command without a terminal logs its
@@ -58,6 +65,10 @@ func newProgressPrinter(e *env) *progressPrinter {
 	p := &progressPrinter{e: e, what: "backfill", now: time.Now, every: cmp.Or(e.progressEvery, progressLogEvery)}
 	if isTerminal(e.stderr) {
 		p.tty = e.stderr
+		if f, ok := e.stderr.(*os.File); ok {
+			p.width = func() int { return termWidth(f) }
+			onResize(p.resized)
+		}
 	}
 	return p
 }
@@ -67,6 +78,9 @@ func isTerminal(w io.Writer) bool {
 	switch w := w.(type) {
 	case lineClearer:
 		return true
+	case interface{ Terminal() bool }:
+		// A writer that says it is one (a test's).
+		return w.Terminal()
 	case *os.File:
 		fi, err := w.Stat()
 		return err == nil && fi.Mode()&os.ModeCharDevice != 0
@@ -129,20 +143,8 @@ func (p *progressPrinter) update(pr worker.Progress) {
 			return
 		}
 		p.last, p.drawn = now, true
-		secs := max(all.Elapsed.Seconds(), 1e-9)
-		rate, eta := fmt.Sprintf("%.1f pages/s  %.0f rows/s", float64(all.Pages)/secs, float64(all.Rows)/secs), humanDuration(all.ETA)
-		if all.Elapsed < rateAfter {
-			// The first page or two come at once: their rate says nothing.
-			rate, eta = "-- pages/s", "--"
-		}
-		if all.PagesTotal == 0 {
-			fmt.Fprintf(p.tty, "\r%s %d pages  %d rows  %s   ", label, all.Pages, all.Rows, rate)
-			return
-		}
-		const width = 30
-		filled := width * min(all.Pages, all.PagesTotal) / all.PagesTotal
-		fmt.Fprintf(p.tty, "\r%s [%s%s] %d/%d pages  %d rows  %s  ETA %s   ", label,
-			strings.Repeat("=", filled), strings.Repeat(" ", width-filled), all.Pages, all.PagesTotal, all.Rows, rate, eta)
+		p.line = barLine(all, label)
+		p.drawLocked()
 		return
 	}
 	if p.last.IsZero() {
@@ -161,7 +163,9 @@ func (p *progressPrinter) update(pr worker.Progress) {
 	if all.PagesTotal > 0 {
 		attrs = append(attrs, "pages_total", all.PagesTotal)
 	}
-	attrs = append(attrs, "rows", all.Rows, "pages_per_second", float64(all.Pages)/max(all.Elapsed.Seconds(), 1e-9))
+	// Two decimals: 5.097341792384847 says no more than 5.1 to a reader.
+	rate := math.Round(float64(all.Pages)/max(all.Elapsed.Seconds(), 1e-9)*100) / 100
+	attrs = append(attrs, "rows", all.Rows, "pages_per_second", rate)
 	if all.ETA > 0 {
 		attrs = append(attrs, "eta", all.ETA.Round(time.Second).String())
 	}
@@ -179,24 +183,172 @@ func (p *progressPrinter) done() {
 	if p.drawn {
 		fmt.Fprintln(p.tty)
 	}
-	p.drawn, p.last, p.forms = false, time.Time{}, nil
+	p.drawn, p.last, p.forms, p.line = false, time.Time{}, nil, progressLine{}
+}
+
+// progressLine is what the bar's line shows, laid out for a width by fit.
+type progressLine struct {
+	label       string
+	pages, of   int    // of is 0 when the pages in all are not known
+	counts      string // "20/60 pages  2000 rows" or "20 pages  2000 rows"
+	rate, rows  string // "2.0 pages/s", "200 rows/s" (rows "" before the rate means anything)
+	eta         string // "ETA 30s", "" without a bar
+	initialized bool
+}
+
+// barLine is the line of the progress all of the forms labelled label.
+func barLine(all worker.Progress, label string) progressLine {
+	l := progressLine{label: label, pages: all.Pages, of: all.PagesTotal, initialized: true}
+	secs := max(all.Elapsed.Seconds(), 1e-9)
+	l.rate, l.rows = fmt.Sprintf("%.1f pages/s", float64(all.Pages)/secs), fmt.Sprintf("%.0f rows/s", float64(all.Rows)/secs)
+	eta := humanDuration(all.ETA)
+	if all.Elapsed < rateAfter {
+		// The first page or two come at once: their rate says nothing.
+		l.rate, l.rows, eta = "-- pages/s", "", "--"
+	}
+	if all.PagesTotal == 0 {
+		l.counts = fmt.Sprintf("%d pages  %d rows", all.Pages, all.Rows)
+		return l
+	}
+	l.counts = fmt.Sprintf("%d/%d pages  %d rows", all.Pages, all.PagesTotal, all.Rows)
+	l.eta = "ETA " + eta
+	return l
+}
+
+// Widths of the bar: at most barWidth, at least minBar before it is left
+// out; a form id is cut to minLabel before the bar narrows.
+const (
+	barWidth = 30
+	minBar   = 10
+	minLabel = 16
+)
+
+// fit lays the line out in width columns, one less than the terminal's so
+// that the cursor never wraps: the bar at its full width when there is
+// room; else the form id (or "N forms") cut first (to minLabel), then the
+// bar narrowed, then the rows a second left out, then the bar and the
+// rate, then the id cut further; what still does not fit is cut at the
+// end.
+func (l progressLine) fit(width int) string {
+	width--
+	tail := []string{l.counts, l.rate}
+	if l.rows != "" {
+		tail = append(tail, l.rows)
+	}
+	if l.eta != "" {
+		tail = append(tail, l.eta)
+	}
+	rest := func() string { return strings.Join(tail, "  ") }
+	label := []rune(l.label)
+	cut := func(n int) string {
+		if len(label) <= n {
+			return string(label)
+		}
+		if n <= 1 {
+			return string(label[:max(n, 0)])
+		}
+		return string(label[:n-1]) + "…"
+	}
+	if l.of == 0 {
+		line := cut(max(minLabel, width-utf8.RuneCountInString(rest())-1)) + " " + rest()
+		return cutRunes(line, width)
+	}
+	bar := func(w int) string {
+		filled := w * min(l.pages, l.of) / l.of
+		return "[" + strings.Repeat("=", filled) + strings.Repeat(" ", w-filled) + "]"
+	}
+	for {
+		// Room for the id and the bar: width less the rest and three
+		// spaces and brackets' worth of separators.
+		room := width - utf8.RuneCountInString(rest()) - 4
+		labelW := min(len(label), max(minLabel, room-barWidth))
+		if w := min(barWidth, room-labelW); w >= minBar {
+			return cut(labelW) + " " + bar(w) + " " + rest()
+		}
+		if l.rows != "" && len(tail) > 3 {
+			// The rows a second go before the bar does.
+			tail = slices.Delete(tail, 2, 3)
+			l.rows = ""
+			continue
+		}
+		// No room for a bar: the counts and the time left.
+		tail = []string{l.counts}
+		if l.eta != "" {
+			tail = append(tail, l.eta)
+		}
+		return cutRunes(cut(max(4, width-utf8.RuneCountInString(rest())-1))+" "+rest(), width)
+	}
+}
+
+// cutRunes cuts s to n runes.
+func cutRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:max(n, 0)])
+	}
+	return s
+}
+
+// drawLocked draws the line again at the terminal's width: from the start
+// of the line, and clearing what a longer line before it left.
+func (p *progressPrinter) drawLocked() {
+	if !p.line.initialized {
+		return
+	}
+	w := 0
+	if p.width != nil {
+		w = p.width()
+	}
+	if w <= 0 {
+		w = defaultTermWidth
+	}
+	fmt.Fprintf(p.tty, "\r%s\033[K", p.line.fit(w))
+}
+
+// defaultTermWidth is the width assumed of a terminal whose size cannot be
+// read.
+const defaultTermWidth = 80
+
+// resized draws the bar again at the terminal's new width (SIGWINCH).
+func (p *progressPrinter) resized() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		p.drawLocked()
+	}
 }
 
 // humanDuration says d the way a person reads it, in its two largest
 // units: "329d 3h", "2h 5m", "4m 10s", "12s".
 func humanDuration(d time.Duration) string {
-	if d < 0 {
-		return "-" + humanDuration(-d)
-	}
-	d = d.Round(time.Second)
-	days, h, m, s := int(d/(24*time.Hour)), int(d/time.Hour)%24, int(d/time.Minute)%60, int(d/time.Second)%60
+	return humanSeconds(d.Seconds())
+}
+
+// humanSeconds says a span of s seconds as humanDuration does, from a
+// float: a span between two times the store can hold (years 1 to 9999)
+// goes far beyond what a time.Duration holds (292 years), and any value,
+// negative or not, is said without overflowing. Beyond a year it says
+// years (of 365.25 days) and days: "1725y 120d".
+func humanSeconds(s float64) string {
 	switch {
+	case math.IsNaN(s):
+		return "-"
+	case s < 0:
+		return "-" + humanSeconds(-s)
+	case math.IsInf(s, 0) || s >= 1e15:
+		return "forever"
+	}
+	secs := int64(math.Round(s))
+	const day, year = 24 * 3600, 36525 * 24 * 36
+	years, days, h, m, sec := secs/year, secs/day, secs/3600%24, secs/60%60, secs%60
+	switch {
+	case years > 0:
+		return fmt.Sprintf("%dy %dd", years, secs%year/day)
 	case days > 0:
 		return fmt.Sprintf("%dd %dh", days, h)
 	case h > 0:
 		return fmt.Sprintf("%dh %dm", h, m)
 	case m > 0:
-		return fmt.Sprintf("%dm %ds", m, s)
+		return fmt.Sprintf("%dm %ds", m, sec)
 	}
-	return fmt.Sprintf("%ds", s)
+	return fmt.Sprintf("%ds", sec)
 }

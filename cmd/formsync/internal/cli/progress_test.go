@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/formsync/formsync/internal/testkit/apisim"
 	"github.com/formsync/formsync/worker"
@@ -50,7 +51,7 @@ func TestSyncLogsProgressWithoutATerminal(t *testing.T) {
 func TestProgressBarOfSeveralForms(t *testing.T) {
 	var term strings.Builder
 	p := newProgressPrinter(&env{})
-	p.what, p.tty = "sync", &term
+	p.what, p.tty, p.width = "sync", &term, func() int { return 160 }
 	clock := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	p.now = func() time.Time { clock = clock.Add(time.Second); return clock }
 	p.update(worker.Progress{FormID: "a", Pages: 10, PagesTotal: 40, Rows: 1000, Elapsed: 10 * time.Second, ETA: 30 * time.Second})
@@ -84,5 +85,58 @@ func TestHumanDuration(t *testing.T) {
 		if got := humanDuration(d); got != want {
 			t.Errorf("humanDuration(%s) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestProgressLineFitsTheTerminal: the bar's line never takes the last
+// column of the terminal (which would wrap and leave a tail behind at
+// each redraw): at 160 columns it is whole, at 80 the form id is cut
+// first, then the bar narrows, then the rows a second go; a resize draws
+// it again at the new width, clearing what was there.
+func TestProgressLineFitsTheTerminal(t *testing.T) {
+	long := "customer-satisfaction-survey-2026-q3-north-america-enterprise-accounts-followup"
+	pr := worker.Progress{FormID: long, Pages: 312, PagesTotal: 800, Rows: 7800, Elapsed: 62 * time.Second, ETA: 97 * time.Second}
+	for _, tc := range []struct {
+		width      int
+		want, lack []string
+	}{
+		{200, []string{long + " [===========                   ] 312/800 pages  7800 rows  5.0 pages/s  126 rows/s  ETA 1m 37s"}, nil},
+		{160, []string{"[===========                   ]", "126 rows/s"}, []string{long}},
+		{80, []string{"customer-satisf… [", "312/800 pages  7800 rows  5.0 pages/s  ETA 1m 37s"}, []string{"rows/s"}},
+		{40, []string{"312/800 pages  7800 rows  ETA 1m"}, []string{"["}},
+		{10, nil, nil},
+	} {
+		line := barLine(pr, pr.FormID).fit(tc.width)
+		if n := utf8.RuneCountInString(line); n >= tc.width {
+			t.Errorf("at %d columns: %d: %q", tc.width, n, line)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(line, w) {
+				t.Errorf("at %d columns: %q lacks %q", tc.width, line, w)
+			}
+		}
+		for _, w := range tc.lack {
+			if strings.Contains(line, w) {
+				t.Errorf("at %d columns: %q has %q", tc.width, line, w)
+			}
+		}
+	}
+
+	var term strings.Builder
+	width := 160
+	p := newProgressPrinter(&env{})
+	p.what, p.tty, p.width = "sync", &term, func() int { return width }
+	p.update(pr)
+	width = 80
+	p.resized()
+	last := term.String()[strings.LastIndex(term.String(), "\r"):]
+	if want := "\r" + barLine(pr, long).fit(80) + "\033[K"; last != want {
+		t.Errorf("after a resize to 80 columns: %q, want %q", last, want)
+	}
+	p.done()
+	term.Reset()
+	p.resized() // no bar on the line: nothing to draw
+	if term.Len() != 0 {
+		t.Errorf("a resize with no bar drew %q", term.String())
 	}
 }

@@ -2,8 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -79,5 +83,86 @@ func TestSimulateWaitsForRequestsInFlight(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("simulate did not return once the last request ended:\n%s", out.String())
+	}
+}
+
+// TestSimulateSaysWhatItsSettingsMeanForASync: at start the simulator
+// says its page size, the newest submission's date (near now by default)
+// and how long a first sync takes at the client's default rate limit:
+// 20,000 rows of the older form are 800 pages, 2m 40s at 5 requests/s.
+func TestSimulateSaysWhatItsSettingsMeanForASync(t *testing.T) {
+	clearEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // stops as soon as it listens
+	var out syncBuffer
+	if code := Main(ctx, []string{"simulate", "-addr", "127.0.0.1:0", "-forms", "big", "-submissions", "20000"}, &out, &out); code != exitOK {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	for _, want := range []string{"25 submissions a page whatever the limit asked (FORMSYNC_PAGE_SIZE)", "about 800 requests",
+		"FORMSYNC_RATE_LIMIT=5 requests/s: about 2m 40s", "no rate limit"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("simulate does not say %q:\n%s", want, out.String())
+		}
+	}
+	newest := regexp.MustCompile(`the newest created at (\S+) `).FindStringSubmatch(out.String())
+	if newest == nil {
+		t.Fatalf("no newest date:\n%s", out.String())
+	}
+	if at, err := time.Parse(time.RFC3339, newest[1]); err != nil || time.Since(at) > time.Hour || time.Since(at) < 0 {
+		t.Errorf("newest submission %s: want it near now (%v)", newest[1], err)
+	}
+}
+
+// TestSimulateServesSeveralAccounts: -accounts acme,globex serves each
+// account's forms with a token of its own, writes the token files and
+// prints what to export; a sync with exactly those settings reads every
+// form of both accounts. The temporary token directory goes with the
+// simulator.
+func TestSimulateServesSeveralAccounts(t *testing.T) {
+	clearEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"simulate", "-addr", "127.0.0.1:0", "-accounts", "acme,globex", "-forms", "contact,signup", "-submissions", "30", "-variant", "newer"}, &out, &out)
+	}()
+	listening := regexp.MustCompile(`API simulator: http://(\S+)/api/forms/`)
+	exports := regexp.MustCompile(`(?m)^  export (FORMSYNC_\w+)=(\S+)$`)
+	waitFor(t, "simulate does not say what to export", func() bool { return len(exports.FindAllString(out.String(), -1)) == 2 })
+	t.Setenv("FORMSYNC_API_BASE_URL", "http://"+listening.FindStringSubmatch(out.String())[1])
+	var dir string
+	for _, m := range exports.FindAllStringSubmatch(out.String(), -1) {
+		t.Setenv(m[1], m[2])
+		if m[1] == "FORMSYNC_API_TOKEN_DIR" {
+			dir = m[2]
+		}
+	}
+	for _, want := range []string{"acme: token file " + filepath.Join(dir, "acme") + ` (token "sim-token-acme")`,
+		`globex: token file ` + filepath.Join(dir, "globex"), "acme:acme-contact,acme:acme-signup,globex:globex-contact,globex:globex-signup"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("simulate does not say %q:\n%s", want, out.String())
+		}
+	}
+	t.Setenv("FORMSYNC_SQLITE_PATH", filepath.Join(t.TempDir(), "f.db"))
+	t.Setenv("FORMSYNC_RATE_LIMIT", "1000")
+	t.Setenv("FORMSYNC_TMP_DIR", t.TempDir())
+	code, _, errOut := run(t, "sync")
+	if code != exitOK || strings.Count(errOut, `"message":"form synced"`) != 4 || !strings.Contains(errOut, `"new":120`) {
+		t.Fatalf("sync of both accounts: exit %d:\n%s", code, errOut)
+	}
+	// Each token file holds its account's token alone.
+	if b, err := os.ReadFile(filepath.Join(dir, "globex")); err != nil || strings.TrimSpace(string(b)) != "sim-token-globex" {
+		t.Errorf("globex's token file: %q, %v", b, err)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("simulate: exit %d:\n%s", code, out.String())
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the temporary token directory %s is left behind (%v)", dir, err)
+	}
+	if code, _, errOut := run(t, "simulate", "-accounts", "acme,../x"); code != exitUsage || !strings.Contains(errOut, "not an account name") {
+		t.Errorf("a bad account name: exit %d: %s", code, errOut)
 	}
 }

@@ -43,9 +43,14 @@ type formStatus struct {
 	LastSuccessAt   *time.Time `json:"last_success_at,omitempty"`
 	LastErrorAt     *time.Time `json:"last_error_at,omitempty"`
 	LastError       string     `json:"last_error,omitempty"`
-	// LagSeconds is how far the newest loaded submission is behind now.
-	LagSeconds *float64 `json:"lag_seconds,omitempty"`
-	Backfill   bool     `json:"backfill_in_progress,omitempty"`
+	// LagSeconds is how far the newest loaded submission is behind now
+	// (its age), AheadSeconds how far it is ahead of now when the
+	// watermark lies in the future (a clock upstream ahead, a hand-edited
+	// state): one of the two is set with a watermark. Both come from the
+	// times themselves, so that years 1 to 9999 give the true figure.
+	LagSeconds   *float64 `json:"lag_seconds,omitempty"`
+	AheadSeconds *float64 `json:"ahead_seconds,omitempty"`
+	Backfill     bool     `json:"backfill_in_progress,omitempty"`
 	// NeverSynced is a form of FORMSYNC_FORMS that has no sync state yet:
 	// no run has read it (a form just added, or one whose runs never got
 	// to it).
@@ -183,7 +188,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		if s.NeverSynced {
 			success = "not synced yet"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s", s.Form, fmtTime(s.Watermark), fmtLag(s.LagSeconds), s.Rows, s.Deleted,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s", s.Form, fmtTime(s.Watermark), fmtLagOf(s), s.Rows, s.Deleted,
 			fmtTime(s.LastReconcileAt), success, shorten(s.LastError, 80))
 		if backfills {
 			fmt.Fprintf(tw, "\t%s", fmtBackfill(s.BackfillProgress))
@@ -191,6 +196,9 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	if slices.ContainsFunc(out, func(s formStatus) bool { return s.Watermark != nil }) {
+		fmt.Fprintln(e.stdout, "\nLAG is the age of the newest submission loaded (now minus WATERMARK): it grows while a form receives nothing new, right after a good sync too.")
+	}
 	printHidden(e, hidden)
 	return exitOK
 }
@@ -265,8 +273,12 @@ func statusOf(st state.Form, now time.Time) formStatus {
 	if !st.Watermark.IsZero() {
 		w := st.Watermark.CreatedAt
 		s.Watermark = &w
-		lag := now.Sub(w).Seconds()
-		s.LagSeconds = &lag
+		if lag := secondsBetween(w, now); lag >= 0 {
+			s.LagSeconds = &lag
+		} else {
+			ahead := -lag
+			s.AheadSeconds = &ahead
+		}
 	}
 	if !st.LastSuccessAt.IsZero() {
 		t := st.LastSuccessAt
@@ -296,11 +308,28 @@ func fmtTime(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
+// secondsBetween is to minus from in seconds, exact to the microsecond
+// for any two times of years 1 to 9999, where time.Time.Sub saturates at
+// 292 years.
+func secondsBetween(from, to time.Time) float64 {
+	return float64(to.Unix()-from.Unix()) + float64(to.Nanosecond()-from.Nanosecond())/1e9
+}
+
+// fmtLag is the LAG column: the newest submission's age.
 func fmtLag(s *float64) string {
 	if s == nil {
 		return "-"
 	}
-	return humanDuration(time.Duration(*s * float64(time.Second)))
+	return humanSeconds(*s)
+}
+
+// fmtLagOf is the LAG column of s: its age, or how far ahead of now a
+// watermark in the future is.
+func fmtLagOf(s formStatus) string {
+	if s.AheadSeconds != nil {
+		return humanSeconds(*s.AheadSeconds) + " ahead"
+	}
+	return fmtLag(s.LagSeconds)
 }
 
 func shorten(s string, n int) string {

@@ -143,7 +143,8 @@ func TestStatusShowsABackfillInProgress(t *testing.T) {
 	}
 
 	code, out, errOut := run(t, "status")
-	lines := strings.Split(strings.TrimSpace(out), "\n")
+	table, _, _ := strings.Cut(out, "\n\n")
+	lines := strings.Split(strings.TrimSpace(table), "\n")
 	if code != exitOK || len(lines) != 3 || !strings.HasSuffix(lines[0], "BACKFILL IN PROGRESS") ||
 		!strings.HasSuffix(lines[1], "2026-03-01T00:00:00Z..2026-03-31T23:59:59Z, down to 2026-03-15T12:00:00Z") ||
 		!strings.HasPrefix(lines[2], "b ") || !strings.HasSuffix(lines[2], " -") {

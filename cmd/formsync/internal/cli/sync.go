@@ -3,6 +3,11 @@ package cli
 import (
 	"context"
 	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/metrics"
@@ -18,9 +23,101 @@ func runSync(ctx context.Context, e *env, args []string) int {
 	}
 	e.progress = startProgress(e, "sync")
 	m := metrics.New()
-	_, code := syncOnce(ctx, e, m)
+	rep, code := syncOnce(ctx, e, m)
 	pushMetrics(ctx, e, m)
+	if isTerminal(e.stdout) || isTerminal(e.stderr) {
+		// A person ran it: the log lines above are for machines.
+		var b strings.Builder
+		printSyncSummary(&b, e.cfg, rep, code)
+		width := 0
+		if f, ok := e.stdout.(*os.File); ok && isTerminal(f) {
+			width = termWidth(f)
+		}
+		io.WriteString(e.stdout, wrapWords(b.String(), width))
+	}
 	return code
+}
+
+// wrapWords wraps each line of s at spaces to fit width columns (one
+// less, so that the cursor never wraps), its continuation indented two
+// more than the line; width 0 leaves s as it is. A word longer than a
+// line stays whole.
+func wrapWords(s string, width int) string {
+	if width <= 0 {
+		return s
+	}
+	var out strings.Builder
+	for line := range strings.Lines(s) {
+		line = strings.TrimSuffix(line, "\n")
+		indent := strings.Repeat(" ", len(line)-len(strings.TrimLeft(line, " "))+2)
+		col := 0
+		for i, word := range strings.Split(line, " ") {
+			n := utf8.RuneCountInString(word)
+			switch {
+			case i == 0:
+			case col+1+n >= width && col > len(indent):
+				out.WriteString("\n" + indent)
+				col = len(indent)
+			default:
+				out.WriteByte(' ')
+				col++
+			}
+			out.WriteString(word)
+			col += n
+		}
+		out.WriteByte('\n')
+	}
+	return out.String()
+}
+
+// printSyncSummary ends a sync run on a terminal with what a person reads,
+// as backfill, reconcile, forget and remove do: the forms, the rows new
+// and updated, where they went, which forms failed and what to do.
+func printSyncSummary(w io.Writer, cfg Config, rep *worker.Report, code int) {
+	if rep == nil {
+		if code != exitOK {
+			fmt.Fprintln(w, "\nSync failed before reading any form: the error is above. Fix it and run 'formsync sync' again.")
+		}
+		return
+	}
+	var inserted, updated int64
+	var failed []worker.FormReport
+	for _, f := range rep.Forms {
+		inserted += f.Inserted
+		updated += f.Updated
+		if f.Err != nil {
+			failed = append(failed, f)
+		}
+	}
+	where := "SQLite file " + cfg.SQLitePath
+	if cfg.Sink == "bigquery" {
+		where = "BigQuery dataset " + cfg.BQProject + "." + cfg.BQDataset
+	}
+	ok := len(rep.Forms) - len(failed)
+	if rep.CommitErr != nil {
+		fmt.Fprintf(w, "\nSync of %s read, but its commit to %s failed: nothing of this run was stored, every watermark stays.\n  %v\nRun 'formsync sync' again once the error above is fixed.\n",
+			plural(len(rep.Forms), "form"), where, rep.CommitErr)
+		return
+	}
+	fmt.Fprintf(w, "\nSynced %d of %s into %s: %s new, %d updated, in %s.\n",
+		ok, plural(len(rep.Forms), "form"), where, plural(int(inserted), "row"), updated, humanDuration(rep.Duration))
+	if len(failed) == 0 {
+		fmt.Fprintln(w, "'formsync status' shows each form's watermark and lag.")
+		return
+	}
+	fmt.Fprintf(w, "%s failed (their watermarks stay; the next sync reads them again):\n", plural(len(failed), "form"))
+	for _, f := range failed {
+		fmt.Fprintf(w, "  %s: %s\n", f.FormID, shorten(f.Err.Error(), 300))
+	}
+	fmt.Fprintln(w, "Fix what each error says, then run 'formsync sync' again; 'formsync status' shows each form's last error.")
+}
+
+// plural is "1 form", "3 forms".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // syncOnce wires the pipeline for this shard's forms, runs one sync and
