@@ -9,6 +9,7 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -62,6 +63,50 @@ type formStatus struct {
 	// types (JSON only: the table has no room for them).
 	View    string        `json:"view,omitempty"`
 	Columns []view.Column `json:"columns,omitempty"`
+	// FieldsAdded are the fields the form gained (after its first rows)
+	// since --fields-since, oldest first.
+	FieldsAdded []addedField `json:"fields_added,omitempty"`
+}
+
+// addedField is a field a form gained, and when it was first committed.
+type addedField struct {
+	Field   string    `json:"field"`
+	Type    string    `json:"type"`
+	AddedAt time.Time `json:"added_at"`
+}
+
+// fieldsAddedSince lists st's fields added at or after since, oldest
+// first.
+func fieldsAddedSince(st state.Form, since time.Time) []addedField {
+	var out []addedField
+	for f, at := range st.FieldTypes.Added {
+		if !at.Before(since) && slices.Contains(st.FieldNames, f) {
+			out = append(out, addedField{Field: f, Type: string(st.FieldTypes.Type(f)), AddedAt: at.UTC()})
+		}
+	}
+	slices.SortFunc(out, func(a, b addedField) int {
+		return cmp.Or(a.AddedAt.Compare(b.AddedAt), strings.Compare(a.Field, b.Field))
+	})
+	return out
+}
+
+// parseSince reads --fields-since: a duration back from now (Go's form,
+// or whole days as 7d), or a date (2006-01-02) or time (RFC 3339).
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 && n <= 365*100 {
+			return now.AddDate(0, 0, -n), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, time.DateOnly} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("--fields-since %q: want a duration back from now (24h, 7d) or a date (2026-11-01) or time (RFC 3339)", s)
 }
 
 // backfillProgress is a backfill in progress: its window (nil ends are
@@ -113,8 +158,15 @@ func fmtBackfill(p *backfillProgress) string {
 func runStatus(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON for scripts")
+	sinceText := fs.String("fields-since", "7d", "list the fields each form gained since this long ago (24h, 7d) or this date (2026-11-01)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
+	}
+	now := time.Now().UTC()
+	since, err := parseSince(*sinceText, now)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "formsync status: %v\n", err)
+		return exitUsage
 	}
 	if err := e.cfg.Validate(needs("status")); err != nil {
 		return configError(e, err)
@@ -130,7 +182,6 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "formsync status: %v\n", err)
 		return exitFailed
 	}
-	now := time.Now().UTC()
 	var out []formStatus
 	var hidden []string
 	for _, st := range states {
@@ -138,7 +189,9 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 			hidden = append(hidden, st.FormID)
 			continue
 		}
-		out = append(out, statusOf(st, now))
+		s := statusOf(st, now)
+		s.FieldsAdded = fieldsAddedSince(st, since)
+		out = append(out, s)
 	}
 	slices.Sort(hidden)
 	for _, id := range e.cfg.Forms {
@@ -199,8 +252,23 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	if slices.ContainsFunc(out, func(s formStatus) bool { return s.Watermark != nil }) {
 		fmt.Fprintln(e.stdout, "\nLAG is the age of the newest submission loaded (now minus WATERMARK): it grows while a form receives nothing new, right after a good sync too.")
 	}
+	printFieldsAdded(e, out, since, *sinceText)
 	printHidden(e, hidden)
 	return exitOK
+}
+
+// printFieldsAdded lists the fields the forms gained since since, which
+// the flag's text spelt.
+func printFieldsAdded(e *env, out []formStatus, since time.Time, text string) {
+	if !slices.ContainsFunc(out, func(s formStatus) bool { return len(s.FieldsAdded) > 0 }) {
+		return
+	}
+	fmt.Fprintf(e.stdout, "\nFields added since %s (--fields-since %s): check that FORMSYNC_FIELD_POLICY covers them.\n", since.Format(time.RFC3339), text)
+	for _, s := range out {
+		for _, f := range s.FieldsAdded {
+			fmt.Fprintf(e.stdout, "  %s: %s (%s), %s\n", s.Form, f.Field, f.Type, f.AddedAt.Format(time.RFC3339))
+		}
+	}
 }
 
 // shownInStatus reports whether status lists a stored state: a form of

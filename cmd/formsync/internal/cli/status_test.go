@@ -249,3 +249,43 @@ func TestStatusJSONListsViewColumns(t *testing.T) {
 		t.Errorf("status --json:\n%s", out)
 	}
 }
+
+// TestStatusListsFieldsAdded: a form that gained a field after its first
+// rows lists it, with its type and when, in text and JSON; --fields-since
+// after that time leaves it out, and a bad value is refused.
+func TestStatusListsFieldsAdded(t *testing.T) {
+	sim := apisim.New(apisim.Options{Seed: 8, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 1})
+	at := time.Now().UTC().Add(-time.Hour)
+	first := apisim.Submission{ID: 1, CreatedAt: at, Fields: json.RawMessage(`{"name":"a"}`), Files: json.RawMessage(`[]`)}
+	sim.SetSubmissions("contact", first)
+	syncEnv(t, sim, "contact")
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync: exit %d: %s", code, errOut)
+	}
+	sim.SetSubmissions("contact", first,
+		apisim.Submission{ID: 2, CreatedAt: at.Add(time.Minute), Fields: json.RawMessage(`{"name":"b","guests":"3"}`), Files: json.RawMessage(`[]`)})
+	before := time.Now().UTC()
+	if code, _, errOut := run(t, "sync"); code != exitOK {
+		t.Fatalf("sync: exit %d: %s", code, errOut)
+	}
+	code, out, errOut := run(t, "status")
+	if code != exitOK || !regexp.MustCompile(`(?m)^Fields added since .* \(--fields-since 7d\)`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^  contact: guests \(integer\), \d{4}-`).MatchString(out) {
+		t.Errorf("status: exit %d, stdout:\n%s\nstderr %q", code, out, errOut)
+	}
+	code, out, _ = run(t, "status", "--json")
+	var got []formStatus
+	if err := json.Unmarshal([]byte(out), &got); code != exitOK || err != nil || len(got) != 1 {
+		t.Fatalf("status --json: exit %d, %v:\n%s", code, err, out)
+	}
+	if f := got[0].FieldsAdded; len(f) != 1 || f[0].Field != "guests" || f[0].Type != "integer" || f[0].AddedAt.Before(before.Add(-time.Second)) {
+		t.Errorf("fields_added %+v", f)
+	}
+	code, out, _ = run(t, "status", "--fields-since", time.Now().UTC().Add(time.Minute).Format(time.RFC3339))
+	if code != exitOK || strings.Contains(out, "Fields added") {
+		t.Errorf("status --fields-since after the field came: exit %d:\n%s", code, out)
+	}
+	if code, _, errOut := run(t, "status", "--fields-since", "yesterday"); code != exitUsage || !strings.Contains(errOut, "--fields-since") {
+		t.Errorf("a bad --fields-since: exit %d, %s", code, errOut)
+	}
+}
