@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -211,7 +212,11 @@ func (s *Store) upload(ctx context.Context, key string, r io.Reader, opts PutOpt
 		return "", 0, fmt.Errorf("storing a file: %w", err)
 	}
 	h := sha256.New()
-	n, err := io.Copy(w, &hashingReader{r: r, h: h})
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	// Through Write, not the blob writer's ReadFrom, which takes a fresh
+	// 1 MiB buffer for every file.
+	n, err := io.CopyBuffer(writerOnly{w}, &hashingReader{r: r, h: h}, *buf)
 	if err != nil {
 		cancel() // before Close: aborts the write
 		_ = w.Close()
@@ -222,6 +227,12 @@ func (s *Store) upload(ctx context.Context, key string, r io.Reader, opts PutOpt
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
+
+// copyBuffers are the buffers uploads copy through.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// writerOnly hides a writer's ReadFrom from io.CopyBuffer.
+type writerOnly struct{ io.Writer }
 
 // hashingReader hashes what it reads. Unlike io.TeeReader it hides r's
 // WriteTo, so io.Copy reads through it.
