@@ -502,3 +502,48 @@ func TestNewFetcherSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchIntoStores: files fetched from loopback land in each kind of
+// store under the digest of the bytes served, once per content.
+func TestFetchIntoStores(t *testing.T) {
+	t.Parallel()
+	other := bytes.Repeat([]byte("another file "), 1000)
+	srv := newFileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/other" {
+			w.Write(other)
+			return
+		}
+		w.Write(fileBytes)
+	})
+	f := newFetcher(t, FetcherConfig{})
+	for kind, s := range openStores(t, nil) {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			var existed []bool
+			for _, path := range []string{"/a", "/other", "/same-as-a"} {
+				res, err := f.Fetch(t.Context(), entry(srv.URL+path), s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				existed = append(existed, res.Existed)
+			}
+			if diff := cmp.Diff([]bool{false, false, true}, existed); diff != "" {
+				t.Errorf("Existed (-want +got):\n%s", diff)
+			}
+			for _, want := range [][]byte{fileBytes, other} {
+				r, err := s.Open(t.Context(), digest(want))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := io.ReadAll(r)
+				r.Close()
+				if err != nil || digest(got) != digest(want) {
+					t.Errorf("stored bytes differ from those served (%v)", err)
+				}
+			}
+			if got := keys(t, s); len(got) != 2 {
+				t.Errorf("objects: %v, want the two files only", got)
+			}
+		})
+	}
+}
