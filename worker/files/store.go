@@ -164,7 +164,8 @@ type Object struct {
 // The digest is known only once the bytes are read, so they go to a
 // temporary object (tmp/<random>) first, hashed on the way; then, unless
 // sha256/<digest> exists already, it is copied there; then the temporary
-// object is deleted. An error reading r or writing aborts the upload and
+// object is deleted (one the delete fails to remove is left to Sweep).
+// An error reading r or writing aborts the upload and
 // leaves no object. A crash between the upload and the delete can leave
 // a tmp/ object, which Sweep removes; it never leaves a partial object
 // under a digest (objects appear whole: fileblob renames, GCS and memory
@@ -191,10 +192,9 @@ func (s *Store) Put(ctx context.Context, r io.Reader, opts PutOptions) (Object, 
 			return Object{}, fmt.Errorf("storing a file: copying it to %s: %w", key, err)
 		}
 	}
-	if err := s.bucket.Delete(ctx, tmp); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-		// Stored all the same: Sweep takes the leftover.
-		return obj, fmt.Errorf("storing a file: deleting %s: %w", tmp, err)
-	}
+	// The file is stored: an upload left behind (the delete failing) is
+	// Sweep's, not a reason to fetch it again.
+	_ = s.bucket.Delete(ctx, tmp)
 	return obj, nil
 }
 
