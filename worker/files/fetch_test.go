@@ -157,7 +157,10 @@ func TestFetchFailures(t *testing.T) {
 			w.WriteHeader(http.StatusFound)
 		}
 	})
-	f := newFetcher(t, FetcherConfig{MaxBytes: 4096, Timeout: 300 * time.Millisecond})
+	f := newFetcher(t, FetcherConfig{MaxBytes: 4096})
+	// Only the slow server meets the short timeout; the others answer
+	// in full however loaded the machine.
+	slow := newFetcher(t, FetcherConfig{MaxBytes: 4096, Timeout: 200 * time.Millisecond})
 	for _, tc := range []struct {
 		path     string
 		reason   string
@@ -176,7 +179,10 @@ func TestFetchFailures(t *testing.T) {
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			t.Parallel()
-			s := memStore(t)
+			s, f := memStore(t), f
+			if tc.path == "/slow" {
+				f = slow
+			}
 			res, err := f.Fetch(t.Context(), entry(srv.URL+tc.path), s)
 			if got := Reason(err); got != tc.reason {
 				t.Fatalf("Fetch = %+v, %v: reason %q, want %q", res, err, got, tc.reason)
