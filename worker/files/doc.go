@@ -81,7 +81,8 @@
 // the words a table stores; it is "" for errors that are not the file's
 // (the store failing, the run cancelled), which leave the file pending.
 //
-// Fetching 50 KB files from loopback into a file:// store takes about
-// 3 ms and 60 KB of allocation a file, its peak heap flat at about 5 MiB
-// from 100 to 1,000 files (BenchmarkFetchStore).
+// Fetching 50 KB files from loopback into a file:// store takes 3 to
+// 5 ms a file (most of it fileblob's copy from tmp/ to sha256/) and
+// 60 KB of allocation, its peak heap flat at about 5 MiB from 100 to
+// 1,000 files (BenchmarkFetchStore, on a shared 2-core machine).
 package files
