@@ -54,7 +54,7 @@ func TestHostileNamesCannotChangeStatements(t *testing.T) {
 		"|SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at," +
 		"|  [^']*'.* AS `[a-z][a-z0-9_]*`,?" + // a column: checked by columnLine
 		"|FROM `[a-z0-9_.\\-]+\\.submissions`" +
-		"|WHERE form_id = '([ -&(-\\[\\]-~]|\\\\[\\\\']|\\\\u[0-9a-f]{4}|\\\\U[0-9a-f]{8})*' AND deleted_at IS NULL" +
+		"|WHERE form_id = '([ -&(-\\[\\]-~]|\\\\[\\\\']|\\\\u[0-9a-f]{4}|\\\\U[0-9a-f]{8})*' AND deleted_at IS NULL AND created_at " + regexp.QuoteMeta(allOfTime) +
 		"|)$")
 
 	at := b.t0.Add(time.Hour)

@@ -1,8 +1,11 @@
 package bigquery
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 
+	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/sink/view"
 	"github.com/formsync/formsync/state/fieldtype"
 )
@@ -118,4 +121,35 @@ func viewColumns(b *strings.Builder, fieldNames []string, types fieldtype.Column
 		b.WriteString(c.Name) // sanitised: [a-z0-9_], quoted because it may be a keyword
 		b.WriteString("`")
 	}
+}
+
+// viewDDL is the DDL of one form's view, and the description it gives the
+// view. The view has a column per field name, of the type types gives it
+// (viewColumnExpr), read with the JSON subscript operator so that no
+// character of a field name is ever parsed as JSON path syntax. The
+// description ends with a digest of the view's query, so that a commit can
+// tell from the view's metadata alone whether the view in place is the one
+// the stored field names and types call for (see Sink.viewInPlace): a
+// column that widens changes the digest, and the view is replaced.
+//
+// The filter on created_at over all of time prunes nothing, and lets the
+// view be read from a submissions table that requires a partition filter
+// (BigQuery checks a view's query against the tables it reads).
+func viewDDL(project, dataset, formID string, fieldNames []string, types fieldtype.Columns) (ddl, description string) {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	b.WriteString(strings.Join(sqlname.ViewFixedColumns(), ", "))
+	viewColumns(&b, fieldNames, types)
+	b.WriteString("\nFROM ")
+	b.WriteString(ref(project, dataset, submissionsTable))
+	b.WriteString("\nWHERE form_id = ")
+	b.WriteString(stringLiteral(formID))
+	b.WriteString(" AND deleted_at IS NULL AND created_at ")
+	b.WriteString(allOfTime)
+	b.WriteString("\n")
+	query := b.String()
+	sum := sha256.Sum256([]byte(query))
+	description = "formsync: the submissions of one form, a column per field; formsync replaces this view when the fields of the form or their types change. Definition " + hex.EncodeToString(sum[:12])
+	return "CREATE OR REPLACE VIEW " + ref(project, dataset, sqlname.ViewName(formID)) +
+		"\nOPTIONS(description = " + stringLiteral(description) + ") AS\n" + query, description
 }

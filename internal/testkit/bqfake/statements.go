@@ -229,7 +229,7 @@ func (s *Server) recognise(q string) (*statement, error) {
 		}}, nil
 	}
 	if m := viewRE.FindStringSubmatch(n); m != nil && len(refs) == 2 {
-		return s.recogniseView(refs, m[1], m[2], m[3])
+		return s.recogniseView(refs, m[1], m[2], m[3], m[4] != "")
 	}
 	if selectAllRE.MatchString(n) && len(refs) == 1 {
 		return &statement{kind: "SELECT", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
@@ -239,7 +239,7 @@ func (s *Server) recognise(q string) (*statement, error) {
 				return nil, err
 			}
 			if _, err := s.tx(func(tx *sql.Tx) (*result, error) {
-				return nil, s.scan(tx, refs[0], nil, allPartitions)
+				return nil, s.scanRead(tx, refs[0])
 			}); err != nil {
 				return nil, err
 			}

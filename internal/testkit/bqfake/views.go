@@ -40,7 +40,8 @@ import (
 var (
 	viewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?`(?: OPTIONS\\(description = ('(?:[^'\\\\]|\\\\.)*')\\))? AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
 		"(.*)" +
-		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*') AND deleted_at IS NULL$")
+		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*') AND deleted_at IS NULL" +
+		"( AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00\\+00' AND TIMESTAMP '9999-12-31 23:59:59\\.999999\\+00')?$")
 	selectAllRE = regexp.MustCompile("^SELECT \\* FROM `\\?`$")
 )
 
@@ -185,7 +186,7 @@ func parseViewColumn(rest string) (c viewColumn, n int, err error) {
 // field names and the form id arrive as string literals; they are decoded
 // here exactly as GoogleSQL decodes them, and reach SQLite as literals of
 // its own syntax.
-func (s *Server) recogniseView(refs []string, descLit, colsText, formLit string) (*statement, error) {
+func (s *Server) recogniseView(refs []string, descLit, colsText, formLit string, allOfTime bool) (*statement, error) {
 	formID, err := unquote(formLit)
 	if err != nil {
 		return nil, err
@@ -222,13 +223,24 @@ func (s *Server) recogniseView(refs []string, descLit, colsText, formLit string)
 			fields = append(fields, &bqv2.TableFieldSchema{Name: c.name, Type: c.typ, Mode: c.mode})
 		}
 		b.WriteString(" FROM " + quoteIdent(refs[1]) + " WHERE form_id = " + sqliteLiteral(formID) + " AND deleted_at IS NULL")
-		return s.createView(refs[0], b.String(), fields, desc)
+		read := viewRead{table: refs[1], span: allPartitions,
+			cols: []string{"form_id", "submission_id", "submission_key", "created_at", "is_spam", "synced_at", "deleted_at"}}
+		if allOfTime {
+			read.span = everyPartition
+		}
+		if len(cols) > 0 {
+			read.cols = append(read.cols, "fields")
+		}
+		if strings.Contains(colsText, "fields_text") {
+			read.cols = append(read.cols, "fields_text")
+		}
+		return s.createView(refs[0], b.String(), fields, desc, read)
 	}}, nil
 }
 
 // createView (re)makes the SQLite view behind a BigQuery view, with the
 // schema tables.get shows.
-func (s *Server) createView(ref, query string, fields []*bqv2.TableFieldSchema, desc string) (*result, error) {
+func (s *Server) createView(ref, query string, fields []*bqv2.TableFieldSchema, desc string, read viewRead) (*result, error) {
 	p, d, t, _ := splitRef(ref)
 	if old := s.tables[ref]; old != nil && old.Type != "VIEW" {
 		return nil, invalidQuery("%s is not a view", ref)
@@ -248,9 +260,33 @@ func (s *Server) createView(ref, query string, fields []*bqv2.TableFieldSchema, 
 			Description:    desc,
 			CreationTime:   s.opts.Now().UnixMilli(),
 		}
+		s.viewReads[ref] = read
 		s.stats.DDL[d+"."+t]++
 		return nil, nil
 	})
+}
+
+// viewRead is what a query of a view reads of its base table. BigQuery
+// applies a view's query to the tables it names: a query of the view is
+// billed for the columns of the table the view reads, in the partitions
+// its filter on the partitioning column selects, and is refused when the
+// table requires a partition filter and the view has none.
+type viewRead struct {
+	table string
+	cols  []string
+	span  span
+}
+
+// scanRead bills a query that reads every column of ref, a table or a
+// view: a view's read is its base table's (viewRead), checked against a
+// partition filter the table requires.
+func (s *Server) scanRead(tx *sql.Tx, ref string) error {
+	if t := s.tables[ref]; t != nil && t.Type == "VIEW" {
+		if v, ok := s.viewReads[ref]; ok {
+			return s.scan(tx, v.table, v.cols, v.span)
+		}
+	}
+	return s.scan(tx, ref, nil, allPartitions)
 }
 
 // member returns the member key of the JSON object text, as raw JSON with

@@ -1,5 +1,5 @@
 CREATE OR REPLACE VIEW `my-project.formsync.form_typed`
-OPTIONS(description = 'formsync: the submissions of one form, a column per field; formsync replaces this view when the fields of the form or their types change. Definition 7dbb4c5cfd273c8b0b3b685c') AS
+OPTIONS(description = 'formsync: the submissions of one form, a column per field; formsync replaces this view when the fields of the form or their types change. Definition 6646ca29c8c3a710e87dd8bc') AS
 SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at,
   SAFE_CAST(IF(fields_text IS NULL, JSON_VALUE(fields['agreed']), JSON_VALUE(fields_text, '$."agreed"')) AS BOOL) AS `agreed`,
   (SELECT SAFE_CAST(v AS INT64) FROM UNNEST([IF(fields_text IS NULL, JSON_VALUE(fields['age']), JSON_VALUE(fields_text, '$."age"'))]) AS v WHERE REGEXP_CONTAINS(v, r'^-?(0|[1-9][0-9]*)$')) AS `age`,
@@ -20,4 +20,4 @@ SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at,
   (SELECT SAFE_CAST(IF(LENGTH(v) = 10, CONCAT(v, ' 00:00:00+00:00'), IF(REGEXP_CONTAINS(v, r'(Z|[+-][0-9]{2}:[0-9]{2})$'), v, CONCAT(v, '+00:00'))) AS TIMESTAMP) FROM UNNEST([IF(fields_text IS NULL, JSON_VALUE(fields['\u00fcn\u00efc\u00f8d\u00e9 \u2713']), JSON_VALUE(fields_text, '$."\u00fcn\u00efc\u00f8d\u00e9 \u2713"'))]) AS v WHERE REGEXP_CONTAINS(v, r'^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})?)?$')) AS `f__n_c_d____a6745d77`,
   IF(JSON_TYPE(fields['no value yet']) IN ('object', 'array'), IF(fields_text IS NULL, TO_JSON_STRING(fields['no value yet']), JSON_QUERY(fields_text, '$."no value yet"')), IF(fields_text IS NULL, JSON_VALUE(fields['no value yet']), JSON_VALUE(fields_text, '$."no value yet"'))) AS `no_value_yet_4c5deb28`
 FROM `my-project.formsync.submissions`
-WHERE form_id = 'typed' AND deleted_at IS NULL
+WHERE form_id = 'typed' AND deleted_at IS NULL AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
