@@ -27,7 +27,7 @@ var castValues = []string{
 	`"2026-03-01T10:00:00.1234567Z"`, `"2026-03-01T24:00:00Z"`, `"2026-03-01T10:00:00+15:00"`, `"2026-03-01T10:00:00z"`,
 	`"2026-03-01T10:00:00.Z"`, `"2026-03-01T10:00:00+0200"`, `"2026-03-01T10:00:00 Z"`, `"2026-03-01T10:00:59.9999999Z"`,
 	`"2026-03-01T10:00:00.5+02:00Z"`, `"2026-03-01T10:00:00ZZ"`, `"2026-03-01T10:00:00+02:00:00"`, `"2026-03-01T10:60:00Z"`,
-	`["a","b"]`, `[1,true]`, `["a",null]`, `[["a"]]`, `"Ada \"Lovelace\""`, `"日本語"`,
+	`["a","b"]`, `[1,true]`, `["a",null]`, `[["a"]]`, `[null]`, `[{}]`, `"Ada \"Lovelace\""`, `"日本語"`,
 }
 
 // evalCast evaluates the view column of field k, typed t, over the fields
@@ -71,7 +71,7 @@ func TestCastsFollowTheTypeRules(t *testing.T) {
 				case typ == fieldtype.String && v != `null`:
 					fits = true // every value has a text
 				case typ == fieldtype.Array && v[0] == '[':
-					fits = true // any array, pinned
+					fits = of == fieldtype.Array || v == `[]` // an array of scalars, pinned
 				case typ == fieldtype.Decimal && (v == `1e3` || v == `9223372036854775808`):
 					fits = true // a JSON number is a number
 				}
@@ -111,6 +111,7 @@ func TestCastValues(t *testing.T) {
 		{fieldtype.Timestamp, `"2026-03-01T10:00:00.05"`, "2026-03-01T10:00:00.050000Z"},
 		{fieldtype.Timestamp, `"2026-03-01T10:00:00+02:00 "`, nil}, {fieldtype.Timestamp, `"2026-03-01T10:00:00.1.2Z"`, nil},
 		{fieldtype.Array, `["a", 1, true]`, `["a",1,true]`}, {fieldtype.Array, `"a"`, nil},
+		{fieldtype.Array, `[["a"]]`, nil}, {fieldtype.Array, `[null]`, nil}, {fieldtype.Array, `["a",{}]`, nil}, {fieldtype.Array, `[]`, `[]`},
 		{fieldtype.String, `true`, "true"}, {fieldtype.String, `41`, "41"}, {fieldtype.String, `1.5`, "1.5"},
 		{fieldtype.String, `{"a": [1]}`, `{"a":[1]}`}, {fieldtype.String, `""`, ""}, {fieldtype.String, `"it's"`, "it's"},
 	} {
