@@ -116,8 +116,8 @@ const (
 // and time read back through a Julian day as themselves (hours to 23,
 // minutes and seconds to 59, a day that exists); what follows the
 // seconds, its digits read as 9 (restShape), is one of the shapes
-// allowed. strftime reads the whole seconds and the zone, which SQLite
-// bounds to ±14:59 (NULL beyond); the fraction, which SQLite's clock
+// allowed, an offset at most 14:00 (as far as BigQuery reads one; SQLite
+// reads to 14:59). strftime reads the whole seconds and the zone; the fraction, which SQLite's clock
 // would round to milliseconds (and so, past .9995, to the next second),
 // is carried over as written: offsets are whole minutes. It is the
 // digits after the point up to the zone, which a cast to INTEGER of '1'
@@ -126,7 +126,7 @@ var timestampSQL = `CASE WHEN {t} = 'text' THEN CASE ` +
 	`WHEN {v} GLOB '` + ymd + `' THEN CASE WHEN ` + dateText + ` THEN {v} || 'T00:00:00.000000Z' END ` +
 	`WHEN {v} GLOB '` + ymd + `[T ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]*' AND {v} NOT GLOB '0000*' ` +
 	`AND strftime('%Y-%m-%d %H:%M:%S', julianday(substr({v}, 1, 19))) = replace(substr({v}, 1, 19), 'T', ' ') ` +
-	`AND ` + restShape + ` IN (` + restShapes() + `) ` +
+	`AND ` + restShape + ` IN (` + restShapes() + `) AND (substr({v}, -6, 1) NOT IN ('+', '-') OR substr({v}, -5) <= '14:00') ` +
 	`THEN strftime('%Y-%m-%dT%H:%M:%S', substr({v}, 1, 19) || ltrim(substr({v}, 20), '.0123456789')) || '.' || ` +
 	`substr(CASE WHEN substr({v}, 20, 1) = '.' THEN substr(CAST('1' || substr({v}, 21, 6) AS INTEGER), 2) ELSE '' END || '000000', 1, 6) || 'Z' ` +
 	`END END`

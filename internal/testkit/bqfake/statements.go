@@ -228,6 +228,9 @@ func (s *Server) recognise(q string) (*statement, error) {
 			return d.handler(s, t, params)
 		}}, nil
 	}
+	if m := splitViewRE.FindStringSubmatch(n); m != nil && len(refs) == 2 {
+		return s.recogniseSplitView(refs, m[1], m[2], m[3], m[4])
+	}
 	if m := viewRE.FindStringSubmatch(n); m != nil && len(refs) == 2 {
 		return s.recogniseView(refs, m[1], m[2], m[3], m[4] != "")
 	}

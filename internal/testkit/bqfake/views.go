@@ -662,3 +662,291 @@ func numeric(s string) driver.Value {
 	}
 	return out
 }
+
+// The sink's view of two selects: the inner one reads each field's
+// member once, as JSON text, into m<i> (from d, the row's exact text or
+// the JSON column's text); the outer one types each m<i>. Each piece is
+// recognised against the shapes below and translated into SQLite.
+var (
+	splitViewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?`(?: OPTIONS\\(description = (" + litRE + ")\\))? AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
+		"(.*)" +
+		" FROM \\( SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
+		"(.*)" +
+		" FROM `\\?`, UNNEST\\(\\[COALESCE\\(fields_text, TO_JSON_STRING\\(fields\\)\\)\\]\\) AS d WHERE form_id = (" + litRE + ") AND deleted_at IS NULL" +
+		" AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00\\+00' AND TIMESTAMP '9999-12-31 23:59:59\\.999999\\+00' \\)$")
+	memberRE = regexp.MustCompile(`^, (?:JSON_QUERY\(d, (` + litRE + `)\)|TO_JSON_STRING\(fields\[(` + litRE + `)\]\)) AS (m[0-9]+)`)
+	mRE      = `(m[0-9]+)`
+	mText    = `JSON_VALUE\(` + mRE + `\)`
+	typedRE  = []struct {
+		kind string
+		re   *regexp.Regexp
+	}{
+		{"bool", regexp.MustCompile(`^, SAFE_CAST\(` + mText + ` AS BOOL\)` + nameRE)},
+		{"decimal", regexp.MustCompile(`^, \(SELECT n FROM UNNEST\(\[` + mText + `\]\) AS v, UNNEST\(\[SAFE_CAST\(v AS NUMERIC\)\]\) AS n WHERE REGEXP_CONTAINS\(v, ` +
+			rawRE + `\) OR NOT STARTS_WITH\(` + mRE + `, '"'\) AND REGEXP_CONTAINS\(v, ` + rawRE +
+			`\) AND SAFE_CAST\(n AS FLOAT64\) = SAFE_CAST\(v AS FLOAT64\)\)` + nameRE)},
+		{"guarded", regexp.MustCompile(`^, \(SELECT SAFE_CAST\(v AS (INT64|NUMERIC|DATE)\) FROM UNNEST\(\[` + mText +
+			`\]\) AS v WHERE REGEXP_CONTAINS\(v, ` + rawRE + `\)\)` + nameRE)},
+		{"timestamp", regexp.MustCompile(`^, \(SELECT SAFE_CAST\(IF\(LENGTH\(v\) = 10, CONCAT\(v, ' 00:00:00\+00:00'\), IF\(REGEXP_CONTAINS\(v, ` + rawRE +
+			`\), v, CONCAT\(v, '\+00:00'\)\)\) AS TIMESTAMP\) FROM UNNEST\(\[` + mText + `\]\) AS v WHERE REGEXP_CONTAINS\(v, ` + rawRE + `\)\)` + nameRE)},
+		{"array", regexp.MustCompile(`^, COALESCE\(\(SELECT ARRAY_AGG\(e ORDER BY o\) FROM UNNEST\(JSON_VALUE_ARRAY\(` + mRE +
+			`\)\) AS e WITH OFFSET AS o HAVING COUNTIF\(e IS NULL\) = 0\), \[\]\)` + nameRE)},
+		{"string", regexp.MustCompile(`^, IF\(STARTS_WITH\(` + mRE + `, '"'\), ` + mText + `, NULLIF\(` + mRE + `, 'null'\)\)` + nameRE)},
+	}
+)
+
+// keyLiteral is a member's key as a SQLite blob: a key may hold a NUL,
+// which a text literal would end at.
+func keyLiteral(key string) string { return fmt.Sprintf("X'%x'", key) }
+
+// parseMember recognises the inner select's member at the start of rest:
+// the SQLite expression of its JSON text, its name m<i>, and the length of
+// its text.
+func parseMember(rest string) (expr, m string, n int, err error) {
+	g := memberRE.FindStringSubmatch(rest)
+	if g == nil {
+		return "", "", 0, invalidQuery("bqfake: unsupported view member near %.60q", rest)
+	}
+	if g[1] != "" {
+		p, err := unquote(g[1])
+		if err != nil {
+			return "", "", 0, err
+		}
+		key, ok := strings.CutPrefix(p, `$."`)
+		key, ok2 := strings.CutSuffix(key, `"`)
+		if !ok || !ok2 || strings.ContainsAny(key, `"\`) {
+			return "", "", 0, invalidQuery(`bqfake: unsupported JSONPath %s (the fake reads $."key" of a key without " or \)`, g[1])
+		}
+		return "bqfake_member(d, " + keyLiteral(key) + ")", g[3], len(g[0]), nil
+	}
+	key, err := unquote(g[2])
+	if err != nil {
+		return "", "", 0, err
+	}
+	// TO_JSON_STRING of the JSON column's member: its numbers as the
+	// JSON type writes them.
+	return "bqfake_to_json_string(bqfake_member(fields, " + keyLiteral(key) + "))", g[3], len(g[0]), nil
+}
+
+// parseTyped recognises the outer select's column at the start of rest,
+// typing the member m<i> it names (which must be one of members).
+func parseTyped(rest string, members map[string]bool) (c viewColumn, n int, err error) {
+	for _, shape := range typedRE {
+		g := shape.re.FindStringSubmatch(rest)
+		if g == nil {
+			continue
+		}
+		var ms []string
+		for _, x := range g[1 : len(g)-1] {
+			if strings.HasPrefix(x, "m") && x[1:] != "" && strings.Trim(x[1:], "0123456789") == "" {
+				ms = append(ms, x)
+			}
+		}
+		for _, x := range ms {
+			if x != ms[0] || !members[x] {
+				return c, 0, invalidQuery("bqfake: a view column reads %v, not one member of the inner select", ms)
+			}
+		}
+		m := quoteIdent(ms[0])
+		text := "bqfake_json_value1(" + m + ")"
+		c = viewColumn{name: g[len(g)-1], mode: "NULLABLE", typ: "STRING"}
+		switch shape.kind {
+		case "bool":
+			c.typ, c.expr = "BOOLEAN", "bqfake_safe_cast("+text+", 'BOOL')"
+		case "guarded":
+			c.typ = castTypes[g[1]]
+			c.expr = "(SELECT bqfake_safe_cast(v, '" + g[1] + "') FROM (SELECT " + text + " AS v) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(g[3]) + "))"
+		case "decimal":
+			c.typ = "NUMERIC"
+			c.expr = "(SELECT n FROM (SELECT v, bqfake_safe_cast(v, 'NUMERIC') AS n FROM (SELECT " + text + " AS v)) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(g[2]) +
+				") OR NOT (substr(" + m + ", 1, 1) = '\"') AND bqfake_regexp_contains(v, " + sqliteLiteral(g[4]) +
+				") AND bqfake_safe_cast(n, 'FLOAT64') = bqfake_safe_cast(v, 'FLOAT64'))"
+		case "timestamp":
+			c.typ = "TIMESTAMP"
+			c.expr = "(SELECT bqfake_safe_cast(CASE WHEN length(v) = 10 THEN v || ' 00:00:00+00:00' WHEN bqfake_regexp_contains(v, " + sqliteLiteral(g[1]) +
+				") THEN v ELSE v || '+00:00' END, 'TIMESTAMP') FROM (SELECT " + text + " AS v) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(g[3]) + "))"
+		case "array":
+			c.mode = "REPEATED"
+			// ARRAY_AGG of no element is NULL, and COALESCE makes it [].
+			c.expr = "COALESCE((SELECT CASE WHEN count(*) > 0 AND sum(e.type = 'null') = 0 THEN json_group_array(e.value) END FROM json_each(bqfake_json_value_array1(" + m + ")) AS e), '[]')"
+		case "string":
+			c.expr = "CASE WHEN substr(" + m + ", 1, 1) = '\"' THEN " + text + " ELSE NULLIF(" + m + ", 'null') END"
+		}
+		return c, len(g[0]), nil
+	}
+	return c, 0, invalidQuery("bqfake: unsupported view column near %.60q", rest)
+}
+
+// recogniseSplitView prepares a CREATE OR REPLACE VIEW of the sink's
+// two-select shape (splitViewRE's groups: the description, the outer
+// columns, the inner members, the form id).
+func (s *Server) recogniseSplitView(refs []string, descLit, outerText, innerText, formLit string) (*statement, error) {
+	formID, err := unquote(formLit)
+	if err != nil {
+		return nil, err
+	}
+	var desc string
+	if descLit != "" {
+		if desc, err = unquote(descLit); err != nil {
+			return nil, err
+		}
+	}
+	members := map[string]bool{}
+	var inner strings.Builder
+	inner.WriteString("SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at")
+	for rest := innerText; rest != ""; {
+		expr, m, n, err := parseMember(rest)
+		if err != nil {
+			return nil, err
+		}
+		if members[m] {
+			return nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", m)
+		}
+		members[m] = true
+		inner.WriteString(", " + expr + " AS " + quoteIdent(m))
+		rest = rest[n:]
+	}
+	var cols []viewColumn
+	for rest := outerText; rest != ""; {
+		c, n, err := parseTyped(rest, members)
+		if err != nil {
+			return nil, err
+		}
+		cols = append(cols, c)
+		rest = rest[n:]
+	}
+	if err := checkViewText(outerText, innerText); err != nil {
+		return nil, err
+	}
+	return &statement{kind: "CREATE_VIEW", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
+		fields := []*bqv2.TableFieldSchema{
+			col("form_id", "STRING"), col("submission_id", "INTEGER"), col("submission_key", "STRING"),
+			col("created_at", "TIMESTAMP"), col("is_spam", "BOOLEAN"), col("synced_at", "TIMESTAMP"),
+		}
+		seen := map[string]bool{}
+		var b strings.Builder
+		b.WriteString("SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at")
+		for _, c := range cols {
+			if seen[c.name] {
+				return nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", c.name)
+			}
+			seen[c.name] = true
+			b.WriteString(", " + c.expr + " AS " + quoteIdent(c.name))
+			fields = append(fields, &bqv2.TableFieldSchema{Name: c.name, Type: c.typ, Mode: c.mode})
+		}
+		b.WriteString(" FROM (" + inner.String() + " FROM (SELECT *, COALESCE(fields_text, bqfake_to_json_string(fields)) AS d FROM " + quoteIdent(refs[1]) +
+			" WHERE form_id = " + sqliteLiteral(formID) + " AND deleted_at IS NULL))")
+		read := viewRead{table: refs[1], span: everyPartition,
+			cols: []string{"form_id", "submission_id", "submission_key", "created_at", "is_spam", "synced_at", "deleted_at", "fields", "fields_text"}}
+		return s.createView(refs[0], b.String(), fields, desc, read)
+	}}, nil
+}
+
+// checkViewText is a placeholder for the view's text limits, checked by
+// recognise on the statement as sent.
+func checkViewText(_, _ string) error { return nil }
+
+// lastDoc caches the members of the JSON object text a view's members were
+// last read from: a view reads every member of one row's text in turn.
+var lastDoc struct {
+	sync.Mutex
+	text    string
+	members map[string]json.RawMessage
+	ok      bool
+}
+
+// memberOf is member with the object's parse kept for the next call.
+func memberOf(text, key string) (json.RawMessage, bool) {
+	lastDoc.Lock()
+	defer lastDoc.Unlock()
+	if lastDoc.members == nil || lastDoc.text != text {
+		var obj map[string]json.RawMessage
+		lastDoc.ok = json.Unmarshal([]byte(text), &obj) == nil
+		lastDoc.text, lastDoc.members = text, obj
+	}
+	if !lastDoc.ok {
+		return nil, false
+	}
+	v, ok := lastDoc.members[key]
+	return v, ok
+}
+
+// The functions of the two-select view:
+//
+//	bqfake_member(json, key)          the member's JSON text as written (JSON_QUERY of a STRING), NULL when absent
+//	bqfake_to_json_string(json)       TO_JSON_STRING of a JSON value: numbers as the JSON type writes them
+//	bqfake_json_value1(text)          JSON_VALUE of JSON text: a scalar's text, numbers as written, NULL otherwise
+//	bqfake_json_value_array1(text)    JSON_VALUE_ARRAY of JSON text: a JSON array of the elements' text (null for null)
+func init() {
+	text := func(v driver.Value) (string, bool) {
+		switch x := v.(type) {
+		case string:
+			return x, true
+		case []byte:
+			return string(x), true
+		}
+		return "", false
+	}
+	register := func(name string, nArgs int, fn func(args []string) (driver.Value, error)) {
+		err := sqlite.RegisterDeterministicScalarFunction(name, int32(nArgs), func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+			in := make([]string, len(args))
+			for i, a := range args {
+				s, ok := text(a)
+				if !ok {
+					return nil, nil
+				}
+				in[i] = s
+			}
+			return fn(in)
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+	register("bqfake_member", 2, func(a []string) (driver.Value, error) {
+		v, ok := memberOf(a[0], a[1])
+		if !ok {
+			return nil, nil
+		}
+		return string(bytes.TrimSpace(v)), nil
+	})
+	register("bqfake_to_json_string", 1, func(a []string) (driver.Value, error) {
+		out, err := rewriteNumbers(json.RawMessage(a[0]), jsonNumber)
+		if err != nil {
+			return nil, nil
+		}
+		return out, nil
+	})
+	register("bqfake_json_value1", 1, func(a []string) (driver.Value, error) {
+		v := json.RawMessage(a[0])
+		if jsonType(v) == "number" {
+			return string(bytes.TrimSpace(v)), nil
+		}
+		if s, ok := scalarText(v); ok {
+			return s, nil
+		}
+		return nil, nil
+	})
+	register("bqfake_json_value_array1", 1, func(a []string) (driver.Value, error) {
+		v := json.RawMessage(a[0])
+		var elems []json.RawMessage
+		if jsonType(v) != "array" || json.Unmarshal(v, &elems) != nil {
+			return nil, nil
+		}
+		out := make([]any, len(elems))
+		for i, e := range elems {
+			switch jsonType(e) {
+			case "object", "array":
+				return nil, nil
+			case "null":
+				out[i] = nil
+			case "number":
+				out[i] = string(bytes.TrimSpace(e))
+			default:
+				out[i], _ = scalarText(e)
+			}
+		}
+		b, err := json.Marshal(out)
+		return string(b), err
+	})
+}
