@@ -52,13 +52,15 @@ func TestHostileNamesCannotChangeStatements(t *testing.T) {
 	line := regexp.MustCompile("^(CREATE OR REPLACE VIEW `[a-z0-9_.\\-]+\\.form_[a-z0-9_]+`" +
 		"|OPTIONS\\(description = 'formsync: [a-z ,;]+\\. Definition [0-9a-f]{24}'\\) AS" +
 		"|SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at,?" +
-		"|  .* AS `[a-z][a-z0-9_]*`,?" + // a column: checked by columnLine
-		"|    .* AS m[0-9]+,?" + // a member: checked by columnLine
+		"|    ARRAY\\(SELECT AS STRUCT .* AS v FROM UNNEST\\(\\[" + // an array's typing: checked by columnLine
+		"|      .*,?" + // a member: checked by columnLine
 		"|FROM \\(" +
 		"|\\)" +
 		"|)$")
-	// The fixed lines of the inner select.
-	inner := regexp.MustCompile("^(  SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at,?" +
+	// The lines of fixed text.
+	inner := regexp.MustCompile("^(  t_[a-z]+\\[OFFSET\\([0-9]+\\)\\]\\.v AS `[a-z][a-z0-9_]*`,?" +
+		"|    \\]\\) AS m WITH OFFSET AS o ORDER BY o\\) AS t_[a-z]+,?" +
+		"|  SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at,?" +
 		"|  FROM `[a-z0-9_.\\-]+\\.submissions`, UNNEST\\(\\[COALESCE\\(fields_text, TO_JSON_STRING\\(fields\\)\\)\\]\\) AS d" +
 		"|  WHERE form_id = '([ -&(-\\[\\]-~]|\\\\[\\\\']|\\\\u[0-9a-f]{4}|\\\\U[0-9a-f]{8})*' AND deleted_at IS NULL AND created_at " + regexp.QuoteMeta(allOfTime) +
 		")$")
@@ -118,31 +120,30 @@ var literalRE = regexp.MustCompile(`'([ -&(-\[\]-~]|\\[\\']|\\u[0-9a-f]{4}|\\U[0
 
 var rawRE = regexp.MustCompile(`, r'[^']*'`)
 
-// columnLine reports whether l is a view column line (an outer column
-// or an inner member) whose text, string literals aside, is the text of a
-// column of one of the types or of a member: user data can only be inside
-// those literals, and only members hold any.
+// columnLine reports whether l is a line of the view with room for text
+// that is not fixed: a member line whose text, string literals aside, is a
+// member's (user data can only be inside those literals), or the head of
+// a type's array, whose typing is one of the types' and holds no literal
+// of a name.
 func columnLine(l string) bool {
 	// The raw strings of the guards (fixed text, no quote inside) first,
 	// so that a literal is never taken to start at one's closing quote.
-	members := regexp.MustCompile(`\bm[0-9]+\b`)
 	skeleton := func(expr string) string {
-		return members.ReplaceAllString(literalRE.ReplaceAllString(rawRE.ReplaceAllString(expr, ", R"), "?"), "m")
+		return literalRE.ReplaceAllString(rawRE.ReplaceAllString(expr, ", R"), "?")
 	}
-	body := strings.TrimSuffix(strings.TrimLeft(l, " "), ",")
-	if i := strings.LastIndex(body, " AS m"); i >= 0 && regexp.MustCompile(`^ AS m[0-9]+$`).MatchString(body[i:]) {
-		got := skeleton(body[:i])
-		return got == skeleton(memberExpr("plain")) || got == skeleton(memberExpr(`quoted "name"`))
-	}
-	i := strings.LastIndex(body, " AS `")
-	if i < 0 || !regexp.MustCompile("^ AS `[a-z][a-z0-9_]*`$").MatchString(body[i:]) {
+	if typing, ok := strings.CutPrefix(l, "    ARRAY(SELECT AS STRUCT "); ok {
+		typing, ok = strings.CutSuffix(typing, " AS v FROM UNNEST([")
+		for _, t := range fieldtype.Types() {
+			if ok && typing == typedExpr("m", t) {
+				return true
+			}
+		}
 		return false
 	}
-	got := skeleton(body[:i])
-	for _, t := range fieldtype.Types() {
-		if got == skeleton(typedExpr("m0", t)) {
-			return true
-		}
+	body, ok := strings.CutPrefix(l, "      ")
+	if !ok {
+		return false
 	}
-	return false
+	got := skeleton(strings.TrimSuffix(body, ","))
+	return got == skeleton(memberExpr("plain")) || got == skeleton(memberExpr(`quoted "name"`))
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -23,16 +24,16 @@ import (
 // +15:00). So a column that widens never changes a value it showed, and a
 // pinned column shows NULL where a value does not fit the pin.
 //
-// The view is two selects. The inner one reads each field's member once,
-// as JSON text, into a column m<i>: from the row's exact text, fields_text
+// The view is two selects (viewQuery). The inner one reads each field's
+// member once, as JSON text, and types it: from the row's exact text, fields_text
 // when the row has one (the JSON column rounds numbers no INT64, UINT64 or
 // FLOAT64 holds, and is NULL when one is beyond FLOAT64), else the JSON
 // column's text, with the JSONPath $."<name>". GoogleSQL's JSONPath can
 // spell that only for names without a double quote or a backslash; a
 // field with such a name is read from the JSON column alone (a wide number
 // in it shows rounded, and fails a DECIMAL's guard). The outer select
-// types each m<i>, and names the field nowhere: each field name is written
-// once, and the column name once, so that a form of 1,000 fields with
+// names each column: each field name is written once, the column name
+// once, and each type's guard once, so that a form of 1,000 fields with
 // 100-character names stays within BigQuery's limit on a view's text
 // (viewTextLimit).
 //
@@ -131,26 +132,57 @@ func exactPath(field string) (string, bool) {
 }
 
 // viewQuery is the query of form formID's view of fields named
-// fieldNames typed by types, reading the table submissions: the outer
-// select types the members the inner one reads (one line per field in
-// each, ",\n  <expr> AS `name`" and ",\n    <member> AS m<i>").
+// fieldNames typed by types, reading the table submissions. The inner
+// select reads, per type, the members of the fields of that type (each
+// member's JSON text, memberExpr) into one array of typed values,
+// t_<type> (typedExpr applied to each); the outer select gives each field
+// its element of its type's array, t_<type>[OFFSET(i)].v. So each field
+// name and each column name is written once, and each type's guard once
+// for the whole view: a form of 1,000 fields with 100-character names is
+// about 222 K characters. An array holds a NULL element only inside the
+// query, which BigQuery allows (the v of a STRUCT: an array's element may
+// be an array).
+//
+// Lines: "  t_<type>[OFFSET(i)].v AS `name`" per column, and per type
+// "    ARRAY(SELECT AS STRUCT <typed m> AS v FROM UNNEST([", a line
+// "      <member>" per field, and "    ]) AS m WITH OFFSET AS o ORDER BY o) AS t_<type>".
 //
 // The filter on created_at over all of time prunes nothing, and lets the
 // view be read from a submissions table that requires a partition filter
 // (BigQuery checks a view's query against the tables it reads).
 func viewQuery(submissions, formID string, fieldNames []string, types fieldtype.Columns) string {
 	fixed := strings.Join(sqlname.ViewFixedColumns(), ", ")
-	var outer, inner strings.Builder
+	groups := map[fieldtype.Type][]string{}
+	var outer strings.Builder
 	outer.WriteString("SELECT " + fixed)
-	inner.WriteString("\nFROM (\n  SELECT " + fixed)
-	for i, c := range view.ColumnsOf(fieldNames, types) {
-		m := "m" + strconv.Itoa(i)
-		outer.WriteString(",\n  " + typedExpr(m, c.Type) + " AS `" + c.Name + "`") // sanitised: [a-z0-9_], quoted because it may be a keyword
-		inner.WriteString(",\n    " + memberExpr(c.Field) + " AS " + m)
+	for _, c := range view.ColumnsOf(fieldNames, types) {
+		t := c.Type
+		if !slices.Contains(fieldtype.Types(), t) {
+			t = fieldtype.String // a type of a newer formsync's
+		}
+		outer.WriteString(",\n  t_" + string(t) + "[OFFSET(" + strconv.Itoa(len(groups[t])) + ")].v AS `" + c.Name + "`") // sanitised: [a-z0-9_], quoted because it may be a keyword
+		groups[t] = append(groups[t], memberExpr(c.Field))
 	}
-	inner.WriteString("\n  FROM " + submissions + ", UNNEST([COALESCE(fields_text, TO_JSON_STRING(fields))]) AS d" +
+	var b strings.Builder
+	b.WriteString(outer.String())
+	b.WriteString("\nFROM (\n  SELECT " + fixed)
+	for _, t := range fieldtype.Types() {
+		members := groups[t]
+		if len(members) == 0 {
+			continue
+		}
+		b.WriteString(",\n    ARRAY(SELECT AS STRUCT " + typedExpr("m", t) + " AS v FROM UNNEST([")
+		for i, m := range members {
+			b.WriteString("\n      " + m)
+			if i < len(members)-1 {
+				b.WriteString(",")
+			}
+		}
+		b.WriteString("\n    ]) AS m WITH OFFSET AS o ORDER BY o) AS t_" + string(t))
+	}
+	b.WriteString("\n  FROM " + submissions + ", UNNEST([COALESCE(fields_text, TO_JSON_STRING(fields))]) AS d" +
 		"\n  WHERE form_id = " + stringLiteral(formID) + " AND deleted_at IS NULL AND created_at " + allOfTime + "\n)\n")
-	return outer.String() + inner.String()
+	return b.String()
 }
 
 // viewDDL is the DDL of one form's view, and the description it gives the

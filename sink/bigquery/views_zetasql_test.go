@@ -116,9 +116,10 @@ func TestViewColumnsAgreeWithZetaSQL(t *testing.T) {
 
 // columnExpr is the view's column of field n, typed typ, as one
 // expression over fields and fields_text: the inner select's member, typed
-// by the outer one.
+// into its type's array, and the element the outer select reads.
 func columnExpr(n string, typ fieldtype.Type) string {
-	return "(SELECT " + typedExpr("m", typ) + " FROM (SELECT " + memberExpr(n) + " AS m FROM UNNEST([COALESCE(fields_text, TO_JSON_STRING(fields))]) AS d))"
+	return "(SELECT t[OFFSET(0)].v FROM (SELECT ARRAY(SELECT AS STRUCT " + typedExpr("m", typ) + " AS v FROM UNNEST([" + memberExpr(n) +
+		"]) AS m WITH OFFSET AS o ORDER BY o) AS t FROM UNNEST([COALESCE(fields_text, TO_JSON_STRING(fields))]) AS d))"
 }
 
 // zetaEvaluator returns a function that evaluates STRING expressions with

@@ -663,10 +663,13 @@ func numeric(s string) driver.Value {
 	return out
 }
 
-// The sink's view of two selects: the inner one reads each field's
-// member once, as JSON text, into m<i> (from d, the row's exact text or
-// the JSON column's text); the outer one types each m<i>. Each piece is
-// recognised against the shapes below and translated into SQLite.
+// The sink's view of two selects: the inner one reads, per type, the
+// members of the fields of that type (JSON text, from d, the row's exact
+// text or the JSON column's text) into an array of typed values,
+// t_<type>; the outer one gives each column its element,
+// t_<type>[OFFSET(i)].v. Each piece is recognised against the shapes
+// below; in SQLite the inner select has a column per member (t_<type>_i,
+// its JSON text) and the outer one types each.
 var (
 	splitViewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?`(?: OPTIONS\\(description = (" + litRE + ")\\))? AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
 		"(.*)" +
@@ -674,24 +677,25 @@ var (
 		"(.*)" +
 		" FROM `\\?`, UNNEST\\(\\[COALESCE\\(fields_text, TO_JSON_STRING\\(fields\\)\\)\\]\\) AS d WHERE form_id = (" + litRE + ") AND deleted_at IS NULL" +
 		" AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00\\+00' AND TIMESTAMP '9999-12-31 23:59:59\\.999999\\+00' \\)$")
-	memberRE = regexp.MustCompile(`^, (?:JSON_QUERY\(d, (` + litRE + `)\)|TO_JSON_STRING\(fields\[(` + litRE + `)\]\)) AS (m[0-9]+)`)
-	mRE      = `(m[0-9]+)`
-	mText    = `JSON_VALUE\(` + mRE + `\)`
-	typedRE  = []struct {
+	elementRE   = regexp.MustCompile("^, (t_[a-z]+)\\[OFFSET\\(([0-9]+)\\)\\]\\.v" + nameRE)
+	arrayHeadRE = regexp.MustCompile(`^, ARRAY\(SELECT AS STRUCT (.*?) AS v FROM UNNEST\(\[ `)
+	arrayTailRE = regexp.MustCompile(`^ \]\) AS m WITH OFFSET AS o ORDER BY o\) AS (t_[a-z]+)`)
+	memberRE    = regexp.MustCompile(`^(?:JSON_QUERY\(d, (` + litRE + `)\)|TO_JSON_STRING\(fields\[(` + litRE + `)\]\))`)
+	mText       = `JSON_VALUE\(m\)`
+	typedRE     = []struct {
 		kind string
 		re   *regexp.Regexp
 	}{
-		{"bool", regexp.MustCompile(`^, SAFE_CAST\(` + mText + ` AS BOOL\)` + nameRE)},
-		{"decimal", regexp.MustCompile(`^, \(SELECT n FROM UNNEST\(\[` + mText + `\]\) AS v, UNNEST\(\[SAFE_CAST\(v AS NUMERIC\)\]\) AS n WHERE REGEXP_CONTAINS\(v, ` +
-			rawRE + `\) OR NOT STARTS_WITH\(` + mRE + `, '"'\) AND REGEXP_CONTAINS\(v, ` + rawRE +
-			`\) AND SAFE_CAST\(n AS FLOAT64\) = SAFE_CAST\(v AS FLOAT64\)\)` + nameRE)},
-		{"guarded", regexp.MustCompile(`^, \(SELECT SAFE_CAST\(v AS (INT64|NUMERIC|DATE)\) FROM UNNEST\(\[` + mText +
-			`\]\) AS v WHERE REGEXP_CONTAINS\(v, ` + rawRE + `\)\)` + nameRE)},
-		{"timestamp", regexp.MustCompile(`^, \(SELECT SAFE_CAST\(IF\(LENGTH\(v\) = 10, CONCAT\(v, ' 00:00:00\+00:00'\), IF\(REGEXP_CONTAINS\(v, ` + rawRE +
-			`\), v, CONCAT\(v, '\+00:00'\)\)\) AS TIMESTAMP\) FROM UNNEST\(\[` + mText + `\]\) AS v WHERE REGEXP_CONTAINS\(v, ` + rawRE + `\)\)` + nameRE)},
-		{"array", regexp.MustCompile(`^, COALESCE\(\(SELECT ARRAY_AGG\(e ORDER BY o\) FROM UNNEST\(JSON_VALUE_ARRAY\(` + mRE +
-			`\)\) AS e WITH OFFSET AS o HAVING COUNTIF\(e IS NULL\) = 0\), \[\]\)` + nameRE)},
-		{"string", regexp.MustCompile(`^, IF\(STARTS_WITH\(` + mRE + `, '"'\), ` + mText + `, NULLIF\(` + mRE + `, 'null'\)\)` + nameRE)},
+		{"bool", regexp.MustCompile(`^SAFE_CAST\(` + mText + ` AS BOOL\)$`)},
+		{"decimal", regexp.MustCompile(`^\(SELECT n FROM UNNEST\(\[` + mText + `\]\) AS v, UNNEST\(\[SAFE_CAST\(v AS NUMERIC\)\]\) AS n WHERE REGEXP_CONTAINS\(v, ` +
+			rawRE + `\) OR NOT STARTS_WITH\(m, '"'\) AND REGEXP_CONTAINS\(v, ` + rawRE +
+			`\) AND SAFE_CAST\(n AS FLOAT64\) = SAFE_CAST\(v AS FLOAT64\)\)$`)},
+		{"guarded", regexp.MustCompile(`^\(SELECT SAFE_CAST\(v AS (INT64|NUMERIC|DATE)\) FROM UNNEST\(\[` + mText +
+			`\]\) AS v WHERE REGEXP_CONTAINS\(v, ` + rawRE + `\)\)$`)},
+		{"timestamp", regexp.MustCompile(`^\(SELECT SAFE_CAST\(IF\(LENGTH\(v\) = 10, CONCAT\(v, ' 00:00:00\+00:00'\), IF\(REGEXP_CONTAINS\(v, ` + rawRE +
+			`\), v, CONCAT\(v, '\+00:00'\)\)\) AS TIMESTAMP\) FROM UNNEST\(\[` + mText + `\]\) AS v WHERE REGEXP_CONTAINS\(v, ` + rawRE + `\)\)$`)},
+		{"array", regexp.MustCompile(`^COALESCE\(\(SELECT ARRAY_AGG\(e ORDER BY o\) FROM UNNEST\(JSON_VALUE_ARRAY\(m\)\) AS e WITH OFFSET AS o HAVING COUNTIF\(e IS NULL\) = 0\), \[\]\)$`)},
+		{"string", regexp.MustCompile(`^IF\(STARTS_WITH\(m, '"'\), ` + mText + `, NULLIF\(m, 'null'\)\)$`)},
 	}
 )
 
@@ -699,87 +703,133 @@ var (
 // which a text literal would end at.
 func keyLiteral(key string) string { return fmt.Sprintf("X'%x'", key) }
 
-// parseMember recognises the inner select's member at the start of rest:
-// the SQLite expression of its JSON text, its name m<i>, and the length of
-// its text.
-func parseMember(rest string) (expr, m string, n int, err error) {
+// parseMember recognises a member at the start of rest: the SQLite
+// expression of its JSON text, and the length of its text.
+func parseMember(rest string) (expr string, n int, err error) {
 	g := memberRE.FindStringSubmatch(rest)
 	if g == nil {
-		return "", "", 0, invalidQuery("bqfake: unsupported view member near %.60q", rest)
+		return "", 0, invalidQuery("bqfake: unsupported view member near %.60q", rest)
 	}
 	if g[1] != "" {
 		p, err := unquote(g[1])
 		if err != nil {
-			return "", "", 0, err
+			return "", 0, err
 		}
 		key, ok := strings.CutPrefix(p, `$."`)
 		key, ok2 := strings.CutSuffix(key, `"`)
 		if !ok || !ok2 || strings.ContainsAny(key, `"\`) {
-			return "", "", 0, invalidQuery(`bqfake: unsupported JSONPath %s (the fake reads $."key" of a key without " or \)`, g[1])
+			return "", 0, invalidQuery(`bqfake: unsupported JSONPath %s (the fake reads $."key" of a key without " or \)`, g[1])
 		}
-		return "bqfake_member(d, " + keyLiteral(key) + ")", g[3], len(g[0]), nil
+		return "bqfake_member(d, " + keyLiteral(key) + ")", len(g[0]), nil
 	}
 	key, err := unquote(g[2])
 	if err != nil {
-		return "", "", 0, err
+		return "", 0, err
 	}
 	// TO_JSON_STRING of the JSON column's member: its numbers as the
 	// JSON type writes them.
-	return "bqfake_to_json_string(bqfake_member(fields, " + keyLiteral(key) + "))", g[3], len(g[0]), nil
+	return "bqfake_to_json_string(bqfake_member(fields, " + keyLiteral(key) + "))", len(g[0]), nil
 }
 
-// parseTyped recognises the outer select's column at the start of rest,
-// typing the member m<i> it names (which must be one of members).
-func parseTyped(rest string, members map[string]bool) (c viewColumn, n int, err error) {
+// typing is one array's typed expression: the column's BigQuery type and
+// mode, and its SQLite expression of a member's JSON text m.
+type typing struct {
+	typ, mode string
+	expr      func(m string) string
+}
+
+// parseTyping recognises the typed expression of an array's elements.
+func parseTyping(expr string) (typing, error) {
 	for _, shape := range typedRE {
-		g := shape.re.FindStringSubmatch(rest)
+		g := shape.re.FindStringSubmatch(expr)
 		if g == nil {
 			continue
 		}
-		var ms []string
-		for _, x := range g[1 : len(g)-1] {
-			if strings.HasPrefix(x, "m") && x[1:] != "" && strings.Trim(x[1:], "0123456789") == "" {
-				ms = append(ms, x)
-			}
-		}
-		for _, x := range ms {
-			if x != ms[0] || !members[x] {
-				return c, 0, invalidQuery("bqfake: a view column reads %v, not one member of the inner select", ms)
-			}
-		}
-		m := quoteIdent(ms[0])
-		text := "bqfake_json_value1(" + m + ")"
-		c = viewColumn{name: g[len(g)-1], mode: "NULLABLE", typ: "STRING"}
+		text := func(m string) string { return "bqfake_json_value1(" + m + ")" }
 		switch shape.kind {
 		case "bool":
-			c.typ, c.expr = "BOOLEAN", "bqfake_safe_cast("+text+", 'BOOL')"
+			return typing{"BOOLEAN", "NULLABLE", func(m string) string { return "bqfake_safe_cast(" + text(m) + ", 'BOOL')" }}, nil
 		case "guarded":
-			c.typ = castTypes[g[1]]
-			c.expr = "(SELECT bqfake_safe_cast(v, '" + g[1] + "') FROM (SELECT " + text + " AS v) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(g[3]) + "))"
+			return typing{castTypes[g[1]], "NULLABLE", func(m string) string {
+				return "(SELECT bqfake_safe_cast(v, '" + g[1] + "') FROM (SELECT " + text(m) + " AS v) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(g[2]) + "))"
+			}}, nil
 		case "decimal":
-			c.typ = "NUMERIC"
-			c.expr = "(SELECT n FROM (SELECT v, bqfake_safe_cast(v, 'NUMERIC') AS n FROM (SELECT " + text + " AS v)) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(g[2]) +
-				") OR NOT (substr(" + m + ", 1, 1) = '\"') AND bqfake_regexp_contains(v, " + sqliteLiteral(g[4]) +
-				") AND bqfake_safe_cast(n, 'FLOAT64') = bqfake_safe_cast(v, 'FLOAT64'))"
+			return typing{"NUMERIC", "NULLABLE", func(m string) string {
+				return "(SELECT n FROM (SELECT v, bqfake_safe_cast(v, 'NUMERIC') AS n FROM (SELECT " + text(m) + " AS v)) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(g[1]) +
+					") OR NOT (substr(" + m + ", 1, 1) = '\"') AND bqfake_regexp_contains(v, " + sqliteLiteral(g[2]) +
+					") AND bqfake_safe_cast(n, 'FLOAT64') = bqfake_safe_cast(v, 'FLOAT64'))"
+			}}, nil
 		case "timestamp":
-			c.typ = "TIMESTAMP"
-			c.expr = "(SELECT bqfake_safe_cast(CASE WHEN length(v) = 10 THEN v || ' 00:00:00+00:00' WHEN bqfake_regexp_contains(v, " + sqliteLiteral(g[1]) +
-				") THEN v ELSE v || '+00:00' END, 'TIMESTAMP') FROM (SELECT " + text + " AS v) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(g[3]) + "))"
+			return typing{"TIMESTAMP", "NULLABLE", func(m string) string {
+				return "(SELECT bqfake_safe_cast(CASE WHEN length(v) = 10 THEN v || ' 00:00:00+00:00' WHEN bqfake_regexp_contains(v, " + sqliteLiteral(g[1]) +
+					") THEN v ELSE v || '+00:00' END, 'TIMESTAMP') FROM (SELECT " + text(m) + " AS v) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(g[2]) + "))"
+			}}, nil
 		case "array":
-			c.mode = "REPEATED"
 			// ARRAY_AGG of no element is NULL, and COALESCE makes it [].
-			c.expr = "COALESCE((SELECT CASE WHEN count(*) > 0 AND sum(e.type = 'null') = 0 THEN json_group_array(e.value) END FROM json_each(bqfake_json_value_array1(" + m + ")) AS e), '[]')"
+			return typing{"STRING", "REPEATED", func(m string) string {
+				return "COALESCE((SELECT CASE WHEN count(*) > 0 AND sum(e.type = 'null') = 0 THEN json_group_array(e.value) END FROM json_each(bqfake_json_value_array1(" + m + ")) AS e), '[]')"
+			}}, nil
 		case "string":
-			c.expr = "CASE WHEN substr(" + m + ", 1, 1) = '\"' THEN " + text + " ELSE NULLIF(" + m + ", 'null') END"
+			return typing{"STRING", "NULLABLE", func(m string) string {
+				return "CASE WHEN substr(" + m + ", 1, 1) = '\"' THEN " + text(m) + " ELSE NULLIF(" + m + ", 'null') END"
+			}}, nil
 		}
-		return c, len(g[0]), nil
 	}
-	return c, 0, invalidQuery("bqfake: unsupported view column near %.60q", rest)
+	return typing{}, invalidQuery("bqfake: unsupported typed expression of a view's array near %.60q", expr)
+}
+
+// viewArray is one t_<type> of the inner select: its typing and its
+// members' SQLite expressions.
+type viewArray struct {
+	typing
+	members []string
+}
+
+// parseArrays recognises the inner select's arrays.
+func parseArrays(rest string) (map[string]*viewArray, []string, error) {
+	arrays := map[string]*viewArray{}
+	var order []string
+	for rest != "" {
+		g := arrayHeadRE.FindStringSubmatch(rest)
+		if g == nil {
+			return nil, nil, invalidQuery("bqfake: unsupported view array near %.60q", rest)
+		}
+		ty, err := parseTyping(g[1])
+		if err != nil {
+			return nil, nil, err
+		}
+		a := &viewArray{typing: ty}
+		rest = rest[len(g[0]):]
+		for {
+			expr, n, err := parseMember(rest)
+			if err != nil {
+				return nil, nil, err
+			}
+			a.members = append(a.members, expr)
+			rest = rest[n:]
+			if next, ok := strings.CutPrefix(rest, ", "); ok {
+				rest = next
+				continue
+			}
+			break
+		}
+		t := arrayTailRE.FindStringSubmatch(rest)
+		if t == nil {
+			return nil, nil, invalidQuery("bqfake: unsupported view array end near %.60q", rest)
+		}
+		if arrays[t[1]] != nil {
+			return nil, nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", t[1])
+		}
+		arrays[t[1]] = a
+		order = append(order, t[1])
+		rest = rest[len(t[0]):]
+	}
+	return arrays, order, nil
 }
 
 // recogniseSplitView prepares a CREATE OR REPLACE VIEW of the sink's
 // two-select shape (splitViewRE's groups: the description, the outer
-// columns, the inner members, the form id).
+// columns, the inner arrays, the form id).
 func (s *Server) recogniseSplitView(refs []string, descLit, outerText, innerText, formLit string) (*statement, error) {
 	formID, err := unquote(formLit)
 	if err != nil {
@@ -791,32 +841,33 @@ func (s *Server) recogniseSplitView(refs []string, descLit, outerText, innerText
 			return nil, err
 		}
 	}
-	members := map[string]bool{}
+	arrays, order, err := parseArrays(innerText)
+	if err != nil {
+		return nil, err
+	}
 	var inner strings.Builder
 	inner.WriteString("SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at")
-	for rest := innerText; rest != ""; {
-		expr, m, n, err := parseMember(rest)
-		if err != nil {
-			return nil, err
+	for _, name := range order {
+		for i, m := range arrays[name].members {
+			inner.WriteString(", " + m + " AS " + quoteIdent(name+"_"+strconv.Itoa(i)))
 		}
-		if members[m] {
-			return nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", m)
-		}
-		members[m] = true
-		inner.WriteString(", " + expr + " AS " + quoteIdent(m))
-		rest = rest[n:]
 	}
 	var cols []viewColumn
 	for rest := outerText; rest != ""; {
-		c, n, err := parseTyped(rest, members)
-		if err != nil {
-			return nil, err
+		g := elementRE.FindStringSubmatch(rest)
+		if g == nil {
+			return nil, invalidQuery("bqfake: unsupported view column near %.60q", rest)
 		}
-		cols = append(cols, c)
-		rest = rest[n:]
-	}
-	if err := checkViewText(outerText, innerText); err != nil {
-		return nil, err
+		a := arrays[g[1]]
+		if a == nil {
+			return nil, invalidQuery("Unrecognized name: %s", g[1])
+		}
+		i, err := strconv.Atoi(g[2])
+		if err != nil || i >= len(a.members) {
+			return nil, invalidQuery("Array index %s is out of bounds (overflow)", g[2])
+		}
+		cols = append(cols, viewColumn{name: g[3], typ: a.typ, mode: a.mode, expr: a.expr(quoteIdent(g[1] + "_" + g[2]))})
+		rest = rest[len(g[0]):]
 	}
 	return &statement{kind: "CREATE_VIEW", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
 		fields := []*bqv2.TableFieldSchema{
@@ -841,10 +892,6 @@ func (s *Server) recogniseSplitView(refs []string, descLit, outerText, innerText
 		return s.createView(refs[0], b.String(), fields, desc, read)
 	}}, nil
 }
-
-// checkViewText is a placeholder for the view's text limits, checked by
-// recognise on the statement as sent.
-func checkViewText(_, _ string) error { return nil }
 
 // lastDoc caches the members of the JSON object text a view's members were
 // last read from: a view reads every member of one row's text in turn.
