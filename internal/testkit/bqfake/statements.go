@@ -183,6 +183,9 @@ func roleTables(roles, refs []string) (map[string]string, error) {
 // recognise matches a query against the fixed shapes. Anything else is
 // refused: the fake only answers what it can answer truthfully.
 func (s *Server) recognise(q string) (*statement, error) {
+	if err := textLimits(q); err != nil {
+		return nil, err
+	}
 	n, refs, err := normalise(q)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	bqv2 "google.golang.org/api/bigquery/v2"
 	"modernc.org/sqlite"
@@ -957,12 +958,24 @@ func init() {
 		}
 		return string(bytes.TrimSpace(v)), nil
 	})
+	// SQLite evaluates the view's d once per member that reads it: the
+	// last text is kept.
+	var lastJSON struct {
+		sync.Mutex
+		in, out string
+		ok      bool
+	}
 	register("bqfake_to_json_string", 1, func(a []string) (driver.Value, error) {
-		out, err := rewriteNumbers(json.RawMessage(a[0]), jsonNumber)
-		if err != nil {
-			return nil, nil
+		lastJSON.Lock()
+		defer lastJSON.Unlock()
+		if !lastJSON.ok || lastJSON.in != a[0] {
+			out, err := rewriteNumbers(json.RawMessage(a[0]), jsonNumber)
+			if err != nil {
+				return nil, nil
+			}
+			lastJSON.in, lastJSON.out, lastJSON.ok = a[0], out, true
 		}
-		return out, nil
+		return lastJSON.out, nil
 	})
 	register("bqfake_json_value1", 1, func(a []string) (driver.Value, error) {
 		v := json.RawMessage(a[0])
@@ -996,4 +1009,30 @@ func init() {
 		b, err := json.Marshal(out)
 		return string(b), err
 	})
+}
+
+// BigQuery's limits on a query's text (quotas page, "Query jobs": 1,024 K
+// characters of unresolved GoogleSQL) and on a view's ("View limits": 256
+// K characters of its query), counted in characters and taken as
+// thousands, as the sink takes them.
+const (
+	queryTextLimit = 1_024_000
+	viewTextLimit  = 256_000
+)
+
+// viewHeadRE is the part of a CREATE VIEW statement before its query.
+var viewHeadRE = regexp.MustCompile("(?is)^\\s*CREATE\\s+OR\\s+REPLACE\\s+VIEW\\s+`[^`]*`\\s*(?:OPTIONS\\s*\\(\\s*description\\s*=\\s*'(?:[^'\\\\]|\\\\.)*'\\s*\\)\\s*)?AS\\s")
+
+// textLimits refuses, as BigQuery does, a query longer than it takes,
+// and a view whose query is.
+func textLimits(q string) error {
+	if n := utf8.RuneCountInString(q); n > queryTextLimit {
+		return invalidQuery("The query is too large. The maximum standard SQL query length is %d characters, including comments and white space characters.", queryTextLimit)
+	}
+	if m := viewHeadRE.FindStringIndex(q); m != nil {
+		if n := utf8.RuneCountInString(q[m[1]:]); n > viewTextLimit {
+			return invalidQuery("The view query is too long: %d characters, the maximum is %d", n, viewTextLimit)
+		}
+	}
+	return nil
 }
