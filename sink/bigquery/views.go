@@ -11,6 +11,7 @@ import (
 
 	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/sink/view"
+	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/state/fieldtype"
 )
 
@@ -210,4 +211,15 @@ func viewTooLong(ddl string) error {
 		return fmt.Errorf("its statement is %d characters, beyond BigQuery's limit on a query's text (%d)", q, queryTextLimit)
 	}
 	return nil
+}
+
+// ViewProblem says why the view of the form whose state is st cannot be
+// made (its text beyond BigQuery's limits), naming the form; "" when it
+// can. It reads nothing: status shows it beside the form.
+func (s *Sink) ViewProblem(st state.Form) string {
+	ddl, _ := viewDDL(s.cfg.Project, s.cfg.Dataset, st.FormID, st.FieldNames, st.FieldTypes)
+	if err := viewTooLong(ddl); err != nil {
+		return (&viewTooLongError{form: st.FormID, err: err}).Error()
+	}
+	return ""
 }

@@ -80,5 +80,12 @@ func TestWideFormsView(t *testing.T) {
 		t.Fatalf("a view beyond the limit: the commit reports %v, want the form and the limit named", v)
 	}
 	checkRows(t, b.sink, "census", fr.rows)
+	// status says it too, from the state alone.
+	if p := b.sink.ViewProblem(fr.state); !strings.Contains(p, "census") || !strings.Contains(p, "beyond BigQuery's limit on a view's text") {
+		t.Errorf("ViewProblem of the census: %q, want the form and the limit named", p)
+	}
+	if p := b.sink.ViewProblem(wideForm(t, b, "survey", 1000, long).state); p != "" {
+		t.Errorf("ViewProblem of the survey: %q, want none", p)
+	}
 
 }

@@ -57,6 +57,15 @@ type formStatus struct {
 	// types (JSON only: the table has no room for them).
 	View    string        `json:"view,omitempty"`
 	Columns []view.Column `json:"columns,omitempty"`
+	// ViewProblem says why the form's view cannot be made, when the sink
+	// knows (a BigQuery view beyond BigQuery's limits on its text).
+	ViewProblem string `json:"view_problem,omitempty"`
+}
+
+// viewChecker is a sink that can tell, from a form's state alone, why
+// its view cannot be made.
+type viewChecker interface {
+	ViewProblem(st state.Form) string
 }
 
 // backfillProgress is a backfill in progress: its window (nil ends are
@@ -133,7 +142,11 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 			hidden = append(hidden, st.FormID)
 			continue
 		}
-		out = append(out, statusOf(st, now))
+		row := statusOf(st, now)
+		if vc, ok := dst.(viewChecker); ok {
+			row.ViewProblem = vc.ViewProblem(st)
+		}
+		out = append(out, row)
 	}
 	slices.Sort(hidden)
 	for _, id := range e.cfg.Forms {
@@ -191,6 +204,11 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	for _, s := range out {
+		if s.ViewProblem != "" {
+			fmt.Fprintf(e.stdout, "\nNo view: %s\n", s.ViewProblem)
+		}
+	}
 	printHidden(e, hidden)
 	return exitOK
 }
