@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/formsync/formsync/state"
 )
 
 // What a sink may do beyond Sink is declared here, once, and found in one
@@ -26,6 +28,13 @@ type Tuner interface {
 // reader held up.
 type Purger interface {
 	Purge(ctx context.Context) error
+}
+
+// ViewChecker is a sink that can tell, from a form's state alone, why the
+// form's view cannot be made (BigQuery's limits on a view's text), so that
+// status says so without a commit.
+type ViewChecker interface {
+	ViewProblem(st state.Form) string
 }
 
 // Optional finds the optional abilities of a sink: each method calls the
@@ -51,6 +60,15 @@ func (o Optional) Purge(ctx context.Context) error {
 		return p.Purge(ctx)
 	}
 	return o.unsupported("keeps no copies of removed rows to purge")
+}
+
+// ViewProblem says why the form's view cannot be made, "" when it can
+// (ViewChecker).
+func (o Optional) ViewProblem(st state.Form) (string, error) {
+	if v, ok := o.Sink.(ViewChecker); ok {
+		return v.ViewProblem(st), nil
+	}
+	return "", o.unsupported("cannot tell why a view would not be made")
 }
 
 func (o Optional) unsupported(what string) error {

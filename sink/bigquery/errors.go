@@ -165,8 +165,26 @@ type viewError struct {
 }
 
 func (e *viewError) Error() string {
+	var long *viewTooLongError
+	if errors.As(e.err, &long) {
+		return fmt.Sprintf("view %s cannot be made: %v", e.view, long)
+	}
 	return fmt.Sprintf("view %s cannot be made: %s; if a table of yours has that name, rename it, and the next commit makes the view", e.view, withoutHint(e.err))
 }
+
+// viewTooLongError is why the view of a form is not made: its text is
+// beyond BigQuery's limits (viewTooLong). The form's rows stay in
+// submissions, its fields in fields.
+type viewTooLongError struct {
+	form string
+	err  error
+}
+
+func (e *viewTooLongError) Error() string {
+	return fmt.Sprintf("form %s: %v; its rows are stored all the same, and its fields can be read from submissions.fields (JSON_VALUE(fields['name']))", e.form, e.err)
+}
+
+func (e *viewTooLongError) Unwrap() error { return e.err }
 
 func (e *viewError) Unwrap() error { return e.err }
 

@@ -18,12 +18,13 @@ const filesView = "submission_files"
 // values are one file object or an array of them. A row has the input
 // name (NULL for the array shape), the file's 0-based position within its
 // input (or the array), and the file's name, url, size (INT64 when it is
-// an integer, NULL otherwise) and type; an element that is not an object
+// an integer, NULL otherwise) and type (text when a string or a number,
+// NULL otherwise); an element that is not an object
 // is not a file and gives no row (its position is skipped). Rows deleted
 // upstream are left out.
 //
-// GoogleSQL (as the ZetaSQL analyzer formsync checks against knows it) has
-// no JSON_KEYS to list an object's keys, so they are read from the
+// BigQuery has JSON_KEYS (in preview since 2024-08), but the ZetaSQL
+// analyzer formsync checks against lacks it, so an object's keys are read from the
 // object's JSON text: every JSON string token, taken whole from left to
 // right (a match never starts inside a string), is a key when a colon
 // follows it. That lists the keys of nested objects too; only those that
@@ -43,9 +44,9 @@ func filesViewDDL(project, dataset string) (ddl, description string) {
 // table submissions.
 func filesViewQuery(submissions string) string {
 	return `SELECT s.form_id, s.submission_key, s.submission_id, i.input, f.position,
-  JSON_VALUE(f.file['name']) AS name, JSON_VALUE(f.file['url']) AS url,
+  ` + fileMember("name") + ` AS name, ` + fileMember("url") + ` AS url,
   (SELECT SAFE_CAST(v AS INT64) FROM UNNEST([JSON_VALUE(f.file['size'])]) AS v WHERE REGEXP_CONTAINS(v, r'` + integerText + `')) AS size,
-  JSON_VALUE(f.file['type']) AS type
+  ` + fileMember("type") + ` AS type
 FROM ` + submissions + ` AS s,
   UNNEST(CASE JSON_TYPE(s.files)
     WHEN 'array' THEN [STRUCT(CAST(NULL AS STRING) AS input, s.files AS value)]
@@ -65,6 +66,14 @@ FROM ` + submissions + ` AS s,
 WHERE s.deleted_at IS NULL AND JSON_TYPE(f.file) = 'object'
   AND s.created_at ` + allOfTime + `
 `
+}
+
+// fileMember is a file's member name as text when it is a string or a
+// number, NULL otherwise (JSON_VALUE alone reads a boolean as 'true'), as
+// docs/types.md says and the SQLite sink reads it.
+func fileMember(name string) string {
+	m := "f.file['" + name + "']"
+	return "IF(JSON_TYPE(" + m + ") IN ('string', 'number'), JSON_VALUE(" + m + "), NULL)"
 }
 
 // ensureFilesView makes the submission_files view when it is missing or is

@@ -74,18 +74,20 @@ func TestSubmissionFiles(t *testing.T) {
 		row("f", 3, `{"we\"ird: input":{"name":"w","url":"https://x/w"},"name":{"name":"n","url":"https://x/n","meta":{"url":"nested"}}}`),
 		row("f", 4, `[]`),
 		row("f", 5, `[{"name":"gone","url":"https://x/gone"}]`),
+		// Members that are neither strings nor numbers read NULL.
+		row("f", 6, `[{"name":true,"url":false,"type":true,"size":true},{"name":7,"url":"https://x/7","type":{"a":"b"}}]`),
 	}
 	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
 	// A reconcile that no longer finds submission 5 marks it deleted.
 	st := readState(t, b.sink, "f")["f"]
-	if _, err := b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(2 * time.Hour), Forms: []sink.FormCommit{{State: st, Rows: sinktest.Spool(t, rows[:4]...), Reconcile: true}}}); err != nil {
+	if _, err := b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(2 * time.Hour), Forms: []sink.FormCommit{{State: st, Rows: sinktest.Spool(t, append(rows[:4:4], rows[5])...), Reconcile: true}}}); err != nil {
 		t.Fatal(err)
 	}
 	type file struct {
 		Key      string
 		Input    bq.Value
 		Position int64
-		Name     string
+		Name     bq.Value
 		URL      bq.Value
 		Size     bq.Value
 		Type     bq.Value
@@ -95,7 +97,7 @@ func TestSubmissionFiles(t *testing.T) {
 		if r["form_id"] != "f" || fmt.Sprint(r["submission_id"]) != r["submission_key"] {
 			t.Errorf("row %v", r)
 		}
-		got = append(got, file{r["submission_key"].(string), r["input"], r["position"].(int64), r["name"].(string), r["url"], r["size"], r["type"]})
+		got = append(got, file{r["submission_key"].(string), r["input"], r["position"].(int64), r["name"], r["url"], r["size"], r["type"]})
 	}
 	want := []file{
 		{"1", nil, 0, "a.pdf", "https://x/a", int64(1200), "application/pdf"},
@@ -105,6 +107,8 @@ func TestSubmissionFiles(t *testing.T) {
 		{"2", "photo", 0, "p.jpg", "https://x/p", int64(12), nil},
 		{"3", "name", 0, "n", "https://x/n", nil, nil},
 		{"3", `we"ird: input`, 0, "w", "https://x/w", nil, nil},
+		{"6", nil, 0, nil, nil, nil, nil},
+		{"6", nil, 1, "7", "https://x/7", nil, nil},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("%s (-want +got):\n%s", filesView, diff)

@@ -695,15 +695,25 @@ func (s *Sink) recreateViews(ctx context.Context) error {
 		// then differs, makes it with its types.
 		ddl, desc := viewDDL(s.cfg.Project, s.cfg.Dataset, f.id, f.fields, fieldtype.Columns{})
 		if err := s.createView(ctx, f.id, ddl); err != nil {
-			return err
+			var long *viewTooLongError
+			if !errors.As(err, &long) {
+				return err
+			}
+			// The form's commits report it too.
+			s.cfg.Logger.Warn("a form's view cannot be made", "form", f.id, "view", s.viewRef(f.id), "error", (&viewError{view: s.viewRef(f.id), err: err}).Error())
+			continue
 		}
 		s.knowView(f.id, desc) // made from the stored field names
 	}
 	return nil
 }
 
-// createView runs ddl, the view of form formID as viewDDL makes it.
+// createView runs ddl, the view of form formID as viewDDL makes it; a
+// view beyond BigQuery's limits on its text is not sent (viewTooLong).
 func (s *Sink) createView(ctx context.Context, formID, ddl string) error {
+	if err := viewTooLong(ddl); err != nil {
+		return &viewTooLongError{form: formID, err: err}
+	}
 	return s.runDDL(ctx, "creating the view of form "+formID, "view "+s.viewRef(formID), ddl)
 }
 

@@ -1,15 +1,10 @@
 package bigquery
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"text/template"
 	"unicode/utf8"
-
-	"github.com/formsync/formsync/sink/internal/sqlname"
-	"github.com/formsync/formsync/state/fieldtype"
 )
 
 // Every SQL statement the sink sends is rendered here, from the templates
@@ -512,31 +507,6 @@ func render(name string, data any) string {
 		panic(fmt.Sprintf("bigquery: rendering %s: %v", name, err)) // the templates are fixed
 	}
 	return strings.TrimSpace(b.String()) + "\n"
-}
-
-// viewDDL is the DDL of one form's view, and the description it gives the
-// view. The view has a column per field name, of the type types gives it
-// (viewColumnExpr), read with the JSON subscript operator so that no
-// character of a field name is ever parsed as JSON path syntax. The
-// description ends with a digest of the view's query, so that a commit can
-// tell from the view's metadata alone whether the view in place is the one
-// the stored field names and types call for (see Sink.viewInPlace): a
-// column that widens changes the digest, and the view is replaced.
-func viewDDL(project, dataset, formID string, fieldNames []string, types fieldtype.Columns) (ddl, description string) {
-	var b strings.Builder
-	b.WriteString("SELECT ")
-	b.WriteString(strings.Join(sqlname.ViewFixedColumns(), ", "))
-	viewColumns(&b, fieldNames, types)
-	b.WriteString("\nFROM ")
-	b.WriteString(ref(project, dataset, submissionsTable))
-	b.WriteString("\nWHERE form_id = ")
-	b.WriteString(stringLiteral(formID))
-	b.WriteString(" AND deleted_at IS NULL\n")
-	query := b.String()
-	sum := sha256.Sum256([]byte(query))
-	description = "formsync: the submissions of one form, a column per field; formsync replaces this view when the fields of the form or their types change. Definition " + hex.EncodeToString(sum[:12])
-	return "CREATE OR REPLACE VIEW " + ref(project, dataset, sqlname.ViewName(formID)) +
-		"\nOPTIONS(description = " + stringLiteral(description) + ") AS\n" + query, description
 }
 
 // stringLiteral makes a GoogleSQL string literal of s that holds only

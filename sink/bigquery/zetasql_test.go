@@ -106,6 +106,7 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 			{"name": "my-project.region-us.INFORMATION_SCHEMA.JOBS", "columns": zetaColumns(bq.Schema{
 				{Name: "job_id", Type: bq.StringFieldType}, {Name: "creation_time", Type: bq.TimestampFieldType},
 				{Name: "total_bytes_processed", Type: bq.IntegerFieldType},
+				{Name: "total_bytes_billed", Type: bq.IntegerFieldType},
 			})},
 		},
 		"params":  zetaParams(),

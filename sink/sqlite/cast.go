@@ -1,7 +1,10 @@
 package sqlite
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/formsync/formsync/state/fieldtype"
 )
@@ -9,19 +12,38 @@ import (
 // columnSQL is the SQL expression of the view column of field, typed t
 // (docs/types.md), from the member field of the fields object: its JSON
 // type and its value, the same in every SQLite from 3.31 on, whatever the
-// key. A path ('$."key"') is read alike by all of them only for a key
-// whose stored (canonical JSON) form is the key itself: an older SQLite
-// (3.40, which the sqlite3 shell and Python may carry) ends the quoted
-// label at its first '"' and compares it with the key as stored, escapes
-// and all, and so answered NULL, without an error, for a key holding '"',
-// '\', or a character JSON escapes. Such a key is looked up by its
-// decoded text with json_each: slower, for the rare field named so.
+// key. A path ('$."label"') is read alike by all of them when its label
+// is the key as the fields object stores it (canonical JSON, escapes and
+// all) and holds no '"': an older SQLite (3.40, which the sqlite3 shell
+// and Python may carry) ends the quoted label at its first '"' and
+// compares the label with the stored key as written, and a newer one
+// (3.45 on) decodes the escapes of both. So a key holding '\', a NUL or
+// another character JSON escapes is read by its escaped label; json_each,
+// whose key an older SQLite cuts at a NUL, is left to a key holding '"'
+// or bytes that are not UTF-8: slower, for the rare field named so.
 func columnSQL(field string, t fieldtype.Type) string {
-	if plainKey(field) {
-		path := quoteString(`$."` + field + `"`)
+	if label, ok := storedLabel(field); ok {
+		path := quoteString(`$."` + label + `"`)
 		return castSQL(t, "json_type(fields, "+path+")", "json_extract(fields, "+path+")")
 	}
 	return "(SELECT " + castSQL(t, "m.type", "m.value") + " FROM json_each(fields) AS m WHERE m.key = " + quoteString(field) + " LIMIT 1)"
+}
+
+// storedLabel is key as canonical JSON writes it inside its quotes
+// (encoding/json without HTML escaping, as sink.AppendCanonical), and
+// whether a path can spell it: valid UTF-8 without '"'.
+func storedLabel(key string) (string, bool) {
+	if !utf8.ValidString(key) || strings.ContainsRune(key, '"') {
+		return "", false
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(key); err != nil {
+		return "", false
+	}
+	q := bytes.TrimSpace(b.Bytes())
+	return string(q[1 : len(q)-1]), true
 }
 
 // castSQL turns a fields member, whose JSON type (json_type's names) is
@@ -54,10 +76,11 @@ func castSQL(t fieldtype.Type, typ, val string) string {
 	case fieldtype.Timestamp:
 		return r.Replace(timestampSQL)
 	case fieldtype.Array:
-		// Any array, as its JSON text: one that holds more than strings,
-		// numbers and booleans makes a field's type String, so it meets
-		// an array column only where one is pinned.
-		return r.Replace(`CASE {t} WHEN 'array' THEN {v} END`)
+		// An array of strings, numbers and booleans, as its JSON text;
+		// any other value is NULL (BigQuery's column shows []). An array
+		// holding a null, an array or an object makes a field's type
+		// String, so it meets an array column only where one is pinned.
+		return r.Replace(`CASE {t} WHEN 'array' THEN CASE WHEN NOT EXISTS (SELECT 1 FROM json_each({v}) WHERE type IN ('null', 'array', 'object')) THEN {v} END END`)
 	}
 	// String, and a type this formsync does not know (a newer one's):
 	// booleans as the words JSON has for them (json_extract gives 1 and
@@ -93,8 +116,8 @@ const (
 // and time read back through a Julian day as themselves (hours to 23,
 // minutes and seconds to 59, a day that exists); what follows the
 // seconds, its digits read as 9 (restShape), is one of the shapes
-// allowed. strftime reads the whole seconds and the zone, which SQLite
-// bounds to ±14:59 (NULL beyond); the fraction, which SQLite's clock
+// allowed, an offset at most 14:00 (as far as BigQuery reads one; SQLite
+// reads to 14:59). strftime reads the whole seconds and the zone; the fraction, which SQLite's clock
 // would round to milliseconds (and so, past .9995, to the next second),
 // is carried over as written: offsets are whole minutes. It is the
 // digits after the point up to the zone, which a cast to INTEGER of '1'
@@ -103,7 +126,7 @@ var timestampSQL = `CASE WHEN {t} = 'text' THEN CASE ` +
 	`WHEN {v} GLOB '` + ymd + `' THEN CASE WHEN ` + dateText + ` THEN {v} || 'T00:00:00.000000Z' END ` +
 	`WHEN {v} GLOB '` + ymd + `[T ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]*' AND {v} NOT GLOB '0000*' ` +
 	`AND strftime('%Y-%m-%d %H:%M:%S', julianday(substr({v}, 1, 19))) = replace(substr({v}, 1, 19), 'T', ' ') ` +
-	`AND ` + restShape + ` IN (` + restShapes() + `) ` +
+	`AND ` + restShape + ` IN (` + restShapes() + `) AND (substr({v}, -6, 1) NOT IN ('+', '-') OR substr({v}, -5) <= '14:00') ` +
 	`THEN strftime('%Y-%m-%dT%H:%M:%S', substr({v}, 1, 19) || ltrim(substr({v}, 20), '.0123456789')) || '.' || ` +
 	`substr(CASE WHEN substr({v}, 20, 1) = '.' THEN substr(CAST('1' || substr({v}, 21, 6) AS INTEGER), 2) ELSE '' END || '000000', 1, 6) || 'Z' ` +
 	`END END`

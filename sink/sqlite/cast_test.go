@@ -23,11 +23,11 @@ var castValues = []string{
 	`9223372036854775808`, `1.5`, `"0.25"`, `"-0.5"`, `"1."`, `".5"`, `"1.2.3"`, `"1-2"`, `"0.1234567891"`,
 	`"12345678901234567890123456789"`, `"123456789012345678901234567890"`, `"12345678901234567890123456789.123456789"`,
 	`"2026-03-01"`, `"2026-02-30"`, `"2024-02-29"`, `"0000-01-01"`, `"2026-3-01"`, `"2026-03-01 "`,
-	`"2026-03-01T10:00:00Z"`, `"2026-03-01 10:00:00"`, `"2026-03-01T10:00:00.5+02:00"`, `"2026-03-01T23:30:00.123456-14:59"`,
+	`"2026-03-01T10:00:00Z"`, `"2026-03-01 10:00:00"`, `"2026-03-01T10:00:00.5+02:00"`, `"2026-03-01T23:30:00.123456-14:00"`, `"2026-03-01T23:30:00-14:59"`, `"2026-03-01T23:30:00+14:01"`,
 	`"2026-03-01T10:00:00.1234567Z"`, `"2026-03-01T24:00:00Z"`, `"2026-03-01T10:00:00+15:00"`, `"2026-03-01T10:00:00z"`,
 	`"2026-03-01T10:00:00.Z"`, `"2026-03-01T10:00:00+0200"`, `"2026-03-01T10:00:00 Z"`, `"2026-03-01T10:00:59.9999999Z"`,
 	`"2026-03-01T10:00:00.5+02:00Z"`, `"2026-03-01T10:00:00ZZ"`, `"2026-03-01T10:00:00+02:00:00"`, `"2026-03-01T10:60:00Z"`,
-	`["a","b"]`, `[1,true]`, `["a",null]`, `[["a"]]`, `"Ada \"Lovelace\""`, `"日本語"`,
+	`["a","b"]`, `[1,true]`, `["a",null]`, `[["a"]]`, `[null]`, `[{}]`, `"Ada \"Lovelace\""`, `"日本語"`,
 }
 
 // evalCast evaluates the view column of field k, typed t, over the fields
@@ -71,7 +71,7 @@ func TestCastsFollowTheTypeRules(t *testing.T) {
 				case typ == fieldtype.String && v != `null`:
 					fits = true // every value has a text
 				case typ == fieldtype.Array && v[0] == '[':
-					fits = true // any array, pinned
+					fits = of == fieldtype.Array || v == `[]` // an array of scalars, pinned
 				case typ == fieldtype.Decimal && (v == `1e3` || v == `9223372036854775808`):
 					fits = true // a JSON number is a number
 				}
@@ -104,13 +104,15 @@ func TestCastValues(t *testing.T) {
 		{fieldtype.Timestamp, `"2026-03-01"`, "2026-03-01T00:00:00.000000Z"},
 		{fieldtype.Timestamp, `"2026-03-01 10:00:00"`, "2026-03-01T10:00:00.000000Z"},
 		{fieldtype.Timestamp, `"2026-03-01T01:30:00.5+02:00"`, "2026-02-28T23:30:00.500000Z"},
-		{fieldtype.Timestamp, `"2026-12-31T23:59:59.999999-14:59"`, "2027-01-01T14:58:59.999999Z"},
+		{fieldtype.Timestamp, `"2026-12-31T23:59:59.999999-14:00"`, "2027-01-01T13:59:59.999999Z"},
+		{fieldtype.Timestamp, `"2026-12-31T23:59:59-14:59"`, nil}, {fieldtype.Timestamp, `"2026-03-01T10:00:00+15:00"`, nil},
 		{fieldtype.Timestamp, `"2026-03-01T10:00:00.123Z"`, "2026-03-01T10:00:00.123000Z"},
 		{fieldtype.Timestamp, `"2026-03-01T10:00:59.999999Z"`, "2026-03-01T10:00:59.999999Z"},
 		{fieldtype.Timestamp, `"2026-03-01T10:00:00.000001-00:30"`, "2026-03-01T10:30:00.000001Z"},
 		{fieldtype.Timestamp, `"2026-03-01T10:00:00.05"`, "2026-03-01T10:00:00.050000Z"},
 		{fieldtype.Timestamp, `"2026-03-01T10:00:00+02:00 "`, nil}, {fieldtype.Timestamp, `"2026-03-01T10:00:00.1.2Z"`, nil},
 		{fieldtype.Array, `["a", 1, true]`, `["a",1,true]`}, {fieldtype.Array, `"a"`, nil},
+		{fieldtype.Array, `[["a"]]`, nil}, {fieldtype.Array, `[null]`, nil}, {fieldtype.Array, `["a",{}]`, nil}, {fieldtype.Array, `[]`, `[]`},
 		{fieldtype.String, `true`, "true"}, {fieldtype.String, `41`, "41"}, {fieldtype.String, `1.5`, "1.5"},
 		{fieldtype.String, `{"a": [1]}`, `{"a":[1]}`}, {fieldtype.String, `""`, ""}, {fieldtype.String, `"it's"`, "it's"},
 	} {

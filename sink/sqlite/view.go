@@ -100,21 +100,6 @@ func viewSQL(formID string, fieldNames []string, types fieldtype.Columns) string
 	return b.String()
 }
 
-// plainKey reports whether key is stored in canonical JSON as itself and
-// holds no '"': valid UTF-8, no '"' or '\\', no control character and
-// no U+2028 or U+2029 (which encoding/json escapes).
-func plainKey(key string) bool {
-	if !utf8.ValidString(key) {
-		return false
-	}
-	for _, r := range key {
-		if r < 0x20 || r == '"' || r == '\\' || r == '\u2028' || r == '\u2029' {
-			return false
-		}
-	}
-	return true
-}
-
 // quoteIdent quotes an SQL identifier. The names passed are already
 // sanitised; quoting keeps a keyword-like name (e.g. "order") valid.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

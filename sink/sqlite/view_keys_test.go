@@ -17,7 +17,7 @@ import (
 )
 
 // viewKeys are field names a path reads differently in older SQLite.
-var viewKeys = []string{`plain`, `dot.name[0]`, `say "hi"`, `"`, `back\slash`, "line\nbreak", "tab\tin", `email `, `café`, "sep\u2028arator", `it's`}
+var viewKeys = []string{`plain`, `dot.name[0]`, `say "hi"`, `"`, `back\slash`, "line\nbreak", "tab\tin", `email `, `café`, "sep\u2028arator", `it's`, "a\x00b", "\x00", "true", "false"}
 
 // readView reads every field column of form f's view, by column name, as
 // text ("NULL" for NULL).

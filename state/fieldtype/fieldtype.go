@@ -263,7 +263,9 @@ func digits(s []byte) (int, bool) {
 // timestamp reports whether s is a date and time of day that both
 // BigQuery's cast to TIMESTAMP and SQLite's date functions read exactly:
 // YYYY-MM-DD, 'T' or ' ', hh:mm:ss, at most six fractional digits, and Z,
-// an offset ±hh:mm of at most 14:59 (SQLite's bound), or no zone (UTC).
+// an offset ±hh:mm of at most 14:00, or no zone (UTC). GoogleSQL's cast
+// takes no offset beyond 14:00 (SQLite's date functions take up to 14:59);
+// no place on Earth is further from UTC.
 func timestamp(s []byte) bool {
 	if len(s) < 19 || !date(s[:10]) || s[10] != 'T' && s[10] != ' ' || s[13] != ':' || s[16] != ':' {
 		return false
@@ -291,7 +293,7 @@ func timestamp(s []byte) bool {
 	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
 		oh, ok1 := digits(rest[1:3])
 		om, ok2 := digits(rest[4:6])
-		return ok1 && ok2 && oh <= 14 && om <= 59
+		return ok1 && ok2 && (oh < 14 && om <= 59 || oh == 14 && om == 0)
 	}
 	return false
 }

@@ -3,7 +3,9 @@ package bqfake_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,4 +121,63 @@ func listTablesRaw(t *testing.T, f *bqfake.Server) map[string]*bqv2.TableListTab
 		out[lt.TableReference.TableId] = lt
 	}
 	return out
+}
+
+// TestViewReadIsItsTablesRead: BigQuery applies a view's query to the
+// table it reads. A SELECT * of a view is billed for the table's columns
+// the view reads (not raw, which it leaves out), and is refused when the
+// table requires a partition filter and the view's query has none; the
+// same view with a filter on created_at over all of time answers.
+func TestViewReadIsItsTablesRead(t *testing.T) {
+	t.Parallel()
+	f, c, _ := setup(t, bqfake.Options{})
+	ctx := t.Context()
+	subs := c.Dataset("ds").Table("submissions")
+	if err := subs.Create(ctx, &bq.TableMetadata{
+		Schema: bq.Schema{
+			{Name: "form_id", Type: bq.StringFieldType}, {Name: "submission_id", Type: bq.IntegerFieldType},
+			{Name: "submission_key", Type: bq.StringFieldType}, {Name: "created_at", Type: bq.TimestampFieldType},
+			{Name: "is_spam", Type: bq.BooleanFieldType}, {Name: "synced_at", Type: bq.TimestampFieldType},
+			{Name: "deleted_at", Type: bq.TimestampFieldType}, {Name: "fields", Type: bq.JSONFieldType},
+			{Name: "fields_text", Type: bq.StringFieldType}, {Name: "raw", Type: bq.StringFieldType},
+		},
+		TimePartitioning:       &bq.TimePartitioning{Type: bq.DayPartitioningType, Field: "created_at"},
+		RequirePartitionFilter: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	row := `{"form_id":"f","submission_id":1,"submission_key":"k","created_at":"2026-01-02T03:04:05Z","is_spam":true,"synced_at":"2026-01-02T03:04:05Z","fields":{"a":"x"},"raw":"a long raw text that the view does not read"}` + "\n"
+	if err := load(t, subs, row, false); err != nil {
+		t.Fatal(err)
+	}
+	const head = "CREATE OR REPLACE VIEW `proj.ds.%s` AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at, JSON_VALUE(fields['a']) AS `a` FROM `proj.ds.submissions` WHERE form_id = 'f' AND deleted_at IS NULL"
+	for _, q := range []string{
+		fmt.Sprintf(head, "filtered") + "\n  AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'",
+		fmt.Sprintf(head, "unfiltered"),
+	} {
+		if _, err := c.Query(q).Read(ctx); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+
+	_, err := c.Query("SELECT * FROM `proj.ds.unfiltered`").Read(ctx)
+	if want := "without a filter over column(s) 'created_at'"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("SELECT * of a view that does not filter created_at: %v, want BigQuery's refusal (%q)", err, want)
+	}
+
+	before := f.Stats().BytesProcessed
+	job, err := c.Query("SELECT * FROM `proj.ds.filtered`").Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := job.Wait(ctx)
+	if err != nil || st.Err() != nil {
+		t.Fatalf("SELECT * of the filtered view: %v %v", err, st.Err())
+	}
+	// form_id 2+1, submission_id 8, submission_key 2+1, created_at 8,
+	// is_spam 1, synced_at 8, deleted_at NULL, fields 2+len({"a":"x"}).
+	const want = 3 + 8 + 3 + 8 + 1 + 8 + 2 + 9
+	if got := f.Stats().BytesProcessed - before; got != want {
+		t.Errorf("SELECT * of the view processed %d bytes, want %d (the table's columns the view reads)", got, want)
+	}
 }

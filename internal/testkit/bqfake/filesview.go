@@ -12,10 +12,14 @@ import (
 func filesView(subs string) string {
 	cols := func(input, position, file string) string {
 		v := func(k string) string { return "bqfake_json_value(" + file + ", '" + k + "')" }
+		// IF(JSON_TYPE(file[k]) IN ('string', 'number'), JSON_VALUE(file[k]), NULL)
+		text := func(k string) string {
+			return "CASE WHEN bqfake_json_type(" + file + ", '" + k + "') IN ('string', 'number') THEN " + v(k) + " END"
+		}
 		return `s.form_id, s.submission_key, s.submission_id, ` + input + ` AS input, ` + position + ` AS position,
-			` + v("name") + ` AS name, ` + v("url") + ` AS url,
+			` + text("name") + ` AS name, ` + text("url") + ` AS url,
 			(SELECT bqfake_safe_cast(x, 'INT64') FROM (SELECT ` + v("size") + ` AS x) WHERE bqfake_regexp_contains(x, '^-?(0|[1-9][0-9]*)$')) AS size,
-			` + v("type") + ` AS type`
+			` + text("type") + ` AS type`
 	}
 	from := ` FROM ` + quoteIdent(subs) + ` AS s, json_each(s.files) AS i`
 	live := ` s.deleted_at IS NULL AND json_valid(s.files)`
@@ -37,7 +41,11 @@ func (s *Server) createFilesView(t map[string]string, _ map[string]param) (*resu
 	if err != nil {
 		return nil, err
 	}
-	return s.createView(t["view"], filesView(t["subs"]), fields, desc)
+	// The view's filter on created_at over all of time satisfies a
+	// partition filter the table requires.
+	read := viewRead{table: t["subs"], span: everyPartition,
+		cols: []string{"form_id", "submission_key", "submission_id", "files", "deleted_at", "created_at"}}
+	return s.createView(t["view"], filesView(t["subs"]), fields, desc, read)
 }
 
 var filesDescRE = regexp.MustCompile(`OPTIONS\(description = ('(?:[^'\\]|\\.)*')\)`)

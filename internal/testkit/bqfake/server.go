@@ -160,6 +160,9 @@ type Server struct {
 	// dry, while a transaction is run at its start to learn what it
 	// changes (snapshot.go), makes tx roll back and keep its inserts.
 	dry *dryRun
+	// viewReads is what a query of each view reads of its base table
+	// (views.go).
+	viewReads map[string]viewRead
 }
 
 // New makes an empty fake and opens no listener: serve Handler() where
@@ -185,15 +188,16 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("bqfake: opening its SQLite database: %w", err)
 	}
 	return &Server{
-		opts:     opts,
-		db:       db,
-		datasets: map[string]*bqv2.Dataset{},
-		tables:   map[string]*bqv2.Table{},
-		jobs:     map[string]*job{},
-		running:  map[string]*running{},
-		uploads:  map[string]*resumable{},
-		faults:   map[Op][]fault{},
-		stats:    Stats{DML: map[string]int{}, DDL: map[string]int{}, TableGets: map[string]int{}},
+		opts:      opts,
+		db:        db,
+		datasets:  map[string]*bqv2.Dataset{},
+		tables:    map[string]*bqv2.Table{},
+		jobs:      map[string]*job{},
+		running:   map[string]*running{},
+		uploads:   map[string]*resumable{},
+		faults:    map[Op][]fault{},
+		viewReads: map[string]viewRead{},
+		stats:     Stats{DML: map[string]int{}, DDL: map[string]int{}, TableGets: map[string]int{}},
 	}, nil
 }
 

@@ -183,6 +183,9 @@ func roleTables(roles, refs []string) (map[string]string, error) {
 // recognise matches a query against the fixed shapes. Anything else is
 // refused: the fake only answers what it can answer truthfully.
 func (s *Server) recognise(q string) (*statement, error) {
+	if err := textLimits(q); err != nil {
+		return nil, err
+	}
 	n, refs, err := normalise(q)
 	if err != nil {
 		return nil, err
@@ -228,8 +231,11 @@ func (s *Server) recognise(q string) (*statement, error) {
 			return d.handler(s, t, params)
 		}}, nil
 	}
+	if m := splitViewRE.FindStringSubmatch(n); m != nil && len(refs) == 2 {
+		return s.recogniseSplitView(refs, m[1], m[2], m[3], m[4])
+	}
 	if m := viewRE.FindStringSubmatch(n); m != nil && len(refs) == 2 {
-		return s.recogniseView(refs, m[1], m[2], m[3])
+		return s.recogniseView(refs, m[1], m[2], m[3], m[4] != "")
 	}
 	if selectAllRE.MatchString(n) && len(refs) == 1 {
 		return &statement{kind: "SELECT", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
@@ -239,7 +245,7 @@ func (s *Server) recognise(q string) (*statement, error) {
 				return nil, err
 			}
 			if _, err := s.tx(func(tx *sql.Tx) (*result, error) {
-				return nil, s.scan(tx, refs[0], nil, allPartitions)
+				return nil, s.scanRead(tx, refs[0])
 			}); err != nil {
 				return nil, err
 			}

@@ -262,9 +262,11 @@ func (s *Server) selectAll(key string, schema *bqv2.TableSchema) (*result, error
 	for i, f := range schema.Fields {
 		cols[i] = quoteIdent(f.Name)
 	}
-	q := "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(key)
-	if t := s.tables[key]; t == nil || t.Type != "VIEW" {
-		q += " ORDER BY rowid" // storage order; a view has no rowid
+	q := "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(key) + " ORDER BY rowid" // storage order
+	if t := s.tables[key]; t != nil && t.Type == "VIEW" {
+		// A view has no rowid, and its columns are read by position:
+		// SQLite names a view's column "true" or "false" column<n>.
+		q = "SELECT * FROM " + quoteIdent(key)
 	}
 	rows, err := s.db.Query(q)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	bqv2 "google.golang.org/api/bigquery/v2"
 	"modernc.org/sqlite"
@@ -40,7 +41,8 @@ import (
 var (
 	viewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?`(?: OPTIONS\\(description = ('(?:[^'\\\\]|\\\\.)*')\\))? AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
 		"(.*)" +
-		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*') AND deleted_at IS NULL$")
+		" FROM `\\?` WHERE form_id = ('(?:[^'\\\\]|\\\\.)*') AND deleted_at IS NULL" +
+		"( AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00\\+00' AND TIMESTAMP '9999-12-31 23:59:59\\.999999\\+00')?$")
 	selectAllRE = regexp.MustCompile("^SELECT \\* FROM `\\?`$")
 )
 
@@ -185,7 +187,7 @@ func parseViewColumn(rest string) (c viewColumn, n int, err error) {
 // field names and the form id arrive as string literals; they are decoded
 // here exactly as GoogleSQL decodes them, and reach SQLite as literals of
 // its own syntax.
-func (s *Server) recogniseView(refs []string, descLit, colsText, formLit string) (*statement, error) {
+func (s *Server) recogniseView(refs []string, descLit, colsText, formLit string, allOfTime bool) (*statement, error) {
 	formID, err := unquote(formLit)
 	if err != nil {
 		return nil, err
@@ -222,13 +224,24 @@ func (s *Server) recogniseView(refs []string, descLit, colsText, formLit string)
 			fields = append(fields, &bqv2.TableFieldSchema{Name: c.name, Type: c.typ, Mode: c.mode})
 		}
 		b.WriteString(" FROM " + quoteIdent(refs[1]) + " WHERE form_id = " + sqliteLiteral(formID) + " AND deleted_at IS NULL")
-		return s.createView(refs[0], b.String(), fields, desc)
+		read := viewRead{table: refs[1], span: allPartitions,
+			cols: []string{"form_id", "submission_id", "submission_key", "created_at", "is_spam", "synced_at", "deleted_at"}}
+		if allOfTime {
+			read.span = everyPartition
+		}
+		if len(cols) > 0 {
+			read.cols = append(read.cols, "fields")
+		}
+		if strings.Contains(colsText, "fields_text") {
+			read.cols = append(read.cols, "fields_text")
+		}
+		return s.createView(refs[0], b.String(), fields, desc, read)
 	}}, nil
 }
 
 // createView (re)makes the SQLite view behind a BigQuery view, with the
 // schema tables.get shows.
-func (s *Server) createView(ref, query string, fields []*bqv2.TableFieldSchema, desc string) (*result, error) {
+func (s *Server) createView(ref, query string, fields []*bqv2.TableFieldSchema, desc string, read viewRead) (*result, error) {
 	p, d, t, _ := splitRef(ref)
 	if old := s.tables[ref]; old != nil && old.Type != "VIEW" {
 		return nil, invalidQuery("%s is not a view", ref)
@@ -248,9 +261,33 @@ func (s *Server) createView(ref, query string, fields []*bqv2.TableFieldSchema, 
 			Description:    desc,
 			CreationTime:   s.opts.Now().UnixMilli(),
 		}
+		s.viewReads[ref] = read
 		s.stats.DDL[d+"."+t]++
 		return nil, nil
 	})
+}
+
+// viewRead is what a query of a view reads of its base table. BigQuery
+// applies a view's query to the tables it names: a query of the view is
+// billed for the columns of the table the view reads, in the partitions
+// its filter on the partitioning column selects, and is refused when the
+// table requires a partition filter and the view has none.
+type viewRead struct {
+	table string
+	cols  []string
+	span  span
+}
+
+// scanRead bills a query that reads every column of ref, a table or a
+// view: a view's read is its base table's (viewRead), checked against a
+// partition filter the table requires.
+func (s *Server) scanRead(tx *sql.Tx, ref string) error {
+	if t := s.tables[ref]; t != nil && t.Type == "VIEW" {
+		if v, ok := s.viewReads[ref]; ok {
+			return s.scan(tx, v.table, v.cols, v.span)
+		}
+	}
+	return s.scan(tx, ref, nil, allPartitions)
 }
 
 // member returns the member key of the JSON object text, as raw JSON with
@@ -625,4 +662,377 @@ func numeric(s string) driver.Value {
 		out = "0"
 	}
 	return out
+}
+
+// The sink's view of two selects: the inner one reads, per type, the
+// members of the fields of that type (JSON text, from d, the row's exact
+// text or the JSON column's text) into an array of typed values,
+// t_<type>; the outer one gives each column its element,
+// t_<type>[OFFSET(i)].v. Each piece is recognised against the shapes
+// below; in SQLite the inner select has a column per member (t_<type>_i,
+// its JSON text) and the outer one types each.
+var (
+	splitViewRE = regexp.MustCompile("^CREATE OR REPLACE VIEW `\\?`(?: OPTIONS\\(description = (" + litRE + ")\\))? AS SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
+		"(.*)" +
+		" FROM \\( SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at" +
+		"(.*)" +
+		" FROM `\\?`, UNNEST\\(\\[COALESCE\\(fields_text, TO_JSON_STRING\\(fields\\)\\)\\]\\) AS d WHERE form_id = (" + litRE + ") AND deleted_at IS NULL" +
+		" AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00\\+00' AND TIMESTAMP '9999-12-31 23:59:59\\.999999\\+00' \\)$")
+	elementRE   = regexp.MustCompile("^, (t_[a-z]+)\\[OFFSET\\(([0-9]+)\\)\\]\\.v" + nameRE)
+	arrayHeadRE = regexp.MustCompile(`^, ARRAY\(SELECT AS STRUCT (.*?) AS v FROM UNNEST\(\[ `)
+	arrayTailRE = regexp.MustCompile(`^ \]\) AS m WITH OFFSET AS o ORDER BY o\) AS (t_[a-z]+)`)
+	memberRE    = regexp.MustCompile(`^(?:JSON_QUERY\(d, (` + litRE + `)\)|TO_JSON_STRING\(fields\[(` + litRE + `)\]\))`)
+	mText       = `JSON_VALUE\(m\)`
+	typedRE     = []struct {
+		kind string
+		re   *regexp.Regexp
+	}{
+		{"bool", regexp.MustCompile(`^SAFE_CAST\(` + mText + ` AS BOOL\)$`)},
+		{"decimal", regexp.MustCompile(`^\(SELECT n FROM UNNEST\(\[` + mText + `\]\) AS v, UNNEST\(\[SAFE_CAST\(v AS NUMERIC\)\]\) AS n WHERE REGEXP_CONTAINS\(v, ` +
+			rawRE + `\) OR NOT STARTS_WITH\(m, '"'\) AND REGEXP_CONTAINS\(v, ` + rawRE +
+			`\) AND SAFE_CAST\(n AS FLOAT64\) = SAFE_CAST\(v AS FLOAT64\)\)$`)},
+		{"guarded", regexp.MustCompile(`^\(SELECT SAFE_CAST\(v AS (INT64|NUMERIC|DATE)\) FROM UNNEST\(\[` + mText +
+			`\]\) AS v WHERE REGEXP_CONTAINS\(v, ` + rawRE + `\)\)$`)},
+		{"timestamp", regexp.MustCompile(`^\(SELECT SAFE_CAST\(IF\(LENGTH\(v\) = 10, CONCAT\(v, ' 00:00:00\+00:00'\), IF\(REGEXP_CONTAINS\(v, ` + rawRE +
+			`\), v, CONCAT\(v, '\+00:00'\)\)\) AS TIMESTAMP\) FROM UNNEST\(\[` + mText + `\]\) AS v WHERE REGEXP_CONTAINS\(v, ` + rawRE + `\)\)$`)},
+		{"array", regexp.MustCompile(`^COALESCE\(\(SELECT ARRAY_AGG\(e ORDER BY o\) FROM UNNEST\(JSON_VALUE_ARRAY\(m\)\) AS e WITH OFFSET AS o HAVING COUNTIF\(e IS NULL\) = 0\), \[\]\)$`)},
+		{"string", regexp.MustCompile(`^IF\(STARTS_WITH\(m, '"'\), ` + mText + `, NULLIF\(m, 'null'\)\)$`)},
+	}
+)
+
+// keyLiteral is a member's key as a SQLite blob: a key may hold a NUL,
+// which a text literal would end at.
+func keyLiteral(key string) string { return fmt.Sprintf("X'%x'", key) }
+
+// parseMember recognises a member at the start of rest: the SQLite
+// expression of its JSON text, and the length of its text.
+func parseMember(rest string) (expr string, n int, err error) {
+	g := memberRE.FindStringSubmatch(rest)
+	if g == nil {
+		return "", 0, invalidQuery("bqfake: unsupported view member near %.60q", rest)
+	}
+	if g[1] != "" {
+		p, err := unquote(g[1])
+		if err != nil {
+			return "", 0, err
+		}
+		key, ok := strings.CutPrefix(p, `$."`)
+		key, ok2 := strings.CutSuffix(key, `"`)
+		if !ok || !ok2 || strings.ContainsAny(key, `"\`) {
+			return "", 0, invalidQuery(`bqfake: unsupported JSONPath %s (the fake reads $."key" of a key without " or \)`, g[1])
+		}
+		return "bqfake_member(d, " + keyLiteral(key) + ")", len(g[0]), nil
+	}
+	key, err := unquote(g[2])
+	if err != nil {
+		return "", 0, err
+	}
+	// TO_JSON_STRING of the JSON column's member: its numbers as the
+	// JSON type writes them.
+	return "bqfake_to_json_string(bqfake_member(fields, " + keyLiteral(key) + "))", len(g[0]), nil
+}
+
+// typing is one array's typed expression: the column's BigQuery type and
+// mode, and its SQLite expression of a member's JSON text m.
+type typing struct {
+	typ, mode string
+	expr      func(m string) string
+}
+
+// parseTyping recognises the typed expression of an array's elements.
+func parseTyping(expr string) (typing, error) {
+	for _, shape := range typedRE {
+		g := shape.re.FindStringSubmatch(expr)
+		if g == nil {
+			continue
+		}
+		text := func(m string) string { return "bqfake_json_value1(" + m + ")" }
+		switch shape.kind {
+		case "bool":
+			return typing{"BOOLEAN", "NULLABLE", func(m string) string { return "bqfake_safe_cast(" + text(m) + ", 'BOOL')" }}, nil
+		case "guarded":
+			return typing{castTypes[g[1]], "NULLABLE", func(m string) string {
+				return "(SELECT bqfake_safe_cast(v, '" + g[1] + "') FROM (SELECT " + text(m) + " AS v) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(g[2]) + "))"
+			}}, nil
+		case "decimal":
+			return typing{"NUMERIC", "NULLABLE", func(m string) string {
+				return "(SELECT n FROM (SELECT v, bqfake_safe_cast(v, 'NUMERIC') AS n FROM (SELECT " + text(m) + " AS v)) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(g[1]) +
+					") OR NOT (substr(" + m + ", 1, 1) = '\"') AND bqfake_regexp_contains(v, " + sqliteLiteral(g[2]) +
+					") AND bqfake_safe_cast(n, 'FLOAT64') = bqfake_safe_cast(v, 'FLOAT64'))"
+			}}, nil
+		case "timestamp":
+			return typing{"TIMESTAMP", "NULLABLE", func(m string) string {
+				return "(SELECT bqfake_safe_cast(CASE WHEN length(v) = 10 THEN v || ' 00:00:00+00:00' WHEN bqfake_regexp_contains(v, " + sqliteLiteral(g[1]) +
+					") THEN v ELSE v || '+00:00' END, 'TIMESTAMP') FROM (SELECT " + text(m) + " AS v) WHERE bqfake_regexp_contains(v, " + sqliteLiteral(g[2]) + "))"
+			}}, nil
+		case "array":
+			// ARRAY_AGG of no element is NULL, and COALESCE makes it [].
+			return typing{"STRING", "REPEATED", func(m string) string {
+				return "COALESCE((SELECT CASE WHEN count(*) > 0 AND sum(e.type = 'null') = 0 THEN json_group_array(e.value) END FROM json_each(bqfake_json_value_array1(" + m + ")) AS e), '[]')"
+			}}, nil
+		case "string":
+			return typing{"STRING", "NULLABLE", func(m string) string {
+				return "CASE WHEN substr(" + m + ", 1, 1) = '\"' THEN " + text(m) + " ELSE NULLIF(" + m + ", 'null') END"
+			}}, nil
+		}
+	}
+	return typing{}, invalidQuery("bqfake: unsupported typed expression of a view's array near %.60q", expr)
+}
+
+// viewArray is one t_<type> of the inner select: its typing and its
+// members' SQLite expressions.
+type viewArray struct {
+	typing
+	members []string
+}
+
+// parseArrays recognises the inner select's arrays.
+func parseArrays(rest string) (map[string]*viewArray, []string, error) {
+	arrays := map[string]*viewArray{}
+	var order []string
+	for rest != "" {
+		g := arrayHeadRE.FindStringSubmatch(rest)
+		if g == nil {
+			return nil, nil, invalidQuery("bqfake: unsupported view array near %.60q", rest)
+		}
+		ty, err := parseTyping(g[1])
+		if err != nil {
+			return nil, nil, err
+		}
+		a := &viewArray{typing: ty}
+		rest = rest[len(g[0]):]
+		for {
+			expr, n, err := parseMember(rest)
+			if err != nil {
+				return nil, nil, err
+			}
+			a.members = append(a.members, expr)
+			rest = rest[n:]
+			if next, ok := strings.CutPrefix(rest, ", "); ok {
+				rest = next
+				continue
+			}
+			break
+		}
+		t := arrayTailRE.FindStringSubmatch(rest)
+		if t == nil {
+			return nil, nil, invalidQuery("bqfake: unsupported view array end near %.60q", rest)
+		}
+		if arrays[t[1]] != nil {
+			return nil, nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", t[1])
+		}
+		arrays[t[1]] = a
+		order = append(order, t[1])
+		rest = rest[len(t[0]):]
+	}
+	return arrays, order, nil
+}
+
+// recogniseSplitView prepares a CREATE OR REPLACE VIEW of the sink's
+// two-select shape (splitViewRE's groups: the description, the outer
+// columns, the inner arrays, the form id).
+func (s *Server) recogniseSplitView(refs []string, descLit, outerText, innerText, formLit string) (*statement, error) {
+	formID, err := unquote(formLit)
+	if err != nil {
+		return nil, err
+	}
+	var desc string
+	if descLit != "" {
+		if desc, err = unquote(descLit); err != nil {
+			return nil, err
+		}
+	}
+	arrays, order, err := parseArrays(innerText)
+	if err != nil {
+		return nil, err
+	}
+	var inner strings.Builder
+	inner.WriteString("SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at")
+	for _, name := range order {
+		for i, m := range arrays[name].members {
+			inner.WriteString(", " + m + " AS " + quoteIdent(name+"_"+strconv.Itoa(i)))
+		}
+	}
+	var cols []viewColumn
+	for rest := outerText; rest != ""; {
+		g := elementRE.FindStringSubmatch(rest)
+		if g == nil {
+			return nil, invalidQuery("bqfake: unsupported view column near %.60q", rest)
+		}
+		a := arrays[g[1]]
+		if a == nil {
+			return nil, invalidQuery("Unrecognized name: %s", g[1])
+		}
+		i, err := strconv.Atoi(g[2])
+		if err != nil || i >= len(a.members) {
+			return nil, invalidQuery("Array index %s is out of bounds (overflow)", g[2])
+		}
+		cols = append(cols, viewColumn{name: g[3], typ: a.typ, mode: a.mode, expr: a.expr(quoteIdent(g[1] + "_" + g[2]))})
+		rest = rest[len(g[0]):]
+	}
+	return &statement{kind: "CREATE_VIEW", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
+		fields := []*bqv2.TableFieldSchema{
+			col("form_id", "STRING"), col("submission_id", "INTEGER"), col("submission_key", "STRING"),
+			col("created_at", "TIMESTAMP"), col("is_spam", "BOOLEAN"), col("synced_at", "TIMESTAMP"),
+		}
+		seen := map[string]bool{}
+		var b strings.Builder
+		b.WriteString("SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at")
+		for _, c := range cols {
+			if seen[c.name] {
+				return nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", c.name)
+			}
+			seen[c.name] = true
+			b.WriteString(", " + c.expr + " AS " + quoteIdent(c.name))
+			fields = append(fields, &bqv2.TableFieldSchema{Name: c.name, Type: c.typ, Mode: c.mode})
+		}
+		b.WriteString(" FROM (" + inner.String() + " FROM (SELECT *, COALESCE(fields_text, bqfake_to_json_string(fields)) AS d FROM " + quoteIdent(refs[1]) +
+			" WHERE form_id = " + sqliteLiteral(formID) + " AND deleted_at IS NULL))")
+		read := viewRead{table: refs[1], span: everyPartition,
+			cols: []string{"form_id", "submission_id", "submission_key", "created_at", "is_spam", "synced_at", "deleted_at", "fields", "fields_text"}}
+		return s.createView(refs[0], b.String(), fields, desc, read)
+	}}, nil
+}
+
+// lastDoc caches the members of the JSON object text a view's members were
+// last read from: a view reads every member of one row's text in turn.
+var lastDoc struct {
+	sync.Mutex
+	text    string
+	members map[string]json.RawMessage
+	ok      bool
+}
+
+// memberOf is member with the object's parse kept for the next call.
+func memberOf(text, key string) (json.RawMessage, bool) {
+	lastDoc.Lock()
+	defer lastDoc.Unlock()
+	if lastDoc.members == nil || lastDoc.text != text {
+		var obj map[string]json.RawMessage
+		lastDoc.ok = json.Unmarshal([]byte(text), &obj) == nil
+		lastDoc.text, lastDoc.members = text, obj
+	}
+	if !lastDoc.ok {
+		return nil, false
+	}
+	v, ok := lastDoc.members[key]
+	return v, ok
+}
+
+// The functions of the two-select view:
+//
+//	bqfake_member(json, key)          the member's JSON text as written (JSON_QUERY of a STRING), NULL when absent
+//	bqfake_to_json_string(json)       TO_JSON_STRING of a JSON value: numbers as the JSON type writes them
+//	bqfake_json_value1(text)          JSON_VALUE of JSON text: a scalar's text, numbers as written, NULL otherwise
+//	bqfake_json_value_array1(text)    JSON_VALUE_ARRAY of JSON text: a JSON array of the elements' text (null for null)
+func init() {
+	text := func(v driver.Value) (string, bool) {
+		switch x := v.(type) {
+		case string:
+			return x, true
+		case []byte:
+			return string(x), true
+		}
+		return "", false
+	}
+	register := func(name string, nArgs int, fn func(args []string) (driver.Value, error)) {
+		err := sqlite.RegisterDeterministicScalarFunction(name, int32(nArgs), func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+			in := make([]string, len(args))
+			for i, a := range args {
+				s, ok := text(a)
+				if !ok {
+					return nil, nil
+				}
+				in[i] = s
+			}
+			return fn(in)
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+	register("bqfake_member", 2, func(a []string) (driver.Value, error) {
+		v, ok := memberOf(a[0], a[1])
+		if !ok {
+			return nil, nil
+		}
+		return string(bytes.TrimSpace(v)), nil
+	})
+	// SQLite evaluates the view's d once per member that reads it: the
+	// last text is kept.
+	var lastJSON struct {
+		sync.Mutex
+		in, out string
+		ok      bool
+	}
+	register("bqfake_to_json_string", 1, func(a []string) (driver.Value, error) {
+		lastJSON.Lock()
+		defer lastJSON.Unlock()
+		if !lastJSON.ok || lastJSON.in != a[0] {
+			out, err := rewriteNumbers(json.RawMessage(a[0]), jsonNumber)
+			if err != nil {
+				return nil, nil
+			}
+			lastJSON.in, lastJSON.out, lastJSON.ok = a[0], out, true
+		}
+		return lastJSON.out, nil
+	})
+	register("bqfake_json_value1", 1, func(a []string) (driver.Value, error) {
+		v := json.RawMessage(a[0])
+		if jsonType(v) == "number" {
+			return string(bytes.TrimSpace(v)), nil
+		}
+		if s, ok := scalarText(v); ok {
+			return s, nil
+		}
+		return nil, nil
+	})
+	register("bqfake_json_value_array1", 1, func(a []string) (driver.Value, error) {
+		v := json.RawMessage(a[0])
+		var elems []json.RawMessage
+		if jsonType(v) != "array" || json.Unmarshal(v, &elems) != nil {
+			return nil, nil
+		}
+		out := make([]any, len(elems))
+		for i, e := range elems {
+			switch jsonType(e) {
+			case "object", "array":
+				return nil, nil
+			case "null":
+				out[i] = nil
+			case "number":
+				out[i] = string(bytes.TrimSpace(e))
+			default:
+				out[i], _ = scalarText(e)
+			}
+		}
+		b, err := json.Marshal(out)
+		return string(b), err
+	})
+}
+
+// BigQuery's limits on a query's text (quotas page, "Query jobs": 1,024 K
+// characters of unresolved GoogleSQL) and on a view's ("View limits": 256
+// K characters of its query), counted in characters and taken as
+// thousands, as the sink takes them.
+const (
+	queryTextLimit = 1_024_000
+	viewTextLimit  = 256_000
+)
+
+// viewHeadRE is the part of a CREATE VIEW statement before its query.
+var viewHeadRE = regexp.MustCompile("(?is)^\\s*CREATE\\s+OR\\s+REPLACE\\s+VIEW\\s+`[^`]*`\\s*(?:OPTIONS\\s*\\(\\s*description\\s*=\\s*'(?:[^'\\\\]|\\\\.)*'\\s*\\)\\s*)?AS\\s")
+
+// textLimits refuses, as BigQuery does, a query longer than it takes,
+// and a view whose query is.
+func textLimits(q string) error {
+	if n := utf8.RuneCountInString(q); n > queryTextLimit {
+		return invalidQuery("The query is too large. The maximum standard SQL query length is %d characters, including comments and white space characters.", queryTextLimit)
+	}
+	if m := viewHeadRE.FindStringIndex(q); m != nil {
+		if n := utf8.RuneCountInString(q[m[1]:]); n > viewTextLimit {
+			return invalidQuery("The view query is too long: %d characters, the maximum is %d", n, viewTextLimit)
+		}
+	}
+	return nil
 }

@@ -1,8 +1,16 @@
 CREATE OR REPLACE VIEW `my-project.formsync.form_contact_form_8d9be2fa`
-OPTIONS(description = 'formsync: the submissions of one form, a column per field; formsync replaces this view when the fields of the form or their types change. Definition 30afcf2c8bf5827b0ed40a6e') AS
+OPTIONS(description = 'formsync: the submissions of one form, a column per field; formsync replaces this view when the fields of the form or their types change. Definition 146885e54da56e59c5f6c80f') AS
 SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at,
-  IF(JSON_TYPE(fields['Email']) IN ('object', 'array'), IF(fields_text IS NULL, TO_JSON_STRING(fields['Email']), JSON_QUERY(fields_text, '$."Email"')), IF(fields_text IS NULL, JSON_VALUE(fields['Email']), JSON_VALUE(fields_text, '$."Email"'))) AS `email_969ccbd3`,
-  IF(JSON_TYPE(fields['message']) IN ('object', 'array'), IF(fields_text IS NULL, TO_JSON_STRING(fields['message']), JSON_QUERY(fields_text, '$."message"')), IF(fields_text IS NULL, JSON_VALUE(fields['message']), JSON_VALUE(fields_text, '$."message"'))) AS `message`,
-  IF(JSON_TYPE(fields['order']) IN ('object', 'array'), IF(fields_text IS NULL, TO_JSON_STRING(fields['order']), JSON_QUERY(fields_text, '$."order"')), IF(fields_text IS NULL, JSON_VALUE(fields['order']), JSON_VALUE(fields_text, '$."order"'))) AS `order`
-FROM `my-project.formsync.submissions`
-WHERE form_id = 'contact-form' AND deleted_at IS NULL
+  t_string[OFFSET(0)].v AS `email_969ccbd3`,
+  t_string[OFFSET(1)].v AS `message`,
+  t_string[OFFSET(2)].v AS `order`
+FROM (
+  SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at,
+    ARRAY(SELECT AS STRUCT IF(STARTS_WITH(m, '"'), JSON_VALUE(m), NULLIF(m, 'null')) AS v FROM UNNEST([
+      JSON_QUERY(d, '$."Email"'),
+      JSON_QUERY(d, '$."message"'),
+      JSON_QUERY(d, '$."order"')
+    ]) AS m WITH OFFSET AS o ORDER BY o) AS t_string
+  FROM `my-project.formsync.submissions`, UNNEST([COALESCE(fields_text, TO_JSON_STRING(fields))]) AS d
+  WHERE form_id = 'contact-form' AND deleted_at IS NULL AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+)

@@ -1,9 +1,9 @@
 CREATE OR REPLACE VIEW `my-project.formsync.submission_files`
-OPTIONS(description = 'formsync: one row per file attached to a submission, whatever shape its files arrived in; rows deleted upstream left out. Definition 0363945827f64d0721ab79ec') AS
+OPTIONS(description = 'formsync: one row per file attached to a submission, whatever shape its files arrived in; rows deleted upstream left out. Definition e9a4c3bcfb19b55a0e697ec0') AS
 SELECT s.form_id, s.submission_key, s.submission_id, i.input, f.position,
-  JSON_VALUE(f.file['name']) AS name, JSON_VALUE(f.file['url']) AS url,
+  IF(JSON_TYPE(f.file['name']) IN ('string', 'number'), JSON_VALUE(f.file['name']), NULL) AS name, IF(JSON_TYPE(f.file['url']) IN ('string', 'number'), JSON_VALUE(f.file['url']), NULL) AS url,
   (SELECT SAFE_CAST(v AS INT64) FROM UNNEST([JSON_VALUE(f.file['size'])]) AS v WHERE REGEXP_CONTAINS(v, r'^-?(0|[1-9][0-9]*)$')) AS size,
-  JSON_VALUE(f.file['type']) AS type
+  IF(JSON_TYPE(f.file['type']) IN ('string', 'number'), JSON_VALUE(f.file['type']), NULL) AS type
 FROM `my-project.formsync.submissions` AS s,
   UNNEST(CASE JSON_TYPE(s.files)
     WHEN 'array' THEN [STRUCT(CAST(NULL AS STRING) AS input, s.files AS value)]

@@ -59,12 +59,17 @@ func ViewColumns(fieldNames []string) []ViewColumn {
 }
 
 // ColumnNames maps each field name to a distinct, sanitised column name that
-// differs from every name in reserved (the view's fixed columns).
+// differs from every name in reserved (the view's fixed columns), and from
+// true and false.
 func ColumnNames(fields []string, reserved []string) map[string]string {
-	taken := make(map[string]bool, len(fields)+len(reserved))
+	taken := make(map[string]bool, len(fields)+len(reserved)+2)
 	for _, r := range reserved {
 		taken[r] = true
 	}
+	// SQLite names a view's column "true" or "false" column<n>, whatever
+	// the statement says (and SELECT "true" then reads the string
+	// 'true'): no column takes those names, in either sink.
+	taken["true"], taken["false"] = true, true
 	out := make(map[string]string, len(fields))
 	for _, f := range fields {
 		name := sanitize("", f)

@@ -66,6 +66,9 @@ type formStatus struct {
 	// FieldsAdded are the fields the form gained (after its first rows)
 	// since --fields-since, oldest first.
 	FieldsAdded []addedField `json:"fields_added,omitempty"`
+	// ViewProblem says why the form's view cannot be made, when the sink
+	// knows (a BigQuery view beyond BigQuery's limits on its text).
+	ViewProblem string `json:"view_problem,omitempty"`
 }
 
 // addedField is a field a form gained, and when it was first committed.
@@ -189,9 +192,12 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 			hidden = append(hidden, st.FormID)
 			continue
 		}
-		s := statusOf(st, now)
-		s.FieldsAdded = fieldsAddedSince(st, since)
-		out = append(out, s)
+		row := statusOf(st, now)
+		row.FieldsAdded = fieldsAddedSince(st, since)
+		if problem, err := (sink.Optional{Sink: dst}).ViewProblem(st); err == nil {
+			row.ViewProblem = problem
+		}
+		out = append(out, row)
 	}
 	slices.Sort(hidden)
 	for _, id := range e.cfg.Forms {
@@ -251,6 +257,11 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	tw.Flush()
 	if slices.ContainsFunc(out, func(s formStatus) bool { return s.Watermark != nil }) {
 		fmt.Fprintln(e.stdout, "\nLAG is the age of the newest submission loaded (now minus WATERMARK): it grows while a form receives nothing new, right after a good sync too.")
+	}
+	for _, s := range out {
+		if s.ViewProblem != "" {
+			fmt.Fprintf(e.stdout, "\nNo view: %s\n", s.ViewProblem)
+		}
 	}
 	printFieldsAdded(e, out, since, *sinceText)
 	printHidden(e, hidden)

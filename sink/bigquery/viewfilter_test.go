@@ -1,0 +1,65 @@
+package bigquery
+
+import (
+	"errors"
+	"testing"
+
+	bq "cloud.google.com/go/bigquery"
+	"google.golang.org/api/iterator"
+
+	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/sink/internal/sqlname"
+)
+
+// TestViewsOnATableRequiringAPartitionFilter: on a submissions table made
+// with require_partition_filter = true, the query an analyst starts with,
+// SELECT * of a form's view and of submission_files, answers. BigQuery
+// checks a view's query against the table it reads, and so does the fake:
+// the views filter created_at over all of time.
+func TestViewsOnATableRequiringAPartitionFilter(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, cfg, ds := olderDataset(t, nil)
+	if err := ds.Table(submissionsTable).Create(ctx, &bq.TableMetadata{
+		Schema:                 submissionsSchema(),
+		TimePartitioning:       &bq.TimePartitioning{Type: bq.DayPartitioningType, Field: "created_at"},
+		Clustering:             &bq.Clustering{Fields: []string{"form_id"}},
+		RequirePartitionFilter: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+
+	const form = "contact"
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{form}, SubmissionsPerForm: 30}, s)
+	h.MustSync(ctx)
+
+	count := func(view string) int {
+		t.Helper()
+		it, err := s.query("SELECT * FROM " + ref(cfg.Project, cfg.Dataset, view)).Read(ctx)
+		if err != nil {
+			t.Fatalf("SELECT * FROM %s: %v", view, err)
+		}
+		n := 0
+		for {
+			var row map[string]bq.Value
+			err := it.Next(&row)
+			if errors.Is(err, iterator.Done) {
+				return n
+			}
+			if err != nil {
+				t.Fatalf("reading %s: %v", view, err)
+			}
+			n++
+		}
+	}
+	if got := count(sqlname.ViewName(form)); got != 30 {
+		t.Errorf("SELECT * FROM %s: %d rows, want 30", sqlname.ViewName(form), got)
+	}
+	count(filesView) // answers; how many files the simulator attached is its own
+}
