@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/state"
 )
 
 // Ability is an optional ability of a sink (sink.Optional) that Run is
@@ -20,12 +21,29 @@ const (
 	// Purges: the sink erases the copies it keeps of removed rows
 	// (sink.Purger).
 	Purges
+	// ChecksViews: the sink tells from a form's state why its view could
+	// not be made (sink.ViewChecker).
+	ChecksViews
 )
 
 // runOptional adds the checks of the optional abilities to Run.
 func runOptional(run func(string, func(*testing.T, Sink)), has map[Ability]bool) {
 	run("OptionalTuning", func(t *testing.T, s Sink) { testTuning(t, s, has[Tunes]) })
 	run("OptionalPurge", func(t *testing.T, s Sink) { testPurge(t, s, has[Purges]) })
+	run("OptionalViewProblem", func(t *testing.T, s Sink) { testViewProblem(t, s, has[ChecksViews]) })
+}
+
+// testViewProblem asks about a form of a few fields: a sink that checks
+// views finds nothing wrong with it.
+func testViewProblem(t *testing.T, s Sink, has bool) {
+	st := state.Form{FormID: "a", FieldNames: []string{"email", "name"}}
+	problem, err := sink.Optional{Sink: s}.ViewProblem(st)
+	switch {
+	case !has && !errors.Is(err, errors.ErrUnsupported):
+		t.Fatalf("a sink not said to check views (sinktest.ChecksViews) says %q, %v; want errors.ErrUnsupported", problem, err)
+	case has && (err != nil || problem != ""):
+		t.Fatalf("a sink said to check views (sinktest.ChecksViews) finds a problem with a two-field form: %q, %v", problem, err)
+	}
 }
 
 func testTuning(t *testing.T, s Sink, has bool) {
