@@ -360,6 +360,8 @@ func (b *backfill) walk(ctx context.Context, rep *BackfillReport, win Window, fr
 func (b *backfill) checkpointDue() bool {
 	n := b.spool.Len()
 	switch {
+	case daysDue(b.e.cfg, b.spool):
+		return true
 	case b.opts.CheckpointRows > 0:
 		return n >= b.opts.CheckpointRows
 	case !b.spool.ByContent() && b.e.cfg.PartRows > 0:

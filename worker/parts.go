@@ -187,6 +187,24 @@ func mergePart(stored, ours state.Form) state.Form {
 	return out
 }
 
+// partDue reports whether the rows staged in spool make a part: PartRows
+// of them (rows keyed by content only with PartsByContent), or rows
+// spanning PartDays distinct days, whatever their number (daysDue).
+func partDue(cfg Config, spool *sink.Spool) bool {
+	if daysDue(cfg, spool) {
+		return true
+	}
+	return spool.Len() >= cfg.PartRows && (!spool.ByContent() || cfg.PartsByContent)
+}
+
+// daysDue reports whether spool's rows span Config.PartDays distinct days
+// of created_at: a sink whose one job may write only so many daily
+// partitions (BigQuery: 4,000) must get them now, or never commit them.
+// Each row adds at most one day, so a part never exceeds PartDays.
+func daysDue(cfg Config, spool *sink.Spool) bool {
+	return cfg.PartDays > 0 && spool.Days() >= cfg.PartDays
+}
+
 // handOff passes the rows staged so far to the part committer and stages
 // on into a new spool.
 func (r *formRun) handOff() error {

@@ -356,7 +356,7 @@ func (r *formRun) stage(row sink.Row) error {
 	if r.onStaged != nil {
 		r.onStaged(row)
 	}
-	if r.partsTo != nil && r.spool.Len() >= r.e.cfg.PartRows && (!r.spool.ByContent() || r.e.cfg.PartsByContent) {
+	if r.partsTo != nil && partDue(r.e.cfg, r.spool) {
 		return r.handOff()
 	}
 	return nil
