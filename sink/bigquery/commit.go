@@ -648,6 +648,7 @@ func (s *Sink) startLoad(ctx context.Context, id, table string, spools []staged)
 	l.JobID = id
 	l.AddJobIDSuffix = false
 	l.Location = s.cfg.Location
+	l.JobTimeout = s.cfg.JobTimeout // see runStatement
 	if s.cfg.UploadChunkSize > 0 {
 		l.MediaOptions = []googleapi.MediaOption{googleapi.ChunkSize(s.cfg.UploadChunkSize)}
 	}
@@ -697,6 +698,10 @@ func (s *Sink) runStatement(ctx context.Context, base, op, sql string, params []
 		q := s.query(sql, params...)
 		q.JobID = id
 		q.AddJobIDSuffix = false
+		// Bounded by BigQuery itself too (jobTimeoutMs): a transaction
+		// whose client died (a pod killed mid-commit) does not run on,
+		// holding its tables against every later commit.
+		q.JobTimeout = s.cfg.JobTimeout
 		return q.Run(ctx)
 	})
 }
