@@ -107,10 +107,15 @@ ORDER BY created_at, submission_key
 {{define "find"}}
 {{- template "rowColumns" .}}
 WHERE form_id = @form_id AND {{template "anyTime"}}
-  AND (submission_key IN UNNEST(@keys)
-    OR @field != '' AND JSON_TYPE(fields[@field]) = 'string'
-      AND TO_HEX(SHA256(CONCAT(@salt, JSON_VALUE(fields[@field])))) = @value_sha256)
+  AND submission_key IN UNNEST(@keys)
 ORDER BY created_at, submission_key
+{{end}}
+
+{{define "findField"}}
+SELECT submission_key, TO_HEX(SHA256(JSON_VALUE(fields[@field]))) AS value_sha256
+FROM {{.Submissions}}
+WHERE form_id = @form_id AND {{template "anyTime"}}
+  AND JSON_TYPE(fields[@field]) = 'string'
 {{end}}
 
 {{define "countRows"}}

@@ -49,6 +49,7 @@ func goldenStatements() map[string]string {
 		"view_forms.sql":                       render("viewForms", t),
 		"read_rows.sql":                        render("readRows", t),
 		"find.sql":                             render("find", t),
+		"find_field.sql":                       render("findField", t),
 		"scrub_staging.sql":                    render("scrubStaging", t),
 		"seed_lock.sql":                        render("seedLock", t),
 		"write_state.sql":                      render("writeState", script{tables: t}),
@@ -130,7 +131,7 @@ func fakeShapes() string {
 	for _, s := range []struct{ name, file string }{
 		{"shapeReadState", "read_state.sql"}, {"shapeReadStateUnmigrated", "read_state_unmigrated.sql"},
 		{"shapeReadCommits", "read_commits.sql"}, {"shapeViewForms", "view_forms.sql"},
-		{"shapeReadRows", "read_rows.sql"}, {"shapeFind", "find.sql"}, {"shapeScrubStaging", "scrub_staging.sql"}, {"shapeSeedLock", "seed_lock.sql"},
+		{"shapeReadRows", "read_rows.sql"}, {"shapeFind", "find.sql"}, {"shapeFindField", "find_field.sql"}, {"shapeScrubStaging", "scrub_staging.sql"}, {"shapeSeedLock", "seed_lock.sql"},
 		{"shapeWriteState", "write_state.sql"}, {"shapeCommit", "commit.sql"},
 		{"shapeCommitDeletions", "commit_deletions.sql"}, {"shapeWriteStateDeletions", "write_state_deletions.sql"},
 		{"shapeCountRows", "count_rows.sql"}, {"shapeRecount", "recount.sql"},

@@ -421,8 +421,9 @@ func (s *Server) runQuery(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	j, err := s.newJob(r.PathValue("project"), &bqv2.Job{
-		JobReference:  &bqv2.JobReference{Location: req.Location},
-		Configuration: &bqv2.JobConfiguration{Query: &bqv2.JobConfigurationQuery{Query: req.Query}, JobTimeoutMs: req.JobTimeoutMs},
+		JobReference: &bqv2.JobReference{Location: req.Location},
+		Configuration: &bqv2.JobConfiguration{Query: &bqv2.JobConfigurationQuery{Query: req.Query, QueryParameters: req.QueryParameters},
+			JobTimeoutMs: req.JobTimeoutMs},
 	}, "query")
 	if err != nil {
 		return err

@@ -289,8 +289,9 @@ type JobRecord struct {
 	ID string
 	// Kind is "query" or "load".
 	Kind string
-	// Query is a query job's SQL.
-	Query string
+	// Query is a query job's SQL, and Params its parameters as the
+	// request carried them (JSON): what BigQuery's job history shows.
+	Query, Params string
 	// Fast says that the job was made by jobs.query (the client's fast
 	// path for a query without a job id), not jobs.insert or an upload.
 	Fast bool
@@ -312,6 +313,9 @@ func (s *Server) Jobs() []JobRecord {
 			switch {
 			case c.Query != nil:
 				r.Kind, r.Query = "query", c.Query.Query
+				if p, err := json.Marshal(c.Query.QueryParameters); err == nil {
+					r.Params = string(p)
+				}
 			case c.Load != nil:
 				r.Kind = "load"
 			}

@@ -142,7 +142,8 @@ func init() {
 		{shapeReadCommits, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readCommits},
 		{shapeViewForms, "SELECT", nil, []string{"state"}, nil, (*Server).viewForms},
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).readRows},
-		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>", "field": "STRING", "salt": "STRING", "value_sha256": "STRING"}, []string{"subs"}, nil, (*Server).find},
+		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>"}, []string{"subs"}, nil, (*Server).find},
+		{shapeFindField, "SELECT", map[string]string{"form_id": "STRING", "field": "STRING"}, []string{"subs"}, nil, (*Server).findField},
 		{shapeScrubStaging, "DELETE", map[string]string{"forget": forgetType}, []string{"staging"}, nil, (*Server).scrubStaging},
 		{shapeSeedLock, "INSERT", nil, []string{"lock", "lock"}, nil, (*Server).seedLock},
 		{shapeFilesView, "CREATE_VIEW", nil, []string{"view", "subs"}, nil, (*Server).createFilesView},
@@ -412,10 +413,7 @@ func (s *Server) readRows(t map[string]string, params map[string]param) (*result
 	})
 }
 
-// find is the sink's Find: rows of the form whose key is in @keys, or
-// whose fields object has the member @field holding the JSON string
-// @value (JSON_TYPE(fields[@field]) = 'string' AND JSON_VALUE(...) =
-// @value: a member name is matched exactly, never parsed as a path).
+// find is the sink's Find: the rows of the form whose key is in @keys.
 func (s *Server) find(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := materialise(tx, "keys", params["keys"]); err != nil {
@@ -424,23 +422,31 @@ func (s *Server) find(t map[string]string, params map[string]param) (*result, er
 		if err := s.scan(tx, t["subs"], rowRead, everyPartition); err != nil {
 			return nil, err
 		}
-		// TO_HEX(SHA256(CONCAT(@salt, value))) = @value_sha256, computed
-		// here: the rows whose field holds a string with that digest.
-		if _, err := tx.Exec(`CREATE TEMP TABLE IF NOT EXISTS find_matched (value TEXT)`); err != nil {
+		q := `SELECT submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields),
+			COALESCE(files_text, files), raw, deleted_at
+			FROM ` + quoteIdent(t["subs"]) + ` AS t
+			WHERE form_id = @form_id AND submission_key IN (SELECT value FROM temp.param_keys)
+			ORDER BY created_at, submission_key`
+		args, err := named(q, params)
+		if err != nil {
 			return nil, err
 		}
-		if _, err := tx.Exec(`DELETE FROM temp.find_matched`); err != nil {
+		return s.query(tx, rowColumns(), q, args...)
+	})
+}
+
+// findField is the first step of the sink's Find by a field's value: the
+// key of every row of the form whose fields object has the member @field
+// holding a JSON string (JSON_TYPE(fields[@field]) = 'string': a member
+// name is matched exactly, never parsed as a path), with the SHA-256 of
+// that string, computed here.
+func (s *Server) findField(t map[string]string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "created_at", "fields"}, everyPartition); err != nil {
 			return nil, err
 		}
-		str := func(name string) string {
-			if v := params[name].Value; v != nil && v.Value != nil {
-				return *v.Value
-			}
-			return ""
-		}
-		salt, want := str("salt"), str("value_sha256")
 		q := `SELECT t.submission_key, j.atom FROM ` + quoteIdent(t["subs"]) + ` AS t, json_each(t.fields) AS j
-			WHERE t.form_id = @form_id AND @field != '' AND j.key = @field AND j.type = 'text'`
+			WHERE t.form_id = @form_id AND j.key = @field AND j.type = 'text'`
 		args, err := named(q, params)
 		if err != nil {
 			return nil, err
@@ -449,36 +455,18 @@ func (s *Server) find(t map[string]string, params map[string]param) (*result, er
 		if err != nil {
 			return nil, err
 		}
-		var matched []string
+		res := &result{fields: []*bqv2.TableFieldSchema{col("submission_key", "STRING"), col("value_sha256", "STRING")}}
 		for rows.Next() {
 			var key, v string
 			if err := rows.Scan(&key, &v); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			if d := sha256.Sum256([]byte(salt + v)); hex.EncodeToString(d[:]) == want {
-				matched = append(matched, key)
-			}
+			d := sha256.Sum256([]byte(v))
+			res.rows = append(res.rows, []any{key, hex.EncodeToString(d[:])})
 		}
 		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		for _, k := range matched {
-			if _, err := tx.Exec(`INSERT INTO temp.find_matched VALUES (?)`, k); err != nil {
-				return nil, err
-			}
-		}
-		q = `SELECT submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields),
-			COALESCE(files_text, files), raw, deleted_at
-			FROM ` + quoteIdent(t["subs"]) + ` AS t
-			WHERE form_id = @form_id AND (submission_key IN (SELECT value FROM temp.param_keys)
-				OR submission_key IN (SELECT value FROM temp.find_matched))
-			ORDER BY created_at, submission_key`
-		if args, err = named(q, params); err != nil {
-			return nil, err
-		}
-		return s.query(tx, rowColumns(), q, args...)
+		return res, rows.Err()
 	})
 }
 
