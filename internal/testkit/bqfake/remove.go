@@ -61,17 +61,13 @@ func (s *Server) recount(t map[string]string, params map[string]param) (*result,
 			return nil, err
 		}
 		subs, st := quoteIdent(t["subs"]), quoteIdent(t["state"])
-		n, err := exec(tx, `UPDATE `+st+` SET
+		n, err := s.dml(tx, t["state"], `UPDATE `+st+` SET
 			row_count = (SELECT COALESCE(SUM(deleted_at IS NULL), 0) FROM `+subs+` AS c WHERE c.form_id = `+st+`.form_id),
 			deleted_count = (SELECT COALESCE(SUM(deleted_at IS NOT NULL), 0) FROM `+subs+` AS c WHERE c.form_id = `+st+`.form_id)
-			WHERE form_id IN (SELECT value FROM temp.param_form_ids)`)
+			WHERE form_id IN (SELECT value FROM temp.param_form_ids)`, params)
 		if err != nil {
 			return nil, err
 		}
-		if n > 0 {
-			s.mutate(t["state"])
-		}
-		s.countDML(t["state"])
 		return &result{dml: n}, nil
 	})
 }
@@ -112,15 +108,11 @@ func (s *Server) removeForm(t map[string]string, params map[string]param, rows b
 			if err := s.touch(tx, t["subs"], cond, true, args...); err != nil {
 				return nil, err
 			}
-			n, err := exec(tx, `DELETE FROM `+subs+` WHERE `+cond, args...)
+			n, err := s.dml(tx, t["subs"], `DELETE FROM `+subs+` WHERE `+cond, params)
 			if err != nil {
 				return nil, err
 			}
-			if n > 0 {
-				s.mutate(t["subs"])
-			}
 			affected += n
-			s.countDML(t["subs"])
 		}
 		// The DELETE and the UPDATE of sync_state, each reading it whole.
 		for range 2 {
@@ -138,19 +130,11 @@ func (s *Server) removeForm(t map[string]string, params map[string]param, rows b
 			`DELETE FROM ` + st + ` WHERE form_id = @form_id AND forgotten IS NULL`,
 			`UPDATE ` + st + ` SET ` + reset + ` WHERE form_id = @form_id`,
 		} {
-			args, err := named(q, params)
+			n, err := s.dml(tx, t["state"], q, params)
 			if err != nil {
 				return nil, err
-			}
-			n, err := exec(tx, q, args...)
-			if err != nil {
-				return nil, err
-			}
-			if n > 0 {
-				s.mutate(t["state"])
 			}
 			affected += n
-			s.countDML(t["state"])
 		}
 		return &result{dml: affected}, nil
 	})
