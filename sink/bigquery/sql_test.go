@@ -67,6 +67,8 @@ func goldenStatements() map[string]string {
 		"recount.sql":                          render("recount", t),
 		"remove.sql":                           render("remove", removal{tables: t}),
 		"remove_rows.sql":                      render("remove", removal{tables: t, Rows: true}),
+		"form_days.sql":                        render("formDays", t),
+		"remove_days.sql":                      render("removeDays", t),
 		"view_typed.sql":                       viewSQL("my-project", "formsync", "typed", typedFields, typedColumns),
 		"view_files.sql":                       filesSQL("my-project", "formsync"),
 	}
@@ -136,6 +138,7 @@ func fakeShapes() string {
 		{"shapeCommitDeletions", "commit_deletions.sql"}, {"shapeWriteStateDeletions", "write_state_deletions.sql"},
 		{"shapeCountRows", "count_rows.sql"}, {"shapeRecount", "recount.sql"},
 		{"shapeRemove", "remove.sql"}, {"shapeRemoveRows", "remove_rows.sql"},
+		{"shapeFormDays", "form_days.sql"}, {"shapeRemoveDays", "remove_days.sql"},
 		{"shapeReadTombstones", "read_tombstones.sql"}, {"shapeMoveTombstones", "move_tombstones.sql"},
 		{"shapeWriteStateTombstones", "write_state_tombstones.sql"}, {"shapeCommitTombstones", "commit_tombstones.sql"},
 		{"shapeCommitDeletionsTombstones", "commit_deletions_tombstones.sql"},

@@ -220,5 +220,7 @@ func zetaParams() []map[string]any {
 		}}}},
 		{"name": "keys", "type": map[string]any{"array": "STRING"}},
 		{"name": "field", "type": "STRING"},
+		{"name": "removed_from", "type": "TIMESTAMP"},
+		{"name": "removed_to", "type": "TIMESTAMP"},
 	}
 }

@@ -22,7 +22,57 @@ func init() {
 			[]string{"lock", "subs", "state"}, []string{"lock", "state"}, (*Server).recount},
 		&shapeDef{shapeRemove, "SCRIPT", removeParams, []string{"lock", "state", "state", "state"}, []string{"lock", "state"}, remove(false)},
 		&shapeDef{shapeRemoveRows, "SCRIPT", removeParams, []string{"lock", "state", "subs", "state", "state"}, []string{"lock", "subs", "state"}, remove(true)},
+		&shapeDef{shapeFormDays, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).formDays},
+		&shapeDef{shapeRemoveDays, "DELETE", map[string]string{"form_id": "STRING", "removed_from": "TIMESTAMP", "removed_to": "TIMESTAMP"},
+			[]string{"subs"}, []string{"subs"}, (*Server).removeDays},
 	)
+}
+
+// formDays lists the days (UNIX_DATE) a form's rows fall on, in order.
+func (s *Server) formDays(t map[string]string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.scan(tx, t["subs"], []string{"form_id", "created_at"}, everyPartition); err != nil {
+			return nil, err
+		}
+		q := `SELECT DISTINCT ` + dayOf("created_at") + ` AS day FROM ` + quoteIdent(t["subs"]) + ` WHERE form_id = @form_id ORDER BY day`
+		args, err := named(q, params)
+		if err != nil {
+			return nil, err
+		}
+		return s.query(tx, []*bqv2.TableFieldSchema{col("day", "INTEGER")}, q, args...)
+	})
+}
+
+// removeDays deletes a form's rows of a created_at range.
+func (s *Server) removeDays(t map[string]string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		from, err := scalar(params["removed_from"].Type, params["removed_from"].Value)
+		if err != nil {
+			return nil, err
+		}
+		to, err := scalar(params["removed_to"].Type, params["removed_to"].Value)
+		if err != nil {
+			return nil, err
+		}
+		f, _ := from.(int64)
+		l, _ := to.(int64)
+		if err := s.scan(tx, t["subs"], []string{"form_id", "created_at"}, within(f, l)); err != nil {
+			return nil, err
+		}
+		cond := `form_id = @form_id AND created_at BETWEEN @removed_from AND @removed_to`
+		args, err := named(cond, params)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.touch(tx, t["subs"], cond, true, args...); err != nil {
+			return nil, err
+		}
+		n, err := s.dml(tx, t["subs"], `DELETE FROM `+quoteIdent(t["subs"])+` WHERE `+cond, params)
+		if err != nil {
+			return nil, err
+		}
+		return &result{dml: n}, nil
+	})
 }
 
 // countedRows are the columns a count of a form's rows reads.

@@ -699,6 +699,14 @@ WHERE form_id = @form_id;
 
 COMMIT TRANSACTION;
 `
+	shapeFormDays = `SELECT DISTINCT UNIX_DATE(DATE(created_at)) AS day
+FROM ` + "`?`" + `
+WHERE form_id = @form_id AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+ORDER BY day
+`
+	shapeRemoveDays = `DELETE FROM ` + "`?`" + `
+WHERE form_id = @form_id AND created_at BETWEEN @removed_from AND @removed_to
+`
 	shapeReadTombstones = `SELECT form_id, tombstone, pending
 FROM ` + "`?`" + `
 WHERE form_id IN UNNEST(@form_ids)
