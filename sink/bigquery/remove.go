@@ -64,10 +64,8 @@ func (s *Sink) remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
 		{Name: "synced_at", Value: syncedAt}, {Name: "commit_id", Value: base},
 		{Name: "form_id", Value: r.FormID}, {Name: "revision", Value: r.Revision},
 	}
-	if r.Rows {
-		if err := s.removeOldDays(ctx, base, r.FormID); err != nil {
-			return sink.Removed{}, err
-		}
+	if err := s.removeOldDays(ctx, base, r); err != nil {
+		return sink.Removed{}, err
 	}
 	order := []string{r.FormID}
 	read := map[string]state.Form{r.FormID: {FormID: r.FormID, Revision: r.Revision}}
@@ -81,15 +79,20 @@ func (s *Sink) remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
 	return out, nil
 }
 
-// removeOldDays deletes the rows of a form whose rows fall on more than
-// PartDays days, all but those of its last PartDays days, in DELETEs of
-// PartDays days each, before the removal's transaction deletes the rest:
+// removeOldDays, for a removal with the form's rows, deletes the rows of
+// a form whose rows fall on more than PartDays days, all but those of its
+// last PartDays days, in DELETEs of PartDays days each, before the
+// removal's transaction deletes the rest:
 // one BigQuery job may write at most 4,000 daily partitions, and a form
 // spread over years would otherwise never be removed. Those DELETEs are
 // not part of the transaction: should it then fail (a sync committed the
 // form meanwhile), the form keeps its state without those rows, and
 // running remove again finishes it.
-func (s *Sink) removeOldDays(ctx context.Context, base, formID string) error {
+func (s *Sink) removeOldDays(ctx context.Context, base string, r sink.Removal) error {
+	if !r.Rows {
+		return nil
+	}
+	formID := r.FormID
 	var days []int64
 	q := s.query(render("formDays", s.t), bq.QueryParameter{Name: "form_id", Value: formID})
 	err := s.readAll(ctx, "listing the days of form "+formID, "table "+s.t.Submissions, q.Read, func() { days = nil }, func(v []bq.Value) error {
