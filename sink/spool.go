@@ -63,6 +63,9 @@ type Spool struct {
 	runs     []fileRun
 	// written is how many bytes went to w.
 	written int64
+	// days holds the UTC days of the rows' created_at: the daily
+	// partitions a commit of them writes.
+	days map[int64]struct{}
 }
 
 // SpoolPattern is the name of every spool file (os.CreateTemp's pattern),
@@ -115,6 +118,10 @@ func (s *Spool) Append(r Row) error {
 		s.prevID = *r.SubmissionID
 		s.withID = true
 	}
+	if s.days == nil {
+		s.days = map[int64]struct{}{}
+	}
+	s.days[dayOf(r.CreatedAt)] = struct{}{}
 	if s.n == 0 || r.CreatedAt.Before(s.minAt) {
 		s.minAt = r.CreatedAt
 	}
@@ -137,6 +144,21 @@ func (s *Spool) write(b []byte) error {
 
 // Len is the number of rows staged.
 func (s *Spool) Len() int { return s.n }
+
+// Days is the number of distinct UTC days the rows' created_at fall on:
+// the daily partitions a commit of them writes (BigQuery allows one job
+// to write at most 4,000).
+func (s *Spool) Days() int { return len(s.days) }
+
+// dayOf is t's UTC day, counted from the Unix epoch.
+func dayOf(t time.Time) int64 {
+	sec := t.Unix()
+	day := sec / 86400
+	if sec%86400 < 0 {
+		day--
+	}
+	return day
+}
 
 // Size is the number of NDJSON bytes staged.
 func (s *Spool) Size() int64 { return s.size }

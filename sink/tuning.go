@@ -27,4 +27,10 @@ type Tuning struct {
 	// watermark, and a row keyed by content has no later version to
 	// order), only slower in SQLite's key order.
 	PartsByContent bool
+	// PartDays, when set, bounds the distinct days (Spool.Days) of a
+	// part's rows as PartRows bounds their number: a sink whose one job
+	// may write only so many daily partitions (BigQuery: 4,000) asks for
+	// it, so that a low-volume form spread over years is committed in
+	// parts too.
+	PartDays int
 }

@@ -396,6 +396,8 @@ func (b *backfill) walk(ctx context.Context, rep *BackfillReport, win Window, fr
 func (b *backfill) checkpointDue() bool {
 	n := b.form.spool.Len()
 	switch {
+	case b.form.daysDue(b.form.spool):
+		return true
 	case b.opts.CheckpointRows > 0:
 		return n >= b.opts.CheckpointRows
 	case !b.form.spool.ByContent() && b.form.partRows > 0:

@@ -109,3 +109,56 @@ func TestLargeFirstSyncIntoBigQueryCommitsInParts(t *testing.T) {
 	}
 	t.Logf("%d rows, twice, in %v", n, time.Since(started).Round(time.Millisecond))
 }
+
+// TestFirstSyncOfAFormSpreadOverYearsIntoBigQuery: a low-volume form
+// whose submissions fall on more distinct days than BigQuery lets one job
+// write (4,000 daily partitions), though its rows are far fewer than a
+// part. In one commit the fake refuses it ("Too many partitions produced
+// by query"), as BigQuery does, on every run; tuned for BigQuery, the
+// sync cuts parts by the days they span as well as by their rows, and
+// the form is stored whole in one run.
+func TestFirstSyncOfAFormSpreadOverYearsIntoBigQuery(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, _, fake := bqSinkOnFake(t)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 11, Variant: apisim.Newer, Forms: []string{"old"}, SubmissionsPerForm: 5_000,
+		Start: time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC), Spacing: 30 * time.Hour}, s)
+	h.Config.PageSize = 100
+	want := enginetest.Expected(t, h.Sim, "old", apisim.Newer)
+	days := map[string]bool{}
+	for _, r := range want {
+		days[r.CreatedAt.UTC().Format(time.DateOnly)] = true
+	}
+	if len(days) <= 4_000 {
+		t.Fatalf("setup: the form's rows fall on %d days, want more than 4,000", len(days))
+	}
+
+	h.Config = h.Config.TunedFor(s)
+	if h.Config.PartDays != bigquery.PartDays {
+		t.Fatalf("tuned for BigQuery: PartDays %d, want %d", h.Config.PartDays, bigquery.PartDays)
+	}
+	rep := h.MustSync(ctx)
+	fr := enginetest.FormReport(t, rep, "old")
+	if fr.Inserted != int64(len(want)) {
+		t.Errorf("inserted %d, want %d", fr.Inserted, len(want))
+	}
+	if min := (len(days)+bigquery.PartDays-1)/bigquery.PartDays - 1; fr.Parts < min {
+		t.Errorf("%d parts for rows on %d days, want at least %d", fr.Parts, len(days), min)
+	}
+	if st := fake.Stats(); st.LoadJobs < 5 {
+		t.Errorf("%d load jobs, want one per part and the final commit (at least 5)", st.LoadJobs)
+	}
+	h.CheckTable(ctx, "old", want)
+
+	// Unsplit by days (parts by rows only, as before), the one commit
+	// writes every partition at once and BigQuery refuses it.
+	s2, _, _ := bqSinkOnFake(t)
+	h2 := enginetest.NewHarness(t, apisim.Options{Seed: 11, Variant: apisim.Newer, Forms: []string{"old"}, SubmissionsPerForm: 5_000,
+		Start: time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC), Spacing: 30 * time.Hour}, s2)
+	h2.Config.PageSize = 100
+	h2.Config = h2.Config.TunedFor(s2)
+	h2.Config.PartDays = 0
+	if rep := h2.Sync(ctx); rep.CommitErr == nil || !strings.Contains(rep.CommitErr.Error(), "Too many partitions") {
+		t.Errorf("one commit of rows on %d days: %v; want BigQuery's refusal", len(days), rep.CommitErr)
+	}
+}

@@ -79,6 +79,10 @@ type Config struct {
 	// (PartRows), for a sink that needs every transaction bounded:
 	// BigQuery. Otherwise they are committed once, at the end of the run.
 	PartsByContent bool
+	// PartDays, when set, also ends a part (PartRows) and a backfill's
+	// checkpoint once its rows span this many distinct days
+	// (sink.Tuning.PartDays; see reading.partDue).
+	PartDays int
 	// StartJitter is the longest random wait before a sync or reconcile
 	// reads anything, so that the pods of a sharded run started on one
 	// tick do not all commit at the same moment (BigQuery cancels one of

@@ -68,7 +68,7 @@ func New(src Source, dst Sink, cfg Config) (*Engine, error) {
 		reading: reading{
 			src: src, pageSize: cfg.PageSize, lookback: cfg.Lookback, budget: cfg.FormTimeout, now: cfg.Now,
 			policy: cfg.FieldPolicy, tmpDir: cfg.TmpDir, sortContentKeys: cfg.SortContentKeys,
-			partRows: cfg.PartRows, partsByContent: cfg.PartsByContent, logger: cfg.Logger,
+			partRows: cfg.PartRows, partsByContent: cfg.PartsByContent, partDays: cfg.PartDays, logger: cfg.Logger,
 		},
 		commits: committer{dst: dst, pins: cfg.FieldTypes, grace: cfg.ShutdownGrace, logger: cfg.Logger},
 	}, nil

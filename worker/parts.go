@@ -188,6 +188,24 @@ func mergePart(stored, ours state.Form) state.Form {
 	return out
 }
 
+// partDue reports whether the rows staged in spool make a part: PartRows
+// of them (rows keyed by content only with PartsByContent), or rows
+// spanning PartDays distinct days, whatever their number (daysDue).
+func (rd reading) partDue(spool *sink.Spool) bool {
+	if rd.daysDue(spool) {
+		return true
+	}
+	return spool.Len() >= rd.partRows && (!spool.ByContent() || rd.partsByContent)
+}
+
+// daysDue reports whether spool's rows span Config.PartDays distinct days
+// of created_at: a sink whose one job may write only so many daily
+// partitions (BigQuery: 4,000) must get them now, or never commit them.
+// Each row adds at most one day, so a part never exceeds PartDays.
+func (rd reading) daysDue(spool *sink.Spool) bool {
+	return rd.partDays > 0 && spool.Days() >= rd.partDays
+}
+
 // handOff passes the rows staged so far to the part committer and stages
 // on into a new spool.
 func (r *formRun) handOff() error {

@@ -38,7 +38,10 @@ type reading struct {
 	// backfill checkpoints.
 	partRows       int
 	partsByContent bool
-	logger         *slog.Logger
+	// partDays is Config.PartDays: a part or checkpoint also ends at so
+	// many distinct days (daysDue).
+	partDays int
+	logger   *slog.Logger
 }
 
 // newSpool creates an empty spool in the configured directory.
@@ -447,7 +450,7 @@ func (r *formRun) stage(row sink.Row) error {
 	if r.onStaged != nil {
 		r.onStaged(row)
 	}
-	if r.partsTo != nil && r.spool.Len() >= r.partRows && (!r.spool.ByContent() || r.partsByContent) {
+	if r.partsTo != nil && r.partDue(r.spool) {
 		return r.handOff()
 	}
 	return nil

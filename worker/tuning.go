@@ -27,5 +27,8 @@ func (c Config) TunedFor(dst Sink) Config {
 	if tn.PartsByContent {
 		c.PartsByContent = true
 	}
+	if tn.PartDays > 0 && (c.PartDays == 0 || tn.PartDays < c.PartDays) {
+		c.PartDays = tn.PartDays
+	}
 	return c
 }

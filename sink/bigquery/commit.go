@@ -60,165 +60,184 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 }
 
 // commit is Commit, with the forms whose view could not be made put in
-// views.
+// views. It plans the commit (planCommit), checks the stored revisions,
+// makes the views, builds the script's arguments (newCommitArgs), loads
+// the staged rows and runs the script.
 func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]error) (sink.Result, error) {
 	if c == nil || len(c.Forms) == 0 {
 		return sink.Result{}, nil
 	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("bigquery: commit: %w", err)
-	}
-	p, err := planCommit(c)
+	p, prev, err := s.planChecked(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	order, states, spools, nRows := p.order, p.states, p.spools, p.nRows
-	deletions := len(p.forget) > 0 || len(p.reconcile) > 0
 	syncedAt := c.SyncTime(s.cfg.Now)
-
-	res := make(sink.Result, len(order))
-	for _, id := range order {
-		res[id] = sink.Counts{}
-	}
-	// Checked here to spare a load job when the answer is known already;
-	// the transaction checks again, and only that check is authoritative.
-	maxIDs, tombs := storedIDs{}, storedTombstones{}
-	prev, err := s.readState(ctx, order, maxIDs, tombs)
-	if err != nil {
-		return nil, err
-	}
-	if forms := conflicts(prev, order, states); len(forms) > 0 {
-		return nil, &sink.ConflictError{Forms: forms}
-	}
-	// Views are DDL, outside the transaction: one created for a commit
-	// that then fails (a conflict with another process's commit) may hold
-	// other field names than the state that ends up stored, so it is
-	// known to be in place only once the commit succeeds.
-	viewsMade := map[string]string{}
-	committed := false
-	defer func() {
-		for id, desc := range viewsMade {
-			if committed {
-				s.knowView(id, desc)
-			} else {
-				s.forgetView(id)
-			}
-		}
-	}()
-	if err := s.makeViews(ctx, order, prev, states, viewsMade, views); err != nil {
+	vs := &madeViews{s: s, made: map[string]string{}}
+	defer vs.settle()
+	if err := s.makeViews(ctx, p.order, prev, p.states, vs.made, views); err != nil {
 		return nil, err
 	}
 	base, err := commitID(s.cfg, syncedAt, c.Forms)
 	if err != nil {
 		return nil, err
 	}
-	params := []bq.QueryParameter{{Name: "synced_at", Value: syncedAt}, {Name: "commit_id", Value: base}}
-	sp := make([]stateParam, 0, len(order))
-	for _, id := range order {
-		param, err := newStateParam(states[id])
-		if err != nil {
-			return nil, fmt.Errorf("bigquery: encoding state of form %s: %w", id, err)
+	args, err := newCommitArgs(p, base, syncedAt)
+	if err != nil {
+		return nil, err
+	}
+	scr := script{tables: s.t, Rows: p.nRows > 0, Deletions: p.deletions(), TombstonesChanged: len(args.Tombs) > 0}
+	if !scr.Rows && !scr.Deletions {
+		if _, err := s.transact(ctx, base+"_state", "writing sync state", render("writeState", scr), args.params(scr), p.order, p.states); err != nil {
+			return s.appliedAnyway(ctx, base, p.order, err, &vs.committed)
 		}
-		sp = append(sp, param)
-	}
-	params = append(params, bq.QueryParameter{Name: "states", Value: sp})
-	// The tombstones travel as what changed since the stored revision
-	// (the one the transaction checks): the few a forget adds, the
-	// pending ones a read met. The others stay in sync_tombstones.
-	changed := []tombstoneParam{}
-	for _, id := range order {
-		changed = append(changed, tombstoneChanges(id, states[id].Forgotten, tombs[id])...)
-	}
-	scr := script{tables: s.t, Rows: nRows > 0, Deletions: deletions, TombstonesChanged: len(changed) > 0}
-	if scr.TombstonesChanged {
-		params = append(params, bq.QueryParameter{Name: "tombstones", Value: changed})
-	}
-
-	if nRows == 0 && !deletions {
-		if _, err := s.transact(ctx, base+"_state", "writing sync state", render("writeState", scr), params, order, states); err != nil {
-			return s.appliedAnyway(ctx, base, order, err, &committed)
-		}
-		committed = true
-		return res, nil
-	}
-
-	params = append(params, bq.QueryParameter{Name: "form_ids", Value: order})
-	if deletions {
-		// The forget looks for its rows only in the partitions of the
-		// created_at range they were found in (the revision check keeps
-		// them there); a commit that forgets nothing names no partition.
-		params = append(params,
-			bq.QueryParameter{Name: "forget", Value: p.forget},
-			bq.QueryParameter{Name: "forget_from", Value: p.forgetFrom},
-			bq.QueryParameter{Name: "forget_to", Value: p.forgetTo},
-			bq.QueryParameter{Name: "reconcile_forms", Value: p.reconcile},
-		)
-		// A reconcile looks for unserved rows over all of time: a stored
-		// row outside the range its read covered is unserved too. A
-		// commit that only forgets names no partition for it.
-		recFrom, recTo := bqMaxTime, bqMinTime
-		if len(p.reconcile) > 0 {
-			recFrom, recTo = bqMinTime, bqMaxTime
-		}
-		params = append(params,
-			bq.QueryParameter{Name: "reconcile_from", Value: recFrom},
-			bq.QueryParameter{Name: "reconcile_to", Value: recTo},
-		)
+		vs.committed = true
+		return noCounts(p.order), nil
 	}
 	if scr.Rows {
 		staging := s.cfg.StagingTable + "_" + base
 		defer s.dropStaging(ctx, staging)
-		if err := s.load(ctx, base, staging, spools); err != nil {
+		if err := s.load(ctx, base, staging, p.spools); err != nil {
 			return nil, err
 		}
-		// The plan compares staged rows with the stored rows of the
-		// batch's created_at range (partition pruning), widened to whole
-		// milliseconds (a row loaded from the older response form keeps
-		// its microseconds, the newer form prints milliseconds, so a
-		// content-keyed twin may be up to 1 ms later). A stored row of a
-		// staged key outside that range has moved its created_at to
-		// another millisecond: a later version by definition, found by a
-		// scan of the forms' key columns only (clustering on form_id
-		// prunes it to the commit's forms).
-		//
-		// That scan is needed only for the forms whose staged ids may be
-		// stored: a form's max_submission_id bounds its stored ids (the
-		// revision check makes the one read here the one the transaction
-		// sees), so a form whose staged ids all exceed it, or whose rows
-		// are all keyed by content (created_at is in the key), has none
-		// outside the range. When no form needs it, the outside bounds
-		// select no partition at all.
-		from, to := createdRange(spools)
-		from, to = from.Truncate(time.Millisecond), to.Truncate(time.Millisecond).Add(time.Millisecond-time.Microsecond)
-		outside := outsideForms(spools, maxIDs)
-		before, after := bqMinTime, bqMaxTime
-		if len(outside) > 0 {
-			before, after = from, to
-		}
-		params = append(params,
-			bq.QueryParameter{Name: "bound_forms", Value: boundForms(order, maxIDs, outside)},
-			bq.QueryParameter{Name: "created_from", Value: from},
-			bq.QueryParameter{Name: "created_to", Value: to},
-			bq.QueryParameter{Name: "outside_forms", Value: outside},
-			bq.QueryParameter{Name: "outside_before", Value: before},
-			bq.QueryParameter{Name: "outside_after", Value: after},
-		)
 		scr.Staging = ref(s.cfg.Project, s.cfg.StagingDataset, staging)
 	}
-	job, err := s.transact(ctx, base+"_txn", "merging staged rows and sync state", render("commit", scr), params, order, states)
+	job, err := s.transact(ctx, base+"_txn", "merging staged rows and sync state", render("commit", scr), args.params(scr), p.order, p.states)
 	if err != nil {
-		res, err := s.appliedAnyway(ctx, base, order, err, &committed)
-		if committed {
+		res, err := s.appliedAnyway(ctx, base, p.order, err, &vs.committed)
+		if vs.committed {
 			s.toScrub(p.forget)
 		}
 		return res, err
 	}
-	committed = true
+	vs.committed = true
 	s.toScrub(p.forget)
-	err = s.readAll(ctx, "reading commit counts", s.jobResource(job.ID()), job.Read, func() {
-		for _, id := range order {
-			res[id] = sink.Counts{}
+	return s.commitCounts(ctx, job, base, p.order)
+}
+
+// planChecked plans c and reads the stored states of its forms (with
+// their largest ids and tombstones, into the plan), checked against the
+// revisions the commit carries. Checked here to spare a load job when the
+// answer is known already; the transaction checks again, and only that
+// check is authoritative.
+func (s *Sink) planChecked(ctx context.Context, c *sink.Commit) (*commitPlan, map[string]state.Form, error) {
+	if err := c.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("bigquery: commit: %w", err)
+	}
+	p, err := planCommit(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.maxIDs, p.tombs = storedIDs{}, storedTombstones{}
+	prev, err := s.readState(ctx, p.order, p.maxIDs, p.tombs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if forms := conflicts(prev, p.order, p.states); len(forms) > 0 {
+		return nil, nil, &sink.ConflictError{Forms: forms}
+	}
+	return p, prev, nil
+}
+
+// madeViews are the views a commit made. Views are DDL, outside the
+// transaction: one created for a commit that then fails (a conflict with
+// another process's commit) may hold other field names than the state
+// that ends up stored, so it is known to be in place only once the
+// commit succeeds (committed).
+type madeViews struct {
+	s         *Sink
+	made      map[string]string // form id: the view's description
+	committed bool
+}
+
+// settle records what the commit's end says of the views it made.
+func (v *madeViews) settle() {
+	for id, desc := range v.made {
+		if v.committed {
+			v.s.knowView(id, desc)
+		} else {
+			v.s.forgetView(id)
 		}
+	}
+}
+
+// noCounts is the result of a commit that wrote states only.
+func noCounts(order []string) sink.Result {
+	res := make(sink.Result, len(order))
+	for _, id := range order {
+		res[id] = sink.Counts{}
+	}
+	return res
+}
+
+// newCommitArgs are the arguments of the script of the commit p, named
+// base.
+func newCommitArgs(p *commitPlan, base string, syncedAt time.Time) (commitArgs, error) {
+	a := commitArgs{SyncedAt: syncedAt, CommitID: base, States: make([]stateParam, 0, len(p.order)), FormIDs: p.order}
+	for _, id := range p.order {
+		param, err := newStateParam(p.states[id])
+		if err != nil {
+			return a, fmt.Errorf("bigquery: encoding state of form %s: %w", id, err)
+		}
+		a.States = append(a.States, param)
+	}
+	// The tombstones travel as what changed since the stored revision
+	// (the one the transaction checks): the few a forget adds, the
+	// pending ones a read met. The others stay in sync_tombstones.
+	for _, id := range p.order {
+		a.Tombs = append(a.Tombs, tombstoneChanges(id, p.states[id].Forgotten, p.tombs[id])...)
+	}
+	// The forget looks for its rows only in the partitions of the
+	// created_at range they were found in (the revision check keeps them
+	// there); a commit that forgets nothing names no partition.
+	a.Forget, a.ForgetFrom, a.ForgetTo, a.ReconcileForms = p.forget, p.forgetFrom, p.forgetTo, p.reconcile
+	// A reconcile looks for unserved rows over all of time: a stored row
+	// outside the range its read covered is unserved too. A commit that
+	// only forgets names no partition for it.
+	a.ReconcileFrom, a.ReconcileTo = bqMaxTime, bqMinTime
+	if len(p.reconcile) > 0 {
+		a.ReconcileFrom, a.ReconcileTo = bqMinTime, bqMaxTime
+	}
+	if p.nRows > 0 {
+		a.rowRange(p.order, p.spools, p.maxIDs)
+	}
+	return a, nil
+}
+
+// rowRange sets the created_at ranges the commit's plan compares staged
+// rows with.
+//
+// The plan compares staged rows with the stored rows of the batch's
+// created_at range (partition pruning), widened to whole milliseconds (a
+// row loaded from the older response form keeps its microseconds, the
+// newer form prints milliseconds, so a content-keyed twin may be up to 1
+// ms later). A stored row of a staged key outside that range has moved
+// its created_at to another millisecond: a later version by definition,
+// found by a scan of the forms' key columns only (clustering on form_id
+// prunes it to the commit's forms).
+//
+// That scan is needed only for the forms whose staged ids may be stored:
+// a form's max_submission_id bounds its stored ids (the revision check
+// makes the one read here the one the transaction sees), so a form whose
+// staged ids all exceed it, or whose rows are all keyed by content
+// (created_at is in the key), has none outside the range. When no form
+// needs it, the outside bounds select no partition at all.
+func (a *commitArgs) rowRange(order []string, spools []staged, maxIDs storedIDs) {
+	from, to := createdRange(spools)
+	a.CreatedFrom, a.CreatedTo = from.Truncate(time.Millisecond), to.Truncate(time.Millisecond).Add(time.Millisecond-time.Microsecond)
+	a.OutsideForms = outsideForms(spools, maxIDs)
+	a.OutsideBefore, a.OutsideAfter = bqMinTime, bqMaxTime
+	if len(a.OutsideForms) > 0 {
+		a.OutsideBefore, a.OutsideAfter = a.CreatedFrom, a.CreatedTo
+	}
+	a.BoundForms = boundForms(order, maxIDs, a.OutsideForms)
+}
+
+// commitCounts reads the counts of the committed script job: from its
+// last SELECT, else (that read failed) from the states' last_commit.
+func (s *Sink) commitCounts(ctx context.Context, job *bq.Job, base string, order []string) (sink.Result, error) {
+	var res sink.Result
+	err := s.readAll(ctx, "reading commit counts", s.jobResource(job.ID()), job.Read, func() {
+		res = noCounts(order)
 	}, func(v []bq.Value) error {
 		if len(v) != 6 {
 			return fmt.Errorf("bigquery: commit counts: got %d columns, want 6", len(v))
@@ -230,16 +249,16 @@ func (s *Sink) commit(ctx context.Context, c *sink.Commit, views map[string]erro
 		res[id] = sink.Counts{Inserted: vInt(v[1]), Updated: vInt(v[2]), Restored: vInt(v[3]), Deleted: vInt(v[4]), Forgotten: vInt(v[5])}
 		return nil
 	})
-	if err != nil {
-		// The transaction is committed: the rows and states are in, and
-		// the states carry the counts.
-		got, lerr := s.lastCommits(ctx, base, order)
-		if lerr != nil {
-			return nil, fmt.Errorf("bigquery: commit applied but its counts could not be read: %w", errors.Join(err, lerr))
-		}
-		return allCounts(base, order, got, err)
+	if err == nil {
+		return res, nil
 	}
-	return res, nil
+	// The transaction is committed: the rows and states are in, and the
+	// states carry the counts.
+	got, lerr := s.lastCommits(ctx, base, order)
+	if lerr != nil {
+		return nil, fmt.Errorf("bigquery: commit applied but its counts could not be read: %w", errors.Join(err, lerr))
+	}
+	return allCounts(base, order, got, err)
 }
 
 // commitPlan is what a commit writes, gathered from its entries: a form
@@ -257,7 +276,14 @@ type commitPlan struct {
 	// where its rows are, an empty range (from after to) when nothing is
 	// forgotten.
 	forgetFrom, forgetTo time.Time
+	// maxIDs and tombs are the forms' stored largest ids and tombstones,
+	// read with their states (planChecked).
+	maxIDs storedIDs
+	tombs  storedTombstones
 }
+
+// deletions reports whether the commit forgets or reconciles rows.
+func (p *commitPlan) deletions() bool { return len(p.forget) > 0 || len(p.reconcile) > 0 }
 
 func planCommit(c *sink.Commit) (*commitPlan, error) {
 	p := &commitPlan{order: []string{}, states: map[string]state.Form{}, forget: []forgetParam{}, reconcile: []string{},
@@ -501,44 +527,43 @@ func conflicts(stored map[string]state.Form, order []string, states map[string]s
 // A script whose revision assertion fails is reported as a
 // *sink.ConflictError naming the forms whose revision moved.
 func (s *Sink) transact(ctx context.Context, base, op, sql string, params []bq.QueryParameter, order []string, states map[string]state.Form) (*bq.Job, error) {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = s.cfg.RetryInitial
-	b.MaxInterval = max(s.cfg.RetryMaxInterval, s.cfg.RetryInitial)
+	b := s.backOff()
 	b.RandomizationFactor = 1
-	b.MaxElapsedTime = 0 // bounded by ConcurrentRetryTime and ctx
 	// A budget in time, not in runs: a long transaction (a backfill's
 	// checkpoint) may lose to short ones many times in a row.
 	began := s.cfg.Now()
-	for run := 1; ; run++ {
-		job, err := s.runStatement(ctx, fmt.Sprintf("%s%d", base, run), op, sql, params)
+	var job *bq.Job
+	err := s.retryWith(ctx, b, func(run int) error {
+		if run > 1 {
+			stored, err := s.ReadState(ctx, order)
+			if err != nil {
+				return backoff.Permanent(err)
+			}
+			if forms := conflicts(stored, order, states); len(forms) > 0 {
+				return backoff.Permanent(&sink.ConflictError{Forms: forms})
+			}
+			s.rerun.Add(1)
+		}
+		j, err := s.runStatement(ctx, fmt.Sprintf("%s%d", base, run), op, sql, params)
 		switch {
 		case err == nil:
-			return job, nil
+			job = j
+			return nil
 		case isStateConflict(err):
-			return nil, s.conflictError(ctx, order, states)
+			return backoff.Permanent(s.conflictError(ctx, order, states))
 		case !errors.Is(err, ErrConcurrentUpdate):
-			return nil, err
+			return backoff.Permanent(err)
 		}
 		s.aborted.Add(1)
 		if spent := s.cfg.Now().Sub(began); spent >= s.cfg.ConcurrentRetryTime {
-			return nil, fmt.Errorf("bigquery: %s: cancelled %d times in %v by concurrent transactions: %w", op, run, spent.Round(time.Second), err)
+			return backoff.Permanent(fmt.Errorf("bigquery: %s: cancelled %d times in %v by concurrent transactions: %w", op, run, spent.Round(time.Second), err))
 		}
-		pause := time.NewTimer(b.NextBackOff())
-		select {
-		case <-ctx.Done():
-			pause.Stop()
-			return nil, fmt.Errorf("bigquery: %s: waiting to retry a cancelled transaction: %w", op, ctx.Err())
-		case <-pause.C:
-		}
-		stored, err := s.ReadState(ctx, order)
-		if err != nil {
-			return nil, err
-		}
-		if forms := conflicts(stored, order, states); len(forms) > 0 {
-			return nil, &sink.ConflictError{Forms: forms}
-		}
-		s.rerun.Add(1)
+		return err
+	})
+	if err != nil && err == ctx.Err() { // ended during a pause
+		return nil, fmt.Errorf("bigquery: %s: waiting to retry a cancelled transaction: %w", op, err)
 	}
+	return job, err
 }
 
 // conflictError names the forms whose stored revision moved, read after
@@ -648,6 +673,7 @@ func (s *Sink) startLoad(ctx context.Context, id, table string, spools []staged)
 	l.JobID = id
 	l.AddJobIDSuffix = false
 	l.Location = s.cfg.Location
+	l.JobTimeout = s.cfg.JobTimeout // see runStatement
 	if s.cfg.UploadChunkSize > 0 {
 		l.MediaOptions = []googleapi.MediaOption{googleapi.ChunkSize(s.cfg.UploadChunkSize)}
 	}
@@ -697,6 +723,10 @@ func (s *Sink) runStatement(ctx context.Context, base, op, sql string, params []
 		q := s.query(sql, params...)
 		q.JobID = id
 		q.AddJobIDSuffix = false
+		// Bounded by BigQuery itself too (jobTimeoutMs): a transaction
+		// whose client died (a pod killed mid-commit) does not run on,
+		// holding its tables against every later commit.
+		q.JobTimeout = s.cfg.JobTimeout
 		return q.Run(ctx)
 	})
 }

@@ -19,54 +19,46 @@ import (
 // failed query job is not polled through getQueryResults, which the client
 // retries while the error looks transient.
 //
-// A failure to read the status is retried (bounded by MaxRetries); when it
-// persists, or the job is still running after JobTimeout, the result is a
-// *pollError: the job may still be running, so the caller must not start
-// another in its place. A job still running after JobTimeout is also asked
-// to stop (jobs.cancel): BigQuery cancels a transaction that mutates a
-// table another running one mutates, so a commit left running would have
-// every later commit of its forms cancelled until it ended.
+// A failure to read the status is retried (retry: bounded by MaxRetries);
+// when it persists, or the job is still running after JobTimeout, the
+// result is a *pollError: the job may still be running, so the caller
+// must not start another in its place. A job still running after
+// JobTimeout is also asked to stop (jobs.cancel): BigQuery cancels a
+// transaction that mutates a table another running one mutates, so a
+// commit left running would have every later commit of its forms
+// cancelled until it ended. JobTimeout is measured on one clock,
+// Config.Now, between polls (a test clock can run a long job in a
+// moment); a poll itself is bounded by the transport (Config.Timeout).
+// The expiry is reported as a job that took too long, not as the
+// caller's context error (which would read as the run itself having been
+// stopped).
 func (s *Sink) waitJob(ctx context.Context, job *bq.Job) error {
-	caller := ctx
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.JobTimeout)
-	defer cancel()
-	// JobTimeout is the sink's bound, not the caller's: its expiry is
-	// reported as a job that took too long, not as the caller's context
-	// error (which would read as the run itself having been stopped).
-	timedOut := func() bool { return ctx.Err() != nil && caller.Err() == nil }
-	// The bound is also measured on Config.Now between polls, so that a
-	// test clock can run a long job in a moment.
 	began := s.cfg.Now()
 	t := time.NewTimer(0)
 	defer t.Stop()
-	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
-			if timedOut() {
-				return &pollError{job: job.ID(), err: s.cancelLate(caller, job)}
-			}
 			return &pollError{job: job.ID(), err: ctx.Err()}
 		case <-t.C:
 		}
-		st, err := job.Status(ctx)
+		var st *bq.JobStatus
+		var last error
+		err := s.retry(ctx, func() error {
+			st, last = job.Status(ctx)
+			return s.scope.classify("", "", last)
+		})
 		if err != nil {
-			if timedOut() {
-				return &pollError{job: job.ID(), err: s.cancelLate(caller, job)}
+			if last == nil {
+				last = err
 			}
-			failures++
-			if failures > s.cfg.MaxRetries || !Retryable(s.scope.classify("", "", err)) {
-				return &pollError{job: job.ID(), err: err}
-			}
-			t.Reset(min(s.cfg.RetryInitial<<failures, 30*time.Second))
-			continue
+			return &pollError{job: job.ID(), err: last}
 		}
-		failures = 0
 		if st.Done() {
 			return jobError(st)
 		}
 		if s.cfg.Now().Sub(began) >= s.cfg.JobTimeout {
-			return &pollError{job: job.ID(), err: s.cancelLate(caller, job)}
+			return &pollError{job: job.ID(), err: s.cancelLate(ctx, job)}
 		}
 		t.Reset(s.cfg.PollInterval)
 	}

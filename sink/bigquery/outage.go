@@ -58,11 +58,26 @@ type outage struct {
 	budget   time.Duration
 	endpoint string
 	cancel   context.CancelCauseFunc
+	// now and after are the clock and the timer (time.Now and
+	// time.AfterFunc unless a test stubs them).
+	now   func() time.Time
+	after func(time.Duration, func()) (stop func() bool)
 
 	mu    sync.Mutex
 	since time.Time // when the current run of failures began; zero if none
 	last  error     // the latest failure
-	timer *time.Timer
+	// gen numbers the runs of failures: a watchdog fires only for the
+	// run it was armed for. A timer that has already fired cannot be
+	// stopped, and its call may reach fire after the run ended and a
+	// new one began.
+	gen       uint64
+	stopTimer func() bool // the current run's timer
+}
+
+// newOutage is the watchdog of one operation, on the wall clock.
+func newOutage(budget time.Duration, endpoint string, cancel context.CancelCauseFunc) *outage {
+	return &outage{budget: budget, endpoint: endpoint, cancel: cancel, now: time.Now,
+		after: func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }}
 }
 
 // failed records a failed request that began waiting for an answer at
@@ -73,9 +88,11 @@ func (o *outage) failed(start time.Time, err error) (down, left time.Duration) {
 	o.last = err
 	if o.since.IsZero() {
 		o.since = start
-		o.timer = time.AfterFunc(max(o.budget-time.Since(start), 0), o.fire)
+		o.gen++
+		gen := o.gen
+		o.stopTimer = o.after(max(o.budget-o.now().Sub(start), 0), func() { o.fire(gen) })
 	}
-	down = time.Since(o.since)
+	down = o.now().Sub(o.since)
 	return down, max(o.budget-down, 0)
 }
 
@@ -84,16 +101,19 @@ func (o *outage) answered() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.since = time.Time{}
-	if o.timer != nil {
-		o.timer.Stop()
-		o.timer = nil
+	o.gen++
+	if o.stopTimer != nil {
+		o.stopTimer()
+		o.stopTimer = nil
 	}
 }
 
-func (o *outage) fire() {
+// fire ends the operation, if the run of failures the timer was armed
+// for (gen) is still the current one.
+func (o *outage) fire(gen uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.since.IsZero() {
+	if o.since.IsZero() || gen != o.gen {
 		return // answered meanwhile
 	}
 	o.cancel(&unavailableError{endpoint: o.endpoint, budget: o.budget, last: o.last})
@@ -104,7 +124,7 @@ func (o *outage) fire() {
 func (o *outage) spent() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.since.IsZero() || time.Since(o.since) < o.budget {
+	if o.since.IsZero() || o.now().Sub(o.since) < o.budget {
 		return nil
 	}
 	return &unavailableError{endpoint: o.endpoint, budget: o.budget, last: o.last}
@@ -142,7 +162,7 @@ func (s *Sink) guard(ctx context.Context, op func(context.Context) error) error 
 		return op(ctx) // nested: the outer watchdog covers it
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	o := &outage{budget: s.cfg.Timeout, endpoint: s.endpointName(), cancel: cancel}
+	o := newOutage(s.cfg.Timeout, s.endpointName(), cancel)
 	defer o.stop()
 	err := op(context.WithValue(ctx, outageKey{}, o))
 	if err == nil {

@@ -188,3 +188,38 @@ func TestCredentialsByEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchdogOfAnEndedRunDoesNotCancelTheNext: the watchdog of a run of
+// failures fires at the instant an answer ends that run and a new failure
+// begins the next, too late for answered to stop it. The old timer's call
+// must not cancel the operation: the new run has its whole budget ahead.
+func TestWatchdogOfAnEndedRunDoesNotCancelTheNext(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var timers []func()
+	var cause error
+	o := newOutage(time.Minute, "fake", func(err error) { cause = err })
+	o.now = func() time.Time { return now }
+	o.after = func(_ time.Duration, f func()) func() bool {
+		timers = append(timers, f)
+		return func() bool { return false } // already fired: cannot be stopped
+	}
+
+	o.failed(now, errors.New("HTTP 503"))
+	now = now.Add(time.Minute)            // the first run's budget is spent: its timer fires...
+	o.answered()                          // ...as an answer ends the run,
+	o.failed(now, errors.New("HTTP 503")) // and a new failure re-arms it.
+	timers[0]()                           // The first timer's call arrives now.
+	if cause != nil {
+		t.Fatalf("the first run's watchdog cancelled the second run as it began: %v", cause)
+	}
+	if err := o.spent(); err != nil {
+		t.Fatalf("spent() = %v at the start of a run, want nil", err)
+	}
+
+	now = now.Add(time.Minute) // the second run's own budget is spent
+	timers[1]()
+	if !errors.Is(cause, ErrUnavailable) {
+		t.Fatalf("the second run's watchdog: cause %v, want ErrUnavailable", cause)
+	}
+}

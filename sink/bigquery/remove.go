@@ -64,6 +64,9 @@ func (s *Sink) remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
 		{Name: "synced_at", Value: syncedAt}, {Name: "commit_id", Value: base},
 		{Name: "form_id", Value: r.FormID}, {Name: "revision", Value: r.Revision},
 	}
+	if err := s.removeOldDays(ctx, base, r); err != nil {
+		return sink.Removed{}, err
+	}
 	order := []string{r.FormID}
 	read := map[string]state.Form{r.FormID: {FormID: r.FormID, Revision: r.Revision}}
 	if _, err := s.transact(ctx, base+"_remove", "removing form "+r.FormID, render("remove", removal{tables: s.t, Rows: r.Rows}), params, order, read); err != nil {
@@ -74,6 +77,49 @@ func (s *Sink) remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
 		out.View = s.dropView(ctx, r.FormID)
 	}
 	return out, nil
+}
+
+// removeOldDays, for a removal with the form's rows, deletes the rows of
+// a form whose rows fall on more than PartDays days, all but those of its
+// last PartDays days, in DELETEs of PartDays days each, before the
+// removal's transaction deletes the rest:
+// one BigQuery job may write at most 4,000 daily partitions, and a form
+// spread over years would otherwise never be removed. Those DELETEs are
+// not part of the transaction: should it then fail (a sync committed the
+// form meanwhile), the form keeps its state without those rows, and
+// running remove again finishes it.
+func (s *Sink) removeOldDays(ctx context.Context, base string, r sink.Removal) error {
+	if !r.Rows {
+		return nil
+	}
+	formID := r.FormID
+	var days []int64
+	q := s.query(render("formDays", s.t), bq.QueryParameter{Name: "form_id", Value: formID})
+	err := s.readAll(ctx, "listing the days of form "+formID, "table "+s.t.Submissions, q.Read, func() { days = nil }, func(v []bq.Value) error {
+		if len(v) != 1 {
+			return fmt.Errorf("bigquery: listing days: got %d columns, want 1", len(v))
+		}
+		days = append(days, vInt(v[0]))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	day := func(d int64) time.Time { return time.Unix(d*86400, 0).UTC() }
+	cut := len(days) - min(len(days), PartDays)
+	for i := 0; i < cut; i += PartDays {
+		last := min(i+PartDays, cut) - 1
+		params := []bq.QueryParameter{
+			{Name: "form_id", Value: formID},
+			{Name: "removed_from", Value: day(days[i])},
+			{Name: "removed_to", Value: day(days[last]).Add(24*time.Hour - time.Microsecond)},
+		}
+		op := fmt.Sprintf("removing the rows of form %s of %d days", formID, last-i+1)
+		if _, err := s.transact(ctx, fmt.Sprintf("%s_days%d_", base, i/PartDays), op, render("removeDays", s.t), params, nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // countRows counts the form's rows not marked deleted upstream (live) and

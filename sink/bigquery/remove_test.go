@@ -1,6 +1,7 @@
 package bigquery
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -59,4 +60,40 @@ func TestRemoveRowsDropsTheView(t *testing.T) {
 	}
 	checkRows(t, b.sink, "f", nil)
 	checkRows(t, b.sink, "g", g)
+}
+
+// TestRemoveRowsOfAFormSpreadOverYears: a form whose rows fall on more
+// days than one BigQuery job may write partitions (4,000) is removed with
+// its rows all the same: its older days in DELETEs of PartDays days
+// each, the rest in the removal's transaction. In one transaction, the
+// fake refuses it, as BigQuery does.
+func TestRemoveRowsOfAFormSpreadOverYears(t *testing.T) {
+	t.Parallel()
+	b := setup(t, bqfake.Options{})
+	const days = 4_200
+	start := time.Date(2010, 1, 1, 12, 0, 0, 0, time.UTC)
+	for from := 0; from < days; from += PartDays {
+		var rows []sink.Row
+		for i := from; i < min(from+PartDays, days); i++ {
+			id := int64(i + 1)
+			r, err := sink.NewRow("old", &id, start.AddDate(0, 0, i), false, json.RawMessage(`{"n":"x"}`), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, r)
+		}
+		b.mustCommit(t, start.AddDate(0, 0, days), formRows{formState("old", rows, "n"), rows})
+	}
+	rev := readState(t, b.sink, "old")["old"].Revision
+	got, err := b.sink.Remove(t.Context(), sink.Removal{FormID: "old", Revision: rev, Rows: true})
+	if err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if got.Rows != days {
+		t.Errorf("removed %d rows, want %d", got.Rows, days)
+	}
+	checkRows(t, b.sink, "old", nil)
+	if st, ok := readState(t, b.sink, "old")["old"]; ok {
+		t.Errorf("state left: %+v", st)
+	}
 }

@@ -2,7 +2,6 @@ package bigquery
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -21,36 +20,63 @@ func (s *Sink) ReadRows(ctx context.Context, formID string) ([]sink.Row, error) 
 // Find returns the stored rows of a form whose submission key is one of
 // m.Keys or, when m.Field is set, whose fields object has a member named
 // m.Field holding the JSON string m.Value; rows marked deleted upstream
-// included, ordered like ReadRows. The value never leaves the process:
-// the query compares salted SHA-256 digests. The name and the digest are
-// query parameters (the JSON subscript operator takes the name as a value, so no
-// character of it is parsed as JSON path syntax). An empty Match finds
-// nothing without a query.
+// included, ordered like ReadRows. An empty Match finds nothing without
+// a query.
+//
+// The value is what a person asked to have erased, and BigQuery's job
+// history keeps every query's text and parameters for whoever may list
+// the project's jobs: neither the value nor anything derived from it is
+// sent. A first query returns, for every row of the form whose field
+// holds a string, its key and the SHA-256 of that string; formsync
+// compares them with the value's, and a second query reads the rows of
+// the keys found. The field's name is a query parameter (the JSON
+// subscript operator takes it as a value, so no character of it is
+// parsed as JSON path syntax).
 func (s *Sink) Find(ctx context.Context, formID string, m sink.Match) ([]sink.Row, error) {
 	if m.Empty() {
 		return nil, nil
 	}
-	keys := m.Keys
-	if keys == nil {
-		keys = []string{}
+	keys := append([]string{}, m.Keys...)
+	if m.Field != "" {
+		found, err := s.keysHolding(ctx, formID, m.Field, m.Value)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, found...)
 	}
-	// The value is what a person asked to have erased: BigQuery's job
-	// history keeps a query's parameters, so it is not one of them. The
-	// query compares a digest of each stored value under a random salt
-	// of this call with the value's.
-	var salt [16]byte
-	if _, err := rand.Read(salt[:]); err != nil {
-		return nil, fmt.Errorf("bigquery: find: salt: %w", err)
+	if len(keys) == 0 {
+		return nil, nil
 	}
-	saltHex := hex.EncodeToString(salt[:])
-	digest := sha256.Sum256([]byte(saltHex + m.Value))
 	return s.readRows(ctx, formID, render("find", s.t),
 		bq.QueryParameter{Name: "form_id", Value: formID},
 		bq.QueryParameter{Name: "keys", Value: keys},
-		bq.QueryParameter{Name: "field", Value: m.Field},
-		bq.QueryParameter{Name: "salt", Value: saltHex},
-		bq.QueryParameter{Name: "value_sha256", Value: hex.EncodeToString(digest[:])},
 	)
+}
+
+// keysHolding returns the keys of the form's rows whose fields object has
+// the member field holding the JSON string value, compared in this
+// process: BigQuery returns each candidate's key and the SHA-256 of its
+// string, and never sees the value or its digest.
+func (s *Sink) keysHolding(ctx context.Context, formID, field, value string) ([]string, error) {
+	sum := sha256.Sum256([]byte(value))
+	want := hex.EncodeToString(sum[:])
+	q := s.query(render("findField", s.t),
+		bq.QueryParameter{Name: "form_id", Value: formID},
+		bq.QueryParameter{Name: "field", Value: field},
+	)
+	var keys []string
+	err := s.guard(ctx, func(ctx context.Context) error {
+		return s.readAll(ctx, "finding rows of form "+formID+" by a field's value", "table "+s.t.Submissions, q.Read, func() { keys = nil }, func(v []bq.Value) error {
+			if len(v) != 2 {
+				return fmt.Errorf("bigquery: finding rows of form %s: got %d columns, want 2", formID, len(v))
+			}
+			if vString(v[1]) == want {
+				keys = append(keys, vString(v[0]))
+			}
+			return nil
+		})
+	})
+	return keys, err
 }
 
 // readRows runs a query selecting the rowColumns of one form's rows.

@@ -827,18 +827,38 @@ func (s *Sink) migrate(ctx context.Context, tbl *bq.Table, meta *bq.TableMetadat
 }
 
 // retry runs op until it succeeds, fails with an error that is not
-// ErrRetryable, ctx ends or MaxRetries retries are spent.
+// Retryable, or has been retried MaxRetries times, pausing between
+// attempts as backOff says.
 func (s *Sink) retry(ctx context.Context, op func() error) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = s.cfg.RetryInitial
-	b.MaxInterval = max(s.cfg.RetryMaxInterval, s.cfg.RetryInitial)
-	b.MaxElapsedTime = 0 // bounded by MaxRetries and ctx
-	policy := backoff.WithContext(backoff.WithMaxRetries(b, uint64(s.cfg.MaxRetries)), ctx)
-	return backoff.Retry(func() error {
+	return s.retryWith(ctx, backoff.WithMaxRetries(s.backOff(), uint64(s.cfg.MaxRetries)), func(int) error {
 		err := op()
 		if err != nil && !Retryable(err) {
 			return backoff.Permanent(err)
 		}
 		return err
-	}, policy)
+	})
+}
+
+// backOff is the sink's pause between attempts: exponential from
+// Config.RetryInitial up to RetryMaxInterval, with no bound of its own
+// (each caller bounds it: a number of retries, or a time measured on
+// Config.Now).
+func (s *Sink) backOff() *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = s.cfg.RetryInitial
+	b.MaxInterval = max(s.cfg.RetryMaxInterval, s.cfg.RetryInitial)
+	b.MaxElapsedTime = 0
+	return b
+}
+
+// retryWith is the sink's one retry loop: it runs op (attempt 1, 2, ...)
+// until it returns nil or a backoff.Permanent error (returned unwrapped),
+// or b says stop, pausing b.NextBackOff() between attempts; ctx ending
+// stops it during a pause.
+func (s *Sink) retryWith(ctx context.Context, b backoff.BackOff, op func(attempt int) error) error {
+	attempt := 0
+	return backoff.Retry(func() error {
+		attempt++
+		return op(attempt)
+	}, backoff.WithContext(b, ctx))
 }

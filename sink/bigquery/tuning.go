@@ -17,6 +17,20 @@ const DefaultPartRows = 100_000
 // a form's rows in parts of Config.PartRows, each part one load job and
 // one transaction that moves no watermark, the form's last rows and its
 // watermark in the run's final commit.
+//
+// A part also ends at PartDays distinct days of created_at: BigQuery lets
+// one job write at most 4,000 daily partitions ("Too many partitions
+// produced by query, allowed 4000"), and a low-volume form spread over
+// years (20 a day for 13 years: under 100,000 rows, 4,700 days) would
+// otherwise fail its first sync on every run.
 func (s *Sink) Tuning() sink.Tuning {
-	return sink.Tuning{CommitInParts: true, PartRows: s.cfg.PartRows, PartsByContent: true}
+	return sink.Tuning{CommitInParts: true, PartRows: s.cfg.PartRows, PartsByContent: true, PartDays: PartDays}
 }
+
+// PartDays is the most distinct days of created_at one part of a form's
+// rows spans (sink.Tuning.PartDays). Well under BigQuery's 4,000
+// partitions per job, so that the run's final commit, which carries
+// every form's last rows together, stays under it too: the forms of a
+// run share their recent days, and only forms whose last rows are each
+// spread over years of their own could add up past it.
+const PartDays = 1_000

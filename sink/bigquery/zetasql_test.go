@@ -65,7 +65,7 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 			"f.form_id = t.form_id AND f.submission_key", "f.form = t.form_id AND f.submission_key"},
 		{"probe: remove script resetting a column sync_state does not have", "remove_rows.sql",
 			"max_submission_id = NULL", "max_submission = NULL"},
-		{"probe: find hashing JSON rather than its string", "find.sql", "CONCAT(@salt, JSON_VALUE(fields[@field]))", "CONCAT(@salt, fields[@field])"},
+		{"probe: find hashing JSON rather than its string", "find_field.sql", "SHA256(JSON_VALUE(fields[@field]))", "SHA256(fields[@field])"},
 		{"probe: typed view whose array column defaults to an array of another type", "view_typed.sql",
 			"HAVING COUNTIF(e IS NULL) = 0), [])", "HAVING COUNTIF(e IS NULL) = 0), [1])"},
 		// Why the files view reads keys from the JSON text: this analyzer
@@ -221,7 +221,7 @@ func zetaParams() []map[string]any {
 		}}}},
 		{"name": "keys", "type": map[string]any{"array": "STRING"}},
 		{"name": "field", "type": "STRING"},
-		{"name": "salt", "type": "STRING"},
-		{"name": "value_sha256", "type": "STRING"},
+		{"name": "removed_from", "type": "TIMESTAMP"},
+		{"name": "removed_to", "type": "TIMESTAMP"},
 	}
 }

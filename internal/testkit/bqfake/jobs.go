@@ -29,7 +29,8 @@ type job struct {
 	// (Options.RowsPerSecond).
 	until time.Time
 	now   func() time.Time
-	seq   int // creation order
+	seq   int  // creation order
+	fast  bool // made by jobs.query
 	// finish, when set, is a transaction's work: it runs when the job
 	// stops looking running (after pending polls), so that transactions
 	// overlap other jobs as they do in BigQuery.
@@ -420,14 +421,16 @@ func (s *Server) runQuery(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	j, err := s.newJob(r.PathValue("project"), &bqv2.Job{
-		JobReference:  &bqv2.JobReference{Location: req.Location},
-		Configuration: &bqv2.JobConfiguration{Query: &bqv2.JobConfigurationQuery{Query: req.Query}},
+		JobReference: &bqv2.JobReference{Location: req.Location},
+		Configuration: &bqv2.JobConfiguration{Query: &bqv2.JobConfigurationQuery{Query: req.Query, QueryParameters: req.QueryParameters},
+			JobTimeoutMs: req.JobTimeoutMs},
 	}, "query")
 	if err != nil {
 		return err
 	}
 	s.stats.QueryJobs++
 	j.pending = 0
+	j.fast = true
 	s.start(j, stmt, params)
 	if j.err != nil {
 		return j.err

@@ -22,7 +22,57 @@ func init() {
 			[]string{"lock", "subs", "state"}, []string{"lock", "state"}, (*Server).recount},
 		&shapeDef{shapeRemove, "SCRIPT", removeParams, []string{"lock", "state", "state", "state"}, []string{"lock", "state"}, remove(false)},
 		&shapeDef{shapeRemoveRows, "SCRIPT", removeParams, []string{"lock", "state", "subs", "state", "state"}, []string{"lock", "subs", "state"}, remove(true)},
+		&shapeDef{shapeFormDays, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).formDays},
+		&shapeDef{shapeRemoveDays, "DELETE", map[string]string{"form_id": "STRING", "removed_from": "TIMESTAMP", "removed_to": "TIMESTAMP"},
+			[]string{"subs"}, []string{"subs"}, (*Server).removeDays},
 	)
+}
+
+// formDays lists the days (UNIX_DATE) a form's rows fall on, in order.
+func (s *Server) formDays(t map[string]string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.scan(tx, t["subs"], []string{"form_id", "created_at"}, everyPartition); err != nil {
+			return nil, err
+		}
+		q := `SELECT DISTINCT ` + dayOf("created_at") + ` AS day FROM ` + quoteIdent(t["subs"]) + ` WHERE form_id = @form_id ORDER BY day`
+		args, err := named(q, params)
+		if err != nil {
+			return nil, err
+		}
+		return s.query(tx, []*bqv2.TableFieldSchema{col("day", "INTEGER")}, q, args...)
+	})
+}
+
+// removeDays deletes a form's rows of a created_at range.
+func (s *Server) removeDays(t map[string]string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		from, err := scalar(params["removed_from"].Type, params["removed_from"].Value)
+		if err != nil {
+			return nil, err
+		}
+		to, err := scalar(params["removed_to"].Type, params["removed_to"].Value)
+		if err != nil {
+			return nil, err
+		}
+		f, _ := from.(int64)
+		l, _ := to.(int64)
+		if err := s.scan(tx, t["subs"], []string{"form_id", "created_at"}, within(f, l)); err != nil {
+			return nil, err
+		}
+		cond := `form_id = @form_id AND created_at BETWEEN @removed_from AND @removed_to`
+		args, err := named(cond, params)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.touch(tx, t["subs"], cond, true, args...); err != nil {
+			return nil, err
+		}
+		n, err := s.dml(tx, t["subs"], `DELETE FROM `+quoteIdent(t["subs"])+` WHERE `+cond, params)
+		if err != nil {
+			return nil, err
+		}
+		return &result{dml: n}, nil
+	})
 }
 
 // countedRows are the columns a count of a form's rows reads.
@@ -61,17 +111,13 @@ func (s *Server) recount(t map[string]string, params map[string]param) (*result,
 			return nil, err
 		}
 		subs, st := quoteIdent(t["subs"]), quoteIdent(t["state"])
-		n, err := exec(tx, `UPDATE `+st+` SET
+		n, err := s.dml(tx, t["state"], `UPDATE `+st+` SET
 			row_count = (SELECT COALESCE(SUM(deleted_at IS NULL), 0) FROM `+subs+` AS c WHERE c.form_id = `+st+`.form_id),
 			deleted_count = (SELECT COALESCE(SUM(deleted_at IS NOT NULL), 0) FROM `+subs+` AS c WHERE c.form_id = `+st+`.form_id)
-			WHERE form_id IN (SELECT value FROM temp.param_form_ids)`)
+			WHERE form_id IN (SELECT value FROM temp.param_form_ids)`, params)
 		if err != nil {
 			return nil, err
 		}
-		if n > 0 {
-			s.mutate(t["state"])
-		}
-		s.countDML(t["state"])
 		return &result{dml: n}, nil
 	})
 }
@@ -112,15 +158,11 @@ func (s *Server) removeForm(t map[string]string, params map[string]param, rows b
 			if err := s.touch(tx, t["subs"], cond, true, args...); err != nil {
 				return nil, err
 			}
-			n, err := exec(tx, `DELETE FROM `+subs+` WHERE `+cond, args...)
+			n, err := s.dml(tx, t["subs"], `DELETE FROM `+subs+` WHERE `+cond, params)
 			if err != nil {
 				return nil, err
 			}
-			if n > 0 {
-				s.mutate(t["subs"])
-			}
 			affected += n
-			s.countDML(t["subs"])
 		}
 		// The DELETE and the UPDATE of sync_state, each reading it whole.
 		for range 2 {
@@ -138,19 +180,11 @@ func (s *Server) removeForm(t map[string]string, params map[string]param, rows b
 			`DELETE FROM ` + st + ` WHERE form_id = @form_id AND forgotten IS NULL`,
 			`UPDATE ` + st + ` SET ` + reset + ` WHERE form_id = @form_id`,
 		} {
-			args, err := named(q, params)
+			n, err := s.dml(tx, t["state"], q, params)
 			if err != nil {
 				return nil, err
-			}
-			n, err := exec(tx, q, args...)
-			if err != nil {
-				return nil, err
-			}
-			if n > 0 {
-				s.mutate(t["state"])
 			}
 			affected += n
-			s.countDML(t["state"])
 		}
 		return &result{dml: affected}, nil
 	})

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -284,6 +285,47 @@ func (s *Server) Stats() Stats {
 	out.DML = maps.Clone(s.stats.DML)
 	out.DDL = maps.Clone(s.stats.DDL)
 	out.TableGets = maps.Clone(s.stats.TableGets)
+	return out
+}
+
+// JobRecord is what the fake keeps of a job's configuration.
+type JobRecord struct {
+	ID string
+	// Kind is "query" or "load".
+	Kind string
+	// Query is a query job's SQL, and Params its parameters as the
+	// request carried them (JSON): what BigQuery's job history shows.
+	Query, Params string
+	// Fast says that the job was made by jobs.query (the client's fast
+	// path for a query without a job id), not jobs.insert or an upload.
+	Fast bool
+	// Timeout is the job's jobTimeoutMs; zero when it carried none.
+	Timeout time.Duration
+}
+
+// Jobs lists every job created so far (jobs.insert, jobs.query and
+// uploads), in creation order.
+func (s *Server) Jobs() []JobRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	js := slices.SortedFunc(maps.Values(s.jobs), func(a, b *job) int { return a.seq - b.seq })
+	out := make([]JobRecord, 0, len(js))
+	for _, j := range js {
+		r := JobRecord{ID: j.j.JobReference.JobId, Fast: j.fast}
+		if c := j.j.Configuration; c != nil {
+			r.Timeout = time.Duration(c.JobTimeoutMs) * time.Millisecond
+			switch {
+			case c.Query != nil:
+				r.Kind, r.Query = "query", c.Query.Query
+				if p, err := json.Marshal(c.Query.QueryParameters); err == nil {
+					r.Params = string(p)
+				}
+			case c.Load != nil:
+				r.Kind = "load"
+			}
+		}
+		out = append(out, r)
+	}
 	return out
 }
 

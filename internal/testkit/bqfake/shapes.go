@@ -46,10 +46,13 @@ ORDER BY created_at, submission_key
   COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw, deleted_at
 FROM ` + "`?`" + `
 WHERE form_id = @form_id AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
-  AND (submission_key IN UNNEST(@keys)
-    OR @field != '' AND JSON_TYPE(fields[@field]) = 'string'
-      AND TO_HEX(SHA256(CONCAT(@salt, JSON_VALUE(fields[@field])))) = @value_sha256)
+  AND submission_key IN UNNEST(@keys)
 ORDER BY created_at, submission_key
+`
+	shapeFindField = `SELECT submission_key, TO_HEX(SHA256(JSON_VALUE(fields[@field]))) AS value_sha256
+FROM ` + "`?`" + `
+WHERE form_id = @form_id AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+  AND JSON_TYPE(fields[@field]) = 'string'
 `
 	shapeScrubStaging = `DELETE FROM ` + "`?`" + ` AS s
 WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = s.form_id AND f.submission_key = s.submission_key)
@@ -695,6 +698,14 @@ SET wm_created_at = NULL, wm_id = 0, boundary = NULL, sort_order = '', last_tota
 WHERE form_id = @form_id;
 
 COMMIT TRANSACTION;
+`
+	shapeFormDays = `SELECT DISTINCT UNIX_DATE(DATE(created_at)) AS day
+FROM ` + "`?`" + `
+WHERE form_id = @form_id AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+ORDER BY day
+`
+	shapeRemoveDays = `DELETE FROM ` + "`?`" + `
+WHERE form_id = @form_id AND created_at BETWEEN @removed_from AND @removed_to
 `
 	shapeReadTombstones = `SELECT form_id, tombstone, pending
 FROM ` + "`?`" + `

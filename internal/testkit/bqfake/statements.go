@@ -142,7 +142,8 @@ func init() {
 		{shapeReadCommits, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"state"}, nil, (*Server).readCommits},
 		{shapeViewForms, "SELECT", nil, []string{"state"}, nil, (*Server).viewForms},
 		{shapeReadRows, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).readRows},
-		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>", "field": "STRING", "salt": "STRING", "value_sha256": "STRING"}, []string{"subs"}, nil, (*Server).find},
+		{shapeFind, "SELECT", map[string]string{"form_id": "STRING", "keys": "ARRAY<STRING>"}, []string{"subs"}, nil, (*Server).find},
+		{shapeFindField, "SELECT", map[string]string{"form_id": "STRING", "field": "STRING"}, []string{"subs"}, nil, (*Server).findField},
 		{shapeScrubStaging, "DELETE", map[string]string{"forget": forgetType}, []string{"staging"}, nil, (*Server).scrubStaging},
 		{shapeSeedLock, "INSERT", nil, []string{"lock", "lock"}, nil, (*Server).seedLock},
 		{shapeFilesView, "CREATE_VIEW", nil, []string{"view", "subs"}, nil, (*Server).createFilesView},
@@ -320,6 +321,37 @@ func col(name, typ string) *bqv2.TableFieldSchema {
 	return &bqv2.TableFieldSchema{Name: name, Type: typ, Mode: "NULLABLE"}
 }
 
+// dmlStep runs q, one SQLite step of a DML statement on ref's table, and
+// marks the table mutated when it changed stored rows (insert false: an
+// UPDATE or a DELETE; rows only inserted conflict with nothing, as in
+// BigQuery). It returns the rows affected.
+func (s *Server) dmlStep(tx *sql.Tx, ref, q string, insert bool, args ...any) (int64, error) {
+	n, err := exec(tx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 && !insert {
+		s.mutate(ref)
+	}
+	return n, nil
+}
+
+// dml is one DML statement of a job on ref's table, in one SQLite step:
+// its parameters bound from params, the table marked mutated when it
+// changed stored rows, the statement counted (Stats.DML).
+func (s *Server) dml(tx *sql.Tx, ref, q string, params map[string]param) (int64, error) {
+	args, err := named(q, params)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.dmlStep(tx, ref, q, false, args...)
+	if err != nil {
+		return 0, err
+	}
+	s.countDML(ref)
+	return n, nil
+}
+
 func (s *Server) countDML(ref string) {
 	_, d, t, _ := splitRef(ref)
 	if s.dry != nil {
@@ -418,10 +450,7 @@ func (s *Server) readRows(t map[string]string, params map[string]param) (*result
 	})
 }
 
-// find is the sink's Find: rows of the form whose key is in @keys, or
-// whose fields object has the member @field holding the JSON string
-// @value (JSON_TYPE(fields[@field]) = 'string' AND JSON_VALUE(...) =
-// @value: a member name is matched exactly, never parsed as a path).
+// find is the sink's Find: the rows of the form whose key is in @keys.
 func (s *Server) find(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := materialise(tx, "keys", params["keys"]); err != nil {
@@ -430,23 +459,31 @@ func (s *Server) find(t map[string]string, params map[string]param) (*result, er
 		if err := s.scan(tx, t["subs"], rowRead, everyPartition); err != nil {
 			return nil, err
 		}
-		// TO_HEX(SHA256(CONCAT(@salt, value))) = @value_sha256, computed
-		// here: the rows whose field holds a string with that digest.
-		if _, err := tx.Exec(`CREATE TEMP TABLE IF NOT EXISTS find_matched (value TEXT)`); err != nil {
+		q := `SELECT submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields),
+			COALESCE(files_text, files), raw, deleted_at
+			FROM ` + quoteIdent(t["subs"]) + ` AS t
+			WHERE form_id = @form_id AND submission_key IN (SELECT value FROM temp.param_keys)
+			ORDER BY created_at, submission_key`
+		args, err := named(q, params)
+		if err != nil {
 			return nil, err
 		}
-		if _, err := tx.Exec(`DELETE FROM temp.find_matched`); err != nil {
+		return s.query(tx, rowColumns(), q, args...)
+	})
+}
+
+// findField is the first step of the sink's Find by a field's value: the
+// key of every row of the form whose fields object has the member @field
+// holding a JSON string (JSON_TYPE(fields[@field]) = 'string': a member
+// name is matched exactly, never parsed as a path), with the SHA-256 of
+// that string, computed here.
+func (s *Server) findField(t map[string]string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "created_at", "fields"}, everyPartition); err != nil {
 			return nil, err
 		}
-		str := func(name string) string {
-			if v := params[name].Value; v != nil && v.Value != nil {
-				return *v.Value
-			}
-			return ""
-		}
-		salt, want := str("salt"), str("value_sha256")
 		q := `SELECT t.submission_key, j.atom FROM ` + quoteIdent(t["subs"]) + ` AS t, json_each(t.fields) AS j
-			WHERE t.form_id = @form_id AND @field != '' AND j.key = @field AND j.type = 'text'`
+			WHERE t.form_id = @form_id AND j.key = @field AND j.type = 'text'`
 		args, err := named(q, params)
 		if err != nil {
 			return nil, err
@@ -455,36 +492,18 @@ func (s *Server) find(t map[string]string, params map[string]param) (*result, er
 		if err != nil {
 			return nil, err
 		}
-		var matched []string
+		res := &result{fields: []*bqv2.TableFieldSchema{col("submission_key", "STRING"), col("value_sha256", "STRING")}}
 		for rows.Next() {
 			var key, v string
 			if err := rows.Scan(&key, &v); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			if d := sha256.Sum256([]byte(salt + v)); hex.EncodeToString(d[:]) == want {
-				matched = append(matched, key)
-			}
+			d := sha256.Sum256([]byte(v))
+			res.rows = append(res.rows, []any{key, hex.EncodeToString(d[:])})
 		}
 		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		for _, k := range matched {
-			if _, err := tx.Exec(`INSERT INTO temp.find_matched VALUES (?)`, k); err != nil {
-				return nil, err
-			}
-		}
-		q = `SELECT submission_id, submission_key, created_at, is_spam, COALESCE(fields_text, fields),
-			COALESCE(files_text, files), raw, deleted_at
-			FROM ` + quoteIdent(t["subs"]) + ` AS t
-			WHERE form_id = @form_id AND (submission_key IN (SELECT value FROM temp.param_keys)
-				OR submission_key IN (SELECT value FROM temp.find_matched))
-			ORDER BY created_at, submission_key`
-		if args, err = named(q, params); err != nil {
-			return nil, err
-		}
-		return s.query(tx, rowColumns(), q, args...)
+		return res, rows.Err()
 	})
 }
 
@@ -587,7 +606,7 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 	if err != nil {
 		return 0, err
 	}
-	n, err := exec(tx, `UPDATE `+st+` SET wm_created_at = s.wm_created_at, wm_id = s.wm_id, boundary = s.boundary,
+	n, err := s.dmlStep(tx, ref, `UPDATE `+st+` SET wm_created_at = s.wm_created_at, wm_id = s.wm_id, boundary = s.boundary,
 		sort_order = s.sort_order, last_total = s.last_total, row_count = `+st+`.row_count + s.added_rows,
 		deleted_count = COALESCE(`+st+`.deleted_count, 0) + s.added_deleted,
 		field_names = s.field_names, last_success_at = s.last_success_at, last_error_at = s.last_error_at,
@@ -596,21 +615,18 @@ func (s *Server) mergeState(tx *sql.Tx, ref string, params map[string]param, cou
 		copies = s.copies, last_commit = s.last_commit,
 		max_submission_id = CASE WHEN s.max_id IS NULL THEN `+st+`.max_submission_id ELSE max(COALESCE(`+st+`.max_submission_id, 0), s.max_id) END,
 		field_types = s.field_types
-		FROM temp._fake_state_src AS s WHERE `+st+`.form_id = s.form_id`, args...)
+		FROM temp._fake_state_src AS s WHERE `+st+`.form_id = s.form_id`, false, args...)
 	if err != nil {
 		return 0, err
 	}
-	if n > 0 {
-		s.mutate(ref)
-	}
-	m, err := exec(tx, `INSERT INTO `+st+` (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count,
+	m, err := s.dmlStep(tx, ref, `INSERT INTO `+st+` (form_id, wm_created_at, wm_id, boundary, sort_order, last_total, row_count,
 		field_names, last_success_at, last_error_at, last_error, backfill, updated_at, revision, deleted_count,
 		last_reconcile_at, field_policy, forgotten, copies, last_commit, max_submission_id, field_types)
 		SELECT s.form_id, s.wm_created_at, s.wm_id, s.boundary, s.sort_order, s.last_total, s.added_rows,
 		s.field_names, s.last_success_at, s.last_error_at, s.last_error, s.backfill, @synced_at, s.revision + 1,
 		s.added_deleted, s.last_reconcile_at, s.field_policy, s.forgotten, s.copies, s.last_commit, s.max_id,
 		s.field_types
-		FROM temp._fake_state_src AS s WHERE s.form_id NOT IN (SELECT form_id FROM `+st+`)`, args...)
+		FROM temp._fake_state_src AS s WHERE s.form_id NOT IN (SELECT form_id FROM `+st+`)`, true, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -641,20 +657,8 @@ func (s *Server) takeLock(tx *sql.Tx, ref string, params map[string]param) error
 	if err := s.scan(tx, ref, nil, allPartitions); err != nil {
 		return err
 	}
-	q := `UPDATE ` + quoteIdent(ref) + ` SET commit_id = @commit_id, locked_at = @synced_at`
-	args, err := named(q, params)
-	if err != nil {
-		return err
-	}
-	n, err := exec(tx, q, args...)
-	if err != nil {
-		return err
-	}
-	if n > 0 {
-		s.mutate(ref)
-	}
-	s.countDML(ref)
-	return nil
+	_, err := s.dml(tx, ref, `UPDATE `+quoteIdent(ref)+` SET commit_id = @commit_id, locked_at = @synced_at`, params)
+	return err
 }
 
 // writeState is the state-only transaction: the lock, the revision check,
@@ -848,12 +852,9 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 				FROM `+subs+` WHERE `+forgotten+` GROUP BY form_id`, fargs...); err != nil {
 				return nil, err
 			}
-			n, err := exec(tx, `DELETE FROM `+subs+` WHERE `+forgotten, fargs...)
+			n, err := s.dmlStep(tx, t["subs"], `DELETE FROM `+subs+` WHERE `+forgotten, false, fargs...)
 			if err != nil {
 				return nil, err
-			}
-			if n > 0 {
-				s.mutate(t["subs"])
 			}
 			affected += n
 			s.countDML(t["subs"])
@@ -893,20 +894,11 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			if err := s.touch(tx, t["subs"], unserved, true, uargs...); err != nil {
 				return nil, err
 			}
-			q := `UPDATE ` + subs + ` SET deleted_at = @synced_at WHERE ` + unserved
-			args, err := named(q, params)
+			n, err := s.dml(tx, t["subs"], `UPDATE `+subs+` SET deleted_at = @synced_at WHERE `+unserved, params)
 			if err != nil {
 				return nil, err
-			}
-			n, err := exec(tx, q, args...)
-			if err != nil {
-				return nil, err
-			}
-			if n > 0 {
-				s.mutate(t["subs"])
 			}
 			affected += n
-			s.countDML(t["subs"])
 			plan := ""
 			if rows {
 				plan = fakePlanCounts + ` UNION ALL `
@@ -1079,12 +1071,10 @@ func (s *Server) mergeRows(tx *sql.Tx, t map[string]string, params map[string]pa
 		if err != nil {
 			return 0, err
 		}
-		n, err := exec(tx, q, args...)
+		// Every step but the INSERT changes stored rows.
+		n, err := s.dmlStep(tx, t["subs"], q, i == len(steps)-1, args...)
 		if err != nil {
 			return 0, err
-		}
-		if n > 0 && i < len(steps)-1 { // every step but the INSERT changes stored rows
-			s.mutate(t["subs"])
 		}
 		affected += n
 	}
@@ -1287,13 +1277,11 @@ func (s *Server) writeTombstones(tx *sql.Tx, ref string, params map[string]param
 		return err
 	}
 	match := `EXISTS (SELECT 1 FROM temp.param_tombstones AS s WHERE s.form_id = ` + tb + `.form_id AND s.tombstone = ` + tb + `.tombstone`
-	del, err := exec(tx, `DELETE FROM `+tb+` WHERE `+match+` AND s.removed)`)
-	if err != nil {
+	if _, err := s.dmlStep(tx, ref, `DELETE FROM `+tb+` WHERE `+match+` AND s.removed)`, false); err != nil {
 		return err
 	}
-	upd, err := exec(tx, `UPDATE `+tb+` SET pending = s.pending FROM temp.param_tombstones AS s
-		WHERE s.form_id = `+tb+`.form_id AND s.tombstone = `+tb+`.tombstone AND NOT s.removed`)
-	if err != nil {
+	if _, err := s.dmlStep(tx, ref, `UPDATE `+tb+` SET pending = s.pending FROM temp.param_tombstones AS s
+		WHERE s.form_id = `+tb+`.form_id AND s.tombstone = `+tb+`.tombstone AND NOT s.removed`, false); err != nil {
 		return err
 	}
 	q := `INSERT INTO ` + tb + ` (form_id, tombstone, pending, forgotten_at)
@@ -1303,11 +1291,8 @@ func (s *Server) writeTombstones(tx *sql.Tx, ref string, params map[string]param
 	if err != nil {
 		return err
 	}
-	if _, err := exec(tx, q, args...); err != nil {
+	if _, err := s.dmlStep(tx, ref, q, true, args...); err != nil {
 		return err
-	}
-	if del+upd > 0 {
-		s.mutate(ref)
 	}
 	s.countDML(ref)
 	return nil
@@ -1348,17 +1333,10 @@ func (s *Server) moveTombstones(t map[string]string, params map[string]param) (*
 				'count', CAST(json_extract(forgotten, '$.count') AS INTEGER)),
 			revision = COALESCE(revision, 0) + 1, updated_at = @synced_at
 			WHERE forgotten IS NOT NULL AND json_type(forgotten, '$.keys') = 'array' AND json_array_length(forgotten, '$.keys') > 0`
-		if args, err = named(q, params); err != nil {
-			return nil, err
-		}
-		m, err := exec(tx, q, args...)
+		m, err := s.dml(tx, t["state"], q, params)
 		if err != nil {
 			return nil, err
 		}
-		if m > 0 {
-			s.mutate(t["state"])
-		}
-		s.countDML(t["state"])
 		return &result{dml: n + m}, nil
 	})
 }

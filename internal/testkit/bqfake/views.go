@@ -498,6 +498,7 @@ func init() {
 		if !ok {
 			c, err := regexp.Compile(pattern)
 			if err != nil {
+				//lint:ignore ST1005 BigQuery's own wording, which a test comparing the fake's errors with BigQuery's sees
 				return nil, fmt.Errorf("Cannot parse regular expression: %v", err)
 			}
 			re, _ = regexps.LoadOrStore(pattern, c)

@@ -1,0 +1,1 @@
+{{define "anyTime"}}created_at {{allOfTime}}{{end}}

@@ -1,0 +1,202 @@
+{{define "commit"}}
+BEGIN TRANSACTION;
+{{template "lock" .}}
+{{template "assertRevisions" .}}
+{{- if .TombstonesChanged}}
+
+{{template "writeTombstones" .}}
+{{- end}}
+{{- if .Deletions}}
+
+CREATE TEMP TABLE _formsync_forgotten AS
+SELECT form_id, COUNTIF(deleted_at IS NULL) AS live, COUNTIF(deleted_at IS NOT NULL) AS deleted
+FROM {{.Submissions}} AS t
+WHERE form_id IN UNNEST(@form_ids) AND {{template "forgotten"}}
+GROUP BY form_id;
+
+DELETE FROM {{.Submissions}} AS t
+WHERE form_id IN UNNEST(@form_ids) AND {{template "forgotten"}};
+{{- end}}
+{{- if .Rows}}
+
+CREATE TEMP TABLE _formsync_plan AS
+WITH staged AS (
+  SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files,
+    NULLIF(raw, '') AS raw, seq,
+    COALESCE(TO_JSON_STRING(SAFE.PARSE_JSON(fields, wide_number_mode => 'exact')), fields) AS fields_cmp,
+    COALESCE(TO_JSON_STRING(SAFE.PARSE_JSON(files, wide_number_mode => 'exact')), files) AS files_cmp,
+    SAFE.PARSE_JSON(fields, wide_number_mode => 'exact') IS NULL AS fields_inexact,
+    SAFE.PARSE_JSON(files, wide_number_mode => 'exact') IS NULL AS files_inexact
+  FROM {{.Staging}}
+),
+versions AS (
+  SELECT *,
+    COALESCE(LAG(seq) OVER w IS NOT NULL AND (is_spam != LAG(is_spam) OVER w OR fields_cmp != LAG(fields_cmp) OVER w
+      OR files_cmp != LAG(files_cmp) OVER w
+      OR TIMESTAMP_TRUNC(created_at, MILLISECOND) != TIMESTAMP_TRUNC(LAG(created_at) OVER w, MILLISECOND)
+      OR (raw IS NOT NULL AND raw IS DISTINCT FROM LAG(raw) OVER w)), FALSE) AS changed
+  FROM staged
+  WINDOW w AS (PARTITION BY form_id, submission_key ORDER BY seq)
+),
+batch AS (
+  SELECT *,
+    COUNTIF(changed) OVER k AS inner_changes,
+    FIRST_VALUE(is_spam) OVER k AS first_spam, FIRST_VALUE(fields_cmp) OVER k AS first_fields,
+    FIRST_VALUE(files_cmp) OVER k AS first_files, FIRST_VALUE(created_at) OVER k AS first_created,
+    FIRST_VALUE(raw) OVER k AS first_raw, FIRST_VALUE(content_key) OVER k AS first_content_key,
+    FIRST_VALUE(seq) OVER k AS first_seq
+  FROM versions
+  WHERE TRUE
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY form_id, submission_key ORDER BY seq DESC) = 1
+  WINDOW k AS (PARTITION BY form_id, submission_key ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+),
+stored AS (
+  SELECT form_id, submission_id, submission_key, created_at, is_spam,
+    COALESCE(fields_text, TO_JSON_STRING(fields)) AS fields,
+    COALESCE(files_text, TO_JSON_STRING(files)) AS files, raw, deleted_at
+  FROM {{.Submissions}}
+  WHERE created_at BETWEEN @created_from AND @created_to AND form_id IN UNNEST(@form_ids)
+),
+claimed AS (
+  SELECT *,
+    IF(submission_id IS NOT NULL AND first_content_key != content_key AND EXISTS (
+      SELECT 1 FROM stored AS l
+      WHERE l.form_id = b.form_id AND l.submission_id IS NULL AND l.submission_key = b.first_content_key),
+      first_content_key, content_key) AS claim_key
+  FROM batch AS b
+),
+flagged AS (
+  SELECT *,
+    COALESCE(submission_id IS NULL AND seq < MAX(IF(submission_id IS NULL, NULL, seq)) OVER c, FALSE) AS superseded
+  FROM claimed
+  WINDOW c AS (PARTITION BY form_id, content_key)
+),
+ranked AS (
+  SELECT *,
+    ROW_NUMBER() OVER (PARTITION BY form_id, claim_key
+      ORDER BY submission_id IS NULL AND NOT superseded DESC, submission_id IS NULL, first_seq) AS content_rank,
+    MAX(IF(superseded, created_at, NULL)) OVER (PARTITION BY form_id, content_key) AS absorbed_created
+  FROM flagged
+),
+elsewhere AS (
+  SELECT form_id, submission_key, deleted_at
+  FROM {{.Submissions}}
+  WHERE form_id IN UNNEST(@outside_forms) AND (created_at < @outside_before OR created_at > @outside_after)
+),
+joined AS (
+  SELECT s.*, COALESCE(k.submission_key, e.submission_key) AS stored_key, l.submission_key AS legacy_key,
+    e.submission_key IS NOT NULL OR k.submission_key IS NOT NULL AND (k.is_spam != s.first_spam OR k.fields != s.first_fields
+      OR k.files != s.first_files
+      OR TIMESTAMP_TRUNC(k.created_at, MILLISECOND) != TIMESTAMP_TRUNC(s.first_created, MILLISECOND)
+      OR (s.first_raw IS NOT NULL AND (k.raw IS NULL OR k.raw != s.first_raw))
+      OR (s.submission_id IS NOT NULL AND (k.submission_id IS NULL OR k.submission_id != s.submission_id))) AS first_differs,
+    COALESCE(k.deleted_at, e.deleted_at) IS NOT NULL AS stored_deleted,
+    l.deleted_at IS NOT NULL AS legacy_deleted,
+    s.claim_key != s.first_content_key AS later_twin
+  FROM ranked AS s
+  LEFT JOIN stored AS k ON k.form_id = s.form_id AND k.submission_key = s.submission_key
+  LEFT JOIN elsewhere AS e ON e.form_id = s.form_id AND e.submission_key = s.submission_key
+  LEFT JOIN stored AS l ON s.submission_id IS NOT NULL AND s.content_rank = 1
+    AND s.claim_key != s.submission_key AND l.form_id = s.form_id AND l.submission_id IS NULL
+    AND l.submission_key = s.claim_key
+)
+SELECT form_id, submission_id, submission_key,
+  IF(submission_id IS NOT NULL AND content_rank = 1 AND stored_key IS NULL AND legacy_key IS NULL AND absorbed_created IS NOT NULL,
+    absorbed_created, created_at) AS created_at,
+  is_spam, fields, files, raw, fields_inexact, files_inexact,
+  CASE
+    WHEN superseded THEN 'none'
+    WHEN stored_key IS NULL AND legacy_key IS NOT NULL AND NOT later_twin THEN 'rekey'
+    WHEN stored_key IS NULL THEN 'insert'
+    WHEN first_differs OR inner_changes > 0 THEN 'update'
+    WHEN stored_deleted THEN 'restore'
+    ELSE 'none'
+  END AS action,
+  IF(superseded, IF(stored_key IS NULL OR first_differs, 1, 0),
+    IF(stored_key IS NULL AND legacy_key IS NOT NULL AND NOT later_twin OR first_differs, 1, 0)) + inner_changes AS updates,
+  NOT superseded AND IF(stored_key IS NULL, legacy_key IS NOT NULL AND legacy_deleted AND NOT later_twin, stored_deleted) AS restores,
+  legacy_key IS NOT NULL AND (stored_key IS NOT NULL OR later_twin) AS twin_removed,
+  legacy_key, legacy_deleted
+FROM joined;
+
+MERGE {{.Submissions}} AS t
+USING (
+  SELECT *, submission_key AS match_key, FALSE AS twin FROM _formsync_plan WHERE action != 'none'
+  UNION ALL
+  SELECT *, legacy_key AS match_key, TRUE AS twin FROM _formsync_plan WHERE legacy_key IS NOT NULL
+) AS p
+ON t.form_id = p.form_id AND t.submission_key = p.match_key AND {{template "rowRange"}}
+WHEN MATCHED AND p.twin AND p.action = 'rekey' AND p.raw IS NOT NULL THEN UPDATE SET
+  submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam, raw = p.raw,{{template "rewritten"}}
+WHEN MATCHED AND p.twin AND p.action = 'rekey' THEN UPDATE SET
+  submission_id = p.submission_id, submission_key = p.submission_key, is_spam = p.is_spam,{{template "rewritten"}}
+WHEN MATCHED AND p.twin THEN DELETE
+WHEN MATCHED AND p.action = 'update' AND p.raw IS NOT NULL THEN UPDATE SET
+  submission_id = COALESCE(p.submission_id, t.submission_id),
+  created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
+  is_spam = p.is_spam, raw = p.raw,{{template "rewritten"}}
+WHEN MATCHED AND p.action = 'update' THEN UPDATE SET
+  submission_id = COALESCE(p.submission_id, t.submission_id),
+  created_at = IF(TIMESTAMP_TRUNC(t.created_at, MILLISECOND) = TIMESTAMP_TRUNC(p.created_at, MILLISECOND), t.created_at, p.created_at),
+  is_spam = p.is_spam,{{template "rewritten"}}
+WHEN MATCHED AND p.action = 'restore' THEN UPDATE SET
+  synced_at = @synced_at, deleted_at = NULL
+WHEN NOT MATCHED BY TARGET AND NOT p.twin AND p.action = 'insert' THEN
+  INSERT (form_id, submission_id, submission_key, created_at, is_spam, fields, fields_text, files, files_text, raw, synced_at)
+  VALUES (p.form_id, p.submission_id, p.submission_key, p.created_at, p.is_spam,
+    SAFE.PARSE_JSON(p.fields, wide_number_mode => 'round'), IF(p.fields_inexact, p.fields, NULL),
+    SAFE.PARSE_JSON(p.files, wide_number_mode => 'round'), IF(p.files_inexact, p.files, NULL),
+    p.raw, @synced_at);
+{{- end}}
+{{- if .Deletions}}
+
+CREATE TEMP TABLE _formsync_reconciled AS
+SELECT form_id, COUNT(*) AS deleted
+FROM {{.Submissions}} AS t
+WHERE {{template "unserved" .}}
+GROUP BY form_id;
+
+UPDATE {{.Submissions}} AS t SET deleted_at = @synced_at
+WHERE {{template "unserved" .}};
+
+CREATE TEMP TABLE _formsync_counts AS
+SELECT form_id, SUM(inserted) AS inserted, SUM(updated) AS updated, SUM(restored) AS restored, SUM(deleted) AS deleted,
+  SUM(forgotten) AS forgotten, SUM(live_delta) AS live_delta, SUM(deleted_delta) AS deleted_delta
+FROM (
+{{- if .Rows}}
+  SELECT * FROM {{template "planCounts"}}
+  UNION ALL
+{{- end}}
+  SELECT form_id, 0 AS inserted, 0 AS updated, 0 AS restored, 0 AS deleted, live + deleted AS forgotten,
+    -live AS live_delta, -deleted AS deleted_delta
+  FROM _formsync_forgotten
+  UNION ALL
+  SELECT form_id, 0, 0, 0, deleted, 0, -deleted, deleted
+  FROM _formsync_reconciled
+)
+GROUP BY form_id;
+{{- end}}
+
+MERGE {{.State}} AS t
+USING (
+  SELECT st.*, COALESCE(c.live_delta, 0) AS added_rows, COALESCE(c.deleted_delta, 0) AS added_deleted,
+    {{if .Rows}}IF(st.form_id IN UNNEST(@bound_forms), COALESCE(k.max_id, 0), NULL){{else}}CAST(NULL AS INT64){{end}} AS max_id,
+    TO_JSON(STRUCT(@commit_id AS id, COALESCE(c.inserted, 0) AS inserted, COALESCE(c.updated, 0) AS updated,
+      COALESCE(c.restored, 0) AS restored, COALESCE(c.deleted, 0) AS deleted, COALESCE(c.forgotten, 0) AS forgotten)) AS last_commit
+  FROM UNNEST(@states) AS st
+  LEFT JOIN {{template "counts" .}} AS c ON c.form_id = st.form_id
+{{- if .Rows}}
+  LEFT JOIN (
+    SELECT form_id, MAX(submission_id) AS max_id
+    FROM {{.Submissions}} AS t
+    WHERE form_id IN UNNEST(@form_ids) AND {{template "rowRange"}}
+    GROUP BY form_id
+  ) AS k ON k.form_id = st.form_id
+{{- end}}
+) AS s{{template "mergeState"}}
+
+COMMIT TRANSACTION;
+
+SELECT form_id, inserted, updated, restored, deleted, forgotten
+FROM {{template "counts" .}};
+{{end}}

@@ -1,0 +1,2 @@
+DELETE FROM `my-project.formsync.submissions`
+WHERE form_id = @form_id AND created_at BETWEEN @removed_from AND @removed_to
