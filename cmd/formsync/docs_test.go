@@ -84,7 +84,7 @@ var docRewrites = []struct{ from, to string }{
 }
 
 // docPorts are the loopback addresses the docs use; each gets a free port.
-var docPorts = []string{"127.0.0.1:8080", "127.0.0.1:9050", "127.0.0.1:9090"}
+var docPorts = []string{"127.0.0.1:8080", "127.0.0.1:8081", "127.0.0.1:9050", "127.0.0.1:9090"}
 
 // docRateLimit is the one FORMSYNC_* variable the documents' shells
 // start with: the simulator sets no rate limit, and at the default 5
