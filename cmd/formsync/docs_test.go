@@ -57,6 +57,7 @@ var docSkips = map[string]string{
 	"docs/gke.md: kubectl -n NAMESPACE apply -k deploy/backfill":                                                             "needs kubectl and a cluster",
 	"docs/gke.md: kubectl -n NAMESPACE delete job formsync-status --ignore-not-found":                                        "needs kubectl and a cluster",
 	"docs/gke.md: kubectl -n NAMESPACE apply -k deploy/overlays/scheduler":                                                   "needs kubectl and a cluster",
+	"docs/gke.md: openssl rand -hex 24 > webhook-secret":                                                                     "needs kubectl and a cluster (docs/operations.md runs the webhook endpoint itself)",
 
 	"docs/testing.md: go test ./...":       "runs the whole test suite, this test included",
 	"docs/testing.md: go test -race ./...": "runs the whole test suite, this test included",
