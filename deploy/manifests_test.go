@@ -24,13 +24,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
 // kustomizations are the directories a user applies. TestKustomizationsListed
 // keeps the list in step with the tree, so a new overlay is tested too.
-var kustomizations = []string{"backfill", "base", "overlays/accounts", "overlays/scheduler", "overlays/sharded", "status"}
+var kustomizations = []string{"backfill", "base", "overlays/accounts", "overlays/scheduler", "overlays/sharded", "overlays/webhook", "status"}
 
 // imageComponent is the kustomize Component that sets the image, the one
 // place a user changes it.
@@ -97,6 +98,8 @@ func decodeManifest(doc []byte) (manifest, error) {
 		obj = new(corev1.ConfigMap)
 	case "v1, Service":
 		obj = new(corev1.Service)
+	case "networking.k8s.io/v1, Ingress":
+		obj = new(networkingv1.Ingress)
 	default:
 		return manifest{}, fmt.Errorf("%w: apiVersion %q kind %q", errUnknownKind, head.APIVersion, head.Kind)
 	}
@@ -889,6 +892,14 @@ func checkConfigLoads(t *testing.T, pt podTemplate, env map[string]string) {
 		podEnv["FORMSYNC_API_TOKEN_FILE"] = tok
 	}
 	standInTokenDir(t, podEnv)
+	// So is the webhook's secret.
+	if _, ok := podEnv["FORMSYNC_TRIGGER_SECRET_FILE"]; ok {
+		secret := filepath.Join(t.TempDir(), "secret")
+		if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		podEnv["FORMSYNC_TRIGGER_SECRET_FILE"] = secret
+	}
 	// The staging directory is the pod's emptyDir mount: a directory
 	// stands in for it here.
 	if _, ok := podEnv["FORMSYNC_TMP_DIR"]; ok {
@@ -1231,5 +1242,65 @@ func TestFieldHashKeyMounted(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWebhookOverlay: the scheduler with its webhook endpoint. The endpoint
+// listens on a port of its own (FORMSYNC_TRIGGER_ADDR), its secret file is
+// in a mounted Secret, and the Ingress routes /hooks/ over TLS to that port
+// alone: never to the metrics and probes.
+func TestWebhookOverlay(t *testing.T) {
+	t.Parallel()
+	const dir = "overlays/webhook"
+	objs := cluster(t, dir)
+	_, ms := render(t, dir)
+	d := only[appsv1.Deployment](t, dir, ms)
+	c := d.Spec.Template.Spec.Containers[0]
+	env := containerEnv(t, dir, c, objs)
+	_, portText, err := net.SplitHostPort(effective(t, env, "FORMSYNC_TRIGGER_ADDR"))
+	if err != nil {
+		t.Fatalf("FORMSYNC_TRIGGER_ADDR: %v", err)
+	}
+	port, _ := strconv.Atoi(portText)
+	i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "hooks" })
+	if i < 0 || int(c.Ports[i].ContainerPort) != port {
+		t.Fatalf("container ports %v: want one named hooks on %d (FORMSYNC_TRIGGER_ADDR)", c.Ports, port)
+	}
+	secretFile := env["FORMSYNC_TRIGGER_SECRET_FILE"]
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		if path.Dir(secretFile) == m.MountPath {
+			v := d.Spec.Template.Spec.Volumes[slices.IndexFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })]
+			mounted = v.Secret != nil && v.Secret.SecretName == "formsync-webhook-secret" && m.ReadOnly
+		}
+	}
+	if secretFile == "" || !mounted {
+		t.Errorf("FORMSYNC_TRIGGER_SECRET_FILE=%q is not in a read-only mount of Secret formsync-webhook-secret", secretFile)
+	}
+
+	var hooks *corev1.Service
+	for _, s := range find[corev1.Service](ms) {
+		if s.Name == "formsync-hooks" {
+			hooks = s
+		}
+	}
+	if hooks == nil || !selects(hooks.Spec.Selector, d.Spec.Template.Labels) || len(hooks.Spec.Selector) == 0 ||
+		len(hooks.Spec.Ports) != 1 || hooks.Spec.Ports[0].TargetPort.String() != "hooks" {
+		t.Fatalf("Service formsync-hooks %+v: want one port targeting hooks, selecting the scheduler pods", hooks)
+	}
+	ing := only[networkingv1.Ingress](t, dir, ms)
+	if len(ing.Spec.TLS) == 0 || len(ing.Spec.Rules) == 0 {
+		t.Fatalf("Ingress %s: want TLS and a rule", ing.Name)
+	}
+	for _, r := range ing.Spec.Rules {
+		if !slices.Contains(ing.Spec.TLS[0].Hosts, r.Host) {
+			t.Errorf("Ingress rule for %q is not covered by TLS", r.Host)
+		}
+		for _, p := range r.HTTP.Paths {
+			b := p.Backend.Service
+			if p.Path != "/hooks/" || b == nil || b.Name != hooks.Name || b.Port.Name != "hooks" {
+				t.Errorf("Ingress path %q to %+v: only /hooks/ to %s's hooks port", p.Path, b, hooks.Name)
+			}
+		}
 	}
 }

@@ -57,6 +57,7 @@ var docSkips = map[string]string{
 	"docs/gke.md: kubectl -n NAMESPACE apply -k deploy/backfill":                                                             "needs kubectl and a cluster",
 	"docs/gke.md: kubectl -n NAMESPACE delete job formsync-status --ignore-not-found":                                        "needs kubectl and a cluster",
 	"docs/gke.md: kubectl -n NAMESPACE apply -k deploy/overlays/scheduler":                                                   "needs kubectl and a cluster",
+	"docs/gke.md: openssl rand -hex 24 > webhook-secret":                                                                     "needs kubectl and a cluster (docs/operations.md runs the webhook endpoint itself)",
 
 	"docs/testing.md: go test ./...":       "runs the whole test suite, this test included",
 	"docs/testing.md: go test -race ./...": "runs the whole test suite, this test included",
@@ -84,7 +85,7 @@ var docRewrites = []struct{ from, to string }{
 }
 
 // docPorts are the loopback addresses the docs use; each gets a free port.
-var docPorts = []string{"127.0.0.1:8080", "127.0.0.1:9050", "127.0.0.1:9090"}
+var docPorts = []string{"127.0.0.1:8080", "127.0.0.1:8081", "127.0.0.1:9050", "127.0.0.1:9090"}
 
 // docRateLimit is the one FORMSYNC_* variable the documents' shells
 // start with: the simulator sets no rate limit, and at the default 5

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -83,14 +84,27 @@ type Handler struct {
 	log     *slog.Logger
 }
 
+// CheckSecret says what is wrong with secret as the path segment of the
+// endpoint: too short to resist guessing, or holding a character that a
+// URL path cannot carry as is.
+func CheckSecret(secret string) error {
+	if len(secret) < MinSecretLen {
+		return errors.New("the secret must be at least " + strconv.Itoa(MinSecretLen) + " bytes ('openssl rand -hex 24' makes one)")
+	}
+	for _, r := range secret {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~", r)) {
+			return errors.New("the secret must hold only letters, digits and - . _ ~: it is a path segment of the webhook URL ('openssl rand -hex 24' makes one)")
+		}
+	}
+	return nil
+}
+
 // NewHandler checks cfg and returns the endpoint, to be served at Prefix.
 func NewHandler(cfg Config) (*Handler, error) {
-	switch {
-	case len(cfg.Secret) < MinSecretLen:
-		return nil, errors.New("the trigger secret must be at least " + strconv.Itoa(MinSecretLen) + " bytes")
-	case strings.ContainsAny(cfg.Secret, "/?#%"):
-		return nil, errors.New("the trigger secret cannot hold /, ?, # or %: it is a path segment")
-	case cfg.Queue == nil:
+	if err := CheckSecret(cfg.Secret); err != nil {
+		return nil, fmt.Errorf("trigger: %w", err)
+	}
+	if cfg.Queue == nil {
 		return nil, errors.New("trigger: no queue")
 	}
 	h := &Handler{

@@ -167,6 +167,16 @@ type Config struct {
 	// HTTP_ADDR: where `formsync run` serves /healthz, /readyz, /metrics.
 	// Default `:9090`.
 	HTTPAddr string `envconfig:"HTTP_ADDR" default:":9090" check:"listen" group:"sched" desc:"address of /healthz, /readyz and /metrics in 'formsync run'"`
+	// TRIGGER_SECRET_FILE: a file holding the secret path segment of the
+	// webhook endpoint of `formsync run` (POST /hooks/<secret>/<form id>),
+	// a mounted Secret as the token is. Unset, `run` serves no webhook
+	// endpoint. Default: none.
+	TriggerSecretFile string `envconfig:"TRIGGER_SECRET_FILE" group:"sched" desc:"file holding the secret of the webhook endpoint of 'formsync run' (unset: no endpoint)"`
+	// TRIGGER_ADDR: where `formsync run` serves the webhook endpoint, when
+	// TRIGGER_SECRET_FILE is set: apart from HTTP_ADDR, so that exposing
+	// it (an Ingress) exposes neither the metrics nor the probes.
+	// Default `:8081`.
+	TriggerAddr string `envconfig:"TRIGGER_ADDR" default:":8081" check:"listen" group:"sched" desc:"address of the webhook endpoint of 'formsync run', with TRIGGER_SECRET_FILE"`
 	// PUSHGATEWAY_URL: one-shot commands push their metrics here when set.
 	// Default: none (no push).
 	PushgatewayURL string `envconfig:"PUSHGATEWAY_URL" check:"pushgateway" group:"api" desc:"Prometheus Pushgateway URL for one-shot runs"`
@@ -194,13 +204,15 @@ type Config struct {
 	problems map[string]string
 	// What the load step (load) read, once: token and tokenErr are
 	// APITokenFile's token or why it could not be read, accountTokens the
-	// tokens of APITokenDir by account, policy FieldPolicy parsed with its
-	// key (nil for none), pins FieldTypes parsed (nil for none), and
-	// loadProblems what could not be read or parsed, by variable, which
-	// Validate reports.
+	// tokens of APITokenDir by account, triggerSecret TriggerSecretFile's
+	// secret (checked as trigger.NewHandler takes it), policy FieldPolicy
+	// parsed with its key (nil for none), pins FieldTypes parsed (nil for
+	// none), and loadProblems what could not be read or parsed, by
+	// variable, which Validate reports.
 	token         formsapi.Secret
 	tokenErr      error
 	accountTokens map[string]formsapi.Secret
+	triggerSecret formsapi.Secret
 	policy        *fieldpolicy.Policy
 	pins          map[string]fieldtype.Set
 	loadProblems  problems

@@ -8,6 +8,7 @@ import (
 	"github.com/formsync/formsync/internal/config"
 	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"
+	"github.com/formsync/formsync/worker/trigger"
 )
 
 // load reads, once, what the configuration names in files or has to
@@ -33,6 +34,18 @@ func (c *Config) load() {
 		c.accountTokens = tokens
 		if err != nil {
 			c.loadProblems.add("API_TOKEN_DIR", "FORMSYNC_API_TOKEN_DIR=%q: %v", c.APITokenDir, err)
+		}
+	}
+	c.triggerSecret = ""
+	if c.TriggerSecretFile != "" {
+		secret, err := readTokenFile(c.TriggerSecretFile)
+		if err == nil {
+			err = trigger.CheckSecret(string(secret))
+		}
+		if err != nil {
+			c.loadProblems.add("TRIGGER_SECRET_FILE", "FORMSYNC_TRIGGER_SECRET_FILE=%q: %v", c.TriggerSecretFile, err)
+		} else {
+			c.triggerSecret = secret
 		}
 	}
 	c.policy = c.loadPolicy(&c.loadProblems)
@@ -83,9 +96,10 @@ func (c *Config) reportLoaded(p *problems, names ...string) {
 }
 
 // tokens are every token the load step read, for the log's redaction:
-// FORMSYNC_API_TOKEN's, its file's, and every account's.
+// FORMSYNC_API_TOKEN's, its file's, every account's, and the webhook
+// endpoint's secret.
 func (c *Config) tokens() []formsapi.Secret {
-	out := []formsapi.Secret{c.APIToken, c.token}
+	out := []formsapi.Secret{c.APIToken, c.token, c.triggerSecret}
 	for _, name := range slices.Sorted(maps.Keys(c.accountTokens)) {
 		out = append(out, c.accountTokens[name])
 	}

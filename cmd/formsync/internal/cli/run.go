@@ -15,6 +15,7 @@ import (
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/metrics"
 	"github.com/formsync/formsync/worker/schedule"
+	"github.com/formsync/formsync/worker/trigger"
 )
 
 // runScheduler is `formsync run`: sync on FORMSYNC_SCHEDULE until SIGTERM,
@@ -46,6 +47,14 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		return exitFailed
 	}
 	defer srv.Close()
+	// The webhook endpoint's port too, for the same reason; it queues
+	// triggers from the start, synced once the scheduler runs.
+	hooks, err := newHooks(e, forms, m)
+	if err != nil {
+		e.log.Error("cannot serve the webhook endpoint", "addr", e.cfg.TriggerAddr, "error", err.Error())
+		return exitFailed
+	}
+	defer hooks.close()
 	e.progress = startProgress(e, "sync")
 	p, err := wire(ctx, e, forms, m)
 	if err != nil {
@@ -62,15 +71,38 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	var rejected atomic.Bool
 
 	// One sync at a time: the scheduler skips a tick while its own run is
-	// going, busy also covers the sync at start.
+	// going, busy also covers the sync at start and the triggered ones. A
+	// tick that comes while a triggered sync (of a few forms, short) runs
+	// waits for it rather than being skipped: the schedule is the safety
+	// net for the forms no webhook named.
 	var busy sync.Mutex
+	var triggerRunning atomic.Bool
+	var finish func(*worker.Report, error)
 	syncNow := func(ctx context.Context, why string) {
 		if !busy.TryLock() {
-			e.log.Warn("skipping a scheduled sync: the previous one is still running", "trigger", why)
-			return
+			if !triggerRunning.Load() {
+				e.log.Warn("skipping a scheduled sync: the previous one is still running", "trigger", why)
+				return
+			}
+			busy.Lock()
 		}
 		defer busy.Unlock()
-		rep, err := p.engine.Sync(ctx)
+		finish(p.engine.Sync(ctx))
+	}
+	// A triggered sync waits for a running one: its trigger may have come
+	// after that one read the form.
+	syncTriggered := func(ctx context.Context, forms []string) {
+		busy.Lock()
+		defer busy.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		triggerRunning.Store(true)
+		defer triggerRunning.Store(false)
+		e.log.Info("syncing forms a webhook named", "forms", forms)
+		finish(p.engine.SyncForms(ctx, forms...))
+	}
+	finish = func(rep *worker.Report, err error) {
 		e.progress.done()
 		if err != nil {
 			e.log.Error("sync failed", "error", err.Error())
@@ -104,8 +136,12 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		return exitFailed
 	}
 	ready.Store(true)
+	var triggered sync.WaitGroup
+	if hooks != nil {
+		triggered.Go(func() { hooks.queue.Run(ctx, syncTriggered) })
+	}
 	e.log.Info("formsync is running", "schedule", e.cfg.Schedule, "next", sched.Next(), "sync_at_start", e.cfg.SyncAtStart,
-		"forms", len(p.forms), "http_addr", addr)
+		"forms", len(p.forms), "http_addr", addr, "webhook_addr", hooks.addr())
 	var atStart sync.WaitGroup
 	if e.cfg.SyncAtStart {
 		// A new or restarted pod would otherwise wait up to a whole
@@ -134,6 +170,10 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	}
 	if !waitTimeout(stopCtx, &atStart) {
 		e.log.Error("the sync at start did not stop in time")
+		code = exitFailed
+	}
+	if !waitTimeout(stopCtx, &triggered) {
+		e.log.Error("the triggered sync did not stop in time")
 		code = exitFailed
 	}
 	srv.Shutdown(stopCtx)
@@ -174,6 +214,57 @@ func serveHealth(e *env, ready *atomic.Bool, m *metrics.Metrics) (srv *http.Serv
 	srv = &http.Server{Handler: healthMux(ready, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return srv, ln.Addr().String(), true
+}
+
+// hooks is the webhook endpoint of `formsync run` (FORMSYNC_TRIGGER_*):
+// a server on its own address and the queue of the forms it was asked to
+// sync. A nil *hooks is none.
+type hooks struct {
+	srv   *http.Server
+	ln    net.Listener
+	queue *trigger.Queue
+}
+
+// newHooks listens on FORMSYNC_TRIGGER_ADDR and serves the endpoint for
+// forms, when FORMSYNC_TRIGGER_SECRET_FILE is set; nil, nil when not.
+func newHooks(e *env, forms []string, m *metrics.Metrics) (*hooks, error) {
+	if e.cfg.TriggerSecretFile == "" {
+		return nil, nil
+	}
+	q := trigger.NewQueue(trigger.QueueConfig{})
+	h, err := trigger.NewHandler(trigger.Config{
+		Secret:  string(e.cfg.triggerSecret),
+		Forms:   forms,
+		Queue:   q,
+		Observe: func(o trigger.Outcome) { m.ObserveTrigger(string(o)) },
+		Log:     e.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", e.cfg.TriggerAddr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(trigger.Prefix, h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, MaxHeaderBytes: 16 << 10}
+	go srv.Serve(ln)
+	return &hooks{srv: srv, ln: ln, queue: q}, nil
+}
+
+// addr is where the endpoint listens, "" when there is none.
+func (h *hooks) addr() string {
+	if h == nil {
+		return ""
+	}
+	return h.ln.Addr().String()
+}
+
+func (h *hooks) close() {
+	if h != nil {
+		h.srv.Close()
+	}
 }
 
 // stopMargin is how long `formsync run` waits for the running sync beyond

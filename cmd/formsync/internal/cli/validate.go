@@ -133,6 +133,12 @@ func (c *Config) Validate(n Need) error {
 		c.validatePolicy(&p)
 		c.validateFieldTypes(&p)
 	}
+	if n.Sched {
+		c.reportLoaded(&p, "TRIGGER_SECRET_FILE")
+		if _, port, _ := net.SplitHostPort(c.TriggerAddr); c.TriggerSecretFile != "" && c.TriggerAddr == c.HTTPAddr && port != "0" {
+			p.add("TRIGGER_ADDR", "FORMSYNC_TRIGGER_ADDR=%q is FORMSYNC_HTTP_ADDR too: the webhook endpoint has an address of its own, so that exposing it exposes neither the metrics nor the probes", c.TriggerAddr)
+		}
+	}
 	if n.API || n.Sink {
 		// Every command that reads the API or the sink reads
 		// FORMSYNC_FORMS, if only to list the configured forms.
