@@ -33,6 +33,38 @@ func (l *listFlag) Set(s string) error {
 // runForget is `formsync forget`: remove a person's submissions from the
 // sink and keep them out of every later load.
 func runForget(ctx context.Context, e *env, args []string) int {
+	req, code, ok := parseForget(e, args)
+	if !ok {
+		return code
+	}
+	dst, ok := openStore(ctx, e, "forget", "forgotten", req.dry)
+	if !ok {
+		return exitFailed
+	}
+	defer dst.Close()
+	if code, ok := checkFormStored(ctx, e, dst, req.form); !ok {
+		return code
+	}
+	rep, code := forgetIn(ctx, e, dst, req)
+	if rep == nil {
+		return code
+	}
+	printForget(e, req, rep)
+	return purgeResult(e, rep)
+}
+
+// forgetRequest is what forget is asked: which submissions of which form,
+// and whether only to list them (a dry run).
+type forgetRequest struct {
+	form  string
+	match sink.Match
+	dry   bool
+}
+
+// parseForget reads forget's flags into a request, the --field value as
+// the rows store it. When the flags or the configuration forget needs have
+// problems, it lists them all and returns false with the exit code.
+func parseForget(e *env, args []string) (req forgetRequest, code int, ok bool) {
 	fs := flag.NewFlagSet("forget", flag.ContinueOnError)
 	form := onceString(fs, "form", "`id` of the form (required)")
 	var keys listFlag
@@ -40,81 +72,116 @@ func runForget(ctx context.Context, e *env, args []string) int {
 	field := fs.String("field", "", "forget every submission whose field NAME holds VALUE exactly: NAME=VALUE (a hashed field takes the clear value)")
 	dry := fs.Bool("dry-run", false, "list what would be forgotten, change nothing")
 	if ok, code := parseFlags(fs, e, args); !ok {
-		return code
+		return forgetRequest{}, code, false
 	}
-	var problems []string
-	if msg := flagFormProblem(*form, "holding the submissions"); msg != "" {
-		problems = append(problems, msg)
-	}
-	name, value, hasField := strings.Cut(*field, "=")
-	switch {
-	case *field == "" && len(keys) == 0:
-		problems = append(problems, "give --key KEY or --field NAME=VALUE: what to forget")
-	case *field != "" && (!hasField || name == ""):
-		problems = append(problems, fmt.Sprintf("--field %q: use NAME=VALUE, e.g. --field email=person@example.com", *field))
-	}
+	req = forgetRequest{form: *form, match: sink.Match{Keys: keys}, dry: *dry}
+	problems := forgetFlagProblems(*form, *field, keys)
 	if err := e.cfg.Validate(needs("forget")); err != nil {
 		problems = append(problems, configProblems(err)...)
 	}
-	m := sink.Match{Keys: keys}
-	if *field != "" && hasField && name != "" {
+	if name, value, ok := fieldFlag(*field); ok {
 		// The stored value: a field the policy hashes is stored hashed.
 		stored, err := e.cfg.policy.Lookup(name, value)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("--field %s: %v", name, err))
 		}
-		m.Field, m.Value = name, stored
+		req.match.Field, req.match.Value = name, stored
 	}
 	if len(problems) > 0 {
-		return configError(e, &ConfigError{Problems: problems})
+		return forgetRequest{}, configError(e, &ConfigError{Problems: problems}), false
 	}
-	dst, ok := openStore(ctx, e, "forget", "forgotten", *dry)
-	if !ok {
-		return exitFailed
+	return req, 0, true
+}
+
+// forgetFlagProblems are the problems of forget's flags themselves: no
+// form, nothing to forget, or a --field that is not NAME=VALUE.
+func forgetFlagProblems(form, field string, keys []string) []string {
+	var problems []string
+	if msg := flagFormProblem(form, "holding the submissions"); msg != "" {
+		problems = append(problems, msg)
 	}
-	defer dst.Close()
-	// A mistyped form id would find nothing, tombstone the keys under a
-	// form that does not exist and report success. A state that only
-	// records failures (a reconcile of the mistyped id, which answered
-	// 404) does not make the id a form formsync ever read.
-	if states, err := dst.ReadState(ctx, []string{*form}); err != nil {
-		e.log.Error("cannot read the sync state", "form", *form, "error", err.Error())
-		return exitFailed
-	} else if st, ok := states[*form]; !(ok && everRead(st)) && !slices.Contains(e.cfg.Forms, *form) {
-		return configError(e, &ConfigError{Problems: []string{fmt.Sprintf("--form %s: no such form here (never synced, and not in FORMSYNC_FORMS): check the id", *form)}})
+	switch _, _, ok := fieldFlag(field); {
+	case field == "" && len(keys) == 0:
+		problems = append(problems, "give --key KEY or --field NAME=VALUE: what to forget")
+	case field != "" && !ok:
+		problems = append(problems, fmt.Sprintf("--field %q: use NAME=VALUE, e.g. --field email=person@example.com", field))
 	}
+	return problems
+}
+
+// fieldFlag splits a --field NAME=VALUE; ok is false when it is not one
+// (no "=", or no name).
+func fieldFlag(field string) (name, value string, ok bool) {
+	name, value, ok = strings.Cut(field, "=")
+	return name, value, ok && name != ""
+}
+
+// checkFormStored refuses a --form that names no form formsync ever read:
+// a mistyped form id would find nothing, tombstone the keys under a form
+// that does not exist and report success. A state that only records
+// failures (a reconcile of the mistyped id, which answered 404) does not
+// make the id a form formsync ever read. When it refuses, it says why and
+// returns the exit code.
+func checkFormStored(ctx context.Context, e *env, dst sink.Sink, form string) (code int, ok bool) {
+	states, err := dst.ReadState(ctx, []string{form})
+	if err != nil {
+		e.log.Error("cannot read the sync state", "form", form, "error", err.Error())
+		return exitFailed, false
+	}
+	if st, found := states[form]; (found && everRead(st)) || slices.Contains(e.cfg.Forms, form) {
+		return 0, true
+	}
+	return configError(e, &ConfigError{Problems: []string{fmt.Sprintf("--form %s: no such form here (never synced, and not in FORMSYNC_FORMS): check the id", form)}}), false
+}
+
+// forgetIn forgets the request's submissions in dst, or with a dry run
+// finds them. When it cannot, it says why and returns a nil report and the
+// exit code.
+func forgetIn(ctx context.Context, e *env, dst sink.Sink, req forgetRequest) (*worker.ForgetReport, int) {
 	// Only what forget reads: the engine's reading settings (page size,
 	// concurrency, ...) are not its business, nor checked for it.
 	// Its commit stores the form's pinned types, as every commit does.
-	cfg := worker.Config{Forms: []string{*form}, Logger: e.log, FieldPolicy: e.cfg.fieldPolicy(), FieldTypes: e.cfg.pins}
+	cfg := worker.Config{Forms: []string{req.form}, Logger: e.log, FieldPolicy: e.cfg.fieldPolicy(), FieldTypes: e.cfg.pins}
 	eng, err := worker.New(nil, dst, cfg)
 	if err != nil {
-		return configError(e, err)
+		return nil, configError(e, err)
 	}
-	rep, err := eng.Forget(ctx, *form, m, *dry)
+	rep, err := eng.Forget(ctx, req.form, req.match, req.dry)
 	if err != nil {
-		e.log.Error("forget failed: nothing was removed", "form", *form, "error", err.Error())
-		return exitFailed
+		e.log.Error("forget failed: nothing was removed", "form", req.form, "error", err.Error())
+		return nil, exitFailed
 	}
-	if len(rep.Rows) == 0 && len(rep.Unstored) == 0 && len(rep.Before) == 0 {
-		if *dry {
-			fmt.Fprintf(e.stdout, "Dry run: no stored row of form %s matches: nothing would change.\n", *form)
+	return rep, exitOK
+}
+
+// printForget says what forget did, or with a dry run would do: that
+// nothing matched, that every key was forgotten before, or the rows and
+// keys it forgot.
+func printForget(e *env, req forgetRequest, rep *worker.ForgetReport) {
+	switch {
+	case len(rep.Rows) == 0 && len(rep.Unstored) == 0 && len(rep.Before) == 0:
+		if req.dry {
+			fmt.Fprintf(e.stdout, "Dry run: no stored row of form %s matches: nothing would change.\n", req.form)
 		} else {
-			fmt.Fprintf(e.stdout, "No stored row of form %s matches: nothing changed.\n", *form)
+			fmt.Fprintf(e.stdout, "No stored row of form %s matches: nothing changed.\n", req.form)
 		}
-		return purgeResult(e, rep)
-	}
-	if !*dry && !rep.Committed {
+	case !req.dry && !rep.Committed:
 		// Only keys, every one forgotten before (the command run again).
 		fmt.Fprintf(e.stdout, "Nothing new to forget in form %s: no stored row has these keys, and they were tombstoned before: %s\n",
-			*form, strings.Join(rep.Before, ", "))
-		return purgeResult(e, rep)
+			req.form, strings.Join(rep.Before, ", "))
+	default:
+		printForgotten(e, req, rep)
 	}
+}
+
+// printForgotten lists the rows and keys forget forgot, or with a dry run
+// would forget.
+func printForgotten(e *env, req forgetRequest, rep *worker.ForgetReport) {
 	verb := "Forgot"
-	if *dry {
+	if req.dry {
 		verb = "Dry run: would forget"
 	}
-	fmt.Fprintf(e.stdout, "%s %d stored row(s) of form %s:\n", verb, len(rep.Rows), *form)
+	fmt.Fprintf(e.stdout, "%s %d stored row(s) of form %s:\n", verb, len(rep.Rows), req.form)
 	for _, r := range rep.Rows {
 		state := ""
 		if !r.DeletedAt.IsZero() {
@@ -124,19 +191,18 @@ func runForget(ctx context.Context, e *env, args []string) int {
 	}
 	if len(rep.Unstored) > 0 {
 		what := "tombstoned anyway, so that no later sync loads them"
-		if *dry {
+		if req.dry {
 			what = "would be tombstoned anyway"
 		}
 		fmt.Fprintf(e.stdout, "Keys not stored (%s): %s\n", what, strings.Join(rep.Unstored, ", "))
-		fmt.Fprintf(e.stdout, "(A key is a submission's id in form %s, or, for a submission of the older response form, which has no id, its content key: 32 hex digits of a hash of its content. If these were meant to match stored rows, check --form and the keys.)\n", *form)
+		fmt.Fprintf(e.stdout, "(A key is a submission's id in form %s, or, for a submission of the older response form, which has no id, its content key: 32 hex digits of a hash of its content. If these were meant to match stored rows, check --form and the keys.)\n", req.form)
 	}
 	if len(rep.Before) > 0 {
 		fmt.Fprintf(e.stdout, "Keys tombstoned before, nothing to do: %s\n", strings.Join(rep.Before, ", "))
 	}
-	if !*dry {
+	if !req.dry {
 		fmt.Fprintln(e.stdout, "No later sync, lookback, backfill or reconcile will store these submissions again.")
 	}
-	return purgeResult(e, rep)
 }
 
 // purgeResult is forget's exit code once its commit is done: 1 when the
