@@ -21,5 +21,5 @@
 // [Tuner], a [Purger]) is found through [Optional], which answers
 // errors.ErrUnsupported for an ability the sink has not. The destinations
 // are sink/sqlite and sink/bigquery; every one passes the contract in
-// internal/testkit/sinktest. docs/design.md says more.
+// testkit/sinktest. docs/design.md says more.
 package sink

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/memsink"
+	"github.com/formsync/formsync/internal/apisim"
+	"github.com/formsync/formsync/sink/memory"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
 )
@@ -59,7 +59,7 @@ func TestAccountsRejectedTokenStopsOnlyItsAccount(t *testing.T) {
 	t.Cleanup(srv.Close)
 	src := accountSources(t, srv.URL, 50, map[string]string{"acme": "acme-token", "globex": "globex-token"},
 		map[string]string{"a1": "acme", "a2": "acme", "g1": "globex", "g2": "globex"})
-	dst := memsink.New()
+	dst := memory.New()
 	eng, err := worker.New(src, dst, worker.Config{Forms: []string{"g1", "a1", "g2", "a2"}, PageSize: 10, Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func BenchmarkAccountsThrottledBeside(b *testing.B) {
 					globex = &finishSource{Source: s}
 					return globex
 				})
-				eng, err := worker.New(src, memsink.New(), worker.Config{Forms: ids, PageSize: 100, Concurrency: 4, TmpDir: b.TempDir()})
+				eng, err := worker.New(src, memory.New(), worker.Config{Forms: ids, PageSize: 100, Concurrency: 4, TmpDir: b.TempDir()})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -286,7 +286,7 @@ func TestAccountsEachReadTheirOwnFormsAtOnce(t *testing.T) {
 		})
 	// One form at once: acme's first form holds its place until globex's
 	// forms have both been read.
-	eng, err := worker.New(src, memsink.New(), worker.Config{Forms: []string{"a1", "a2", "g1", "g2"}, Concurrency: 1})
+	eng, err := worker.New(src, memory.New(), worker.Config{Forms: []string{"a1", "a2", "g1", "g2"}, Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
-	"github.com/formsync/formsync/internal/testkit/memsink"
+	"github.com/formsync/formsync/internal/apisim"
+	"github.com/formsync/formsync/sink/memory"
+	"github.com/formsync/formsync/testkit/enginetest"
 	"github.com/formsync/formsync/worker"
 )
 
@@ -88,7 +88,7 @@ func TestCountWindow(t *testing.T) {
 						want++
 					}
 				}
-				e := fakeEngine(t, sim, memsink.New(), worker.Config{Forms: []string{"a"}, PageSize: 10})
+				e := fakeEngine(t, sim, memory.New(), worker.Config{Forms: []string{"a"}, PageSize: 10})
 				rep, err := e.Backfill(t.Context(), "a", worker.BackfillOptions{Window: win, DryRun: true})
 				if err != nil {
 					t.Fatal(err)

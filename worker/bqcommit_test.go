@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/bqfake"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink/bigquery"
+	"github.com/formsync/formsync/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/enginetest"
 )
 
 // TestSyncThroughACommitJobFailingAfterItsCommit: BigQuery reports the

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
-	"github.com/formsync/formsync/internal/testkit/memsink"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/memory"
+	"github.com/formsync/formsync/testkit/enginetest"
 	"github.com/formsync/formsync/worker"
 )
 
@@ -262,7 +262,7 @@ func TestReconcileMergedWithAConcurrentCommitDropsGoneCopies(t *testing.T) {
 	for _, conflict := range []bool{false, true} {
 		t.Run(fmt.Sprint("conflict=", conflict), func(t *testing.T) {
 			ctx := t.Context()
-			mem := memsink.New()
+			mem := memory.New()
 			h := syncedWithAGoneCopy(t, mem)
 			var s worker.Sink = mem
 			if conflict {

@@ -18,13 +18,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/bqfake"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
-	"github.com/formsync/formsync/internal/testkit/memsink"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery"
+	"github.com/formsync/formsync/sink/memory"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/enginetest"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
 )
@@ -89,7 +89,7 @@ var deletionSinks = []struct {
 	name string
 	open func(t *testing.T) enginetest.Sink
 }{
-	{"memsink", memSink},
+	{"memory", memSink},
 	{"sqlite", func(t *testing.T) enginetest.Sink { return openSQLite(t) }},
 	{"bigquery", func(t *testing.T) enginetest.Sink { s, _ := bqSink(t); return s }},
 }
@@ -721,7 +721,7 @@ func TestReconcileOfAFormOfOnePageWithoutOrder(t *testing.T) {
 	api := handSim(apisim.NewestFirst)
 	api.SetSubmissions("empty")
 	api.SetSubmissions("one", subs[1:]...)
-	s := memsink.New()
+	s := memory.New()
 	e := fakeEngine(t, api, s, worker.Config{Forms: []string{"empty", "one"}, PageSize: 10})
 	mustSync(t, e)
 	api.SetSubmissions("one", subs[:1]...) // id 1 deleted, id 2 added
@@ -753,7 +753,7 @@ func TestFailedFormReportsItsStoredLastSuccess(t *testing.T) {
 		}
 		api.ServeHTTP(w, r)
 	})
-	s := memsink.New()
+	s := memory.New()
 	e := fakeEngine(t, h, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
 	if _, err := e.Reconcile(t.Context()); err != nil {
 		t.Fatal(err)
@@ -807,10 +807,10 @@ func TestReconcileMergedWithAConcurrentSync(t *testing.T) {
 	}
 }
 
-// purgeSink is a memsink whose old copies of removed rows cannot be erased
+// purgeSink is a memory sink whose old copies of removed rows cannot be erased
 // until blocked is cleared; purges counts the calls.
 type purgeSink struct {
-	*memsink.Sink
+	*memory.Sink
 	blocked error
 	purges  int
 }
@@ -827,7 +827,7 @@ func (s *purgeSink) Purge(context.Context) error {
 func TestForgetPurges(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := &purgeSink{Sink: memsink.New(), blocked: errors.New("a reader holds old pages")}
+	s := &purgeSink{Sink: memory.New(), blocked: errors.New("a reader holds old pages")}
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 35, Variant: apisim.Newer, Forms: []string{"contact"}, SubmissionsPerForm: 30}, s)
 	h.MustSync(ctx)
 	m := sink.Match{Field: "email", Value: fieldOf(t, h.Sim.Submissions("contact")[3], "email")}

@@ -9,21 +9,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
-	"github.com/formsync/formsync/internal/testkit/memsink"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/memory"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/enginetest"
 	"github.com/formsync/formsync/worker/formsapi"
 )
 
 // open returns a fresh, empty sink for one test: the in-memory reference
 // sink, since what these scenarios prove is about reading the API, and
-// every sink's own promises are checked by internal/testkit/sinktest.
+// every sink's own promises are checked by testkit/sinktest.
 type open func(t *testing.T) enginetest.Sink
 
 func memSink(t *testing.T) enginetest.Sink {
-	s := memsink.New()
+	s := memory.New()
 	t.Cleanup(func() { s.Close() })
 	return s
 }

@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/enginetest"
 )
 
 // namesInClear reports the forgotten keys that st's watermarks still name:

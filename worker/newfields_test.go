@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/apisim"
+	"github.com/formsync/formsync/testkit/enginetest"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/metrics"
 	"github.com/prometheus/client_golang/prometheus/testutil"

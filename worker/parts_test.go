@@ -11,11 +11,11 @@ import (
 	"time"
 	"weak"
 
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/internal/config"
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/enginetest"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
 )

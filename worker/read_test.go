@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/internal/config"
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
-	"github.com/formsync/formsync/internal/testkit/memsink"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/memory"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/enginetest"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
 )
@@ -161,7 +161,7 @@ func TestPageIgnoringServerFailsTheForm(t *testing.T) {
 		}
 		api.ServeHTTP(w, r)
 	})
-	s := memsink.New()
+	s := memory.New()
 	e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
 	rep, err := e.Sync(t.Context())
 	if err != nil {
@@ -192,7 +192,7 @@ func TestTotalPagesZeroFailsTheForm(t *testing.T) {
 	api := handSim(apisim.NewestFirst)
 	api.SetSubmissions("f", manySubs(25)...)
 	lying := rewriting(api, func(_ *http.Request, _, pag map[string]any) { pag["total_pages"] = 0 })
-	s := memsink.New()
+	s := memory.New()
 	rep, err := fakeEngine(t, lying, s, worker.Config{Forms: []string{"f"}, PageSize: 10}).Sync(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ func TestEndlessFormDoesNotHoldBackOthers(t *testing.T) {
 			pag["current_page"], pag["total"], pag["total_pages"] = askedPage(r), endless*10, endless
 		}
 	})
-	s := memsink.New()
+	s := memory.New()
 	e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"endless", "healthy"}, PageSize: 10, FormTimeout: time.Second})
 	rep, err := e.Sync(t.Context())
 	if err != nil {
@@ -254,7 +254,7 @@ func TestLaterVersionReplacesTheRow(t *testing.T) {
 	api := handSim(apisim.NewestFirst)
 	v1 := sub(5, base, map[string]any{"v": "1"})
 	api.SetSubmissions("f", v1, sub(4, base.Add(-time.Minute), map[string]any{"v": "old"}))
-	s := memsink.New()
+	s := memory.New()
 	e := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}, Lookback: 48 * time.Hour})
 	if rep, _ := e.Sync(t.Context()); rep.Err() != nil {
 		t.Fatal(rep.Err())
@@ -284,7 +284,7 @@ func TestLaterVersionReplacesTheRow(t *testing.T) {
 // the first backfill checkpoint: after the backfill read the state, before
 // it writes.
 type syncFirst struct {
-	*memsink.Sink
+	*memory.Sink
 	sync func()
 	once sync.Once
 }
@@ -299,7 +299,7 @@ func (s *syncFirst) Commit(ctx context.Context, c *sink.Commit) (sink.Result, er
 func TestSyncCommittingDuringBackfillIsMerged(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	mem := memsink.New()
+	mem := memory.New()
 	s := &syncFirst{Sink: mem}
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 23, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 300}, mem)
 	h.MustSync(ctx)
@@ -340,7 +340,7 @@ func TestIncompleteFormIsReported(t *testing.T) {
 	api := handSim(apisim.NewestFirst)
 	api.SetSubmissions("f", manySubs(10)...)
 	lying := rewriting(api, func(_ *http.Request, _, pag map[string]any) { pag["total"], pag["total_pages"] = 12, 2 })
-	s := memsink.New()
+	s := memory.New()
 	rep, err := fakeEngine(t, lying, s, worker.Config{Forms: []string{"f"}, PageSize: 10}).Sync(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -377,7 +377,7 @@ func TestUnauthorizedStopsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := memsink.New()
+	s := memory.New()
 	e, err := worker.New(c, s, worker.Config{Forms: forms, Concurrency: 4, TmpDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -413,7 +413,7 @@ func TestUntrustedSubmissionsAreStoredNotTrusted(t *testing.T) {
 		sub(5, now.Add(-2*time.Hour), map[string]any{"x": "fine"}),
 		noFields,
 	)
-	s := memsink.New()
+	s := memory.New()
 	rep, err := fakeEngine(t, api, s, worker.Config{Forms: []string{"f"}}).Sync(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -437,7 +437,7 @@ func TestUntrustedSubmissionsAreStoredNotTrusted(t *testing.T) {
 // bumpFirst is a sink on which another process commits each form (a state
 // it read, unchanged but for its error) just before the first sync commit.
 type bumpFirst struct {
-	*memsink.Sink
+	*memory.Sink
 	once sync.Once
 }
 
@@ -462,7 +462,7 @@ func (s *bumpFirst) Commit(ctx context.Context, c *sink.Commit) (sink.Result, er
 func TestSyncMergesAConcurrentCommit(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	mem := memsink.New()
+	mem := memory.New()
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 24, Variant: apisim.Newer, Forms: []string{"a", "b"}, SubmissionsPerForm: 40}, mem)
 	h.MustSync(ctx)
 	h.Sim.Add("a", 5)
@@ -521,7 +521,7 @@ func TestViewColumnCapIsLogged(t *testing.T) {
 	api.SetSubmissions("wide", sub(1, base, fields))
 	var logs strings.Builder
 	cfg := worker.Config{Forms: []string{"wide"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
-	rep, err := fakeEngine(t, api, memsink.New(), cfg).Sync(t.Context())
+	rep, err := fakeEngine(t, api, memory.New(), cfg).Sync(t.Context())
 	if err != nil || rep.Err() != nil {
 		t.Fatal(err, rep.Err())
 	}
@@ -541,7 +541,7 @@ func TestShortFormMendedByTheReRead(t *testing.T) {
 		pag["total"], pag["total_pages"] = 3, 1
 		api.SetSubmissions("f", subs...) // listed from the second request on
 	})
-	s := memsink.New()
+	s := memory.New()
 	rep, err := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}}).Sync(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -562,7 +562,7 @@ func TestRepeatedPageFailsTheForm(t *testing.T) {
 	api := handSim(apisim.NewestFirst)
 	api.SetSubmissions("f", manySubs(40)...)
 	handler := rewriting(onPage1(api), func(r *http.Request, _, pag map[string]any) { pag["current_page"] = askedPage(r) })
-	s := memsink.New()
+	s := memory.New()
 	rep, err := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10}).Sync(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -614,7 +614,7 @@ func TestDeletionsOfManyReadSubmissionsLoseNothing(t *testing.T) {
 						api.SetSubmissions("f", left...)
 					}
 				})
-				s := memsink.New()
+				s := memory.New()
 				e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
 				rescans, staged := readWhole(t, e, "f", backfill)
 				if !backfill && (rescans < tc.rescan[0] || rescans > tc.rescan[1]) {

@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/testkit/enginetest"
 )
 
 // handEdited is a sink and a way to change its sync_state behind its back,

@@ -4,9 +4,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/memsink"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery"
+	"github.com/formsync/formsync/sink/memory"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/worker"
 )
@@ -32,7 +32,7 @@ func TestTunedFor(t *testing.T) {
 	if got := (worker.Config{PartRows: 7}).TunedFor(s); got.PartRows != 7 {
 		t.Errorf("into SQLite with PartRows 7: %d", got.PartRows)
 	}
-	if got := (worker.Config{}).TunedFor(memsink.New()); got.PartRows != 0 || got.SortContentKeys {
+	if got := (worker.Config{}).TunedFor(memory.New()); got.PartRows != 0 || got.SortContentKeys {
 		t.Errorf("into a sink that says nothing: PartRows %d, SortContentKeys %v; want the Config unchanged", got.PartRows, got.SortContentKeys)
 	}
 }

@@ -12,11 +12,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/state/fieldtype"
+	"github.com/formsync/formsync/testkit/enginetest"
 	"github.com/formsync/formsync/worker"
 )
 

@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/memsink"
+	"github.com/formsync/formsync/internal/apisim"
+	"github.com/formsync/formsync/sink/memory"
 	"github.com/formsync/formsync/worker"
 )
 
 // storedIDs is the set of submission ids the sink holds for form f.
-func storedIDs(t *testing.T, s *memsink.Sink, f string) map[int64]bool {
+func storedIDs(t *testing.T, s *memory.Sink, f string) map[int64]bool {
 	t.Helper()
 	rows, err := s.ReadRows(t.Context(), f)
 	if err != nil {
@@ -66,7 +66,7 @@ func TestBackfillWindowMovedBetweenBisectionReadsLosesNothing(t *testing.T) {
 					api.SetSubmissions("f", moved...)
 				}
 			})
-			s := memsink.New()
+			s := memory.New()
 			e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
 			rep, err := e.Backfill(t.Context(), "f", worker.BackfillOptions{Window: worker.Window{Until: base.Add(time.Duration(tc.until-1) * time.Minute)}})
 			if err != nil {
@@ -122,7 +122,7 @@ func TestBackfillWindowPulledAboveItsFirstPageLosesNothing(t *testing.T) {
 					api.SetSubmissions("f", subs[tc.deleted:]...)
 				}
 			})
-			s := memsink.New()
+			s := memory.New()
 			e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
 			win := worker.Window{Until: base.Add(time.Duration(tc.until-1) * time.Minute)}
 			if tc.since > 0 {
@@ -222,7 +222,7 @@ func TestAdditionWhilePulledPagesAreReadAgainLosesNothing(t *testing.T) {
 						}
 					}
 				})
-				s := memsink.New()
+				s := memory.New()
 				e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
 				readWhole(t, e, "f", backfill)
 				if int(moved.Load()) != len(tc.moves) {
@@ -274,7 +274,7 @@ func TestFormThatNeverHoldsStillFailsAndLosesNothing(t *testing.T) {
 			churning = true
 		}
 	})
-	s := memsink.New()
+	s := memory.New()
 	e := fakeEngine(t, handler, s, worker.Config{Forms: []string{"f"}, PageSize: 10})
 	rep, err := e.Sync(t.Context())
 	if err != nil {

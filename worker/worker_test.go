@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/enginetest"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/fieldpolicy"
 	"github.com/formsync/formsync/worker/formsapi"

@@ -1,5 +1,5 @@
 // Command bqfake serves formsync's in-memory BigQuery fake (package
-// internal/testkit/bqfake) on a loopback address, so that the BigQuery sink
+// testkit/bqfake) on a loopback address, so that the BigQuery sink
 // can be tried end to end without a Google Cloud project:
 //
 //	go run ./cmd/bqfake -addr 127.0.0.1:9050
@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/formsync/formsync/internal/loopback"
-	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 func main() {

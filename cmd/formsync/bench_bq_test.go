@@ -10,8 +10,8 @@ import (
 	bq "cloud.google.com/go/bigquery"
 	"google.golang.org/api/option"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/apisim"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 const (

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/apisim"
+	"github.com/formsync/formsync/testkit/enginetest"
 )
 
 // deletedKeys reads the keys of db's rows of form that carry deleted_at.

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/enginetest"
-	"github.com/formsync/formsync/internal/testkit/zetasql"
+	"github.com/formsync/formsync/testkit/enginetest"
+	"github.com/formsync/formsync/testkit/zetasql"
 )
 
 // The doc test: every shell and SQL block of README.md and docs/*.md runs

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/apisim"
 	_ "github.com/formsync/formsync/sink/sqlite" // registers the "sqlite" driver for row counts
 )
 

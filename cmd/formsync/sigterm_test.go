@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/testkit/enginetest"
 )
 
 // TestSIGTERMStopsCleanly sends SIGTERM to a `formsync sync` in the middle of

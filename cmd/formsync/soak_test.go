@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/testkit/enginetest"
 )
 
 // TestSoak runs `formsync sync` over and over against a simulator that

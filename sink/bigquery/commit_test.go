@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/sinktest"
 	bqv2 "google.golang.org/api/bigquery/v2"
 )
 

@@ -3,8 +3,8 @@ package bigquery
 import (
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
-	"github.com/formsync/formsync/internal/testkit/sinktest"
+	"github.com/formsync/formsync/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // TestContract runs the shared sink contract against the sink on the fake,

@@ -15,19 +15,19 @@ import (
 
 	bq "cloud.google.com/go/bigquery"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
-	"github.com/formsync/formsync/internal/testkit/memsink"
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/sink/memory"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/enginetest"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // TestDeletionsMatchReference runs random sequences of commits (rows by id
 // and by content key, several versions of a submission in one commit,
 // reconciles, forgets with their tombstones, forms committed together)
-// against the sink and the reference sink (memsink), and requires the same
+// against the sink and the reference sink (sink/memory), and requires the same
 // counts, rows (deleted_at included) and row_count / deleted_count after
 // every commit. Seeds 0 and 1 by default, 0 to 5 with FORMSYNC_SLOW_TESTS=1.
 func TestDeletionsMatchReference(t *testing.T) {
@@ -40,7 +40,7 @@ func TestDeletionsMatchReference(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, bqfake.Options{})
-			ref := memsink.New()
+			ref := memory.New()
 			rnd := rand.New(rand.NewPCG(uint64(seed), 7))
 			forms := []string{"a", "b"}
 			at := b.t0.Add(time.Hour)
@@ -86,7 +86,7 @@ func TestDeletionsMatchReference(t *testing.T) {
 // randomFormCommit stages random versions of a form's submissions, and
 // sometimes a reconcile or a forget, for the sink and for the reference
 // (each from its own stored state).
-func randomFormCommit(t *testing.T, b *bundle, ref *memsink.Sink, rnd *rand.Rand, form string) (sink.FormCommit, sink.FormCommit) {
+func randomFormCommit(t *testing.T, b *bundle, ref *memory.Sink, rnd *rand.Rand, form string) (sink.FormCommit, sink.FormCommit) {
 	t.Helper()
 	st := readState(t, b.sink, form)[form]
 	refSt, err := ref.ReadState(t.Context(), []string{form})
@@ -149,7 +149,7 @@ func randomFormCommit(t *testing.T, b *bundle, ref *memsink.Sink, rnd *rand.Rand
 	return fc, refFc
 }
 
-func compareForm(t *testing.T, step int, s *Sink, ref *memsink.Sink, form string) {
+func compareForm(t *testing.T, step int, s *Sink, ref *memory.Sink, form string) {
 	t.Helper()
 	got, err := s.ReadRows(t.Context(), form)
 	if err != nil {

@@ -8,7 +8,7 @@
 // and a staging dataset whose tables expire) and adds the columns added
 // since; once everything exists it only reads metadata. Config.Endpoint
 // points the client at another server (an emulator, or the fake in
-// internal/testkit/bqfake), without credentials.
+// testkit/bqfake), without credentials.
 //
 // A [Sink.Commit] is one load job, of every form's spool into a staging
 // table of the commit's own, then one multi-statement transaction that

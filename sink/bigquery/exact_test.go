@@ -12,11 +12,11 @@ import (
 	bq "cloud.google.com/go/bigquery"
 	"google.golang.org/api/iterator"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // TestExactNumbersRoundTrip sends an id of 2^63-1 and a field value no

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 // TestForgetByFieldSendsNothingOfTheValue: BigQuery's job history keeps

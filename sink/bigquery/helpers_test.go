@@ -8,10 +8,10 @@ import (
 	"time"
 
 	bq "cloud.google.com/go/bigquery"
-	"github.com/formsync/formsync/internal/testkit/bqfake"
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/sinktest"
 	"google.golang.org/api/option"
 )
 

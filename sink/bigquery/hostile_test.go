@@ -9,9 +9,9 @@ import (
 
 	"github.com/formsync/formsync/sink/internal/sqlname"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state/fieldtype"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 var hostile = []string{

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 // TestEveryJobCarriesItsTimeout: every job the sink starts under a job id

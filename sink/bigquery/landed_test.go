@@ -11,9 +11,9 @@ import (
 	bq "cloud.google.com/go/bigquery"
 	"google.golang.org/api/iterator"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // TestCommitInDespiteItsJobFailing: BigQuery ends a script's job in error

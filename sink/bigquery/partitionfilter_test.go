@@ -7,9 +7,9 @@ import (
 
 	bq "cloud.google.com/go/bigquery"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/testkit/enginetest"
 	"github.com/formsync/formsync/worker"
 )
 

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/enginetest"
 )
 
 // TestMergeJoinsOnEquality commits a 50,000-row checkpoint (a backfill's)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/testkit/sinktest"
 
 	bq "cloud.google.com/go/bigquery"
 )

@@ -7,9 +7,9 @@ import (
 
 	bq "cloud.google.com/go/bigquery"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 // TestRemoveRowsDropsTheView: a form removed with its rows loses its

@@ -17,11 +17,11 @@ import (
 	bq "cloud.google.com/go/bigquery"
 
 	"github.com/formsync/formsync/internal/config"
-	"github.com/formsync/formsync/internal/testkit/bqfake"
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 func TestCommitInsertThenNothing(t *testing.T) {

@@ -121,7 +121,7 @@ const allOfTime = "BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '999
 
 // sqlFiles hold the statement templates, one {{define}} per file (named
 // after it, in snake case); the golden files in testdata/ and the fake's
-// shapes (internal/testkit/bqfake/shapes.go) are generated from their
+// shapes (testkit/bqfake/shapes.go) are generated from their
 // renderings.
 //
 //go:embed sql/*.sql

@@ -122,7 +122,7 @@ func TestGoldenSQL(t *testing.T) {
 	}
 }
 
-// fakeShapes renders internal/testkit/bqfake/shapes.go from the golden statements: the fake
+// fakeShapes renders testkit/bqfake/shapes.go from the golden statements: the fake
 // accepts exactly the statements the sink sends.
 func fakeShapes() string {
 	g := goldenStatements()
@@ -154,7 +154,7 @@ func fakeShapes() string {
 
 func TestFakeShapesMatchGolden(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join("..", "..", "internal", "testkit", "bqfake", "shapes.go")
+	path := filepath.Join("..", "..", "testkit", "bqfake", "shapes.go")
 	got := fakeShapes()
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
@@ -167,6 +167,6 @@ func TestFakeShapesMatchGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(want) != got {
-		t.Errorf("internal/testkit/bqfake/shapes.go is out of date: run go test ./sink/bigquery -run 'Golden|Shapes' -update")
+		t.Errorf("testkit/bqfake/shapes.go is out of date: run go test ./sink/bigquery -run 'Golden|Shapes' -update")
 	}
 }

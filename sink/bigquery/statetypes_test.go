@@ -7,9 +7,9 @@ import (
 	bq "cloud.google.com/go/bigquery"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state/fieldtype"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 // TestFieldTypesRoundTrip: the types of a form's fields, seen and pinned,

@@ -11,9 +11,9 @@ import (
 	bq "cloud.google.com/go/bigquery"
 	"google.golang.org/api/iterator"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 // TestCommitSendsOnlyTheTombstonesItChanges: after 3,000 keys are

@@ -7,9 +7,9 @@ import (
 	bq "cloud.google.com/go/bigquery"
 	"google.golang.org/api/iterator"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/testkit/enginetest"
 )
 
 // TestViewsOnATableRequiringAPartitionFilter: on a submissions table made

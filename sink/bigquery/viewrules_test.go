@@ -7,10 +7,10 @@ import (
 	bq "cloud.google.com/go/bigquery"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/state/fieldtype"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 // TestViewReadsWhatTheRulesSay: values and names docs/types.md has rules

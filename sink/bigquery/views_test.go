@@ -14,11 +14,11 @@ import (
 	"cloud.google.com/go/civil"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/state/fieldtype"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 // typedRow is a submission of form with the given fields, n seconds after

@@ -12,12 +12,12 @@ import (
 	bq "cloud.google.com/go/bigquery"
 	"cloud.google.com/go/civil"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
-	"github.com/formsync/formsync/internal/testkit/zetasql"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/state/fieldtype"
+	"github.com/formsync/formsync/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/enginetest"
+	"github.com/formsync/formsync/testkit/zetasql"
 )
 
 // TestViewColumnsAgreeWithZetaSQL evaluates the expression of every typed

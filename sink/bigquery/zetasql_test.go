@@ -9,9 +9,9 @@ import (
 
 	bq "cloud.google.com/go/bigquery"
 
-	"github.com/formsync/formsync/internal/testkit/enginetest"
-	"github.com/formsync/formsync/internal/testkit/zetasql"
 	"github.com/formsync/formsync/state/fieldtype"
+	"github.com/formsync/formsync/testkit/enginetest"
+	"github.com/formsync/formsync/testkit/zetasql"
 )
 
 // TestZetaSQLAcceptsEverySQLText feeds every SQL text the sink can send

@@ -9,11 +9,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	yaml "sigs.k8s.io/yaml/goyaml.v3"
 
-	"github.com/formsync/formsync/internal/testkit/dbtcheck"
 	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/sink/view"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/state/fieldtype"
+	"github.com/formsync/formsync/testkit/dbtcheck"
 )
 
 // hostile are form ids and field names that must still make valid SQL,

@@ -4,11 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/dbtcheck"
-	"github.com/formsync/formsync/internal/testkit/enginetest"
-	"github.com/formsync/formsync/internal/testkit/zetasql"
 	"github.com/formsync/formsync/sink/view"
 	"github.com/formsync/formsync/state/fieldtype"
+	"github.com/formsync/formsync/testkit/dbtcheck"
+	"github.com/formsync/formsync/testkit/enginetest"
+	"github.com/formsync/formsync/testkit/zetasql"
 )
 
 // TestZetaSQLAcceptsTheModels has BigQuery's SQL front end, the ZetaSQL

@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 func TestContract(t *testing.T) {

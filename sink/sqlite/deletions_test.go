@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // assertCounters checks a form's row_count and deleted_count against its

@@ -7,9 +7,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // fileRow is one row of submission_files.

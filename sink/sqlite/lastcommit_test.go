@@ -3,8 +3,8 @@ package sqlite
 import (
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // TestLastCommitSaysWhatTheCommitDid: sync_state.last_commit holds what

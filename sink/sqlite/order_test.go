@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // A spool of descending ids (read backwards by the commit) inserts the new

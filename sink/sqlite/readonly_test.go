@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 func TestOpenReadOnlyMissingFileIsNotCreated(t *testing.T) {

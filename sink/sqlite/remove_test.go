@@ -4,9 +4,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // TestRemoveRowsDropsTheView: a form removed with its rows loses its view,

@@ -16,9 +16,9 @@ import (
 
 	"github.com/formsync/formsync/sink/internal/sqlname"
 
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123456000, time.UTC)

@@ -9,12 +9,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formsync/formsync/internal/testkit/enginetest"
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/state/fieldtype"
+	"github.com/formsync/formsync/testkit/enginetest"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // typedState is the state of form formID after rows: every field name

@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // viewKeys are field names a path reads differently in older SQLite.

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/internal/sqlname"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // TestTableInTheViewsPlace: a table of the user's holding the name of a

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/apisim"
 )
 
 // BenchmarkAdaptiveRate measures how close the client comes to a plan limit

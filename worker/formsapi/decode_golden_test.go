@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/apisim"
 )
 
 // simClient serves a simulator on loopback and returns a client for it that

@@ -13,6 +13,6 @@
 //
 // At most one run is in flight: a tick that comes while a run is going is
 // skipped (OnSkip), not queued, so a slow API never piles runs up. Time
-// comes from a Clock; internal/testkit/scheduletest has one that tests
+// comes from a Clock; testkit/scheduletest has one that tests
 // advance by hand.
 package schedule

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/scheduletest"
+	"github.com/formsync/formsync/testkit/scheduletest"
 	"github.com/formsync/formsync/worker/schedule"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/scheduletest"
+	"github.com/formsync/formsync/testkit/scheduletest"
 	"github.com/formsync/formsync/worker/schedule"
 )
 

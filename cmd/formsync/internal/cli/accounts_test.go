@@ -15,7 +15,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/metrics"
 )

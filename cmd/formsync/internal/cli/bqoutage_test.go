@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 // bqBudget is FORMSYNC_BQ_TIMEOUT in these tests; a sync must end within

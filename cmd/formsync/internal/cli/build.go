@@ -12,9 +12,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/formsync/formsync/internal/testkit/memsink"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/bigquery"
+	"github.com/formsync/formsync/sink/memory"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker"
@@ -216,7 +216,7 @@ func openSink(ctx context.Context, cfg Config) (sink.Sink, error) {
 func openDryRunSink(ctx context.Context, cfg Config) (sink.Sink, error) {
 	s, err := openStatusSink(ctx, cfg)
 	if errors.Is(err, iofs.ErrNotExist) || errors.Is(err, bigquery.ErrNotFound) {
-		return memsink.New(), nil
+		return memory.New(), nil
 	}
 	return s, err
 }

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink/sqlite"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 // clearEnv unsets every FORMSYNC_ variable for the test.

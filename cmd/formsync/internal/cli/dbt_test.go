@@ -14,9 +14,9 @@ import (
 
 	yaml "sigs.k8s.io/yaml/goyaml.v3"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/dbtcheck"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink/dbt"
+	"github.com/formsync/formsync/testkit/dbtcheck"
 )
 
 // typedSubmissions are submissions whose fields have every type, under

@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/metrics"

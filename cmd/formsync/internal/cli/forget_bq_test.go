@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	bq "cloud.google.com/go/bigquery"
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/apisim"
+	"github.com/formsync/formsync/testkit/bqfake"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 )

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/apisim"
 )
 
 // logTime is the time of a text log line, which differs from run to run.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/apisim"
 )
 
 // TestPinsOfUnknownFormsWarned: a pin for a form FORMSYNC_FORMS does not

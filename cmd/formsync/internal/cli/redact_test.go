@@ -13,11 +13,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
-	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/bqfake"
 	"github.com/formsync/formsync/worker/formsapi"
 )
 

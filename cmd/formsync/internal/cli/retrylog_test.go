@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/apisim"
 )
 
 // TestRetriesAreLogged: while the API answers errors, each retry is said at

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/worker"
 )
 

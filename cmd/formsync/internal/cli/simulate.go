@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/internal/loopback"
-	"github.com/formsync/formsync/internal/testkit/apisim"
 )
 
 // shutdownBound is how long a stopping simulator waits for the requests in

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/apisim"
 )
 
 // TestSimulateListensOnLoopbackOnly: the simulator checks no real

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formsync/formsync/internal/testkit/apisim"
+	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/sink/view"

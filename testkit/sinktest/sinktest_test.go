@@ -7,15 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/memsink"
-	"github.com/formsync/formsync/internal/testkit/sinktest"
 	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/sink/memory"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 // rowsWithoutState commits the rows but keeps each form's stored state:
 // the watermark would never move with its rows.
-type rowsWithoutState struct{ *memsink.Sink }
+type rowsWithoutState struct{ *memory.Sink }
 
 func (s rowsWithoutState) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) {
 	stored, err := s.ReadState(ctx, nil)
@@ -34,7 +34,7 @@ func (s rowsWithoutState) Commit(ctx context.Context, c *sink.Commit) (sink.Resu
 }
 
 // doubleCount reports twice the rows it stores in row_count.
-type doubleCount struct{ *memsink.Sink }
+type doubleCount struct{ *memory.Sink }
 
 func (s doubleCount) ReadState(ctx context.Context, ids []string) (map[string]state.Form, error) {
 	got, err := s.Sink.ReadState(ctx, ids)
@@ -46,8 +46,8 @@ func (s doubleCount) ReadState(ctx context.Context, ids []string) (map[string]st
 }
 
 var broken = map[string]func() sinktest.Sink{
-	"rows-without-state": func() sinktest.Sink { return rowsWithoutState{memsink.New()} },
-	"double-count":       func() sinktest.Sink { return doubleCount{memsink.New()} },
+	"rows-without-state": func() sinktest.Sink { return rowsWithoutState{memory.New()} },
+	"double-count":       func() sinktest.Sink { return doubleCount{memory.New()} },
 }
 
 // TestBrokenSinkUnderContract runs the contract on the broken sink named by

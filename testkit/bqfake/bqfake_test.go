@@ -10,7 +10,7 @@ import (
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 func setup(t *testing.T, opts bqfake.Options) (*bqfake.Server, *bq.Client, *bq.Table) {

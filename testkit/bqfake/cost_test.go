@@ -13,7 +13,7 @@ import (
 	bqv2 "google.golang.org/api/bigquery/v2"
 	"google.golang.org/api/iterator"
 
-	"github.com/formsync/formsync/internal/testkit/bqfake"
+	"github.com/formsync/formsync/testkit/bqfake"
 )
 
 // TestBytesProcessedInJobStatistics checks the cost model on SELECT *:

@@ -1,8 +1,9 @@
-// Package memsink is formsync's reference sink: it keeps submissions and
+// Package memory is formsync's reference sink: it keeps submissions and
 // sync state in memory, with the semantics every real sink must have
 // (sinktest checks them all). The engine's tests run on it, so that what
 // they prove about reading the API does not depend on a database, and it
-// shows in a few lines what a sink promises:
+// shows in a few lines what a sink promises; `formsync backfill --dry-run`
+// reads into it, so that a dry run writes nothing:
 //
 //   - A Commit applies all of its forms or none: rows are upserted on
 //     (form_id, submission_key) and states written, after every form's
@@ -24,7 +25,7 @@
 //     the commit's time) unless marked already.
 //   - row_count is the number of rows stored for the form and not marked
 //     deleted; deleted_count the number marked.
-package memsink
+package memory
 
 import (
 	"context"
@@ -69,7 +70,7 @@ func (s *Sink) ReadState(ctx context.Context, formIDs []string) (map[string]stat
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, fmt.Errorf("memsink: closed")
+		return nil, fmt.Errorf("memory sink: closed")
 	}
 	out := map[string]state.Form{}
 	for id, st := range s.states {
@@ -132,13 +133,13 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		return sink.Result{}, nil
 	}
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("memsink: commit: %w", err)
+		return nil, fmt.Errorf("memory sink: commit: %w", err)
 	}
 	syncedAt := c.SyncTime(time.Now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, fmt.Errorf("memsink: closed")
+		return nil, fmt.Errorf("memory sink: closed")
 	}
 	expected := map[string]int64{}
 	var conflicts []string
@@ -153,7 +154,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		}
 	}
 	if len(conflicts) > 0 {
-		return nil, fmt.Errorf("memsink: %w", &sink.ConflictError{Forms: conflicts})
+		return nil, fmt.Errorf("memory sink: %w", &sink.ConflictError{Forms: conflicts})
 	}
 
 	rows := maps.Clone(s.rows)
@@ -187,7 +188,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 			n := 0
 			for r, err := range fc.Rows.Rows() {
 				if err != nil {
-					return nil, fmt.Errorf("memsink: form %s: %w", id, err)
+					return nil, fmt.Errorf("memory sink: form %s: %w", id, err)
 				}
 				if n++; n%256 == 0 {
 					if err := ctx.Err(); err != nil {
@@ -195,7 +196,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 					}
 				}
 				if r.FormID != id {
-					return nil, fmt.Errorf("memsink: form %s: spool row %d belongs to form %q", id, n, r.FormID)
+					return nil, fmt.Errorf("memory sink: form %s: spool row %d belongs to form %q", id, n, r.FormID)
 				}
 				if fc.State.Forgotten.Has(r.SubmissionKey) || fc.State.Forgotten.Has(r.ContentKey) {
 					continue
@@ -363,11 +364,11 @@ func (s *Sink) Remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return sink.Removed{}, fmt.Errorf("memsink: closed")
+		return sink.Removed{}, fmt.Errorf("memory sink: closed")
 	}
 	st, ok := s.states[r.FormID]
 	if st.Revision != r.Revision {
-		return sink.Removed{}, fmt.Errorf("memsink: %w", &sink.ConflictError{Forms: []string{r.FormID}})
+		return sink.Removed{}, fmt.Errorf("memory sink: %w", &sink.ConflictError{Forms: []string{r.FormID}})
 	}
 	out := sink.Removed{State: ok}
 	if st.Forgotten != nil {

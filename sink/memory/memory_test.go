@@ -1,16 +1,16 @@
-package memsink_test
+package memory_test
 
 import (
 	"testing"
 
-	"github.com/formsync/formsync/internal/testkit/memsink"
-	"github.com/formsync/formsync/internal/testkit/sinktest"
+	"github.com/formsync/formsync/sink/memory"
+	"github.com/formsync/formsync/testkit/sinktest"
 )
 
 func TestContract(t *testing.T) {
 	t.Parallel()
 	sinktest.Run(t, func(t *testing.T) sinktest.Sink {
-		s := memsink.New()
+		s := memory.New()
 		t.Cleanup(func() { s.Close() })
 		return s
 	})
