@@ -702,7 +702,7 @@ func TestDockerignore(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := parseDockerignore(string(data))
-	for _, p := range []string{".git/config", "formsync-demo.db", "formsync-demo.db-wal", "sink/sqlite/x.db", "worker/testdata/page.json"} {
+	for _, p := range []string{".git/config", "formsync-demo.db", "formsync-demo.db-wal", "sink/sqlite/x.db", "worker/testdata/page.json", "testkit/bqfake/server.go"} {
 		if !d.ignores(p) {
 			t.Errorf(".dockerignore keeps %s in the build context", p)
 		}
