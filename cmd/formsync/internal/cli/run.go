@@ -68,62 +68,10 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	// Secret, or tries again after a passing refusal.
 	ctx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
-	var rejected atomic.Bool
-
-	// One sync at a time: the scheduler skips a tick while its own run is
-	// going, busy also covers the sync at start and the triggered ones. A
-	// tick that comes while a triggered sync (of a few forms, short) runs
-	// waits for it rather than being skipped: the schedule is the safety
-	// net for the forms no webhook named.
-	var busy sync.Mutex
-	var triggerRunning atomic.Bool
-	var finish func(*worker.Report, error)
-	syncNow := func(ctx context.Context, why string) {
-		if !busy.TryLock() {
-			if !triggerRunning.Load() {
-				e.log.Warn("skipping a scheduled sync: the previous one is still running", "trigger", why)
-				return
-			}
-			busy.Lock()
-		}
-		defer busy.Unlock()
-		finish(p.engine.Sync(ctx))
-	}
-	// A triggered sync waits for a running one: its trigger may have come
-	// after that one read the form.
-	syncTriggered := func(ctx context.Context, forms []string) {
-		busy.Lock()
-		defer busy.Unlock()
-		if ctx.Err() != nil {
-			return
-		}
-		triggerRunning.Store(true)
-		defer triggerRunning.Store(false)
-		e.log.Info("syncing forms a webhook named", "forms", forms)
-		finish(p.engine.SyncForms(ctx, forms...))
-	}
-	finish = func(rep *worker.Report, err error) {
-		e.progress.done()
-		if err != nil {
-			e.log.Error("sync failed", "error", err.Error())
-			m.ObserveRun(nil, 0)
-			return
-		}
-		m.ObserveRun(rep, rep.CommitDuration)
-		logInterrupted(ctx, e, rep, false)
-		// A rejected account's token fails its own forms only: the
-		// process goes on for the other accounts, and reads the account's
-		// token file again for the next sync.
-		p.renewRejected(e, rep.Rejected)
-		if errors.Is(rep.Fatal, formsapi.ErrUnauthorized) {
-			e.log.Error("the API rejected the token: stopping, so that a restart reads it again (FORMSYNC_API_TOKEN_FILE)", "error", rep.Fatal.Error())
-			rejected.Store(true)
-			stopRun(rep.Fatal)
-		}
-	}
+	s := &syncer{e: e, p: p, m: m, stop: stopRun}
 	sched, err := schedule.New(schedule.Config{
 		Spec: e.cfg.Schedule,
-		Run:  func(ctx context.Context) { syncNow(ctx, "schedule") },
+		Run:  func(ctx context.Context) { s.scheduled(ctx, "schedule") },
 		OnSkip: func(t time.Time) {
 			e.log.Warn("skipping a scheduled sync: the previous one is still running", "trigger", "schedule", "scheduled", t)
 		},
@@ -138,7 +86,7 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 	ready.Store(true)
 	var triggered sync.WaitGroup
 	if hooks != nil {
-		triggered.Go(func() { hooks.queue.Run(ctx, syncTriggered) })
+		triggered.Go(func() { hooks.queue.Run(ctx, s.triggered) })
 	}
 	e.log.Info("formsync is running", "schedule", e.cfg.Schedule, "next", sched.Next(), "sync_at_start", e.cfg.SyncAtStart,
 		"forms", len(p.forms), "http_addr", addr, "webhook_addr", hooks.addr())
@@ -147,13 +95,22 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		// A new or restarted pod would otherwise wait up to a whole
 		// schedule period (15 minutes by default) before its first sync.
 		e.log.Info("syncing now, at start (FORMSYNC_SYNC_AT_START=true); then on the schedule")
-		atStart.Go(func() { syncNow(ctx, "start") })
+		atStart.Go(func() { s.scheduled(ctx, "start") })
 	}
 
 	<-ctx.Done()
 	ready.Store(false)
-	if busy.TryLock() {
-		// Held until the end: no sync starts while the process stops.
+	code := s.shutdown(sched, srv, &atStart, &triggered)
+	e.log.Info("stopped", "exit_code", code)
+	return code
+}
+
+// shutdown waits, bounded, for the running sync to commit what it read
+// completely, then stops the servers; it returns the exit code. busy is
+// held until the end: no sync starts while the process stops.
+func (s *syncer) shutdown(sched *schedule.Scheduler, srv *http.Server, atStart, triggered *sync.WaitGroup) int {
+	e := s.e
+	if s.busy.TryLock() {
 		e.log.Info("stopping: no sync is running")
 	} else {
 		e.log.Info("stopping: finishing the running sync, committing what was read completely", "bound", e.cfg.ShutdownTimeout.String())
@@ -168,20 +125,88 @@ func runScheduler(ctx context.Context, e *env, args []string) int {
 		e.log.Error("the running sync did not stop in time", "error", err.Error())
 		code = exitFailed
 	}
-	if !waitTimeout(stopCtx, &atStart) {
+	if !waitTimeout(stopCtx, atStart) {
 		e.log.Error("the sync at start did not stop in time")
 		code = exitFailed
 	}
-	if !waitTimeout(stopCtx, &triggered) {
+	if !waitTimeout(stopCtx, triggered) {
 		e.log.Error("the triggered sync did not stop in time")
 		code = exitFailed
 	}
 	srv.Shutdown(stopCtx)
-	if rejected.Load() {
+	if s.rejected.Load() {
 		code = exitFailed
 	}
-	e.log.Info("stopped", "exit_code", code)
 	return code
+}
+
+// syncer runs the syncs of `formsync run` one at a time: the schedule's,
+// the one at start and the triggered ones. busy is held by the sync
+// running; the scheduler skips a tick while its own run is going. A tick
+// that comes while a triggered sync (of a few forms, short) runs waits for
+// it rather than being skipped: the schedule is the safety net for the
+// forms no webhook named.
+type syncer struct {
+	e    *env
+	p    *pipeline
+	m    *metrics.Metrics
+	stop context.CancelCauseFunc // stops the process: the token was rejected
+
+	busy           sync.Mutex
+	triggerRunning atomic.Bool
+	rejected       atomic.Bool
+}
+
+// scheduled is a sync of every form: on a tick, or at start.
+func (s *syncer) scheduled(ctx context.Context, why string) {
+	if !s.busy.TryLock() {
+		if !s.triggerRunning.Load() {
+			s.e.log.Warn("skipping a scheduled sync: the previous one is still running", "trigger", why)
+			return
+		}
+		s.busy.Lock()
+	}
+	defer s.busy.Unlock()
+	rep, err := s.p.engine.Sync(ctx)
+	s.finish(ctx, rep, err)
+}
+
+// triggered is a sync of the forms webhooks named. It waits for a running
+// sync: its trigger may have come after that one read the form.
+func (s *syncer) triggered(ctx context.Context, forms []string) {
+	s.busy.Lock()
+	defer s.busy.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	s.triggerRunning.Store(true)
+	defer s.triggerRunning.Store(false)
+	s.e.log.Info("syncing forms a webhook named", "forms", forms)
+	rep, err := s.p.engine.SyncForms(ctx, forms...)
+	s.finish(ctx, rep, err)
+}
+
+// finish records a sync's outcome: metrics, the interruption, rejected
+// tokens.
+func (s *syncer) finish(ctx context.Context, rep *worker.Report, err error) {
+	e := s.e
+	e.progress.done()
+	if err != nil {
+		e.log.Error("sync failed", "error", err.Error())
+		s.m.ObserveRun(nil, 0)
+		return
+	}
+	s.m.ObserveRun(rep, rep.CommitDuration)
+	logInterrupted(ctx, e, rep, false)
+	// A rejected account's token fails its own forms only: the process
+	// goes on for the other accounts, and reads the account's token file
+	// again for the next sync.
+	s.p.renewRejected(e, rep.Rejected)
+	if errors.Is(rep.Fatal, formsapi.ErrUnauthorized) {
+		e.log.Error("the API rejected the token: stopping, so that a restart reads it again (FORMSYNC_API_TOKEN_FILE)", "error", rep.Fatal.Error())
+		s.rejected.Store(true)
+		s.stop(rep.Fatal)
+	}
 }
 
 // idle serves health and metrics, ready, until ctx ends: `run` with no

@@ -226,6 +226,24 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		printHidden(e, hidden)
 		return exitOK
 	}
+	printStatusTable(e, out)
+	if slices.ContainsFunc(out, func(s formStatus) bool { return s.Watermark != nil }) {
+		fmt.Fprintln(e.stdout, "\nLAG is the age of the newest submission loaded (now minus WATERMARK): it grows while a form receives nothing new, right after a good sync too.")
+	}
+	for _, s := range out {
+		if s.ViewProblem != "" {
+			fmt.Fprintf(e.stdout, "\nNo view: %s\n", s.ViewProblem)
+		}
+	}
+	printFieldsAdded(e, out, since, *sinceText)
+	printHidden(e, hidden)
+	return exitOK
+}
+
+// printStatusTable prints the forms' status as a table, with a column for
+// the account and one for a backfill in progress only when some form has
+// one.
+func printStatusTable(e *env, out []formStatus) {
 	// A backfill in progress gets a last column, shown only then.
 	backfills := slices.ContainsFunc(out, func(s formStatus) bool { return s.BackfillProgress != nil })
 	// So does the account, first, when the forms have accounts.
@@ -255,17 +273,6 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
-	if slices.ContainsFunc(out, func(s formStatus) bool { return s.Watermark != nil }) {
-		fmt.Fprintln(e.stdout, "\nLAG is the age of the newest submission loaded (now minus WATERMARK): it grows while a form receives nothing new, right after a good sync too.")
-	}
-	for _, s := range out {
-		if s.ViewProblem != "" {
-			fmt.Fprintf(e.stdout, "\nNo view: %s\n", s.ViewProblem)
-		}
-	}
-	printFieldsAdded(e, out, since, *sinceText)
-	printHidden(e, hidden)
-	return exitOK
 }
 
 // printFieldsAdded lists the fields the forms gained since since, which
