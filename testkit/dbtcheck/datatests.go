@@ -119,7 +119,7 @@ func (d *DataTest) read(t any) error {
 			}
 			for k := range b {
 				if k != "arguments" && k != "config" {
-					return fmt.Errorf("%s: %q outside arguments: and config:", name, k)
+					return fmt.Errorf("%s: %q is outside the arguments and config keys", name, k)
 				}
 			}
 			args, _ := b["arguments"].(map[string]any)
