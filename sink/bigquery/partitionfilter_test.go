@@ -21,22 +21,9 @@ import (
 func TestWholeLifeOnATableRequiringAPartitionFilter(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	_, cfg, ds := olderDataset(t, nil)
-	if err := ds.Table(submissionsTable).Create(ctx, &bq.TableMetadata{
-		Schema:                 submissionsSchema(),
-		TimePartitioning:       &bq.TimePartitioning{Type: bq.DayPartitioningType, Field: "created_at"},
-		Clustering:             &bq.Clustering{Fields: []string{"form_id"}},
-		RequirePartitionFilter: true,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(ctx, cfg)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, cfg := openFilterRequired(t)
 
-	_, err = s.query("SELECT * FROM " + s.t.Submissions).Read(ctx)
+	_, err := s.query("SELECT * FROM " + s.t.Submissions).Read(ctx)
 	if want := "without a filter over column(s) 'created_at' that can be used for partition elimination"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("a query without a partition filter: err = %v, want BigQuery's refusal (%q)", err, want)
 	}
@@ -84,4 +71,26 @@ func TestWholeLifeOnATableRequiringAPartitionFilter(t *testing.T) {
 	if len(rows) != len(keep)-1+len(gone) {
 		t.Errorf("%d rows stored, want %d (the served ones but the forgotten one, and the %d marked)", len(rows), len(keep)-1+len(gone), len(gone))
 	}
+}
+
+// openFilterRequired opens the sink on a dataset whose submissions table
+// was made with require_partition_filter = true, as a user may make it.
+func openFilterRequired(t *testing.T) (*Sink, Config) {
+	t.Helper()
+	ctx := t.Context()
+	_, cfg, ds := olderDataset(t, nil)
+	if err := ds.Table(submissionsTable).Create(ctx, &bq.TableMetadata{
+		Schema:                 submissionsSchema(),
+		TimePartitioning:       &bq.TimePartitioning{Type: bq.DayPartitioningType, Field: "created_at"},
+		Clustering:             &bq.Clustering{Fields: []string{"form_id"}},
+		RequirePartitionFilter: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, cfg
 }

@@ -20,20 +20,7 @@ import (
 func TestViewsOnATableRequiringAPartitionFilter(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	_, cfg, ds := olderDataset(t, nil)
-	if err := ds.Table(submissionsTable).Create(ctx, &bq.TableMetadata{
-		Schema:                 submissionsSchema(),
-		TimePartitioning:       &bq.TimePartitioning{Type: bq.DayPartitioningType, Field: "created_at"},
-		Clustering:             &bq.Clustering{Fields: []string{"form_id"}},
-		RequirePartitionFilter: true,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(ctx, cfg)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, cfg := openFilterRequired(t)
 
 	const form = "contact"
 	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{form}, SubmissionsPerForm: 30}, s)

@@ -208,20 +208,9 @@ func (s *Server) recogniseView(refs []string, descLit, colsText, formLit string,
 		rest = rest[n:]
 	}
 	return &statement{kind: "CREATE_VIEW", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
-		fields := []*bqv2.TableFieldSchema{
-			col("form_id", "STRING"), col("submission_id", "INTEGER"), col("submission_key", "STRING"),
-			col("created_at", "TIMESTAMP"), col("is_spam", "BOOLEAN"), col("synced_at", "TIMESTAMP"),
-		}
-		seen := map[string]bool{}
-		var b strings.Builder
-		b.WriteString("SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at")
-		for _, c := range cols {
-			if seen[c.name] {
-				return nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", c.name)
-			}
-			seen[c.name] = true
-			b.WriteString(", " + c.expr + " AS " + quoteIdent(c.name))
-			fields = append(fields, &bqv2.TableFieldSchema{Name: c.name, Type: c.typ, Mode: c.mode})
+		b, fields, err := viewSelect(cols)
+		if err != nil {
+			return nil, err
 		}
 		b.WriteString(" FROM " + quoteIdent(refs[1]) + " WHERE form_id = " + sqliteLiteral(formID) + " AND deleted_at IS NULL")
 		read := viewRead{table: refs[1], span: allPartitions,
@@ -872,20 +861,9 @@ func (s *Server) recogniseSplitView(refs []string, descLit, outerText, innerText
 		rest = rest[len(g[0]):]
 	}
 	return &statement{kind: "CREATE_VIEW", refs: refs, run: func(s *Server, _ map[string]param) (*result, error) {
-		fields := []*bqv2.TableFieldSchema{
-			col("form_id", "STRING"), col("submission_id", "INTEGER"), col("submission_key", "STRING"),
-			col("created_at", "TIMESTAMP"), col("is_spam", "BOOLEAN"), col("synced_at", "TIMESTAMP"),
-		}
-		seen := map[string]bool{}
-		var b strings.Builder
-		b.WriteString("SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at")
-		for _, c := range cols {
-			if seen[c.name] {
-				return nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", c.name)
-			}
-			seen[c.name] = true
-			b.WriteString(", " + c.expr + " AS " + quoteIdent(c.name))
-			fields = append(fields, &bqv2.TableFieldSchema{Name: c.name, Type: c.typ, Mode: c.mode})
+		b, fields, err := viewSelect(cols)
+		if err != nil {
+			return nil, err
 		}
 		b.WriteString(" FROM (" + inner.String() + " FROM (SELECT *, COALESCE(fields_text, bqfake_to_json_string(fields)) AS d FROM " + quoteIdent(refs[1]) +
 			" WHERE form_id = " + sqliteLiteral(formID) + " AND deleted_at IS NULL))")
@@ -1036,4 +1014,26 @@ func textLimits(q string) error {
 		}
 	}
 	return nil
+}
+
+// viewSelect starts the SELECT of a form view with the row columns and
+// cols, and returns it with the view's schema; two columns of one name are
+// refused, as BigQuery refuses them.
+func viewSelect(cols []viewColumn) (*strings.Builder, []*bqv2.TableFieldSchema, error) {
+	fields := []*bqv2.TableFieldSchema{
+		col("form_id", "STRING"), col("submission_id", "INTEGER"), col("submission_key", "STRING"),
+		col("created_at", "TIMESTAMP"), col("is_spam", "BOOLEAN"), col("synced_at", "TIMESTAMP"),
+	}
+	seen := map[string]bool{}
+	b := new(strings.Builder)
+	b.WriteString("SELECT form_id, submission_id, submission_key, created_at, is_spam, synced_at")
+	for _, c := range cols {
+		if seen[c.name] {
+			return nil, nil, invalidQuery("Duplicate column names in the result are not supported. Found duplicate(s): %s", c.name)
+		}
+		seen[c.name] = true
+		b.WriteString(", " + c.expr + " AS " + quoteIdent(c.name))
+		fields = append(fields, &bqv2.TableFieldSchema{Name: c.name, Type: c.typ, Mode: c.mode})
+	}
+	return b, fields, nil
 }
