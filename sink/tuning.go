@@ -33,4 +33,10 @@ type Tuning struct {
 	// it, so that a low-volume form spread over years is committed in
 	// parts too.
 	PartDays int
+	// CommitDays, when set, bounds the distinct days the rows of one
+	// commit span in all, every form's together: the run's final commit
+	// carries each form's last rows, and a sink whose one job may write
+	// only so many daily partitions (BigQuery: 4,000) needs the forms
+	// beyond it committed as parts first.
+	CommitDays int
 }

@@ -2,8 +2,10 @@ package worker_test
 
 import (
 	"cmp"
+	"encoding/json"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/testkit/bqfake"
 	"github.com/formsync/formsync/testkit/enginetest"
+	"github.com/formsync/formsync/worker"
 )
 
 // TestSyncThroughACommitJobFailingAfterItsCommit: BigQuery reports the
@@ -157,8 +160,61 @@ func TestFirstSyncOfAFormSpreadOverYearsIntoBigQuery(t *testing.T) {
 		Start: time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC), Spacing: 30 * time.Hour}, s2)
 	h2.Config.PageSize = 100
 	h2.Config = h2.Config.TunedFor(s2)
-	h2.Config.PartDays = 0
+	h2.Config.PartDays, h2.Config.CommitDays = 0, 0
 	if rep := h2.Sync(ctx); rep.CommitErr == nil || !strings.Contains(rep.CommitErr.Error(), "Too many partitions") {
 		t.Errorf("one commit of rows on %d days: %v; want BigQuery's refusal", len(days), rep.CommitErr)
+	}
+}
+
+// TestFormsSpreadOverYearsOfTheirOwnCommitTogether: five forms whose rows
+// each fall on 900 days of years of their own, under the 1,000 days a part
+// may span, read in one run: their rows together span 4,500 days, past the
+// 4,000 partitions one BigQuery job may write. The forms past the bound
+// commit their rows as parts first; the final commit moves every
+// watermark, and every table is exact. Without that, BigQuery refuses the
+// final commit.
+func TestFormsSpreadOverYearsOfTheirOwnCommitTogether(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	forms := []string{"f0", "f1", "f2", "f3", "f4"}
+	setup := func(t *testing.T, commitDays bool) (*enginetest.Harness, *worker.Report) {
+		s, _, _ := bqSinkOnFake(t)
+		h := enginetest.NewHarness(t, apisim.Options{Seed: 21, Variant: apisim.Newer, Forms: forms, SubmissionsPerForm: 1}, s)
+		h.Config.PageSize = 100
+		for i, f := range forms {
+			start := time.Date(2000+3*i, 1, 1, 12, 0, 0, 0, time.UTC)
+			var subs []apisim.Submission
+			for d := range 900 {
+				subs = append(subs, apisim.Submission{ID: int64(i*1000 + d + 1), CreatedAt: start.AddDate(0, 0, d),
+					Fields: json.RawMessage(`{"n":"` + strconv.Itoa(d) + `"}`), Files: json.RawMessage(`[]`)})
+			}
+			h.Sim.SetSubmissions(f, subs...)
+		}
+		h.Config = h.Config.TunedFor(s)
+		if !commitDays {
+			h.Config.CommitDays = 0
+		}
+		return h, h.Sync(ctx)
+	}
+
+	h, rep := setup(t, true)
+	if rep.Err() != nil {
+		t.Fatalf("sync: %v", rep.Err())
+	}
+	parts := 0
+	for _, f := range forms {
+		fr := enginetest.FormReport(t, rep, f)
+		parts += fr.Parts
+		if fr.Inserted != 900 || fr.Watermark.IsZero() {
+			t.Errorf("form %s: %d inserted, watermark %v; want 900 and a watermark", f, fr.Inserted, fr.Watermark)
+		}
+		h.CheckTable(ctx, f, enginetest.Expected(t, h.Sim, f, apisim.Newer))
+	}
+	if parts == 0 {
+		t.Error("no form committed its rows as a part first")
+	}
+
+	if _, rep := setup(t, false); rep.CommitErr == nil || !strings.Contains(rep.CommitErr.Error(), "Too many partitions") {
+		t.Errorf("one final commit of rows on 4,500 days: %v; want BigQuery's refusal", rep.CommitErr)
 	}
 }

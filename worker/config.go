@@ -83,6 +83,12 @@ type Config struct {
 	// checkpoint once its rows span this many distinct days
 	// (sink.Tuning.PartDays; see reading.partDue).
 	PartDays int
+	// CommitDays, when set, bounds the distinct days of the rows of the
+	// run's final commit, every form's together (counted per form, a bound
+	// on their union): the forms read to their end whose rows would take
+	// it past are committed as parts first, largest spread first
+	// (sink.Tuning.CommitDays; see spillDays). Needs PartRows.
+	CommitDays int
 	// StartJitter is the longest random wait before a sync or reconcile
 	// reads anything, so that the pods of a sharded run started on one
 	// tick do not all commit at the same moment (BigQuery cancels one of

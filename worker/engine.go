@@ -255,6 +255,9 @@ func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, sta
 		})
 	}
 	g.Wait()
+	if parts != nil && e.cfg.CommitDays > 0 {
+		spillDays(runs, e.cfg.CommitDays)
+	}
 	var rejected map[string]error
 	for name, acc := range accounts {
 		if err := context.Cause(acc.ctx); errors.Is(err, formsapi.ErrUnauthorized) {

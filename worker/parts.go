@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -204,6 +206,39 @@ func (rd reading) partDue(spool *sink.Spool) bool {
 // Each row adds at most one day, so a part never exceeds PartDays.
 func (rd reading) daysDue(spool *sink.Spool) bool {
 	return rd.partDays > 0 && spool.Days() >= rd.partDays
+}
+
+// spillDays makes room in the run's final commit for a sink whose one job
+// may write only so many daily partitions (Config.CommitDays): the forms
+// read to their end whose rows would take that commit past limit days,
+// counted per form (a bound on the days of their union), hand them to the
+// part committer first, largest spread first. Their watermarks still move
+// in the final commit alone. A reconcile's rows stay (it has no part
+// committer): its commit marks what it did not stage.
+func spillDays(runs []*formRun, limit int) {
+	var spill []*formRun
+	total := 0
+	for _, r := range runs {
+		if r != nil && r.err == nil && r.partsTo != nil && r.spool != nil {
+			spill = append(spill, r)
+			total += r.spool.Days()
+		}
+	}
+	slices.SortStableFunc(spill, func(a, b *formRun) int { return cmp.Compare(b.spool.Days(), a.spool.Days()) })
+	for _, r := range spill {
+		if total <= limit {
+			return
+		}
+		days := r.spool.Days()
+		err := r.handOff()
+		if err == nil {
+			err = r.spool.Finish()
+		}
+		if err != nil {
+			r.err = err
+		}
+		total -= days
+	}
 }
 
 // handOff passes the rows staged so far to the part committer and stages

@@ -30,5 +30,8 @@ func (c Config) TunedFor(dst Sink) Config {
 	if tn.PartDays > 0 && (c.PartDays == 0 || tn.PartDays < c.PartDays) {
 		c.PartDays = tn.PartDays
 	}
+	if tn.CommitDays > 0 && (c.CommitDays == 0 || tn.CommitDays < c.CommitDays) {
+		c.CommitDays = tn.CommitDays
+	}
 	return c
 }

@@ -24,13 +24,18 @@ const DefaultPartRows = 100_000
 // years (20 a day for 13 years: under 100,000 rows, 4,700 days) would
 // otherwise fail its first sync on every run.
 func (s *Sink) Tuning() sink.Tuning {
-	return sink.Tuning{CommitInParts: true, PartRows: s.cfg.PartRows, PartsByContent: true, PartDays: PartDays}
+	return sink.Tuning{CommitInParts: true, PartRows: s.cfg.PartRows, PartsByContent: true, PartDays: PartDays, CommitDays: MaxPartitionsPerJob}
 }
+
+// MaxPartitionsPerJob is BigQuery's bound on the partitions one job may
+// write: a commit's rows span at most so many days (sink.Tuning.CommitDays).
+const MaxPartitionsPerJob = 4_000
 
 // PartDays is the most distinct days of created_at one part of a form's
 // rows spans (sink.Tuning.PartDays). Well under BigQuery's 4,000
 // partitions per job, so that the run's final commit, which carries
 // every form's last rows together, stays under it too: the forms of a
 // run share their recent days, and only forms whose last rows are each
-// spread over years of their own could add up past it.
+// spread over years of their own could add up past it: those commit
+// theirs as parts first (sink.Tuning.CommitDays).
 const PartDays = 1_000
