@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,7 +106,12 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "arrivals: one submission to every form each %s (-arrive)\n", *arrive)
 	}
 	if opts.Webhook != "" {
-		fmt.Fprintf(e.stdout, "webhook: POST %s for every submission added (-webhook), as the service does\n", opts.Webhook)
+		// The path is left out: it holds the receiver's secret.
+		host := opts.Webhook
+		if u, err := url.Parse(opts.Webhook); err == nil {
+			host = u.Host
+		}
+		fmt.Fprintf(e.stdout, "webhook: POST to http://%s/... (-webhook) for every submission added, as the service does\n", host)
 	}
 	e.log.Info("simulator listening", "addr", ln.Addr().String(), "forms", len(sim.FormIDs()), "accounts", max(1, len(accounts)))
 	done := make(chan error, 1)
