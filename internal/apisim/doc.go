@@ -15,6 +15,10 @@
 // its own token and limits, and records any request that carried another
 // account's token (Accounts.Crossed).
 //
+// With Options.Webhook, every submission added is followed, once served,
+// by the service's webhook to a loopback URL (Stats counts those sent and
+// failed), so that a trigger endpoint is driven as the service drives it.
+//
 // Every random choice comes from Options.Seed, so two servers with the same
 // Options answer the same requests with the same bytes. docs/testing.md
 // says more.

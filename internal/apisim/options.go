@@ -142,6 +142,16 @@ type Options struct {
 	// Now is the clock for rate limiting, Retry-After dates and the
 	// created_at of added submissions. Defaults to time.Now.
 	Now func() time.Time
+	// Webhook, when set, is the form service's per-form webhook: a URL
+	// with {form} where the form id goes (CheckWebhook: http, a loopback
+	// host). Every submission added after New (Add, AddAt, AddCopy, a
+	// mutation) is followed, once it is served, by one POST of the
+	// service's body, {"payload": {fields}, "files": {}}, with no
+	// signature and no form id in it. Sends are asynchronous and never
+	// block the add; each is bounded by WebhookTimeout, and a failure is
+	// counted (Stats.WebhooksFailed), never retried. New panics on a URL
+	// CheckWebhook refuses.
+	Webhook string
 }
 
 // Faults are the fault settings that can change while the server runs
@@ -433,4 +443,11 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MutateEvery, "mutate-every", o.MutateEvery, "mutate a form after every N pages served (0 = never)")
 	fs.IntVar(&o.AddPerMutation, "add", o.AddPerMutation, "submissions added per mutation")
 	fs.IntVar(&o.DeletePerMutation, "delete", o.DeletePerMutation, "submissions deleted per mutation")
+	fs.Func("webhook", "POST the service's webhook for every submission added, to this URL with {form} for the form id (http, loopback only), e.g. http://127.0.0.1:8081/hooks/SECRET/{form}", func(v string) error {
+		if err := CheckWebhook(v); err != nil {
+			return err
+		}
+		o.Webhook = v
+		return nil
+	})
 }

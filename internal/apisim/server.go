@@ -28,6 +28,9 @@ type Stats struct {
 	// Added and Deleted count submissions added or deleted after New, by
 	// mutation or through Add, AddAt and Delete.
 	Added, Deleted int
+	// WebhooksSent and WebhooksFailed count the webhooks (Options.Webhook)
+	// answered 2xx, and those answered otherwise or not at all.
+	WebhooksSent, WebhooksFailed int
 }
 
 // Server is the simulated API; it implements http.Handler and is safe for
@@ -53,6 +56,11 @@ type Server struct {
 	// once the token is revoked (Revoke).
 	served  int
 	revoked bool
+
+	// hooks counts the webhooks in flight; hookSlots bounds them.
+	hooks      sync.WaitGroup
+	hookSlots  chan struct{}
+	hookClient *http.Client
 }
 
 // New builds a server and generates its forms' initial submissions.
@@ -67,6 +75,17 @@ func New(opts Options) *Server {
 		mutate:  mutation{o.MutateEvery, o.AddPerMutation, o.DeletePerMutation},
 		forms:   make(map[string]*form, len(o.Forms)),
 		nextID:  o.FirstID - 1,
+	}
+	if o.Webhook != "" {
+		if err := CheckWebhook(o.Webhook); err != nil {
+			panic("apisim.New: " + err.Error())
+		}
+		s.hookSlots = make(chan struct{}, webhookConcurrency)
+		s.hookClient = &http.Client{
+			Timeout: WebhookTimeout,
+			// A redirect could lead off loopback: the answer is the 3xx.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
 	}
 	s.resetStatsLocked()
 	for _, id := range o.Forms {
@@ -324,8 +343,9 @@ func (s *Server) serveSubmissions(w http.ResponseWriter, r *http.Request) {
 	recs := pageRecs(live, order, page, perPage)
 	custom := f.custom
 	f.served++
+	var mutated []rec
 	if m := s.mutate; m.every > 0 && f.served%m.every == 0 {
-		s.addLocked(f, max(m.add, 0))
+		mutated = s.addLocked(f, max(m.add, 0))
 		s.deleteLocked(f, m.del)
 	}
 	mode := "" // fault chosen for the body
@@ -343,6 +363,9 @@ func (s *Server) serveSubmissions(w http.ResponseWriter, r *http.Request) {
 		s.revoked = true
 	}
 	s.mu.Unlock()
+	if len(mutated) > 0 && s.opts.Webhook != "" {
+		s.notify(formID, s.render(f, custom, mutated))
+	}
 
 	body := s.envelope(r, f, custom, variant, recs, total, page, perPage)
 	w.Header().Set("Content-Type", jsonType)

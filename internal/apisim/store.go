@@ -229,18 +229,22 @@ func (s *Server) SetSubmissions(formID string, subs ...Submission) {
 // (and not before Now), creating the form if unknown.
 func (s *Server) Add(formID string, n int) []Submission {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.formLocked(formID)
-	return s.render(f, f.custom, s.addLocked(f, max(n, 0)))
+	added := s.render(f, f.custom, s.addLocked(f, max(n, 0)))
+	s.mu.Unlock()
+	s.notify(formID, added)
+	return added
 }
 
 // AddAt inserts n submissions that all have createdAt: ties with existing
 // submissions, or backdated inserts that land in the middle of the pages.
 func (s *Server) AddAt(formID string, createdAt time.Time, n int) []Submission {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.formLocked(formID)
-	return s.render(f, f.custom, s.addAtLocked(f, createdAt, max(n, 0)))
+	added := s.render(f, f.custom, s.addAtLocked(f, createdAt, max(n, 0)))
+	s.mu.Unlock()
+	s.notify(formID, added)
+	return added
 }
 
 // AddCopy serves submission id of formID a second time under a new id:
@@ -249,6 +253,14 @@ func (s *Server) AddAt(formID string, createdAt time.Time, n int) []Submission {
 // cannot be told apart. It returns the copy; false if id is no live
 // submission of formID.
 func (s *Server) AddCopy(formID string, id int64) (Submission, bool) {
+	c, ok := s.addCopy(formID, id)
+	if ok {
+		s.notify(formID, []Submission{c})
+	}
+	return c, ok
+}
+
+func (s *Server) addCopy(formID string, id int64) (Submission, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.forms[formID]

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,16 +31,22 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 	var accounts listFlag
 	fs.Var(&accounts, "accounts", "serve several accounts, e.g. acme,globex: each its own token and forms (ACCOUNT-FORM for each of -forms), its token in a file of -token-dir, for FORMSYNC_API_TOKEN_DIR")
 	tokenDir := fs.String("token-dir", "", "with -accounts, the directory the token files are written to (default: a new temporary one, removed on exit)")
+	arrive := fs.Duration("arrive", 0, "add one submission to every form each interval while running, e.g. 1s, as users submitting the forms (0 = none)")
 	var opts apisim.Options
 	opts.RegisterFlags(fs)
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
+	}
+	if *arrive < 0 {
+		fmt.Fprintf(e.stderr, "formsync simulate: -arrive %s: want an interval > 0, or 0 for no arrivals\n", *arrive)
+		return exitUsage
 	}
 	if host, _, err := net.SplitHostPort(*addr); err != nil || !loopback.Host(host) {
 		fmt.Fprintf(e.stderr, "formsync simulate: -addr %q: the simulator only listens on loopback (127.0.0.1:PORT, [::1]:PORT or localhost:PORT)\n", *addr)
 		return exitUsage
 	}
 	var sim *apisim.Server // the one account's, or the first account's
+	var servers []*apisim.Server
 	var handler http.Handler
 	var stats func() int
 	var tokens *simTokens
@@ -55,6 +62,9 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 		}
 		defer tokens.remove()
 		sim, handler = acc.Server(names[0]), acc
+		for _, name := range names {
+			servers = append(servers, acc.Server(name))
+		}
 		stats = func() int {
 			n := 0
 			for _, name := range names {
@@ -64,6 +74,7 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 		}
 	} else {
 		sim = apisim.New(opts)
+		servers = []*apisim.Server{sim}
 		handler, stats = sim, func() int { return sim.Stats().Requests }
 	}
 	ln, err := net.Listen("tcp", *addr)
@@ -91,15 +102,32 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 	if tokens != nil {
 		fmt.Fprintln(e.stdout, "  (the data and the time are each account's: formsync reads the accounts at once, each through a client of its own, at its own rate limit)")
 	}
+	if *arrive > 0 {
+		fmt.Fprintf(e.stdout, "arrivals: one submission to every form each %s (-arrive)\n", *arrive)
+	}
+	if opts.Webhook != "" {
+		// The path is left out: it holds the receiver's secret.
+		host := opts.Webhook
+		if u, err := url.Parse(opts.Webhook); err == nil {
+			host = u.Host
+		}
+		fmt.Fprintf(e.stdout, "webhook: POST to http://%s/... (-webhook) for every submission added, as the service does\n", host)
+	}
 	e.log.Info("simulator listening", "addr", ln.Addr().String(), "forms", len(sim.FormIDs()), "accounts", max(1, len(accounts)))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
+	arrived := make(chan struct{})
+	go func() {
+		defer close(arrived)
+		arrivals(ctx, *arrive, servers)
+	}()
 	select {
 	case err := <-done:
 		fmt.Fprintf(e.stderr, "formsync simulate: %v\n", err)
 		return exitFailed
 	case <-ctx.Done():
 	}
+	<-arrived
 	// Serve returns as soon as Shutdown starts: wait for Shutdown, which
 	// lets the requests in flight finish. net/http counts a connection
 	// that was opened but has sent no request yet (a client's spare) as
@@ -119,8 +147,43 @@ func runSimulate(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "formsync simulate: %v\n", err)
 		return exitFailed
 	}
+	// The webhooks of the last arrivals are bounded by their timeout.
+	wait, cancelWait := context.WithTimeout(context.Background(), apisim.WebhookTimeout+time.Second)
+	defer cancelWait()
+	sent, failed := 0, 0
+	for _, s := range servers {
+		s.WaitWebhooks(wait)
+		st := s.Stats()
+		sent, failed = sent+st.WebhooksSent, failed+st.WebhooksFailed
+	}
+	if opts.Webhook != "" {
+		e.log.Info("simulator stopped", "requests", stats(), "webhooks_sent", sent, "webhooks_failed", failed)
+		return exitOK
+	}
 	e.log.Info("simulator stopped", "requests", stats())
 	return exitOK
+}
+
+// arrivals adds one submission to every form of servers each interval
+// until ctx ends; an interval of 0 adds none.
+func arrivals(ctx context.Context, every time.Duration, servers []*apisim.Server) {
+	if every <= 0 {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, s := range servers {
+			for _, id := range s.FormIDs() {
+				s.Add(id, 1)
+			}
+		}
+	}
 }
 
 // accountsSim builds the simulator of several accounts: each serves the
