@@ -426,6 +426,7 @@ func analyzeBigQuerySQL(t *testing.T, docs map[string][]docBlock, tables []zetas
 	t.Helper()
 	tables = append(tables, zetasql.Table{Name: bqProject + ".region-us.INFORMATION_SCHEMA.JOBS", Columns: []zetasql.Column{
 		{Name: "job_id", Type: "STRING"}, {Name: "creation_time", Type: "TIMESTAMP"}, {Name: "total_bytes_processed", Type: "INT64"},
+		{Name: "total_bytes_billed", Type: "INT64"},
 	}})
 	var scripts []zetasql.Script
 	where := map[string]string{}
