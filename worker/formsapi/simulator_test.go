@@ -1,7 +1,6 @@
 package formsapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
@@ -18,6 +17,14 @@ import (
 func simClient(t *testing.T, opts apisim.Options) (*apisim.Server, *Client, *[]time.Duration) {
 	t.Helper()
 	opts.Token = testToken
+	// One clock for the simulator and the client, which sleeping moves on:
+	// a Retry-After is waited at once, and the limiter's hold, on the same
+	// clock, has passed when the sleep returns (on the real clock it would
+	// be waited again, for real).
+	clock := newFakeClock()
+	if opts.Now == nil {
+		opts.Now = clock.Now
+	}
 	sim := apisim.New(opts)
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
@@ -25,7 +32,7 @@ func simClient(t *testing.T, opts apisim.Options) (*apisim.Server, *Client, *[]t
 	var waits []time.Duration
 	c, err := New(Config{
 		BaseURL: srv.URL, Token: testToken, RateLimit: 10000, MaxWait: time.Hour,
-		Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() },
+		Now: clock.Now, Sleep: clock.Sleep,
 		Observer: func(ev Event) {
 			record(ev.Err)
 			if ev.Status == 429 {
