@@ -34,7 +34,8 @@ func BenchmarkFetchStore(b *testing.B) {
 		w.Write(filler)
 	}))
 	defer srv.Close()
-	f, err := NewFetcher(FetcherConfig{AddressPolicy: AddressPolicy{AllowLoopback: true}})
+	f, err := NewFetcher(FetcherConfig{AddressPolicy: AddressPolicy{AllowLoopback: true},
+		Resolver: &fakeResolver{t: b, hosts: map[string][]string{}}, Dialer: &recordingDialer{t: b, loopback: true}})
 	if err != nil {
 		b.Fatal(err)
 	}

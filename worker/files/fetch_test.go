@@ -51,6 +51,15 @@ func (fs *fileServer) requests() []string {
 func newFetcher(t *testing.T, cfg FetcherConfig) *Fetcher {
 	t.Helper()
 	cfg.AllowLoopback = true
+	// Never the network: names resolve only through the test's table
+	// (localhost alone by default), and the dialer connects to 127.0.0.1
+	// alone, failing the test for any other address.
+	if cfg.Resolver == nil {
+		cfg.Resolver = &fakeResolver{t: t, hosts: map[string][]string{"localhost": {"127.0.0.1"}}}
+	}
+	if cfg.Dialer == nil {
+		cfg.Dialer = &recordingDialer{t: t, loopback: true}
+	}
 	if cfg.Attempts == 0 {
 		cfg.Attempts = 2
 	}
@@ -279,7 +288,7 @@ func TestFetchLoopbackRefused(t *testing.T) {
 
 // fakeResolver resolves from a table and records what it was asked.
 type fakeResolver struct {
-	t     *testing.T
+	t     testing.TB
 	mu    sync.Mutex
 	hosts map[string][]string
 	asked []string
@@ -310,7 +319,7 @@ func (r *fakeResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAdd
 // real only when allowed, and fails the test on anything else unless
 // fake is set, in which case it refuses with an error and no connection.
 type recordingDialer struct {
-	t        *testing.T
+	t        testing.TB
 	mu       sync.Mutex
 	dialled  []string
 	loopback bool // dial 127.0.0.1 for real
