@@ -17,7 +17,7 @@
 // {"name": ..., "ok": false, "error": "...", "at": byte offset}.
 'use strict';
 const path = require('path');
-const { execFile } = require('child_process');
+const { start } = require('./server.js');
 
 const modules = process.argv[2];
 const z = require(path.join(modules, '@fivetrandevelopers/zetasql'));
@@ -58,15 +58,8 @@ function read(stream) {
 
 async function main() {
   const req = JSON.parse(await read(process.stdin));
-  const port = 20000 + Math.floor(Math.random() * 30000);
-  const suffix = (process.arch.startsWith('arm') ? '_arm' : '') + (process.platform === 'darwin' ? '' : '.so');
-  const server = execFile(path.join(modules, '@fivetrandevelopers/zetasql/lib/zetasql/remote_server' + suffix), ['localhost', String(port)]);
-  server.stdout.on('data', () => {});
-  server.stderr.on('data', () => {});
+  const { client, stop } = await start(z, modules);
   try {
-    z.ZetaSQLClient.init(port);
-    const client = z.ZetaSQLClient.getInstance();
-    if (!(await client.testConnection())) throw new Error('the ZetaSQL server did not answer on port ' + port);
     const lo = (await new z.LanguageOptions().enableMaximumLanguageFeatures()).serialize();
     lo.supportedStatementKinds = kinds;
     const options = {
@@ -111,7 +104,7 @@ async function main() {
       process.stdout.write(JSON.stringify(out) + '\n');
     }
   } finally {
-    server.kill('SIGKILL');
+    stop();
   }
 }
 

@@ -10,7 +10,7 @@
 // {"error": "..."}.
 'use strict';
 const path = require('path');
-const { execFile } = require('child_process');
+const { start } = require('./server.js');
 
 const modules = process.argv[2];
 const z = require(path.join(modules, '@fivetrandevelopers/zetasql'));
@@ -27,15 +27,8 @@ function read(stream) {
 
 async function main() {
   const req = JSON.parse(await read(process.stdin));
-  const port = 20000 + Math.floor(Math.random() * 30000);
-  const suffix = (process.arch.startsWith('arm') ? '_arm' : '') + (process.platform === 'darwin' ? '' : '.so');
-  const server = execFile(path.join(modules, '@fivetrandevelopers/zetasql/lib/zetasql/remote_server' + suffix), ['localhost', String(port)]);
-  server.stdout.on('data', () => {});
-  server.stderr.on('data', () => {});
+  const { client, stop } = await start(z, modules);
   try {
-    z.ZetaSQLClient.init(port);
-    const client = z.ZetaSQLClient.getInstance();
-    if (!(await client.testConnection())) throw new Error('the ZetaSQL server did not answer on port ' + port);
     const lo = (await new z.LanguageOptions().enableMaximumLanguageFeatures()).serialize();
     const options = { languageOptions: lo, errorMessageMode: 'ERROR_MESSAGE_ONE_LINE' };
     for (const sql of req.exprs) {
@@ -48,7 +41,7 @@ async function main() {
       process.stdout.write(JSON.stringify(out) + '\n');
     }
   } finally {
-    server.kill('SIGKILL');
+    stop();
   }
 }
 

@@ -12,6 +12,7 @@
 //	for _, r := range results { ... r.OK, r.Error ... }
 //
 // analyze.js is the driver; see its comment for the request's shape.
+// Both drivers start the server with server.js, which waits for it.
 // Evaluate runs evaluate.js, ZetaSQL's reference implementation, to
 // compute expressions rather than check them.
 package zetasql
@@ -33,6 +34,11 @@ const Package = "@fivetrandevelopers/zetasql@1.13.0"
 
 //go:embed analyze.js
 var driver []byte
+
+// starter is server.js, which the drivers require to start the server.
+//
+//go:embed server.js
+var starter []byte
 
 // Request is what the analyzer is given: a catalog of tables, query
 // parameters and the scripts to analyze. A type is "STRING", "INT64",
@@ -112,8 +118,12 @@ func run(tb testing.TB, what string, script []byte, req any) []byte {
 		tb.Skip("node or npm not found: skipping the ZetaSQL " + what)
 	}
 	modules := Modules(tb, npm)
-	path := filepath.Join(tb.TempDir(), what+".js")
+	dir := tb.TempDir()
+	path := filepath.Join(dir, what+".js")
 	if err := os.WriteFile(path, script, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "server.js"), starter, 0o644); err != nil {
 		tb.Fatal(err)
 	}
 	in, err := json.Marshal(req)
