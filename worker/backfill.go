@@ -126,6 +126,11 @@ type Progress struct {
 	Elapsed    time.Duration
 	// ETA estimates the time left at the rate so far; 0 when unknown.
 	ETA time.Duration
+	// Files and FileBytes, in the progress of a run's files phase
+	// (Config.Files), count the form's files kept so far and their bytes;
+	// such a Progress carries nothing else but FormID and Elapsed.
+	Files     int
+	FileBytes int64
 }
 
 // withTotal is p spanning total pages (0: not known), never fewer than it

@@ -108,6 +108,10 @@ type Config struct {
 	// so a pin removed here is gone from the view at the form's next
 	// commit. nil pins nothing.
 	FieldTypes map[string]fieldtype.Set
+	// Files, when set, keeps the files stored submissions name in a store
+	// the user owns, after each run's commit (see Files). Nil: no file is
+	// fetched.
+	Files *Files
 }
 
 func (c Config) withDefaults() Config {
@@ -160,6 +164,9 @@ func (c Config) Validate() error {
 	}
 	if c.StartJitter < 0 {
 		bad("StartJitter", "%s is negative", c.StartJitter)
+	}
+	if f := c.Files; f != nil && (f.Store == nil || f.Workers < 0) {
+		bad("Files", "needs a store and a worker count of 0 or more")
 	}
 	for _, form := range slices.Sorted(maps.Keys(c.FieldTypes)) {
 		for _, field := range slices.Sorted(maps.Keys(c.FieldTypes[form])) {

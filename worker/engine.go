@@ -181,6 +181,9 @@ func (e *Engine) run(ctx context.Context, what string, forms []string, modeOf fu
 	for _, r := range runs {
 		rep.Forms = append(rep.Forms, r.finalReport())
 	}
+	if e.cfg.Files != nil && e.cfg.Files.Fetcher != nil && rep.CommitErr == nil && rep.Fatal == nil && ctx.Err() == nil {
+		e.filesPhase(ctx, rep, forms)
+	}
 	rep.Duration = e.cfg.Now().Sub(start)
 	e.logReport(what, rep)
 	return rep, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/formsync/formsync/sink"
@@ -36,6 +37,15 @@ type ForgetReport struct {
 	// Purge is why the sink could not yet erase the old copies of what it
 	// removed (sink.Purger); nil when it did, or keeps none.
 	Purge error
+	// Objects are the digests of the files store's objects the removed
+	// rows named: Deleted lists those deleted, Kept those another stored
+	// submission still names. ObjectsErr says why some were not deleted
+	// (no files store configured, the store failing): they are then
+	// named by no row, and the report lists them.
+	Objects    []string
+	Deleted    []string
+	Kept       []string
+	ObjectsErr error
 }
 
 // purge erases what the sink still keeps of removed rows, when it keeps
@@ -88,6 +98,10 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 			}
 			return rep, nil
 		}
+		objects, err := e.objectsOf(ctx, formID, rows)
+		if err != nil {
+			return rep, fmt.Errorf("forget in form %s: %w", formID, err)
+		}
 		fc, err := forgetCommit(st, rows, rep.Unstored)
 		if err != nil {
 			return rep, err
@@ -109,6 +123,7 @@ func (e *Engine) Forget(ctx context.Context, formID string, m sink.Match, dryRun
 			"tombstones_for_unstored_keys", len(rep.Unstored))
 		e.commits.warnView(formID, res[formID])
 		e.purge(ctx, rep)
+		e.deleteObjects(ctx, rep, objects)
 		return rep, nil
 	}
 }
@@ -210,4 +225,76 @@ func unstored(keys []string, rows []sink.Row) []string {
 		}
 	}
 	return out
+}
+
+// objectsOf returns the digests of the stored objects the copies of rows
+// name (sink.FileKeeper); none when the sink keeps no copies.
+func (e *Engine) objectsOf(ctx context.Context, formID string, rows []sink.Row) ([]string, error) {
+	keeper, err := sink.Optional{Sink: e.dst}.FileKeeper()
+	if errors.Is(err, errors.ErrUnsupported) || len(rows) == 0 {
+		return nil, nil
+	}
+	fileRows, err := keeper.FileRows(ctx, []string{formID})
+	if err != nil {
+		return nil, fmt.Errorf("reading the rows' file copies: %w", err)
+	}
+	keys := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		keys[r.SubmissionKey] = true
+	}
+	var digests []string
+	for _, fr := range fileRows {
+		if !keys[fr.SubmissionKey] {
+			continue
+		}
+		for _, cp := range fr.Copies {
+			if cp.Stored() {
+				digests = append(digests, cp.SHA256)
+			}
+		}
+	}
+	slices.Sort(digests)
+	return slices.Compact(digests), nil
+}
+
+// deleteObjects deletes, after a forget's commit removed the rows and
+// their copies, each of the objects they named that no stored copy names
+// any more, and says in rep what it deleted and kept.
+func (e *Engine) deleteObjects(ctx context.Context, rep *ForgetReport, digests []string) {
+	if len(digests) == 0 {
+		return
+	}
+	rep.Objects = digests
+	if e.cfg.Files == nil {
+		rep.ObjectsErr = fmt.Errorf("no files store is configured (FORMSYNC_FILES_STORE): the %d objects the removed rows named were not deleted", len(digests))
+		e.cfg.Logger.Warn("the forgotten submissions' files were not deleted", "form", rep.FormID, "objects", digests, "error", rep.ObjectsErr.Error())
+		return
+	}
+	keeper, err := sink.Optional{Sink: e.dst}.FileKeeper()
+	if err != nil {
+		rep.ObjectsErr = err
+		return
+	}
+	named, err := keeper.NamedDigests(ctx, digests)
+	if err != nil {
+		rep.ObjectsErr = fmt.Errorf("asking which objects other submissions name: %w", err)
+		e.cfg.Logger.Warn("the forgotten submissions' files were not deleted", "form", rep.FormID, "objects", digests, "error", rep.ObjectsErr.Error())
+		return
+	}
+	var errs []error
+	for _, d := range digests {
+		if named[d] {
+			rep.Kept = append(rep.Kept, d)
+			continue
+		}
+		if err := e.cfg.Files.Store.Delete(ctx, d); err != nil {
+			errs = append(errs, fmt.Errorf("deleting object %s: %w", d, err))
+			continue
+		}
+		rep.Deleted = append(rep.Deleted, d)
+	}
+	if rep.ObjectsErr = errors.Join(errs...); rep.ObjectsErr != nil {
+		e.cfg.Logger.Warn("some of the forgotten submissions' files were not deleted", "form", rep.FormID, "error", rep.ObjectsErr.Error())
+	}
+	e.cfg.Logger.Info("deleted the forgotten submissions' files", "form", rep.FormID, "deleted", len(rep.Deleted), "kept_named_by_another_submission", len(rep.Kept))
 }

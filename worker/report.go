@@ -77,6 +77,9 @@ type FormReport struct {
 	// never): what a failed form's metrics keep showing.
 	LastSuccessAt, LastReconcileAt time.Time
 	Duration                       time.Duration
+	// Files is what the run's files phase did with the form's files
+	// (Config.Files); zero without a files store.
+	Files FileCounts
 	// Err is why the form failed this run; its watermark did not move.
 	// An interrupted form (shutdown) has Err wrapping context.Canceled.
 	Err error
@@ -121,6 +124,28 @@ type Report struct {
 	// and no further request was made for them; the other accounts' forms
 	// committed.
 	Rejected map[string]error
+	// FilesErr is why the run's files phase stopped early or did not run
+	// (Config.Files): the rows are committed all the same, and the files
+	// left pending are fetched by the next run.
+	FilesErr error
+}
+
+// FileTotals adds up the files phase's counts of every form.
+func (r *Report) FileTotals() FileCounts {
+	var t FileCounts
+	for _, f := range r.Forms {
+		t.Stored += f.Files.Stored
+		t.Bytes += f.Files.Bytes
+		t.New += f.Files.New
+		t.Pending += f.Files.Pending
+		for reason, n := range f.Files.NotStored {
+			if t.NotStored == nil {
+				t.NotStored = map[string]int64{}
+			}
+			t.NotStored[reason] += n
+		}
+	}
+	return t
 }
 
 // Failed counts the forms that failed, a failed commit failing them all.
@@ -188,6 +213,13 @@ func (e *Engine) logReport(what string, rep *Report) {
 	}
 	if rep.Conflicts > 0 {
 		attrs = append(attrs, slog.Int("commit_conflicts", rep.Conflicts))
+	}
+	if files := rep.FileTotals(); files.Any() {
+		attrs = append(attrs, slog.Int64("files_stored", files.Stored), slog.Int64("file_bytes", files.Bytes),
+			slog.Int64("files_pending", files.Pending))
+		for _, reason := range slices.Sorted(maps.Keys(files.NotStored)) {
+			attrs = append(attrs, slog.Int64("files_"+reason, files.NotStored[reason]))
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(rep.Rejected)) {
 		failed := 0

@@ -73,12 +73,9 @@ type Store struct {
 //
 // Close it when done.
 func OpenStore(ctx context.Context, rawURL string, opts StoreOptions) (*Store, error) {
-	u, err := url.Parse(rawURL)
+	u, err := parseStoreURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("opening the file store: %w", err)
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("opening the file store %s: a query or fragment is not part of a store's URL", rawURL)
+		return nil, err
 	}
 	s := &Store{now: opts.Now}
 	if s.now == nil {
@@ -86,18 +83,12 @@ func OpenStore(ctx context.Context, rawURL string, opts StoreOptions) (*Store, e
 	}
 	switch u.Scheme {
 	case "file":
-		if u.Host != "" && u.Host != "localhost" || u.Path == "" || !filepath.IsAbs(filepath.FromSlash(u.Path)) {
-			return nil, fmt.Errorf("opening the file store %s: want file:///absolute/path", rawURL)
-		}
 		dir := filepath.Clean(filepath.FromSlash(u.Path))
 		// Temporary files beside their objects: a rename across mounts (a
 		// volume and the system's temporary folder) would fail.
 		s.bucket, err = fileblob.OpenBucket(dir, &fileblob.Options{CreateDir: true, NoTempDir: true})
 		s.base, s.local = (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String(), true
 	case "gs":
-		if u.Host == "" {
-			return nil, fmt.Errorf("opening the file store %s: want gs://bucket or gs://bucket/prefix", rawURL)
-		}
 		s.prefix = strings.Trim(u.Path, "/")
 		if s.prefix != "" {
 			s.prefix += "/"
@@ -110,12 +101,7 @@ func OpenStore(ctx context.Context, rawURL string, opts StoreOptions) (*Store, e
 		}
 		s.bucket, err = gcsblob.OpenBucket(ctx, nil, u.Host, &gcsblob.Options{Client: s.gcs})
 	case "mem":
-		if u.Host != "" || strings.Trim(u.Path, "/") != "" {
-			return nil, fmt.Errorf("opening the file store %s: want mem://", rawURL)
-		}
 		s.bucket, s.base = memblob.OpenBucket(nil), "mem:/"
-	default:
-		return nil, fmt.Errorf("opening the file store %s: the scheme is not file, gs or mem", rawURL)
 	}
 	if err != nil {
 		if s.gcs != nil {
@@ -124,6 +110,42 @@ func OpenStore(ctx context.Context, rawURL string, opts StoreOptions) (*Store, e
 		return nil, fmt.Errorf("opening the file store %s: %w", rawURL, err)
 	}
 	return s, nil
+}
+
+// CheckStoreURL reports what is wrong with a store's URL, as OpenStore
+// would refuse it, without opening anything.
+func CheckStoreURL(rawURL string) error {
+	_, err := parseStoreURL(rawURL)
+	return err
+}
+
+// parseStoreURL parses a store's URL: file:///absolute/path,
+// gs://bucket[/prefix] or mem://.
+func parseStoreURL(rawURL string) (*url.URL, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("opening the file store: %w", err)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("opening the file store %s: a query or fragment is not part of a store's URL", rawURL)
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Host != "" && u.Host != "localhost" || u.Path == "" || !filepath.IsAbs(filepath.FromSlash(u.Path)) {
+			return nil, fmt.Errorf("opening the file store %s: want file:///absolute/path", rawURL)
+		}
+	case "gs":
+		if u.Host == "" {
+			return nil, fmt.Errorf("opening the file store %s: want gs://bucket or gs://bucket/prefix", rawURL)
+		}
+	case "mem":
+		if u.Host != "" || strings.Trim(u.Path, "/") != "" {
+			return nil, fmt.Errorf("opening the file store %s: want mem://", rawURL)
+		}
+	default:
+		return nil, fmt.Errorf("opening the file store %s: the scheme is not file, gs or mem", rawURL)
+	}
+	return u, nil
 }
 
 // Close closes the bucket and its client.

@@ -43,6 +43,12 @@ type Metrics struct {
 	formFields    *prometheus.GaugeVec
 	triggers      *prometheus.CounterVec
 	conflicts     prometheus.Counter
+	// The files phase (worker.Config.Files): files kept and their bytes,
+	// files not kept by reason, and files left pending.
+	filesStored    *prometheus.CounterVec
+	filesBytes     *prometheus.CounterVec
+	filesNotStored *prometheus.CounterVec
+	filesPending   *prometheus.GaugeVec
 	// With several accounts (worker.Accounts): each form's account, and
 	// the requests and rejected tokens by account.
 	formAccount     *prometheus.GaugeVec
@@ -131,6 +137,22 @@ func New(opts ...Option) *Metrics {
 		Namespace: namespace, Name: "webhook_triggers_total",
 		Help: "Requests to the webhook endpoint of formsync run, by outcome (accepted, coalesced into a pending sync, bad_secret, unknown_form, too_large, rate_limited, bad_request).",
 	}, []string{"outcome"})
+	m.filesStored = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "files_stored_total",
+		Help: "Files a sync kept in the files store (FORMSYNC_FILES_STORE), by form: new objects and files whose bytes the store held already.",
+	}, []string{"form"})
+	m.filesBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "files_stored_bytes_total",
+		Help: "Bytes of the files a sync kept in the files store, by form.",
+	}, []string{"form"})
+	m.filesNotStored = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "files_not_stored_total",
+		Help: "Files a sync recorded as not kept, by form and reason: expired (the service had deleted it), too_large, refused (an address or scheme formsync does not fetch from), dropped (the field policy drops its input), failed (tried again next sync).",
+	}, []string{"form", "reason"})
+	m.filesPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "files_pending",
+		Help: "Files of the form's stored submissions left to fetch after the last sync (the next sync fetches them, oldest first).",
+	}, []string{"form"})
 	m.formAccount = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "form_account_info",
 		Help: "1 for each form and the account it is read through, when forms are read through several accounts (FORMSYNC_API_TOKEN_DIR): join on form to see any form metric by account.",
@@ -164,6 +186,7 @@ func New(opts ...Option) *Metrics {
 		m.runs, m.rows, m.pages, m.formFailures, m.lastSuccess, m.lastReconcile, m.watermarkLag,
 		m.missingRows, m.newFields, m.formFields, m.triggers, m.conflicts, m.commitDuration, m.runDuration,
 		m.formAccount, m.accountRequests, m.accountRejected,
+		m.filesStored, m.filesBytes, m.filesNotStored, m.filesPending,
 	)
 	// Both results exist from the start so that rate() and alerts on
 	// failures see a zero rather than no series at all.
@@ -237,6 +260,7 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 			m.accountRejected.WithLabelValues(f.Account).Set(map[bool]float64{false: 0, true: 1}[rejected])
 		}
 		m.pages.WithLabelValues(f.FormID).Add(float64(f.Pages))
+		m.observeFiles(f.FormID, f.Files)
 		if f.Checked {
 			m.missingRows.WithLabelValues(f.FormID).Set(float64(f.Missing))
 		}
@@ -282,6 +306,19 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 			m.watermarkLag.WithLabelValues(f.FormID).Set(lag)
 		}
 	}
+}
+
+// observeFiles counts what a run's files phase did with a form's files.
+func (m *Metrics) observeFiles(form string, c worker.FileCounts) {
+	if !c.Any() {
+		return
+	}
+	m.filesStored.WithLabelValues(form).Add(float64(c.Stored))
+	m.filesBytes.WithLabelValues(form).Add(float64(c.Bytes))
+	for reason, n := range c.NotStored {
+		m.filesNotStored.WithLabelValues(form, reason).Add(float64(n))
+	}
+	m.filesPending.WithLabelValues(form).Set(float64(c.Pending))
 }
 
 // ObserveTrigger counts one request to the webhook endpoint by its

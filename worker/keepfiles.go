@@ -1,0 +1,392 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/formsync/formsync/sink"
+	"github.com/formsync/formsync/worker/files"
+)
+
+// Files keeps the files that stored submissions name in a store the user
+// owns (Config.Files), before the service deletes them. After a run's
+// commit, every file of a stored row (not marked deleted) with no final
+// copy recorded in the sink (sink.FileKeeper) is fetched into Store,
+// oldest row first, since those expire first, and then recorded: a file
+// is stored before the record that names it, so a crash leaves at most an
+// object no row names yet, which the next run's fetch finds and reuses
+// (objects are named by their SHA-256). A file the service no longer has
+// is recorded as expired once and never fetched again; one that failed
+// after the fetcher's retries is recorded as failed and tried again by
+// the next run.
+type Files struct {
+	// Store is where the bytes go.
+	Store FileStore
+	// Fetcher brings a file's bytes from its URL into Store; nil for an
+	// engine that only forgets (which deletes objects from Store).
+	Fetcher FileFetcher
+	// Accounts, when forms are read through several accounts ([Accounts]),
+	// holds each account's fetcher (which sends that account's token to
+	// the API's origin); a form of an account not in it uses Fetcher.
+	Accounts map[string]FileFetcher
+	// Workers is how many files are fetched at once; Config.Concurrency
+	// when zero. The fetcher may bound it further.
+	Workers int
+}
+
+// FileStore is the files store as the engine uses it: *files.Store.
+type FileStore interface {
+	files.Putter
+	// Delete removes the object of a digest (forget); a missing one is
+	// no error.
+	Delete(ctx context.Context, sha string) error
+}
+
+// FileFetcher fetches a file into a store: *files.Fetcher.
+type FileFetcher interface {
+	Fetch(ctx context.Context, e files.Entry, dst files.Putter) (files.Result, error)
+}
+
+var (
+	_ FileStore   = (*files.Store)(nil)
+	_ FileFetcher = (*files.Fetcher)(nil)
+)
+
+// FileCounts says what a run did with one form's files, or what a form's
+// files are (FileStatus).
+type FileCounts struct {
+	// Stored counts files recorded as stored: by this run (a report), or
+	// in all (FileStatus). Bytes are theirs; New counts the objects the
+	// store did not hold already (a report only).
+	Stored, Bytes, New int64
+	// Pending counts files with no final copy: not fetched yet, or
+	// failed and to be tried again.
+	Pending int64
+	// NotStored counts the files recorded as not stored, by reason
+	// (sink.FileExpired, sink.FileTooLarge, sink.FileRefused,
+	// sink.FileDropped, sink.FileFailed).
+	NotStored map[string]int64
+}
+
+func (c *FileCounts) notStored(reason string) {
+	if c.NotStored == nil {
+		c.NotStored = map[string]int64{}
+	}
+	c.NotStored[reason]++
+}
+
+// Gone counts the files the service no longer has (expired).
+func (c FileCounts) Gone() int64 { return c.NotStored[sink.FileExpired] }
+
+// Any reports whether c counts anything.
+func (c FileCounts) Any() bool { return c.Stored+c.Pending > 0 || len(c.NotStored) > 0 }
+
+// fileTask is one file to fetch.
+type fileTask struct {
+	row   sink.FileRow
+	entry files.Entry
+	url   string
+}
+
+// filePlan is what a form set's files need: the fetches, oldest row
+// first, and the copies to record without fetching (dropped by the
+// field policy); counts holds, per form, what is recorded already.
+type filePlan struct {
+	tasks  []fileTask
+	record []sink.FileCopy
+	counts map[string]*FileCounts
+}
+
+// planFiles reads rows (FileKeeper.FileRows) into a plan. A file whose
+// input the field policy drops is recorded as dropped, never fetched. An
+// entry without a url has nothing to fetch and is not counted.
+func planFiles(rows []sink.FileRow, policy FieldPolicy) (filePlan, error) {
+	p := filePlan{counts: map[string]*FileCounts{}}
+	for _, row := range rows {
+		c := p.counts[row.FormID]
+		if c == nil {
+			c = &FileCounts{}
+			p.counts[row.FormID] = c
+		}
+		copies := make(map[string]sink.FileCopy, len(row.Copies))
+		for _, cp := range row.Copies {
+			copies[cp.URL] = cp
+		}
+		entries, err := files.Entries(json.RawMessage(row.Files))
+		if err != nil {
+			return p, fmt.Errorf("form %s, submission %s: reading its files: %w", row.FormID, row.SubmissionKey, err)
+		}
+		seen := map[string]bool{}
+		for _, e := range entries {
+			if e.URL == nil || *e.URL == "" || seen[*e.URL] {
+				continue
+			}
+			url := *e.URL
+			seen[url] = true
+			cp, recorded := copies[url]
+			switch {
+			case recorded && cp.Stored():
+				c.Stored++
+				c.Bytes += cp.Size
+				continue
+			case recorded && cp.Final():
+				c.notStored(cp.Reason)
+				continue
+			case row.Deleted:
+				continue // deleted upstream: its files are gone with it
+			}
+			if dropped(policy, e.Input) {
+				p.record = append(p.record, sink.FileCopy{FormID: row.FormID, SubmissionKey: row.SubmissionKey, URL: url, Reason: sink.FileDropped})
+				c.notStored(sink.FileDropped)
+				continue
+			}
+			c.Pending++
+			p.tasks = append(p.tasks, fileTask{row: row, entry: e, url: url})
+		}
+	}
+	// Oldest first, across forms: the service deletes files 30 days after
+	// upload.
+	slices.SortStableFunc(p.tasks, func(a, b fileTask) int { return a.row.CreatedAt.Compare(b.row.CreatedAt) })
+	return p, nil
+}
+
+// dropped reports whether the field policy drops the input a file came
+// in: its bytes are then never fetched.
+func dropped(policy FieldPolicy, input *string) bool {
+	if policy == nil || input == nil {
+		return false
+	}
+	_, action := policy.RuleFor(*input)
+	return action == "drop"
+}
+
+// FileStatus says where the files of the given forms stand (every form
+// when none is given): stored, pending, not stored and why, per form. It
+// reads the sink only; a form without files is absent.
+func FileStatus(ctx context.Context, keeper sink.FileKeeper, policy FieldPolicy, formIDs []string) (map[string]FileCounts, error) {
+	rows, err := keeper.FileRows(ctx, formIDs)
+	if err != nil {
+		return nil, fmt.Errorf("reading the stored rows' files: %w", err)
+	}
+	p, err := planFiles(rows, policy)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]FileCounts, len(p.counts))
+	for id, c := range p.counts {
+		if c.Any() {
+			out[id] = *c
+		}
+	}
+	return out, nil
+}
+
+// recordEvery is how many copies the files phase records at once.
+const recordEvery = 256
+
+// keepFiles is a run's files phase (Config.Files): it fetches the files
+// of the forms' stored rows that have no final copy and records them. It
+// returns each form's counts; an error says why the phase stopped early
+// (the files it recorded by then stay recorded).
+func (e *Engine) keepFiles(ctx context.Context, forms []string) (map[string]FileCounts, error) {
+	keeper, err := sink.Optional{Sink: e.dst}.FileKeeper()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := keeper.FileRows(ctx, forms)
+	if err != nil {
+		return nil, fmt.Errorf("reading the stored rows' files: %w", err)
+	}
+	plan, err := planFiles(rows, e.cfg.FieldPolicy)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]*FileCounts{}
+	count := func(form string) *FileCounts {
+		c := counts[form]
+		if c == nil {
+			c = &FileCounts{}
+			counts[form] = c
+		}
+		return c
+	}
+	for _, cp := range plan.record {
+		count(cp.FormID).notStored(cp.Reason)
+	}
+	// Every file to fetch is pending until a final copy of it is made.
+	for _, t := range plan.tasks {
+		count(t.row.FormID).Pending++
+	}
+	rec := &recorder{keeper: keeper, now: e.cfg.Now, grace: e.cfg.ShutdownGrace, pending: plan.record}
+	results := make(chan fileResult)
+	start := e.cfg.Now()
+	go e.fetchAll(ctx, plan.tasks, results)
+	for r := range results {
+		c := count(r.task.row.FormID)
+		switch {
+		case r.copy == nil:
+			// Not the file's fault (the store, the run ending): pending.
+			if r.err != nil && ctx.Err() == nil {
+				e.cfg.Logger.Warn("a file could not be kept; the next sync tries again", "form", r.task.row.FormID,
+					"submission_key", r.task.row.SubmissionKey, "error", r.err.Error())
+			}
+			continue
+		case r.copy.Stored():
+			c.Pending--
+			c.Stored++
+			c.Bytes += r.copy.Size
+			if r.isNew {
+				c.New++
+			}
+			if e.cfg.Progress != nil {
+				e.cfg.Progress(Progress{FormID: r.task.row.FormID, Files: int(c.Stored), FileBytes: c.Bytes, Elapsed: e.cfg.Now().Sub(start)})
+			}
+		default:
+			if r.copy.Final() {
+				c.Pending--
+			}
+			c.notStored(r.copy.Reason)
+			e.cfg.Logger.Info("a file is not kept", "form", r.task.row.FormID, "submission_key", r.task.row.SubmissionKey,
+				"reason", r.copy.Reason, "error", r.err.Error())
+		}
+		if err := rec.add(ctx, *r.copy); err != nil {
+			// Recording failed: stop fetching (the fetched objects
+			// stay, named by no copy yet, and are reused next time).
+			for range results {
+			}
+			return freeze(counts), err
+		}
+	}
+	return freeze(counts), rec.flush(ctx)
+}
+
+func freeze(m map[string]*FileCounts) map[string]FileCounts {
+	out := make(map[string]FileCounts, len(m))
+	for k, v := range m {
+		out[k] = *v
+	}
+	return out
+}
+
+// fileResult is one fetch's outcome: the copy to record, or nil when the
+// file stays pending (err says why).
+type fileResult struct {
+	task  fileTask
+	copy  *sink.FileCopy
+	isNew bool
+	err   error
+}
+
+// fetchAll fetches tasks, Files.Workers at once, in their order, and
+// sends each outcome to out, which it closes at the end.
+func (e *Engine) fetchAll(ctx context.Context, tasks []fileTask, out chan<- fileResult) {
+	defer close(out)
+	fk := e.cfg.Files
+	workers := cmp.Or(fk.Workers, e.cfg.Concurrency)
+	next := make(chan fileTask)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for t := range next {
+				out <- e.fetchOne(ctx, t)
+			}
+		})
+	}
+	for _, t := range tasks {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- t
+	}
+	close(next)
+	wg.Wait()
+}
+
+// fetchOne fetches one file into the store and says what to record.
+func (e *Engine) fetchOne(ctx context.Context, t fileTask) fileResult {
+	fk := e.cfg.Files
+	fetcher := fk.Fetcher
+	if f, ok := fk.Accounts[e.account(t.row.FormID)]; ok {
+		fetcher = f
+	}
+	res, err := fetcher.Fetch(ctx, t.entry, fk.Store)
+	cp := sink.FileCopy{FormID: t.row.FormID, SubmissionKey: t.row.SubmissionKey, URL: t.url}
+	if err == nil {
+		cp.SHA256, cp.ObjectURI, cp.Size, cp.ContentType = res.SHA256, res.URI, res.Size, res.ContentType
+		cp.StoredAt = e.cfg.Now().UTC().Truncate(time.Microsecond)
+		if res.SizeMismatch {
+			e.cfg.Logger.Warn("a file's bytes are not the size its submission declares; stored as received",
+				"form", t.row.FormID, "submission_key", t.row.SubmissionKey, "declared", derefSize(t.entry.Size), "received", res.Size)
+		}
+		return fileResult{task: t, copy: &cp, isNew: !res.Existed}
+	}
+	reason := files.Reason(err)
+	if reason == "" {
+		return fileResult{task: t, err: err}
+	}
+	cp.Reason = reason
+	return fileResult{task: t, copy: &cp, err: err}
+}
+
+func derefSize(p *int64) int64 {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
+
+// recorder writes copies to the sink, recordEvery at a time. At the end
+// of a run cut short it still records what was fetched, within the grace.
+type recorder struct {
+	keeper  sink.FileKeeper
+	now     func() time.Time
+	grace   time.Duration
+	pending []sink.FileCopy
+}
+
+func (r *recorder) add(ctx context.Context, cp sink.FileCopy) error {
+	r.pending = append(r.pending, cp)
+	if len(r.pending) < recordEvery {
+		return nil
+	}
+	return r.flush(ctx)
+}
+
+func (r *recorder) flush(ctx context.Context) error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	if ctx.Err() != nil {
+		// The run is ending: what was fetched is still recorded, within
+		// the grace a commit gets.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.grace)
+		defer cancel()
+	}
+	at := r.now().UTC().Truncate(time.Microsecond)
+	for i := range r.pending {
+		r.pending[i].RecordedAt = at
+	}
+	if err := r.keeper.RecordFiles(ctx, r.pending); err != nil {
+		return fmt.Errorf("recording %d file copies: %w", len(r.pending), err)
+	}
+	r.pending = r.pending[:0]
+	return nil
+}
+
+// filesPhase runs keepFiles for a run's forms and puts what it did in rep.
+func (e *Engine) filesPhase(ctx context.Context, rep *Report, forms []string) {
+	counts, err := e.keepFiles(ctx, forms)
+	for i := range rep.Forms {
+		rep.Forms[i].Files = counts[rep.Forms[i].FormID]
+	}
+	if err != nil {
+		rep.FilesErr = fmt.Errorf("keeping files: %w", err)
+		e.cfg.Logger.Error("files were not all kept; the next sync tries again", "error", rep.FilesErr.Error())
+	}
+}
