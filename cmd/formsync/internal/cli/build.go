@@ -18,6 +18,7 @@ import (
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/files"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/formsync/formsync/worker/metrics"
 )
@@ -35,10 +36,18 @@ type pipeline struct {
 	accounts *worker.Accounts
 	observe  func(account string, ev formsapi.Event)
 	tokens   map[string]formsapi.Secret
+	// files is the files store (FORMSYNC_FILES_STORE); nil when unset.
+	files *files.Store
 }
 
-// Close closes the sink.
-func (p *pipeline) Close() error { return p.sink.Close() }
+// Close closes the sink and the files store.
+func (p *pipeline) Close() error {
+	err := p.sink.Close()
+	if p.files != nil {
+		err = errors.Join(err, p.files.Close())
+	}
+	return err
+}
 
 // errConfig marks a wiring failure caused by the configuration (exit 2)
 // rather than by the world (exit 1).
@@ -75,6 +84,12 @@ func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, o
 		return nil, err
 	}
 	warnUnseenPins(ctx, e.log, dst, e.cfg.pins, forms)
+	fk, store, err := openFiles(ctx, e.cfg)
+	if err != nil {
+		dst.Close()
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
+	}
+	cfg.Files = fk
 	// The sink says how it is best written to: SQLite in parts, rows
 	// keyed by content sorted; BigQuery, whose every commit spends its
 	// tables' daily quotas, in parts only for a large read
@@ -82,9 +97,12 @@ func wireSink(ctx context.Context, e *env, forms []string, m *metrics.Metrics, o
 	eng, err := worker.New(client, dst, cfg.TunedFor(dst))
 	if err != nil {
 		dst.Close()
+		if store != nil {
+			store.Close()
+		}
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	p := &pipeline{engine: eng, sink: dst, metrics: m, forms: forms, observe: observe}
+	p := &pipeline{engine: eng, sink: dst, metrics: m, forms: forms, observe: observe, files: store}
 	if acc, ok := client.(*worker.Accounts); ok {
 		p.accounts, p.tokens = acc, maps.Clone(e.cfg.accountTokens)
 	}

@@ -155,6 +155,24 @@ type Config struct {
 	// load job and transaction; smaller reads commit together, once per
 	// run. Default 100000.
 	BQPartRows int `envconfig:"BQ_PART_ROWS" default:"100000" field:"bigquery.PartRows" check:"positive" group:"sink" desc:"rows of one form committed to BigQuery as one part of a large read"`
+	// FILES_STORE: where the files submissions name are kept, before the
+	// service deletes them (30 days after upload): gs://bucket/prefix
+	// (Cloud Storage) or file:///absolute/path (a folder). Each file is
+	// stored once, named by its SHA-256, and submission_files says where.
+	// Default: none (no file is fetched; status counts the files that
+	// will expire).
+	FilesStore string `envconfig:"FILES_STORE" check:"filestore" group:"sink" desc:"where submissions' files are kept: gs://bucket/prefix or file:///path (unset: not kept)"`
+	// FILES_MAX_BYTES: the largest file kept; a larger one is recorded as
+	// too_large. Default 26214400 (25 MiB; the service takes 5 MB).
+	FilesMaxBytes int64 `envconfig:"FILES_MAX_BYTES" default:"26214400" check:"positive" group:"sink" desc:"largest file kept, in bytes"`
+	// FILES_ALLOW_LOOPBACK: fetch files from loopback addresses (the
+	// simulator, a local test service). Default false.
+	FilesAllowLoopback bool `envconfig:"FILES_ALLOW_LOOPBACK" default:"false" group:"sink" desc:"fetch files from loopback addresses (tests, the simulator)"`
+	// FILES_ALLOW_PRIVATE: fetch files from private network addresses
+	// (10/8, 172.16/12, 192.168/16, fc00::/7, 100.64/10): a service on
+	// your own network. Link-local and metadata addresses are always
+	// refused. Default false.
+	FilesAllowPrivate bool `envconfig:"FILES_ALLOW_PRIVATE" default:"false" group:"sink" desc:"fetch files from private network addresses"`
 	// TMP_DIR: where a run stages rows as NDJSON before committing them.
 	// Default: system temp dir (os.TempDir).
 	TmpDir string `envconfig:"TMP_DIR" show:"system temp dir" field:"worker.TmpDir" check:"staging" group:"api" desc:"directory for staged rows"`

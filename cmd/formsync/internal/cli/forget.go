@@ -14,6 +14,7 @@ import (
 	"github.com/formsync/formsync/sink/bigquery"
 	"github.com/formsync/formsync/state"
 	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/files"
 )
 
 // listFlag collects a flag given several times or comma-separated.
@@ -142,6 +143,16 @@ func forgetIn(ctx context.Context, e *env, dst sink.Sink, req forgetRequest) (*w
 	// concurrency, ...) are not its business, nor checked for it.
 	// Its commit stores the form's pinned types, as every commit does.
 	cfg := worker.Config{Forms: []string{req.form}, Logger: e.log, FieldPolicy: e.cfg.fieldPolicy(), FieldTypes: e.cfg.pins}
+	if e.cfg.FilesStore != "" && !req.dry {
+		// The removed rows' files are deleted from the store too.
+		store, err := files.OpenStore(ctx, e.cfg.FilesStore, files.StoreOptions{})
+		if err != nil {
+			e.log.Error("cannot open the files store: nothing was removed", "form", req.form, "error", err.Error())
+			return nil, exitFailed
+		}
+		defer store.Close()
+		cfg.Files = &worker.Files{Store: store}
+	}
 	eng, err := worker.New(nil, dst, cfg)
 	if err != nil {
 		return nil, configError(e, err)
@@ -203,6 +214,25 @@ func printForgotten(e *env, req forgetRequest, rep *worker.ForgetReport) {
 	if !req.dry {
 		fmt.Fprintln(e.stdout, "No later sync, lookback, backfill or reconcile will store these submissions again.")
 	}
+	printForgottenFiles(e, rep)
+}
+
+// printForgottenFiles says what became of the files the forgotten rows
+// named in the files store.
+func printForgottenFiles(e *env, rep *worker.ForgetReport) {
+	if len(rep.Objects) == 0 {
+		return
+	}
+	if len(rep.Deleted) > 0 {
+		fmt.Fprintf(e.stdout, "Deleted %d file(s) from the files store: %s\n", len(rep.Deleted), strings.Join(rep.Deleted, ", "))
+	}
+	if len(rep.Kept) > 0 {
+		fmt.Fprintf(e.stdout, "Kept %d file(s) that another stored submission names too: %s\n", len(rep.Kept), strings.Join(rep.Kept, ", "))
+	}
+	if rep.ObjectsErr != nil {
+		fmt.Fprintf(e.stdout, "Not deleted from the files store: %v.\nNo stored row names them any more: delete the objects sha256/<digest> of these digests from the store by hand: %s\n",
+			rep.ObjectsErr, strings.Join(slices.DeleteFunc(slices.Clone(rep.Objects), func(d string) bool { return slices.Contains(rep.Deleted, d) || slices.Contains(rep.Kept, d) }), ", "))
+	}
 }
 
 // purgeResult is forget's exit code once its commit is done: 1 when the
@@ -211,6 +241,9 @@ func printForgotten(e *env, req forgetRequest, rep *worker.ForgetReport) {
 // finishes.
 func purgeResult(e *env, rep *worker.ForgetReport) int {
 	if rep.Purge == nil {
+		if rep.ObjectsErr != nil {
+			return exitFailed
+		}
 		return exitOK
 	}
 	if e.cfg.Sink == "bigquery" {

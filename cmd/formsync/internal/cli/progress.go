@@ -113,6 +113,8 @@ func (p *progressPrinter) total() (all worker.Progress, label string) {
 		all.Pages += f.Pages
 		all.PagesTotal += f.PagesTotal
 		all.Rows += f.Rows
+		all.Files += f.Files
+		all.FileBytes += f.FileBytes
 		all.Elapsed = max(all.Elapsed, f.Elapsed)
 		all.ETA = max(all.ETA, f.ETA)
 		known = known && f.PagesTotal > 0
@@ -134,6 +136,12 @@ func (p *progressPrinter) update(pr worker.Progress) {
 	defer p.mu.Unlock()
 	if p.forms == nil {
 		p.forms = map[string]worker.Progress{}
+	}
+	if pr.Files > 0 || pr.FileBytes > 0 {
+		// The files phase: its counts beside the form's read.
+		f := p.forms[pr.FormID]
+		f.FormID, f.Files, f.FileBytes = pr.FormID, pr.Files, pr.FileBytes
+		pr = f
 	}
 	p.forms[pr.FormID] = pr
 	all, label := p.total()
@@ -166,6 +174,9 @@ func (p *progressPrinter) update(pr worker.Progress) {
 	// Two decimals: 5.097341792384847 says no more than 5.1 to a reader.
 	rate := math.Round(float64(all.Pages)/max(all.Elapsed.Seconds(), 1e-9)*100) / 100
 	attrs = append(attrs, "rows", all.Rows, "pages_per_second", rate)
+	if all.Files > 0 {
+		attrs = append(attrs, "files", all.Files, "file_bytes", all.FileBytes)
+	}
 	if all.ETA > 0 {
 		attrs = append(attrs, "eta", all.ETA.Round(time.Second).String())
 	}
@@ -206,11 +217,15 @@ func barLine(all worker.Progress, label string) progressLine {
 		// The first page or two come at once: their rate says nothing.
 		l.rate, l.rows, eta = "-- pages/s", "", "--"
 	}
+	files := ""
+	if all.Files > 0 {
+		files = fmt.Sprintf("  %d files %s", all.Files, humanBytes(all.FileBytes))
+	}
 	if all.PagesTotal == 0 {
-		l.counts = fmt.Sprintf("%d pages  %d rows", all.Pages, all.Rows)
+		l.counts = fmt.Sprintf("%d pages  %d rows", all.Pages, all.Rows) + files
 		return l
 	}
-	l.counts = fmt.Sprintf("%d/%d pages  %d rows", all.Pages, all.PagesTotal, all.Rows)
+	l.counts = fmt.Sprintf("%d/%d pages  %d rows", all.Pages, all.PagesTotal, all.Rows) + files
 	l.eta = "ETA " + eta
 	return l
 }
@@ -319,6 +334,21 @@ func (p *progressPrinter) resized() {
 
 // humanDuration says d the way a person reads it, in its two largest
 // units: "329d 3h", "2h 5m", "4m 10s", "12s".
+// humanBytes is n bytes as "512 B", "1.5 MB" (decimal units).
+func humanBytes(n int64) string {
+	if n < 1000 {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, unit := float64(n), "B"
+	for _, u := range []string{"kB", "MB", "GB", "TB"} {
+		if f < 1000 {
+			break
+		}
+		f, unit = f/1000, u
+	}
+	return fmt.Sprintf("%.1f %s", f, unit)
+}
+
 func humanDuration(d time.Duration) string {
 	return humanSeconds(d.Seconds())
 }

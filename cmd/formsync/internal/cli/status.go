@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	iofs "io/fs"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/sink/view"
 	"github.com/formsync/formsync/state"
+	"github.com/formsync/formsync/worker"
 )
 
 // formStatus is one form's line of `formsync status`.
@@ -69,6 +71,22 @@ type formStatus struct {
 	// ViewProblem says why the form's view cannot be made, when the sink
 	// knows (a BigQuery view beyond BigQuery's limits on its text).
 	ViewProblem string `json:"view_problem,omitempty"`
+	// Files is where the files the form's stored submissions name stand
+	// in the files store (FORMSYNC_FILES_STORE); nil when none names a
+	// file, or no store is configured.
+	Files *filesStatus `json:"files,omitempty"`
+}
+
+// filesStatus is a form's files in the files store.
+type filesStatus struct {
+	Stored  int64 `json:"stored"`
+	Bytes   int64 `json:"bytes"`
+	Pending int64 `json:"pending"`
+	// Gone counts the files the service had deleted before they could be
+	// kept (expired); NotStored every file recorded as not stored, by
+	// reason, expired included.
+	Gone      int64            `json:"gone"`
+	NotStored map[string]int64 `json:"not_stored,omitempty"`
 }
 
 // addedField is a field a form gained, and when it was first committed.
@@ -208,6 +226,11 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	for i := range out {
 		out[i].Account = e.cfg.formAccount[out[i].Form]
 	}
+	unkept, err := addFileStatus(ctx, e, dst, out)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "formsync status: %v\n", err)
+		return exitFailed
+	}
 	slices.SortFunc(out, func(a, b formStatus) int { return strings.Compare(a.Form, b.Form) })
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -236,8 +259,76 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		}
 	}
 	printFieldsAdded(e, out, since, *sinceText)
+	printFiles(e, out, unkept)
 	printHidden(e, hidden)
 	return exitOK
+}
+
+// addFileStatus puts into out where each form's files stand, when a files
+// store is configured. Without one it returns how many stored
+// submissions (not deleted upstream) name files, which will expire at the
+// service.
+func addFileStatus(ctx context.Context, e *env, dst sink.Sink, out []formStatus) (unkept int, err error) {
+	keeper, err := sink.Optional{Sink: dst}.FileKeeper()
+	if err != nil || len(out) == 0 {
+		return 0, nil
+	}
+	forms := make([]string, len(out))
+	for i, s := range out {
+		forms[i] = s.Form
+	}
+	if e.cfg.FilesStore == "" {
+		rows, err := keeper.FileRows(ctx, forms)
+		if err != nil {
+			return 0, fmt.Errorf("reading the stored rows' files: %w", err)
+		}
+		for _, r := range rows {
+			if !r.Deleted {
+				unkept++
+			}
+		}
+		return unkept, nil
+	}
+	counts, err := worker.FileStatus(ctx, keeper, e.cfg.fieldPolicy(), forms)
+	if err != nil {
+		return 0, err
+	}
+	for i := range out {
+		if c, ok := counts[out[i].Form]; ok {
+			out[i].Files = &filesStatus{Stored: c.Stored, Bytes: c.Bytes, Pending: c.Pending, Gone: c.Gone(), NotStored: c.NotStored}
+		}
+	}
+	return 0, nil
+}
+
+// printFiles says where the forms' files stand in the files store, or,
+// without one, how many stored submissions name files that will expire.
+func printFiles(e *env, out []formStatus, unkept int) {
+	if unkept > 0 {
+		fmt.Fprintf(e.stdout, "\nFiles: %s.\n", filesHint(unkept))
+		return
+	}
+	if !slices.ContainsFunc(out, func(s formStatus) bool { return s.Files != nil }) {
+		return
+	}
+	fmt.Fprintf(e.stdout, "\nFiles in %s:\n", e.cfg.FilesStore)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  FORM\tSTORED\tBYTES\tPENDING\tGONE\tNOT STORED")
+	for _, s := range out {
+		f := s.Files
+		if f == nil {
+			continue
+		}
+		var not []string
+		for _, r := range slices.Sorted(maps.Keys(f.NotStored)) {
+			if r != sink.FileExpired {
+				not = append(not, fmt.Sprintf("%d %s", f.NotStored[r], r))
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%s\n", s.Form, f.Stored, f.Bytes, f.Pending, f.Gone, cmp.Or(strings.Join(not, ", "), "-"))
+	}
+	tw.Flush()
+	fmt.Fprintln(e.stdout, "PENDING files are fetched by the next sync (oldest first); GONE ones the service had deleted (30 days after upload) before a sync could keep them.")
 }
 
 // printStatusTable prints the forms' status as a table, with a column for

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -101,6 +103,7 @@ func printSyncSummary(w io.Writer, cfg Config, rep *worker.Report, code int) {
 	}
 	fmt.Fprintf(w, "\nSynced %d of %s into %s: %s new, %d updated, in %s.\n",
 		ok, plural(len(rep.Forms), "form"), where, plural(int(inserted), "row"), updated, humanDuration(rep.Duration))
+	printFilesSummary(w, cfg, rep)
 	if len(failed) == 0 {
 		fmt.Fprintln(w, "'formsync status' shows each form's watermark and lag.")
 		return
@@ -110,6 +113,25 @@ func printSyncSummary(w io.Writer, cfg Config, rep *worker.Report, code int) {
 		fmt.Fprintf(w, "  %s: %s\n", f.FormID, shorten(f.Err.Error(), 300))
 	}
 	fmt.Fprintln(w, "Fix what each error says, then run 'formsync sync' again; 'formsync status' shows each form's last error.")
+}
+
+// printFilesSummary says what the run's files phase did.
+func printFilesSummary(w io.Writer, cfg Config, rep *worker.Report) {
+	t := rep.FileTotals()
+	if t.Any() {
+		var not []string
+		for _, reason := range slices.Sorted(maps.Keys(t.NotStored)) {
+			not = append(not, fmt.Sprintf("%d %s", t.NotStored[reason], reason))
+		}
+		line := fmt.Sprintf("Kept %s (%d bytes, %d new) in %s; %d pending", plural(int(t.Stored), "file"), t.Bytes, t.New, cfg.FilesStore, t.Pending)
+		if len(not) > 0 {
+			line += "; not kept: " + strings.Join(not, ", ")
+		}
+		fmt.Fprintln(w, line+".")
+	}
+	if rep.FilesErr != nil {
+		fmt.Fprintf(w, "Files were not all kept (the rows are stored; the next sync tries again): %v\n", rep.FilesErr)
+	}
 }
 
 // plural is "1 form", "3 forms".

@@ -21,6 +21,7 @@ import (
 	"github.com/formsync/formsync/sink/sqlite"
 	"github.com/formsync/formsync/state/fieldtype"
 	"github.com/formsync/formsync/worker"
+	"github.com/formsync/formsync/worker/files"
 	"github.com/formsync/formsync/worker/formsapi"
 	"github.com/robfig/cron/v3"
 )
@@ -226,6 +227,16 @@ var checks = map[string]func(value string) string{
 		}
 		f.Close()
 		os.Remove(f.Name())
+		return ""
+	},
+	// A store that cannot be opened would fail every run's files phase.
+	"filestore": func(v string) string {
+		if v == "" {
+			return ""
+		}
+		if err := files.CheckStoreURL(v); err != nil {
+			return err.Error()
+		}
 		return ""
 	},
 	// A push that cannot happen was a warning after each run, its metrics
