@@ -40,7 +40,7 @@ func (e *Engine) checkCompleteness(ctx context.Context, rep *Report, runs, remar
 		return
 	}
 	sub := &Report{}
-	again, rejected := e.readForms(ctx, sub, ids, states, func(state.Form) readMode { return readAll })
+	again, rejected := e.readForms(ctx, sub, ids, states, func(state.Form) readMode { return readAll }, nil)
 	defer discardAll(again)
 	rejection(sub, rejected)
 	e.commitRuns(ctx, sub, again) // readAll marks nothing

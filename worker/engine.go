@@ -171,7 +171,9 @@ func (e *Engine) run(ctx context.Context, what string, forms []string, modeOf fu
 		return nil, fmt.Errorf("reading sync state: %w", err)
 	}
 	rep := &Report{}
-	runs, rejected := e.readForms(ctx, rep, forms, states, modeOf)
+	pf := e.startPrefetch(ctx)
+	defer pf.stop()
+	runs, rejected := e.readForms(ctx, rep, forms, states, modeOf, pf)
 	defer discardAll(runs)
 	rejection(rep, rejected)
 	remarked := e.commitRuns(ctx, rep, runs)
@@ -182,7 +184,7 @@ func (e *Engine) run(ctx context.Context, what string, forms []string, modeOf fu
 		rep.Forms = append(rep.Forms, r.finalReport())
 	}
 	if e.cfg.Files != nil && e.cfg.Files.Fetcher != nil && rep.CommitErr == nil && rep.Fatal == nil && ctx.Err() == nil {
-		e.filesPhase(ctx, rep, forms)
+		e.filesPhase(ctx, rep, forms, pf)
 	}
 	rep.Duration = e.cfg.Now().Sub(start)
 	e.logReport(what, rep)
@@ -194,7 +196,7 @@ func (e *Engine) run(ctx context.Context, what string, forms []string, modeOf fu
 // of its account still reading (all forms, when the Source reads them all
 // with one token) and is returned by account: the token is wrong for all
 // of them. The other accounts' forms read on.
-func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, states map[string]state.Form, modeOf func(state.Form) readMode) ([]*formRun, map[string]error) {
+func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, states map[string]state.Form, modeOf func(state.Form) readMode, pf *prefetcher) ([]*formRun, map[string]error) {
 	// One context per account, so that a rejected token stops its own
 	// account's forms only.
 	accounts := map[string]*accountRun{}
@@ -247,6 +249,9 @@ func (e *Engine) readForms(ctx context.Context, rep *Report, forms []string, sta
 					fctx, fcancel := context.WithTimeoutCause(acc.ctx, e.cfg.FormTimeout, ErrFormTimeout)
 					defer fcancel()
 					runs[i] = e.newRun(st)
+					if pf != nil && modeOf(st) == readNew {
+						runs[i].prefetch = pf.offer
+					}
 					runs[i].read(fctx, modeOf(st), parts, e.cfg.Progress)
 					if err := runs[i].err; errors.Is(err, formsapi.ErrUnauthorized) {
 						acc.cancel(err)

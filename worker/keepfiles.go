@@ -193,7 +193,7 @@ const recordEvery = 256
 // of the forms' stored rows that have no final copy and records them. It
 // returns each form's counts; an error says why the phase stopped early
 // (the files it recorded by then stay recorded).
-func (e *Engine) keepFiles(ctx context.Context, forms []string) (map[string]FileCounts, error) {
+func (e *Engine) keepFiles(ctx context.Context, forms []string, pf *prefetcher) (map[string]FileCounts, error) {
 	keeper, err := sink.Optional{Sink: e.dst}.FileKeeper()
 	if err != nil {
 		return nil, err
@@ -225,7 +225,7 @@ func (e *Engine) keepFiles(ctx context.Context, forms []string) (map[string]File
 	rec := &recorder{keeper: keeper, now: e.cfg.Now, grace: e.cfg.ShutdownGrace, pending: plan.record}
 	results := make(chan fileResult)
 	start := e.cfg.Now()
-	go e.fetchAll(ctx, plan.tasks, results)
+	go e.fetchAll(ctx, plan.tasks, results, pf)
 	for r := range results {
 		c := count(r.task.row.FormID)
 		switch {
@@ -283,8 +283,9 @@ type fileResult struct {
 }
 
 // fetchAll fetches tasks, Files.Workers at once, in their order, and
-// sends each outcome to out, which it closes at the end.
-func (e *Engine) fetchAll(ctx context.Context, tasks []fileTask, out chan<- fileResult) {
+// sends each outcome to out, which it closes at the end. A file the
+// prefetcher fetched (or is fetching) is taken from it.
+func (e *Engine) fetchAll(ctx context.Context, tasks []fileTask, out chan<- fileResult, pf *prefetcher) {
 	defer close(out)
 	fk := e.cfg.Files
 	workers := cmp.Or(fk.Workers, e.cfg.Concurrency)
@@ -293,6 +294,10 @@ func (e *Engine) fetchAll(ctx context.Context, tasks []fileTask, out chan<- file
 	for range workers {
 		wg.Go(func() {
 			for t := range next {
+				if r, ok := pf.take(ctx, t); ok {
+					out <- r // fetched while the form was read
+					continue
+				}
 				out <- e.fetchOne(ctx, t)
 			}
 		})
@@ -380,8 +385,8 @@ func (r *recorder) flush(ctx context.Context) error {
 }
 
 // filesPhase runs keepFiles for a run's forms and puts what it did in rep.
-func (e *Engine) filesPhase(ctx context.Context, rep *Report, forms []string) {
-	counts, err := e.keepFiles(ctx, forms)
+func (e *Engine) filesPhase(ctx context.Context, rep *Report, forms []string, pf *prefetcher) {
+	counts, err := e.keepFiles(ctx, forms, pf)
 	for i := range rep.Forms {
 		rep.Forms[i].Files = counts[rep.Forms[i].FormID]
 	}

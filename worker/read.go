@@ -73,6 +73,9 @@ type formRun struct {
 	start     time.Time
 	// onStaged, when set, is told of every staged row.
 	onStaged func(sink.Row)
+	// prefetch, when set, is given every staged row newer than the
+	// stored watermark, whose files it fetches while the form is read.
+	prefetch func(sink.Row)
 	// mode is what the run reads and what its commit does.
 	mode readMode
 	// forgotten counts the submissions served but skipped because they
@@ -449,6 +452,9 @@ func (r *formRun) stage(row sink.Row) error {
 	}
 	if r.onStaged != nil {
 		r.onStaged(row)
+	}
+	if r.prefetch != nil && !row.CreatedAt.Before(r.old.Watermark.CreatedAt) {
+		r.prefetch(row)
 	}
 	if r.partsTo != nil && r.partDue(r.spool) {
 		return r.handOff()
