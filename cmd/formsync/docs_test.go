@@ -50,6 +50,7 @@ var docSkips = map[string]string{
 
 	"docs/gke.md: docker build --platform linux/amd64 --build-arg VERSION=$(git describe --tags --always) -t REGION-docker.pkg.dev/PROJECT_ID/formsync/formsync:v1 .": "needs docker and a Google Cloud registry",
 	"docs/gke.md: bq --location=US mk --dataset PROJECT_ID:formsync":                                                         "needs Google Cloud",
+	"docs/gke.md: gcloud storage buckets create gs://BUCKET --project PROJECT_ID --location=US \\":                           "needs Google Cloud",
 	"docs/gke.md: gcloud iam service-accounts add-iam-policy-binding formsync@PROJECT_ID.iam.gserviceaccount.com \\":         "needs Google Cloud",
 	"docs/gke.md: kubectl -n NAMESPACE create secret generic formsync-api-token --from-file=token=/path/to/token":            "needs kubectl and a cluster",
 	"docs/gke.md: kubectl -n NAMESPACE create secret generic formsync-field-hash-key --from-file=hash-key=/path/to/hash-key": "needs kubectl and a cluster",
