@@ -32,6 +32,10 @@ const (
 // Reason empty), or not, and why (Reason). A file is named by the URL the
 // submission's files give it; (FormID, SubmissionKey, URL) is a copy's
 // key.
+//
+// In FilesTable a zero string or time is NULL, and size is NULL when
+// SHA256 is empty (nothing stored), so that an empty file stored reads
+// size 0 and a file not stored reads NULL.
 type FileCopy struct {
 	FormID        string
 	SubmissionKey string

@@ -25,6 +25,10 @@
 //     the commit's time) unless marked already.
 //   - row_count is the number of rows stored for the form and not marked
 //     deleted; deleted_count the number marked.
+//   - It is a sink.FileKeeper: a file copy belongs to its row. A commit
+//     that removes a row (forget, a twin) removes its copies, a re-keyed
+//     row takes its copies to its new key, Remove with Rows removes the
+//     form's copies, and a copy recorded for a row not stored is dropped.
 package memory
 
 import (
@@ -47,7 +51,13 @@ type Sink struct {
 	mu     sync.Mutex
 	rows   map[string]map[string]stored // form -> submission key -> row
 	states map[string]state.Form
+	// copies are the file copies of stored rows: form -> submission key
+	// -> URL -> copy. A commit replaces a form's map, and a key's, rather
+	// than changing them.
+	copies map[string]map[string]map[string]sink.FileCopy
 	closed bool
+	// now is the clock of copies recorded without their time.
+	now func() time.Time
 }
 
 type stored struct {
@@ -55,11 +65,15 @@ type stored struct {
 	syncedAt time.Time
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var (
+	_ sink.Sink       = (*Sink)(nil)
+	_ sink.FileKeeper = (*Sink)(nil)
+)
 
 // New returns an empty sink.
 func New() *Sink {
-	return &Sink{rows: map[string]map[string]stored{}, states: map[string]state.Form{}}
+	return &Sink{rows: map[string]map[string]stored{}, states: map[string]state.Form{},
+		copies: map[string]map[string]map[string]sink.FileCopy{}, now: time.Now}
 }
 
 // ReadState returns copies of the stored states of formIDs (all when empty).
@@ -159,6 +173,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 
 	rows := maps.Clone(s.rows)
 	states := maps.Clone(s.states)
+	copies := maps.Clone(s.copies)
 	res := sink.Result{}
 	// removed holds, per form, the content-keyed twins this commit
 	// removed because their id was stored: one staged again later in the
@@ -171,6 +186,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 			form = map[string]stored{}
 		}
 		counts := res[id]
+		formCopies := maps.Clone(copies[id])
 		if removed[id] == nil {
 			removed[id] = map[string]stored{}
 		}
@@ -201,6 +217,16 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 				if fc.State.Forgotten.Has(r.SubmissionKey) || fc.State.Forgotten.Has(r.ContentKey) {
 					continue
 				}
+				if rekeys(form, r) && formCopies[r.ContentKey] != nil {
+					// The row's copies follow it to its id key.
+					moved := map[string]sink.FileCopy{}
+					for u, c := range formCopies[r.ContentKey] {
+						c.SubmissionKey = r.SubmissionKey
+						moved[u] = c
+					}
+					delete(formCopies, r.ContentKey)
+					formCopies[r.SubmissionKey] = moved
+				}
 				key := upsert(form, removed[id], r, syncedAt, &counts)
 				if seen != nil {
 					seen[key] = struct{}{}
@@ -216,6 +242,14 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 				}
 			}
 		}
+		// No copy outlives its row: the forgotten rows' and the removed
+		// twins' go.
+		for k := range formCopies {
+			if _, ok := form[k]; !ok {
+				delete(formCopies, k)
+			}
+		}
+		copies[id] = formCopies
 		rows[id] = form
 		res[id] = counts
 		st := cloneState(fc.State)
@@ -233,8 +267,20 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.rows, s.states = rows, states
+	s.rows, s.states, s.copies = rows, states, copies
 	return res, nil
+}
+
+// rekeys reports whether upsert re-keys a stored row to r's key: r has
+// an id, and its content key is stored as a row without one, its id key
+// not at all.
+func rekeys(form map[string]stored, r sink.Row) bool {
+	if r.SubmissionID == nil || r.ContentKey == "" || r.ContentKey == r.SubmissionKey {
+		return false
+	}
+	twin, ok := form[r.ContentKey]
+	_, taken := form[r.SubmissionKey]
+	return ok && twin.row.SubmissionID == nil && !taken
 }
 
 // upsert applies one staged row to a form's rows and returns the key it
@@ -386,6 +432,7 @@ func (s *Sink) Remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
 	}
 	if r.Rows {
 		delete(s.rows, r.FormID)
+		delete(s.copies, r.FormID)
 	}
 	switch {
 	case out.Tombstones:
@@ -404,3 +451,124 @@ func (s *Sink) Remove(ctx context.Context, r sink.Removal) (sink.Removed, error)
 // Recount does nothing: every commit counts a form's rows anew, so its
 // counters cannot drift from them.
 func (s *Sink) Recount(ctx context.Context, _ []string) error { return ctx.Err() }
+
+// FileRows returns the stored rows of formIDs (all forms when empty)
+// whose files name something, those marked deleted included, ordered by
+// form, created_at and key, each with its copies by URL.
+func (s *Sink) FileRows(ctx context.Context, formIDs []string) ([]sink.FileRow, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("memory sink: closed")
+	}
+	var out []sink.FileRow
+	for id, form := range s.rows {
+		if len(formIDs) > 0 && !slices.Contains(formIDs, id) {
+			continue
+		}
+		for key, r := range form {
+			if noFiles(r.row.Files) {
+				continue
+			}
+			fr := sink.FileRow{FormID: id, SubmissionKey: key, CreatedAt: r.row.CreatedAt,
+				Deleted: !r.row.DeletedAt.IsZero(), Files: r.row.Files}
+			for _, c := range s.copies[id][key] {
+				fr.Copies = append(fr.Copies, c)
+			}
+			slices.SortFunc(fr.Copies, func(a, b sink.FileCopy) int { return strings.Compare(a.URL, b.URL) })
+			out = append(out, fr)
+		}
+	}
+	slices.SortFunc(out, func(a, b sink.FileRow) int {
+		if c := strings.Compare(a.FormID, b.FormID); c != 0 {
+			return c
+		}
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.SubmissionKey, b.SubmissionKey)
+	})
+	return out, nil
+}
+
+// noFiles reports whether a row's files name nothing.
+func noFiles(files string) bool {
+	switch files {
+	case "", "[]", "{}", "null":
+		return true
+	}
+	return false
+}
+
+// RecordFiles stores copies, each replacing the copy of its key; a copy
+// whose row is not stored is dropped.
+func (s *Sink) RecordFiles(ctx context.Context, copies []sink.FileCopy) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, c := range copies {
+		if c.FormID == "" || c.SubmissionKey == "" || c.URL == "" {
+			return fmt.Errorf("memory sink: recording files: a copy without its form, submission key or URL: %+v", c)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("memory sink: closed")
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	for _, c := range copies {
+		if _, ok := s.rows[c.FormID][c.SubmissionKey]; !ok {
+			continue
+		}
+		if c.RecordedAt.IsZero() {
+			c.RecordedAt = now
+		}
+		c.RecordedAt = c.RecordedAt.UTC().Truncate(time.Microsecond)
+		if !c.StoredAt.IsZero() {
+			c.StoredAt = c.StoredAt.UTC().Truncate(time.Microsecond)
+		}
+		form := s.copies[c.FormID]
+		if form == nil {
+			form = map[string]map[string]sink.FileCopy{}
+			s.copies[c.FormID] = form
+		}
+		row := form[c.SubmissionKey]
+		if row == nil {
+			row = map[string]sink.FileCopy{}
+			form[c.SubmissionKey] = row
+		}
+		row[c.URL] = c
+	}
+	return nil
+}
+
+// NamedDigests returns which of digests a stored copy names.
+func (s *Sink) NamedDigests(ctx context.Context, digests []string) (map[string]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("memory sink: closed")
+	}
+	want := map[string]bool{}
+	for _, d := range digests {
+		want[d] = true
+	}
+	out := map[string]bool{}
+	for _, form := range s.copies {
+		for _, row := range form {
+			for _, c := range row {
+				if c.SHA256 != "" && want[c.SHA256] {
+					out[c.SHA256] = true
+				}
+			}
+		}
+	}
+	return out, nil
+}

@@ -13,5 +13,5 @@ func TestContract(t *testing.T) {
 		s := memory.New()
 		t.Cleanup(func() { s.Close() })
 		return s
-	})
+	}, sinktest.KeepsFiles)
 }

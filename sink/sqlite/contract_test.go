@@ -17,5 +17,5 @@ func TestContract(t *testing.T) {
 		}
 		t.Cleanup(func() { s.Close() })
 		return s
-	}, sinktest.Tunes, sinktest.Purges)
+	}, sinktest.Tunes, sinktest.Purges, sinktest.KeepsFiles)
 }

@@ -1,8 +1,11 @@
 // Package sqlite is formsync's embedded destination, a sink.Sink: one
 // SQLite file (the pure-Go driver modernc.org/sqlite) holding the
 // submissions table, the sync_state table, one view per form (a typed
-// column per field, docs/types.md) and submission_files (a row per
-// attached file).
+// column per field, docs/types.md), submission_files (a row per
+// attached file, with where it stands in the user's files store) and
+// submission_file_copies (sink.FileKeeper: where each file of a stored row
+// was copied, removed with its row and carried to its new key by
+// triggers).
 //
 //	db, err := sqlite.Open(ctx, "formsync.db")    // creates or migrates the schema
 //	defer db.Close()

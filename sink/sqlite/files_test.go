@@ -128,3 +128,15 @@ func revisionOf(t *testing.T, s *Sink, formID string) state.Form {
 	}
 	return st[formID]
 }
+
+// undoVersion8 turns a file of schema version 8 into one of version 7 as
+// it was written: no copies of files, and submission_files as migration
+// 7 made it.
+var undoVersion8 = []string{
+	`DROP TRIGGER submission_file_copies_follow_delete`,
+	`DROP TRIGGER submission_file_copies_follow_rekey`,
+	`DROP TABLE submission_file_copies`,
+	`DROP VIEW submission_files`,
+	`CREATE VIEW submission_files AS ` + filesViewBase,
+	`PRAGMA user_version = 7`,
+}

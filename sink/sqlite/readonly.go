@@ -156,6 +156,7 @@ func (s *Sink) checkSchema(ctx context.Context) error {
 		return fmt.Errorf("sqlite: %s: %w: schema version %d; a sync (which migrates it) must run first", s.path, ErrOlderSchema, version)
 	case version < SchemaVersion:
 		s.stateSelect = olderStateSelect(version)
+		s.version = version
 	}
 	return nil
 }

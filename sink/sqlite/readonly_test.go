@@ -79,8 +79,8 @@ func TestOpenReadOnlyReadsTheSchemaBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`ALTER TABLE sync_state DROP COLUMN copies`, `ALTER TABLE sync_state DROP COLUMN field_types`,
-		`DROP VIEW submission_files`, `PRAGMA user_version = 5`} {
+	for _, q := range append(undoVersion8, `ALTER TABLE sync_state DROP COLUMN copies`, `ALTER TABLE sync_state DROP COLUMN field_types`,
+		`DROP VIEW submission_files`, `PRAGMA user_version = 5`) {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

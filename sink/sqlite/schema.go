@@ -97,10 +97,45 @@ ALTER TABLE sync_state ADD COLUMN copies TEXT NULL CHECK (copies IS NULL OR json
 	// (filesViewQuery).
 	`
 ALTER TABLE sync_state ADD COLUMN field_types TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(field_types));
-CREATE VIEW IF NOT EXISTS submission_files AS ` + filesViewQuery + `
+CREATE VIEW IF NOT EXISTS submission_files AS ` + filesViewBase + `
+`,
+	// 8: where each file of a stored row stands in the user's files store
+	// (sink.FileKeeper), one row per (form_id, submission_key, url), with
+	// the columns of BigQuery's table. A copy belongs to its row: the
+	// triggers take it away with the row (a forget, a removed twin, a
+	// removal, a row deleted by hand) and to the row's new key when the
+	// row is re-keyed from its content key to its id. Neither fires for
+	// the statements of a commit's inserts and updates. The index finds
+	// the copies that name an object (NamedDigests). submission_files is
+	// made again with the copies' columns after it (Open: filesViewCopies).
+	`
+CREATE TABLE submission_file_copies (
+	form_id        TEXT    NOT NULL,
+	submission_key TEXT    NOT NULL,
+	url            TEXT    NOT NULL,
+	sha256         TEXT    NULL,
+	object_uri     TEXT    NULL,
+	size           INTEGER NULL,
+	content_type   TEXT    NULL,
+	stored_at      TEXT    NULL,
+	reason         TEXT    NULL,
+	recorded_at    TEXT    NOT NULL,
+	PRIMARY KEY (form_id, submission_key, url)
+) WITHOUT ROWID;
+CREATE INDEX submission_file_copies_sha256 ON submission_file_copies (sha256) WHERE sha256 IS NOT NULL;
+CREATE TRIGGER submission_file_copies_follow_delete AFTER DELETE ON submissions
+BEGIN
+	DELETE FROM submission_file_copies WHERE form_id = old.form_id AND submission_key = old.submission_key;
+END;
+CREATE TRIGGER submission_file_copies_follow_rekey AFTER UPDATE OF submission_key ON submissions
+	WHEN new.submission_key IS NOT old.submission_key
+BEGIN
+	UPDATE OR REPLACE submission_file_copies SET submission_key = new.submission_key
+	WHERE form_id = old.form_id AND submission_key = old.submission_key;
+END;
 `,
 }
 
 // SchemaVersion is the schema version this package writes (PRAGMA
 // user_version): len(migrations).
-const SchemaVersion = 7
+const SchemaVersion = 8

@@ -49,6 +49,9 @@ type Sink struct {
 	// stateColumns, or, on a read-only file of an older schema, with the
 	// columns added since read as NULL.
 	stateSelect string
+	// version is the schema version of a file opened read-only before a
+	// sync migrated it; 0 when the file is of SchemaVersion.
+	version int
 }
 
 // CheckPath reports a database path Open refuses whatever the file
@@ -236,6 +239,11 @@ func (s *Sink) migrate(ctx context.Context) error {
 		// create it now.
 		if err := typeViews(ctx, tx); err != nil {
 			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, viewsTyped, err)
+		}
+	}
+	if version < filesViewSince {
+		if err := filesViewCopies(ctx, tx); err != nil {
+			return fmt.Errorf("sqlite: %s: migrating schema to version %d: %w", s.path, filesViewSince, err)
 		}
 	}
 	// Both pragmas live in the file header and are transactional.

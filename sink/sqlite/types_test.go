@@ -191,9 +191,9 @@ func TestMigrationTypesStoredRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`ALTER TABLE sync_state DROP COLUMN field_types`, `DROP VIEW submission_files`,
-		`DROP VIEW ` + quoteIdent(sqlname.ViewName("f")), `CREATE VIEW ` + quoteIdent(sqlname.ViewName("f")) + ` AS SELECT 1 AS untyped`,
-		`PRAGMA user_version = 6`} {
+	for _, q := range append(undoVersion8, `ALTER TABLE sync_state DROP COLUMN field_types`, `DROP VIEW submission_files`,
+		`DROP VIEW `+quoteIdent(sqlname.ViewName("f")), `CREATE VIEW `+quoteIdent(sqlname.ViewName("f"))+` AS SELECT 1 AS untyped`,
+		`PRAGMA user_version = 6`) {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

@@ -24,6 +24,9 @@ const (
 	// ChecksViews: the sink tells from a form's state why its view could
 	// not be made (sink.ViewChecker).
 	ChecksViews
+	// KeepsFiles: the sink keeps where each file of its stored rows
+	// stands in the user's files store (sink.FileKeeper).
+	KeepsFiles
 )
 
 // runOptional adds the checks of the optional abilities to Run.
@@ -31,6 +34,7 @@ func runOptional(run func(string, func(*testing.T, Sink)), has map[Ability]bool)
 	run("OptionalTuning", func(t *testing.T, s Sink) { testTuning(t, s, has[Tunes]) })
 	run("OptionalPurge", func(t *testing.T, s Sink) { testPurge(t, s, has[Purges]) })
 	run("OptionalViewProblem", func(t *testing.T, s Sink) { testViewProblem(t, s, has[ChecksViews]) })
+	runFiles(run, has[KeepsFiles])
 }
 
 // testViewProblem asks about a form of a few fields: a sink that checks
