@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/formsync/formsync/testkit/filestest"
 )
 
 // BenchmarkFetchStore fetches distinct 50 KB files from a loopback
@@ -35,7 +37,7 @@ func BenchmarkFetchStore(b *testing.B) {
 	}))
 	defer srv.Close()
 	f, err := NewFetcher(FetcherConfig{AddressPolicy: AddressPolicy{AllowLoopback: true},
-		Resolver: &fakeResolver{t: b, hosts: map[string][]string{}}, Dialer: &recordingDialer{t: b, loopback: true}})
+		Resolver: &filestest.Resolver{T: b, Hosts: map[string][]string{}}, Dialer: &filestest.Dialer{T: b, Loopback: true}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/formsync/formsync/testkit/filestest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -55,10 +56,10 @@ func newFetcher(t *testing.T, cfg FetcherConfig) *Fetcher {
 	// (localhost alone by default), and the dialer connects to 127.0.0.1
 	// alone, failing the test for any other address.
 	if cfg.Resolver == nil {
-		cfg.Resolver = &fakeResolver{t: t, hosts: map[string][]string{"localhost": {"127.0.0.1"}}}
+		cfg.Resolver = &filestest.Resolver{T: t, Hosts: map[string][]string{"localhost": {"127.0.0.1"}}}
 	}
 	if cfg.Dialer == nil {
-		cfg.Dialer = &recordingDialer{t: t, loopback: true}
+		cfg.Dialer = &filestest.Dialer{T: t, Loopback: true}
 	}
 	if cfg.Attempts == 0 {
 		cfg.Attempts = 2
@@ -269,7 +270,7 @@ func TestFetchLoopbackRefused(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { ln.Close() })
-	resolver := &fakeResolver{t: t, hosts: map[string][]string{"localhost": {"127.0.0.1"}}}
+	resolver := &filestest.Resolver{T: t, Hosts: map[string][]string{"localhost": {"127.0.0.1"}}}
 	f, err := NewFetcher(FetcherConfig{Resolver: resolver})
 	if err != nil {
 		t.Fatal(err)
@@ -286,75 +287,12 @@ func TestFetchLoopbackRefused(t *testing.T) {
 	}
 }
 
-// fakeResolver resolves from a table and records what it was asked.
-type fakeResolver struct {
-	t     testing.TB
-	mu    sync.Mutex
-	hosts map[string][]string
-	asked []string
-	// next, when set, answers instead of hosts (DNS rebinding).
-	next func(host string) []string
-}
-
-func (r *fakeResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAddr, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.asked = append(r.asked, host)
-	addrs, ok := r.hosts[host]
-	if r.next != nil {
-		addrs, ok = r.next(host), true
-	}
-	if !ok {
-		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-	}
-	var out []net.IPAddr
-	for _, a := range addrs {
-		ip := netip.MustParseAddr(a)
-		out = append(out, net.IPAddr{IP: net.IP(ip.AsSlice()), Zone: ip.Zone()})
-	}
-	return out, nil
-}
-
-// recordingDialer records each address dialled; it dials loopback for
-// real only when allowed, and fails the test on anything else unless
-// fake is set, in which case it refuses with an error and no connection.
-type recordingDialer struct {
-	t        testing.TB
-	mu       sync.Mutex
-	dialled  []string
-	loopback bool // dial 127.0.0.1 for real
-	fake     bool // refuse other addresses without connecting
-}
-
-var errNoRoute = errors.New("no route (test dialer)")
-
-func (d *recordingDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	d.mu.Lock()
-	d.dialled = append(d.dialled, addr)
-	d.mu.Unlock()
-	host, _, _ := net.SplitHostPort(addr)
-	if d.loopback && host == "127.0.0.1" {
-		var nd net.Dialer
-		return nd.DialContext(ctx, network, addr)
-	}
-	if !d.fake {
-		d.t.Errorf("dialled %s", addr)
-	}
-	return nil, errNoRoute
-}
-
-func (d *recordingDialer) calls() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]string(nil), d.dialled...)
-}
-
 // TestFetchRefusedAddresses: hosts that resolve to a private, link-local
 // (metadata) or mapped loopback address, URLs that name one, the metadata
 // server's name and schemes other than https are refused with no dial.
 func TestFetchRefusedAddresses(t *testing.T) {
 	t.Parallel()
-	resolver := &fakeResolver{t: t, hosts: map[string][]string{
+	resolver := &filestest.Resolver{T: t, Hosts: map[string][]string{
 		"ten.test":    {"10.0.0.1"},
 		"meta.test":   {"169.254.169.254"},
 		"mapped.test": {"::ffff:127.0.0.1"},
@@ -363,7 +301,7 @@ func TestFetchRefusedAddresses(t *testing.T) {
 		"ula.test":    {"fd00::1"},
 		"zero.test":   {"0.0.0.0"},
 	}}
-	dialer := &recordingDialer{t: t}
+	dialer := &filestest.Dialer{T: t}
 	f, err := NewFetcher(FetcherConfig{Resolver: resolver, Dialer: dialer, NewBackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
 	if err != nil {
 		t.Fatal(err)
@@ -384,21 +322,21 @@ func TestFetchRefusedAddresses(t *testing.T) {
 	if _, err := f.Fetch(t.Context(), Entry{}, memStore(t)); Reason(err) != ReasonRefused {
 		t.Errorf("Fetch of an entry without url = %v, want refused", err)
 	}
-	if got := dialer.calls(); len(got) != 0 {
+	if got := dialer.Calls(); len(got) != 0 {
 		t.Errorf("dialled %v", got)
 	}
-	for _, host := range resolver.asked {
+	for _, host := range resolver.Asked() {
 		if host == "metadata.google.internal" || strings.Contains(host, ":") {
 			t.Errorf("resolved %q", host)
 		}
 	}
 
 	// Allowed, they are dialled.
-	f, err = NewFetcher(FetcherConfig{AddressPolicy: AddressPolicy{AllowPrivate: true}, Resolver: resolver, Dialer: &recordingDialer{t: t, fake: true}, Attempts: 1})
+	f, err = NewFetcher(FetcherConfig{AddressPolicy: AddressPolicy{AllowPrivate: true}, Resolver: resolver, Dialer: &filestest.Dialer{T: t, Fake: true}, Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Fetch(t.Context(), entry("https://ten.test/f"), memStore(t)); Reason(err) != ReasonFailed || !errors.Is(err, errNoRoute) {
+	if _, err := f.Fetch(t.Context(), entry("https://ten.test/f"), memStore(t)); Reason(err) != ReasonFailed || !errors.Is(err, filestest.ErrNoRoute) {
 		t.Errorf("Fetch of a private address allowed = %v, want the dialer's failure", err)
 	}
 }
@@ -411,8 +349,8 @@ func TestFetchRedirectRefused(t *testing.T) {
 	srv := newFileServer(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 	})
-	resolver := &fakeResolver{t: t, hosts: map[string][]string{"meta.test": {"169.254.169.254"}, "ten.test": {"10.0.0.1"}}}
-	dialer := &recordingDialer{t: t, loopback: true}
+	resolver := &filestest.Resolver{T: t, Hosts: map[string][]string{"meta.test": {"169.254.169.254"}, "ten.test": {"10.0.0.1"}}}
+	dialer := &filestest.Dialer{T: t, Loopback: true}
 	f := newFetcher(t, FetcherConfig{Resolver: resolver, Dialer: dialer})
 	for _, to := range []string{"https://meta.test/latest/", "https://10.0.0.1/f", "http://ten.test/f", "https://[::ffff:169.254.169.254]/f", "https://metadata.google.internal/"} {
 		var refused *RefusedError
@@ -425,7 +363,7 @@ func TestFetchRedirectRefused(t *testing.T) {
 			t.Errorf("redirect to %s refused as %s", to, refused.URL)
 		}
 	}
-	for _, addr := range dialer.calls() {
+	for _, addr := range dialer.Calls() {
 		if !strings.HasPrefix(addr, "127.0.0.1:") {
 			t.Errorf("dialled %s", addr)
 		}
@@ -439,13 +377,13 @@ func TestFetchRedirectRefused(t *testing.T) {
 func TestFetchDialsCheckedAddress(t *testing.T) {
 	t.Parallel()
 	var lookups atomic.Int32
-	resolver := &fakeResolver{t: t, next: func(string) []string {
+	resolver := &filestest.Resolver{T: t, Next: func(string) []string {
 		if lookups.Add(1) == 1 {
 			return []string{"203.0.113.7"}
 		}
 		return []string{"127.0.0.1"}
 	}}
-	dialer := &recordingDialer{t: t, fake: true}
+	dialer := &filestest.Dialer{T: t, Fake: true}
 	f, err := NewFetcher(FetcherConfig{Resolver: resolver, Dialer: dialer, Attempts: 3, NewBackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
 	if err != nil {
 		t.Fatal(err)
@@ -455,7 +393,7 @@ func TestFetchDialsCheckedAddress(t *testing.T) {
 	if !errors.As(err, &refused) || refused.Addr != netip.MustParseAddr("127.0.0.1") {
 		t.Errorf("Fetch = %v, want refused at 127.0.0.1", err)
 	}
-	if diff := cmp.Diff([]string{"203.0.113.7:443"}, dialer.calls()); diff != "" {
+	if diff := cmp.Diff([]string{"203.0.113.7:443"}, dialer.Calls()); diff != "" {
 		t.Errorf("dialled (-want +got):\n%s", diff)
 	}
 }
@@ -494,14 +432,14 @@ func TestFetchStoreFails(t *testing.T) {
 func TestReason(t *testing.T) {
 	t.Parallel()
 	for err, want := range map[error]string{
-		nil:                               "",
-		&GoneError{}:                      "expired",
-		fmt.Errorf("x: %w", &GoneError{}): "expired",
-		&TooLargeError{}:                  "too_large",
-		&RefusedError{}:                   "refused",
-		&FailedError{Err: errNoRoute}:     "failed",
-		errStoreDown:                      "",
-		context.Canceled:                  "",
+		nil:                                     "",
+		&GoneError{}:                            "expired",
+		fmt.Errorf("x: %w", &GoneError{}):       "expired",
+		&TooLargeError{}:                        "too_large",
+		&RefusedError{}:                         "refused",
+		&FailedError{Err: filestest.ErrNoRoute}: "failed",
+		errStoreDown:                            "",
+		context.Canceled:                        "",
 	} {
 		if got := Reason(err); got != want {
 			t.Errorf("Reason(%v) = %q, want %q", err, got, want)
