@@ -59,10 +59,12 @@ type FileOptions struct {
 	// at most one fault a file, in this order) served with that fault:
 	// FileNotFound or FileGone (half each), FileSlow, FileTooLarge,
 	// FileRedirect, FileShort or FileLong (half each). SetFileFault sets
-	// one file's fault explicitly.
+	// one file's fault explicitly. The API's faults (RateLimit,
+	// ServerErrors, Latency and the like) never apply to files.
 	Expired, Slow, TooLarge, Redirect, SizeMismatch float64
 	// SlowFor is how long a FileSlow body waits after the headers (or
-	// until the request's context ends). Defaults to 30s.
+	// until the request's context ends), in real time as Options.StallFor
+	// does: Options.Now is a clock to read, not to wait on. Defaults to 30s.
 	SlowFor time.Duration
 	// LargeSize is the declared and served size of a FileTooLarge file.
 	// Defaults to DefaultLargeSize.
@@ -334,7 +336,9 @@ func (s *Server) SetFileFault(ref FileRef, fault FileFault) {
 
 // Files returns the files of formID's live generated submissions (those
 // SetSubmissions gave are not served), oldest submission first, each
-// with the fault it is served with and the SHA-256 of its bytes.
+// with the fault it is served with and the SHA-256 of its bytes. The
+// Live response form leaves files out of its pages; they are served all
+// the same.
 func (s *Server) Files(formID string) []File {
 	s.mu.Lock()
 	f := s.forms[formID]
@@ -392,9 +396,30 @@ func (s *Server) FileRequests() []FileRequest {
 
 var errNoFile = errors.New("no such file")
 
-// lookupFile finds the file a path under FilesPath names: a generated,
-// not yet forgotten submission (live or deleted) of the form whose
-// content names it.
+// FileAt returns the file a URL of the server's files names, as Files
+// describes it, whether its submission is live or deleted; false for a
+// URL that names none. Only the URL's path is read, so a URL rendered
+// with another origin (SetFilesOrigin) names the same file.
+func (s *Server) FileAt(rawURL string) (File, bool) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return File{}, false
+	}
+	rest, ok := strings.CutPrefix(u.Path, FilesPath)
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 {
+		return File{}, false
+	}
+	id, e, err := s.lookupFile(parts[0], parts[1], parts[2])
+	if err != nil {
+		return File{}, false
+	}
+	return s.fileOf(parts[0], id, e), true
+}
+
+// lookupFile finds the file a path under FilesPath names: one of a
+// generated submission of the form (live or deleted) whose content names
+// it.
 func (s *Server) lookupFile(formID, idText, name string) (int64, fileEntry, error) {
 	id, err := strconv.ParseInt(idText, 10, 64)
 	if err != nil || strconv.FormatInt(id, 10) != idText {

@@ -413,3 +413,37 @@ func TestFileBytes(t *testing.T) {
 		t.Error("an empty file has bytes")
 	}
 }
+
+// FileAt describes the file of any URL the server rendered, its
+// submission deleted or not.
+func TestFileAt(t *testing.T) {
+	t.Parallel()
+	sim := New(Options{Seed: 2, Forms: []string{"a"}, SubmissionsPerForm: 4, Files: FileOptions{Every: 1, PerSubmission: 2}})
+	files := sim.Files("a")
+	sim.Delete("a", 4)
+	for _, f := range files {
+		if got, ok := sim.FileAt(f.URL); !ok || got != f {
+			t.Errorf("FileAt(%s) = %+v, %v; want %+v", f.URL, got, ok, f)
+		}
+	}
+	for _, u := range []string{"http://127.0.0.1:1/files/a/1/x.pdf", "http://127.0.0.1:1/api/forms/a/submissions", "%"} {
+		if f, ok := sim.FileAt(u); ok {
+			t.Errorf("FileAt(%s) = %+v", u, f)
+		}
+	}
+}
+
+// BenchmarkServeFile serves one 50 KB file, as a copying benchmark's
+// simulator does for each.
+func BenchmarkServeFile(b *testing.B) {
+	sim := New(Options{Forms: []string{"a"}, SubmissionsPerForm: 1000, Files: FileOptions{Every: 1, PerSubmission: 1, Size: 50_000}})
+	f := sim.Files("a")[500]
+	b.SetBytes(f.Size)
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		sim.ServeHTTP(w, httptest.NewRequest(http.MethodGet, f.URL, nil))
+		if w.Code != 200 || w.Body.Len() != 50_000 {
+			b.Fatalf("%d, %d bytes", w.Code, w.Body.Len())
+		}
+	}
+}
