@@ -16,8 +16,8 @@ import (
 // form that no account holds answers 404.
 //
 // It also records every request that carried one account's token to a
-// form of another account (Crossed): a client that keeps its accounts
-// apart makes none.
+// form (or a file of a form) of another account (Crossed): a client that
+// keeps its accounts apart makes none.
 type Accounts struct {
 	servers map[string]*Server
 	byForm  map[string]string // form id → account
@@ -74,6 +74,10 @@ func (a *Accounts) Crossed() []Crossing {
 }
 
 func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every account's files are at the address the first request came to.
+	for _, s := range a.servers {
+		s.learnOrigin(r)
+	}
 	formID, ok := formOfPath(r.URL.Path)
 	name := a.byForm[formID]
 	if !ok || name == "" {
@@ -89,8 +93,16 @@ func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.servers[name].ServeHTTP(w, r)
 }
 
-// formOfPath returns the form id of /api/forms/{formId}/submissions.
+// formOfPath returns the form id of /api/forms/{formId}/submissions, or of
+// a file's path, FilesPath[moved/]{form}/{id}/{name}.
 func formOfPath(path string) (string, bool) {
+	if rest, ok := strings.CutPrefix(path, FilesPath); ok {
+		parts := strings.Split(rest, "/")
+		if len(parts) == 4 && parts[0] == "moved" {
+			parts = parts[1:]
+		}
+		return parts[0], len(parts) == 3 && parts[0] != ""
+	}
 	rest, ok := strings.CutPrefix(path, "/api/forms/")
 	if !ok {
 		return "", false

@@ -840,7 +840,9 @@ func TestRegisterFlags(t *testing.T) {
 		"-rate-limit-faults", "0.3", "-latency", "10ms", "-server-errors", "0.1", "-truncate", "0.05", "-stall", "0.01",
 		"-stall-for", "2s", "-mutate-every", "4", "-add", "2", "-delete", "1",
 		"-form-variant", "a=live, b=older", "-form-variant", "c=newer", "-plan-limit", "60", "-plan-window", "1500ms",
-		"-first-id", "10000000"})
+		"-first-id", "10000000", "-files-every", "3", "-files-per-submission", "2", "-file-size", "51200",
+		"-file-expired", "0.1", "-file-slow", "0.02", "-file-slow-for", "5s", "-file-too-large", "0.03",
+		"-file-large-size", "100", "-file-redirect", "0.04", "-file-size-mismatch", "0.05"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -849,7 +851,8 @@ func TestRegisterFlags(t *testing.T) {
 		RetryAfter: RetryAfterDate, RateLimitFaults: 0.3, Latency: 10 * time.Millisecond, ServerErrors: 0.1,
 		Truncate: 0.05, Stall: 0.01, StallFor: 2 * time.Second, MutateEvery: 4, AddPerMutation: 2, DeletePerMutation: 1,
 		FormVariants: map[string]Variant{"a": Live, "b": Older, "c": Newer}, PlanLimit: 60, PlanWindow: 1500 * time.Millisecond,
-		FirstID: 10_000_000}
+		FirstID: 10_000_000, Files: FileOptions{Every: 3, PerSubmission: 2, Size: 51200, Expired: 0.1, Slow: 0.02,
+			SlowFor: 5 * time.Second, TooLarge: 0.03, LargeSize: 100, Redirect: 0.04, SizeMismatch: 0.05}}
 	if fmt.Sprintf("%+v", o) != fmt.Sprintf("%+v", want) {
 		t.Fatalf("parsed\n%+v\nwant\n%+v", o, want)
 	}

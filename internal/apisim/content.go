@@ -2,7 +2,6 @@ package apisim
 
 import (
 	"hash/fnv"
-	"net/url"
 	"strconv"
 	"unicode/utf8"
 )
@@ -87,7 +86,34 @@ var (
 // content renders the fields object and files array of one submission. The
 // reference number is derived from the id, so no two submissions of a form
 // (not even ties) have the same content.
-func content(seed uint64, formID string, sch schema, id int64) (fields, files []byte) {
+func content(seed uint64, formID string, sch schema, id int64, spec *fileSpec) (fields, files []byte) {
+	fields, entries := generate(seed, formID, sch, id, spec)
+	if len(entries) == 0 {
+		return fields, []byte("[]")
+	}
+	f := make([]byte, 0, 200*len(entries))
+	f = append(f, '[')
+	for i, e := range entries {
+		if i > 0 {
+			f = append(f, ',')
+		}
+		f = append(f, `{"name":`...)
+		f = appendJSONString(f, e.name)
+		f = append(f, `,"size":`...)
+		f = strconv.AppendInt(f, e.declared, 10)
+		f = append(f, `,"type":`...)
+		f = appendJSONString(f, e.typ)
+		f = append(f, `,"url":`...)
+		f = appendJSONString(f, e.url)
+		f = append(f, '}')
+	}
+	return fields, append(f, ']')
+}
+
+// generate draws the fields object and the files of one submission; the
+// files' draws come after every draw of the fields, so that FileOptions
+// change the files alone.
+func generate(seed uint64, formID string, sch schema, id int64, spec *fileSpec) (fields []byte, entries []fileEntry) {
 	m := mix{s: seed}
 	fi, li := m.intn(len(firstNames)), m.intn(len(lastNames))
 	name := firstNames[fi] + " " + lastNames[li]
@@ -119,30 +145,31 @@ func content(seed uint64, formID string, sch schema, id int64) (fields, files []
 	}
 	fields = append(b, '}')
 
-	if m.intn(10) != 0 {
-		return fields, []byte("[]")
+	o := &spec.opts
+	has := m.intn(10) == 0
+	switch {
+	case o.Every < 0:
+		has = false
+	case o.Every > 0:
+		has = id%int64(o.Every) == 0
 	}
 	n := 1 + m.intn(2)
-	f := make([]byte, 0, 160*n)
-	f = append(f, '[')
-	for i := range n {
+	if o.PerSubmission > 0 {
+		n = o.PerSubmission
+	}
+	if !has {
+		return fields, nil
+	}
+	entries = make([]fileEntry, n)
+	for i := range entries {
 		k := pick(&m, fileKinds)
 		fname := "attachment-" + strconv.FormatInt(id, 10) + "-" + strconv.Itoa(i+1) + "." + k.ext
-		if i > 0 {
-			f = append(f, ',')
-		}
-		f = append(f, `{"name":`...)
-		f = appendJSONString(f, fname)
-		f = append(f, `,"size":`...)
-		f = strconv.AppendInt(f, int64(1024+m.intn(5<<20)), 10)
-		f = append(f, `,"type":`...)
-		f = appendJSONString(f, k.typ)
-		f = append(f, `,"url":`...)
-		f = appendJSONString(f, "https://files.example.com/"+url.PathEscape(formID)+"/"+strconv.FormatInt(id, 10)+"/"+fname)
-		f = append(f, '}')
+		// Small by default (1 to 8 KiB), so that fetching every file of
+		// a thousand submissions is light.
+		drawn := int64(1024 + m.intn(7<<10))
+		entries[i] = spec.entry(formID, id, i+1, fname, k.typ, drawn)
 	}
-	files = append(f, ']')
-	return fields, files
+	return fields, entries
 }
 
 func phone(m *mix) string {

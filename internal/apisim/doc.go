@@ -19,6 +19,25 @@
 // by the service's webhook to a loopback URL (Stats counts those sent and
 // failed), so that a trigger endpoint is driven as the service drives it.
 //
+// The files a submission names are served by the server itself, under
+// FilesPath on the address its first request came to (the listener's,
+// never a Host header's; Options.Files.Origin or SetFilesOrigin name it
+// before any request, as a test that reads Submissions first needs): no
+// file URL leads off loopback. Their bytes follow from the seed, form,
+// submission id and position (FileBytes), with the entry's type as
+// Content-Type; Files lists a form's files with the SHA-256 a GET gets.
+// Options.Files sets which submissions carry files and how many, their
+// size, and the share of files served with a fault (expired 404 or 410,
+// a slow body, too large, a redirect, a size other than declared);
+// SetFileFault sets one file's. File requests need no token: Stats counts
+// them, and their bytes, apart from the API's requests, and FileRequests
+// keeps the Authorization header each carried.
+//
+//	sim := apisim.New(apisim.Options{Files: apisim.FileOptions{Every: 1, PerSubmission: 2}})
+//	srv := httptest.NewServer(sim)
+//	sim.SetFilesOrigin(srv.URL)
+//	for _, f := range sim.Files("contact") { _ = f.URL; _ = f.SHA256 }
+//
 // Every random choice comes from Options.Seed, so two servers with the same
 // Options answer the same requests with the same bytes. docs/testing.md
 // says more.

@@ -152,6 +152,9 @@ type Options struct {
 	// counted (Stats.WebhooksFailed), never retried. New panics on a URL
 	// CheckWebhook refuses.
 	Webhook string
+	// Files shapes the files generated submissions carry, which the
+	// server serves itself under FilesPath (see FileOptions).
+	Files FileOptions
 }
 
 // Faults are the fault settings that can change while the server runs
@@ -207,6 +210,7 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	o.Files = o.Files.withDefaults()
 	return o
 }
 
@@ -410,6 +414,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	d := o.withDefaults()
 	o.Token, o.Forms, o.SubmissionsPerForm = d.Token, d.Forms, cmp.Or(d.SubmissionsPerForm, NoSubmissions)
 	o.Spacing, o.StallFor, o.PlanWindow, o.FirstID = d.Spacing, d.StallFor, d.PlanWindow, d.FirstID
+	o.Files.SlowFor, o.Files.LargeSize = d.Files.SlowFor, d.Files.LargeSize
 	if o.Start.IsZero() && o.End.IsZero() {
 		// Unless -start says otherwise, the data ends a minute before
 		// the simulator starts: a sync's lag then reads as it would
@@ -443,6 +448,16 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MutateEvery, "mutate-every", o.MutateEvery, "mutate a form after every N pages served (0 = never)")
 	fs.IntVar(&o.AddPerMutation, "add", o.AddPerMutation, "submissions added per mutation")
 	fs.IntVar(&o.DeletePerMutation, "delete", o.DeletePerMutation, "submissions deleted per mutation")
+	fs.IntVar(&o.Files.Every, "files-every", o.Files.Every, "give files to the submissions whose id is a multiple of N (1 = all, -1 = none, 0 = about one in ten)")
+	fs.IntVar(&o.Files.PerSubmission, "files-per-submission", o.Files.PerSubmission, "files of a submission that has files, 1 to 3 (0 = one or two)")
+	fs.Int64Var(&o.Files.Size, "file-size", o.Files.Size, "every file's size in bytes (0 = 1 to 8 KiB each)")
+	fs.Float64Var(&o.Files.Expired, "file-expired", o.Files.Expired, "share of files answered 404 or 410, as expired at the service")
+	fs.Float64Var(&o.Files.Slow, "file-slow", o.Files.Slow, "share of files whose body waits -file-slow-for after the headers")
+	fs.DurationVar(&o.Files.SlowFor, "file-slow-for", o.Files.SlowFor, "how long a slow file's body waits")
+	fs.Float64Var(&o.Files.TooLarge, "file-too-large", o.Files.TooLarge, "share of files declared and served at -file-large-size")
+	fs.Int64Var(&o.Files.LargeSize, "file-large-size", o.Files.LargeSize, "size in bytes of a too-large file")
+	fs.Float64Var(&o.Files.Redirect, "file-redirect", o.Files.Redirect, "share of files answered with a redirect to another path of the simulator")
+	fs.Float64Var(&o.Files.SizeMismatch, "file-size-mismatch", o.Files.SizeMismatch, "share of files served at half or twice their declared size")
 	fs.Func("webhook", "POST the service's webhook for every submission added, to this URL with {form} for the form id (http, loopback only), e.g. http://127.0.0.1:8081/hooks/SECRET/{form}", func(v string) error {
 		if err := CheckWebhook(v); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,12 @@ type Stats struct {
 	// WebhooksSent and WebhooksFailed count the webhooks (Options.Webhook)
 	// answered 2xx, and those answered otherwise or not at all.
 	WebhooksSent, WebhooksFailed int
+	// FileRequests counts the requests under FilesPath, FileByStatus
+	// them by status, and FileBytes the bytes of the 200 bodies answered
+	// to them; none of them is in Requests, ByStatus or PerForm.
+	FileRequests int
+	FileByStatus map[int]int
+	FileBytes    int64
 }
 
 // Server is the simulated API; it implements http.Handler and is safe for
@@ -56,6 +63,13 @@ type Server struct {
 	// once the token is revoked (Revoke).
 	served  int
 	revoked bool
+	fileLog []FileRequest
+
+	// origin is the files origin once known (FileOptions.Origin, the
+	// first listener, SetFilesOrigin); fileFaults the explicit faults
+	// (SetFileFault), replaced whole on every change.
+	origin     atomic.Pointer[string]
+	fileFaults atomic.Pointer[map[FileRef]FileFault]
 
 	// hooks counts the webhooks in flight; hookSlots bounds them.
 	hooks      sync.WaitGroup
@@ -87,6 +101,12 @@ func New(opts Options) *Server {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
+	if o.Files.Origin != "" {
+		if err := s.SetFilesOrigin(o.Files.Origin); err != nil {
+			panic("apisim.New: " + err.Error())
+		}
+	}
+	s.fileFaults.Store(&map[FileRef]FileFault{})
 	s.resetStatsLocked()
 	for _, id := range o.Forms {
 		if s.forms[id] == nil {
@@ -95,6 +115,8 @@ func New(opts Options) *Server {
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("/api/forms/{formId}/submissions", s.serveSubmissions)
+	s.mux.HandleFunc(FilesPath+"{form}/{id}/{name}", s.serveFile)
+	s.mux.HandleFunc(FilesPath+"moved/{form}/{id}/{name}", s.serveFile)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.recordLocked("", http.StatusNotFound)
@@ -119,7 +141,10 @@ func (s *Server) Revoke() {
 // rounded up to whole seconds.
 func (s *Server) PlanLimit() (int, time.Duration) { return s.opts.PlanLimit, s.opts.PlanWindow }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.learnOrigin(r)
+	s.mux.ServeHTTP(w, r)
+}
 
 // SetVariant switches the response form for subsequent requests of the
 // forms that have no variant of their own (Options.FormVariants,
@@ -194,6 +219,7 @@ func (s *Server) Stats() Stats {
 	st.ByStatus = maps.Clone(st.ByStatus)
 	st.PerForm = maps.Clone(st.PerForm)
 	st.Faults = maps.Clone(st.Faults)
+	st.FileByStatus = maps.Clone(st.FileByStatus)
 	return st
 }
 
@@ -205,7 +231,8 @@ func (s *Server) ResetStats() {
 }
 
 func (s *Server) resetStatsLocked() {
-	s.stats = Stats{ByStatus: map[int]int{}, PerForm: map[string]int{}, Faults: map[string]int{}}
+	s.stats = Stats{ByStatus: map[int]int{}, PerForm: map[string]int{}, Faults: map[string]int{}, FileByStatus: map[int]int{}}
+	s.fileLog = nil
 }
 
 // recordLocked counts a response before it is written, so a client that has
@@ -562,11 +589,12 @@ func (s *Server) envelope(r *http.Request, f *form, custom map[int64]Submission,
 	if v != Older {
 		layout = layoutNewer
 	}
+	spec := s.spec()
 	for i, rc := range recs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		fields, files := s.contentOf(f, custom, rc)
+		fields, files := s.contentOf(f, custom, rc, spec)
 		b = append(b, '{')
 		if v != Older {
 			b = append(b, `"id":`...)

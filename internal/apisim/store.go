@@ -114,18 +114,19 @@ func (s *Server) formLocked(id string) *form {
 	return s.newForm(id, 0)
 }
 
-func (s *Server) submission(f *form, custom map[int64]Submission, r rec) Submission {
-	fields, files := s.contentOf(f, custom, r)
+func (s *Server) submission(f *form, custom map[int64]Submission, r rec, spec *fileSpec) Submission {
+	fields, files := s.contentOf(f, custom, r, spec)
 	return Submission{ID: r.id, CreatedAt: time.UnixMicro(r.at).UTC(), IsSpam: r.spam, Fields: fields, Files: files}
 }
 
 // contentOf is the fields and files of r: those SetSubmissions gave
-// (custom is the form's custom, read under the lock), or generated.
-func (s *Server) contentOf(f *form, custom map[int64]Submission, r rec) (fields, files json.RawMessage) {
+// (custom is the form's custom, read under the lock), or generated, with
+// files rendered by spec (Server.spec).
+func (s *Server) contentOf(f *form, custom map[int64]Submission, r rec, spec *fileSpec) (fields, files json.RawMessage) {
 	if c, ok := custom[r.contentID()]; ok {
 		return c.Fields, c.Files
 	}
-	return content(s.contentSeed(f, r.contentID()), f.id, f.schema, r.contentID())
+	return content(s.contentSeed(f, r.contentID()), f.id, f.schema, r.contentID(), spec)
 }
 
 func (s *Server) contentSeed(f *form, id int64) uint64 {
@@ -134,8 +135,9 @@ func (s *Server) contentSeed(f *form, id int64) uint64 {
 
 func (s *Server) render(f *form, custom map[int64]Submission, rs []rec) []Submission {
 	out := make([]Submission, len(rs))
+	spec := s.spec()
 	for i, r := range rs {
-		out[i] = s.submission(f, custom, r)
+		out[i] = s.submission(f, custom, r, spec)
 	}
 	return out
 }
@@ -278,7 +280,7 @@ func (s *Server) addCopy(formID string, id int64) (Submission, bool) {
 	pos := sort.Search(len(f.live), func(j int) bool { return f.live[j].at > c.at })
 	f.live = slices.Insert(f.live, pos, c)
 	s.stats.Added++
-	return s.submission(f, f.custom, c), true
+	return s.submission(f, f.custom, c, s.spec()), true
 }
 
 // Delete deletes n pseudo-random live submissions of formID and returns them.

@@ -50,6 +50,11 @@ func NewHarness(t testing.TB, opts apisim.Options, s Sink) *Harness {
 	sim := apisim.New(opts)
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
+	// The file URLs name this server from the start: Expected before the
+	// first sync renders them as the pages will.
+	if err := sim.SetFilesOrigin(srv.URL); err != nil {
+		t.Fatal(err)
+	}
 	client, err := formsapi.New(formsapi.Config{
 		BaseURL:        srv.URL,
 		Token:          formsapi.Secret(opts.Token),
