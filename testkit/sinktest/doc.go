@@ -2,7 +2,8 @@
 // sink hand-built commits and checks what it promises, whatever stores
 // the rows (inserts and identical re-commits, updates, re-keying, counts,
 // the state round trip, failed and cancelled commits, stale revisions,
-// exact numbers, reconcile marks, forget, remove and recount). A sink
+// exact numbers, reconcile marks, forget, remove and recount, and the
+// copies of files a sink.FileKeeper keeps beside its rows). A sink
 // with optional abilities (sink.Optional) is run with a flag for each:
 //
 //	func TestContract(t *testing.T) {

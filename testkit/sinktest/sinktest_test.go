@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/formsync/formsync/sink"
@@ -45,10 +47,61 @@ func (s doubleCount) ReadState(ctx context.Context, ids []string) (map[string]st
 	return got, err
 }
 
+// copiesOutliveRows keeps file copies apart from its rows: whatever it
+// is given, for as long as it lives.
+type copiesOutliveRows struct {
+	*memory.Sink
+	mu     sync.Mutex
+	copies map[[3]string]sink.FileCopy
+}
+
+func (s *copiesOutliveRows) RecordFiles(_ context.Context, copies []sink.FileCopy) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range copies {
+		s.copies[[3]string{c.FormID, c.SubmissionKey, c.URL}] = c
+	}
+	return nil
+}
+
+func (s *copiesOutliveRows) FileRows(ctx context.Context, formIDs []string) ([]sink.FileRow, error) {
+	rows, err := s.Sink.FileRows(ctx, formIDs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, r := range rows {
+		rows[i].Copies = nil
+		for k, c := range s.copies {
+			if k[0] == r.FormID && k[1] == r.SubmissionKey {
+				rows[i].Copies = append(rows[i].Copies, c)
+			}
+		}
+		slices.SortFunc(rows[i].Copies, func(a, b sink.FileCopy) int { return strings.Compare(a.URL, b.URL) })
+	}
+	return rows, err
+}
+
+func (s *copiesOutliveRows) NamedDigests(_ context.Context, digests []string) (map[string]bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]bool{}
+	for _, c := range s.copies {
+		if slices.Contains(digests, c.SHA256) {
+			out[c.SHA256] = true
+		}
+	}
+	return out, nil
+}
+
 var broken = map[string]func() sinktest.Sink{
 	"rows-without-state": func() sinktest.Sink { return rowsWithoutState{memory.New()} },
 	"double-count":       func() sinktest.Sink { return doubleCount{memory.New()} },
+	"copies-outlive-rows": func() sinktest.Sink {
+		return &copiesOutliveRows{Sink: memory.New(), copies: map[[3]string]sink.FileCopy{}}
+	},
 }
+
+// brokenHas are the abilities a broken sink is run with.
+var brokenHas = map[string][]sinktest.Ability{"copies-outlive-rows": {sinktest.KeepsFiles}}
 
 // TestBrokenSinkUnderContract runs the contract on the broken sink named by
 // SINKTEST_BROKEN; it is meant to fail, and runs only as the child process
@@ -59,17 +112,20 @@ func TestBrokenSinkUnderContract(t *testing.T) {
 	if !ok {
 		t.Skip("runs only as a child of TestContractCatchesBrokenSinks")
 	}
-	sinktest.Run(t, func(*testing.T) sinktest.Sink { return open() })
+	name := os.Getenv("SINKTEST_BROKEN")
+	sinktest.Run(t, func(*testing.T) sinktest.Sink { return open() }, brokenHas[name]...)
 }
 
 // TestContractCatchesBrokenSinks shows the contract can fail: a sink that
-// commits rows without their state, and one that double-counts row_count,
-// each fail it, in the checks that should catch them.
+// commits rows without their state, one that double-counts row_count, and
+// one whose file copies outlive their rows each fail it, in the checks
+// that should catch them.
 func TestContractCatchesBrokenSinks(t *testing.T) {
 	t.Parallel()
 	for name, want := range map[string]string{
-		"rows-without-state": "--- FAIL: TestBrokenSinkUnderContract/StateRoundTrip",
-		"double-count":       "row_count",
+		"rows-without-state":  "--- FAIL: TestBrokenSinkUnderContract/StateRoundTrip",
+		"double-count":        "row_count",
+		"copies-outlive-rows": "--- FAIL: TestBrokenSinkUnderContract/FilesForgottenWithTheirRow",
 	} {
 		t.Run(name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenSinkUnderContract$", "-test.v")
