@@ -452,6 +452,12 @@ func (p Project) sourcesFile(forms []state.Form) propertiesFile {
 			{Name: "url", Description: "the file's URL"},
 			{Name: "size", Description: "the file's size"},
 			{Name: "type", Description: "the file's type"},
+			{Name: "object_uri", Description: "where formsync keeps the file (FORMSYNC_FILES_STORE); NULL when it is not kept"},
+			{Name: "sha256", Description: "the SHA-256 of the kept file's bytes, the name of its object"},
+			{Name: "stored_size", Description: "the bytes kept"},
+			{Name: "content_type", Description: "the content type the file was kept with"},
+			{Name: "stored_at", Description: "when the file was kept"},
+			{Name: "not_stored_reason", Description: "why the file is not kept: expired, too_large, refused, dropped, failed; NULL when it is kept or not fetched yet"},
 		}},
 	)
 	for _, f := range forms {

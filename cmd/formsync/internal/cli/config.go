@@ -164,7 +164,7 @@ type Config struct {
 	FilesStore string `envconfig:"FILES_STORE" check:"filestore" group:"sink" desc:"where submissions' files are kept: gs://bucket/prefix or file:///path (unset: not kept)"`
 	// FILES_MAX_BYTES: the largest file kept; a larger one is recorded as
 	// too_large. Default 26214400 (25 MiB; the service takes 5 MB).
-	FilesMaxBytes int64 `envconfig:"FILES_MAX_BYTES" default:"26214400" check:"positive" group:"sink" desc:"largest file kept, in bytes"`
+	FilesMaxBytes int `envconfig:"FILES_MAX_BYTES" default:"26214400" check:"positive" group:"sink" desc:"largest file kept, in bytes"`
 	// FILES_ALLOW_LOOPBACK: fetch files from loopback addresses (the
 	// simulator, a local test service). Default false.
 	FilesAllowLoopback bool `envconfig:"FILES_ALLOW_LOOPBACK" default:"false" group:"sink" desc:"fetch files from loopback addresses (tests, the simulator)"`

@@ -62,7 +62,7 @@ func (c *Config) fetcherConfig(token string) files.FetcherConfig {
 	return files.FetcherConfig{
 		APIOrigin: origin,
 		Token:     token,
-		MaxBytes:  c.FilesMaxBytes,
+		MaxBytes:  int64(c.FilesMaxBytes),
 		AddressPolicy: files.AddressPolicy{
 			AllowLoopback: c.FilesAllowLoopback,
 			AllowPrivate:  c.FilesAllowPrivate,
