@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,10 +31,15 @@ const demoQuery = `SELECT form_id, COUNT(*) FILTER (WHERE deleted_at IS NULL) AS
 SUM(is_spam) FILTER (WHERE deleted_at IS NULL) AS spam, COUNT(deleted_at) AS deleted_upstream, MAX(created_at) AS newest
 FROM submissions GROUP BY form_id ORDER BY form_id`
 
+// demoFilesQuery is the demo's query of where the files stand.
+const demoFilesQuery = `SELECT form_id, COUNT(*) AS files, COUNT(stored_at) AS kept, COUNT(not_stored_reason) AS not_kept,
+SUM(stored_size) AS bytes_kept FROM submission_files GROUP BY form_id ORDER BY form_id`
+
 func runDemo(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	db := fs.String("db", "formsync-demo.db", "SQLite file the demo writes (replaced on every run)")
 	n := fs.Int("submissions", 500, "submissions per simulated form")
+	filesDir := fs.String("files", "formsync-demo-files", "folder the demo keeps the submissions' files in (FORMSYNC_FILES_STORE=file://...)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -48,12 +55,19 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 			return exitFailed
 		}
 	}
+	store, err := filepath.Abs(*filesDir)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "formsync demo: -files %s: %v\n", *filesDir, err)
+		return exitUsage
+	}
 	sim := apisim.New(apisim.Options{
 		Seed: 42, Variant: apisim.Newer, Order: apisim.NewestFirst,
 		Forms: []string{"contact", "signup", "feedback"}, SubmissionsPerForm: *n, TieEvery: 50,
 		// History up to about an hour ago, so the new submissions follow it.
 		Start:     time.Now().UTC().Add(-time.Duration(*n)*37*time.Second - time.Hour).Truncate(time.Second),
 		RateLimit: 40, RetryAfter: apisim.RetryAfterMixed,
+		// Some files the service has deleted already (30 days after upload).
+		Files: apisim.FileOptions{Expired: 0.05},
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -73,17 +87,21 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	e.cfg.Sink, e.cfg.SQLitePath = "sqlite", *db
 	e.cfg.ShardIndex, e.cfg.ShardCount = 0, 1
 	e.cfg.RateLimit = 30
+	// The files are kept in a folder; the simulator serves them on
+	// loopback, which a real deployment never allows.
+	e.cfg.FilesStore, e.cfg.FilesAllowLoopback = (&url.URL{Scheme: "file", Path: filepath.ToSlash(store)}).String(), true
 	e.log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	out := e.stdout
 	fmt.Fprintf(out, "formsync demo: the API simulator serves %d forms of %d submissions at %s\n", len(e.cfg.Forms), *n, e.cfg.APIBaseURL)
 	fmt.Fprintf(out, "(it answers like the real API: pages of JSON, newest first, a rate limit answered by 429)\n\n")
 
 	start := time.Now()
-	fmt.Fprintf(out, "1. First sync into %s: every submission is new.\n", *db)
+	fmt.Fprintf(out, "1. First sync into %s: every submission is new, and every file they name is kept in %s/.\n", *db, *filesDir)
 	if rep, code := syncOnce(ctx, e, metrics.New()); rep == nil || rep.Err() != nil {
 		return max(code, exitFailed)
 	} else {
 		printReport(out, rep)
+		printFilesSummary(out, e.cfg, rep)
 	}
 
 	added := map[string]int{"contact": 17, "signup": 3}
@@ -110,9 +128,15 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "formsync demo: %v\n", err)
 		return exitFailed
 	}
+	fmt.Fprintf(out, "\nWhere the files stand (submission_files; the service deleted some before the first sync):\n\n")
+	if err := printQuery(ctx, out, *db, demoFilesQuery); err != nil {
+		fmt.Fprintf(e.stderr, "formsync demo: %v\n", err)
+		return exitFailed
+	}
 	fmt.Fprintf(out, "\nDone in %s. Try next:\n", time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(out, "  sqlite3 %s \"%s\"\n", *db, strings.ReplaceAll(demoQuery, "\n", " "))
 	fmt.Fprintf(out, "  sqlite3 %s \"SELECT created_at, name, email FROM form_contact ORDER BY created_at DESC LIMIT 5\"\n", *db)
+	fmt.Fprintf(out, "  sqlite3 %s \"SELECT submission_key, name, object_uri FROM submission_files WHERE stored_at IS NOT NULL LIMIT 5\"\n", *db)
 	// From a clone, before any install, formsync is not on the PATH.
 	fmt.Fprintf(out, "  FORMSYNC_SQLITE_PATH=%s go run ./cmd/formsync status   # or formsync status, once installed\n", *db)
 	return exitOK
