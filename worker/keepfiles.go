@@ -45,7 +45,14 @@ type FileStore interface {
 	// Delete removes the object of a digest (forget); a missing one is
 	// no error.
 	Delete(ctx context.Context, sha string) error
+	// Sweep deletes the uploads a crash left half done, older than the
+	// given age, and says how many.
+	Sweep(ctx context.Context, olderThan time.Duration) (int, error)
 }
+
+// sweepAfter is how old an upload left by a crash must be before a files
+// phase deletes it: far longer than any fetch under way.
+const sweepAfter = 24 * time.Hour
 
 // FileFetcher fetches a file into a store: *files.Fetcher.
 type FileFetcher interface {
@@ -205,6 +212,11 @@ func (e *Engine) keepFiles(ctx context.Context, forms []string, pf *prefetcher) 
 	plan, err := planFiles(rows, e.cfg.FieldPolicy)
 	if err != nil {
 		return nil, err
+	}
+	if n, err := e.cfg.Files.Store.Sweep(ctx, sweepAfter); err != nil {
+		e.cfg.Logger.Warn("could not delete the uploads a crash left in the files store; the next sync tries again", "error", err.Error())
+	} else if n > 0 {
+		e.cfg.Logger.Info("deleted uploads a crash left in the files store", "uploads", n)
 	}
 	counts := map[string]*FileCounts{}
 	count := func(form string) *FileCounts {
