@@ -385,6 +385,7 @@ func connect(ctx context.Context, cfg Config) (*Sink, error) {
 		State:       ref(cfg.Project, cfg.Dataset, stateTable),
 		Lock:        ref(cfg.Project, cfg.Dataset, lockTable),
 		Tombstones:  ref(cfg.Project, cfg.Dataset, tombstonesTable),
+		Copies:      ref(cfg.Project, cfg.Dataset, sink.FilesTable),
 	}
 	return s, nil
 }
@@ -552,6 +553,12 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 			Schema:      tombstonesSchema(),
 			Clustering:  &bq.Clustering{Fields: []string{"form_id"}},
 			Description: "formsync: tombstones of submissions forgotten on request, one row each (keyed hashes, never the keys)",
+		}, nil},
+		// Before the submission_files view, which reads it.
+		{sink.FilesTable, &bq.TableMetadata{
+			Schema:      fileCopiesSchema(),
+			Clustering:  &bq.Clustering{Fields: []string{"form_id", "submission_key"}},
+			Description: fileCopiesDescription,
 		}, nil},
 	} {
 		tbl := s.dataset().Table(t.name)
