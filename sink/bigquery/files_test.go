@@ -459,3 +459,46 @@ func TestRecordFilesLoadLostAttaches(t *testing.T) {
 		t.Errorf("%d load jobs, want 1", n)
 	}
 }
+
+// TestFileCopiesCost: RecordFiles bills its check alone (the key columns
+// of submissions: its load is free), however many records the copies
+// table holds; it runs no DML. The figures of each reader are logged.
+func TestFileCopiesCost(t *testing.T) {
+	t.Parallel()
+	b := setup(t, bqfake.Options{})
+	at := b.t0.Add(time.Hour)
+	var forms []formRows
+	var copies [][]sink.FileCopy
+	for _, form := range []string{"f", "g"} {
+		var rows []sink.Row
+		for n := range 100 {
+			rows = append(rows, b.fileRow(t, form, n+1, `[{"name":"a.pdf","url":"https://files.example.com/`+form+`/a.pdf"}]`))
+		}
+		forms = append(forms, formRows{formState(form, rows), rows})
+		var cs []sink.FileCopy
+		for _, r := range rows {
+			cs = append(cs, stored(r, "https://files.example.com/"+form+"/a.pdf", strings.Repeat("ab", 32), at))
+		}
+		copies = append(copies, cs)
+	}
+	b.mustCommit(t, at, forms...)
+	billed := func(what string, fn func()) int64 {
+		before := b.fake.Stats()
+		fn()
+		after := b.fake.Stats()
+		if len(after.DML) != len(before.DML) {
+			t.Errorf("%s ran DML: %v", what, after.DML)
+		}
+		n := after.BytesProcessed - before.BytesProcessed
+		t.Logf("%s: %d bytes processed, %d load jobs", what, n, after.LoadJobs-before.LoadJobs)
+		return n
+	}
+	first := billed("RecordFiles of 100 copies, copies table empty", func() { recordFiles(t, b.sink, copies[0]...) })
+	second := billed("RecordFiles of 100 copies, copies table holding 100", func() { recordFiles(t, b.sink, copies[1]...) })
+	if first != second || first == 0 {
+		t.Errorf("RecordFiles processed %d bytes, then %d with more records stored; want the same, its check's", first, second)
+	}
+	billed("FileRows of one form", func() { fileRows(t, b.sink, "f") })
+	billed("FileRows of every form", func() { fileRows(t, b.sink) })
+	billed("NamedDigests", func() { namedDigests(t, b.sink, strings.Repeat("ab", 32)) })
+}

@@ -46,7 +46,8 @@ func (s *Server) createFilesView(t map[string]string, _ map[string]param) (*resu
 	// The view's filter on created_at over all of time satisfies a
 	// partition filter the table requires.
 	read := viewRead{table: t["subs"], span: everyPartition,
-		cols: []string{"form_id", "submission_key", "submission_id", "files", "deleted_at", "created_at"}}
+		cols: []string{"form_id", "submission_key", "submission_id", "files", "deleted_at", "created_at"},
+		also: []viewRead{{table: t["copies"], cols: copyColumns, span: allPartitions}}}
 	return s.createView(t["view"], filesCopiesView(t["subs"], t["copies"]), fields, desc, read)
 }
 
