@@ -70,6 +70,14 @@ func latestCopies(copies, where string) string {
 )`
 }
 
+// copiesRead is what FileRows reads from: WithoutCopies for a dataset
+// whose submission_file_copies a sync of this formsync has not made yet,
+// read by a read-only Sink (OpenReadOnly): every file reads pending.
+type copiesRead struct {
+	tables
+	WithoutCopies bool
+}
+
 // copyRecord is one line of RecordFiles' load: NULL (nil) for what the
 // copy does not have.
 type copyRecord struct {
@@ -101,7 +109,8 @@ func newCopyRecord(c sink.FileCopy) copyRecord {
 		ContentType: nullString(c.ContentType), Reason: nullString(c.Reason),
 		RecordedAt: c.RecordedAt.UTC().Format(loadTime),
 	}
-	if c.Size != 0 || c.SHA256 != "" {
+	if c.SHA256 != "" { // an empty file stored is 0, a file not stored NULL
+
 		size := c.Size
 		r.Size = &size
 	}
@@ -235,7 +244,7 @@ func (s *Sink) storedRows(ctx context.Context, copies []sink.FileCopy) (map[forg
 func (s *Sink) FileRows(ctx context.Context, formIDs []string) ([]sink.FileRow, error) {
 	return guardValue(s, ctx, func(ctx context.Context) ([]sink.FileRow, error) {
 		var out []sink.FileRow
-		q := s.query(render("fileRows", s.t), bq.QueryParameter{Name: "form_ids", Value: slices.Clone(formIDs)})
+		q := s.query(render("fileRows", copiesRead{s.t, s.withoutFileCopies}), bq.QueryParameter{Name: "form_ids", Value: slices.Clone(formIDs)})
 		err := s.readAll(ctx, "reading the rows with files", "table "+s.t.Submissions, q.Read, func() { out = nil }, func(v []bq.Value) error {
 			if len(v) != 13 {
 				return fmt.Errorf("bigquery: reading the rows with files: got %d columns, want 13", len(v))
@@ -285,7 +294,7 @@ func (s *Sink) NamedDigests(ctx context.Context, digests []string) (map[string]b
 			want = append(want, d)
 		}
 	}
-	if len(want) == 0 {
+	if len(want) == 0 || s.withoutFileCopies {
 		return named, nil
 	}
 	err := s.guard(ctx, func(ctx context.Context) error {

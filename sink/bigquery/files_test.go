@@ -502,3 +502,42 @@ func TestFileCopiesCost(t *testing.T) {
 	billed("FileRows of every form", func() { fileRows(t, b.sink) })
 	billed("NamedDigests", func() { namedDigests(t, b.sink, strings.Repeat("ab", 32)) })
 }
+
+// TestReadOnlyWithoutFileCopies: a read-only Sink on a dataset no sync
+// of this formsync has written since submission_file_copies came (the
+// table is missing) reads every file pending and names no digest, as
+// `formsync status` needs right after an upgrade; the next Open makes the
+// table.
+func TestReadOnlyWithoutFileCopies(t *testing.T) {
+	t.Parallel()
+	b := setup(t, bqfake.Options{})
+	at := b.t0.Add(time.Hour)
+	f := []sink.Row{b.fileRow(t, "f", 1, `[{"name":"a.pdf","url":"https://x/a"}]`)}
+	b.mustCommit(t, at, formRows{formState("f", f), f})
+	recordFiles(t, b.sink, stored(f[0], "https://x/a", "aaaa", at))
+	if err := b.sink.dataset().Table(sink.FilesTable).Delete(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenReadOnly(t.Context(), b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ro.Close() })
+	if diff := cmp.Diff([]sink.FileRow{{FormID: "f", SubmissionKey: "1", CreatedAt: f[0].CreatedAt, Files: f[0].Files}}, fileRows(t, ro)); diff != "" {
+		t.Errorf("FileRows without the copies table (-want +got):\n%s", diff)
+	}
+	if got := namedDigests(t, ro, "aaaa"); len(got) != 0 {
+		t.Errorf("NamedDigests without the copies table: %v", got)
+	}
+	if got := b.fake.Stats().DDL[b.cfg.Dataset+"."+sink.FilesTable]; got != 1 {
+		t.Fatalf("copies table made %d times before, want 1", got)
+	}
+	s := b.second(t)
+	if got := b.fake.Stats().DDL[b.cfg.Dataset+"."+sink.FilesTable]; got != 2 {
+		t.Errorf("Open of a dataset without the copies table made it %d times in all, want 2", got)
+	}
+	recordFiles(t, s, stored(f[0], "https://x/a", "aaaa", at))
+	if diff := cmp.Diff(map[string]bool{"aaaa": true}, namedDigests(t, s, "aaaa")); diff != "" {
+		t.Errorf("NamedDigests after Open made the table (-want +got):\n%s", diff)
+	}
+}

@@ -74,7 +74,8 @@ func goldenStatements() map[string]string {
 		"view_typed.sql":                       viewSQL("my-project", "formsync", "typed", typedFields, typedColumns),
 		"view_files.sql":                       filesSQL("my-project", "formsync"),
 		"stored_rows.sql":                      render("storedRows", t),
-		"file_rows.sql":                        render("fileRows", t),
+		"file_rows.sql":                        render("fileRows", copiesRead{tables: t}),
+		"file_rows_unmigrated.sql":             render("fileRows", copiesRead{tables: t, WithoutCopies: true}),
 		"named_digests.sql":                    render("namedDigests", t),
 	}
 }
@@ -149,7 +150,7 @@ func fakeShapes() string {
 		{"shapeCommitDeletionsTombstones", "commit_deletions_tombstones.sql"},
 		{"shapeWriteStateDeletionsTombstones", "write_state_deletions_tombstones.sql"},
 		{"shapeFilesView", "view_files.sql"},
-		{"shapeStoredRows", "stored_rows.sql"}, {"shapeFileRows", "file_rows.sql"}, {"shapeNamedDigests", "named_digests.sql"},
+		{"shapeStoredRows", "stored_rows.sql"}, {"shapeFileRows", "file_rows.sql"}, {"shapeFileRowsUnmigrated", "file_rows_unmigrated.sql"}, {"shapeNamedDigests", "named_digests.sql"},
 	} {
 		text := refRE.ReplaceAllString(g[s.file], "`?`")
 		fmt.Fprintf(&b, "\t%s = `%s`\n", s.name, strings.ReplaceAll(text, "`?`", "` + \"`?`\" + `"))

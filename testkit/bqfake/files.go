@@ -13,6 +13,7 @@ func init() {
 	register(
 		&shapeDef{shapeStoredRows, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>", "rows": forgetType}, []string{"subs"}, nil, (*Server).storedRows},
 		&shapeDef{shapeFileRows, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"subs", "copies"}, nil, (*Server).fileRows},
+		&shapeDef{shapeFileRowsUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"subs"}, nil, (*Server).fileRows},
 		&shapeDef{shapeNamedDigests, "SELECT", map[string]string{"digests": "ARRAY<STRING>"}, []string{"copies", "subs"}, nil, (*Server).namedDigests},
 	)
 }
@@ -58,7 +59,8 @@ func (s *Server) storedRows(t map[string]string, params map[string]param) (*resu
 
 // fileRows is the stored rows of @form_ids (every form when empty) whose
 // files are not empty, each with its copies as they stand, one result
-// row per copy (one with NULL copy columns for a row without any).
+// row per copy (one with NULL copy columns for a row without any); none
+// in the shape of a dataset without the copies table.
 func (s *Server) fileRows(t map[string]string, params map[string]param) (*result, error) {
 	return s.tx(func(tx *sql.Tx) (*result, error) {
 		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
@@ -67,10 +69,15 @@ func (s *Server) fileRows(t map[string]string, params map[string]param) (*result
 		if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "created_at", "deleted_at", "files", "files_text"}, everyPartition); err != nil {
 			return nil, err
 		}
-		if err := s.scan(tx, t["copies"], copyColumns, allPartitions); err != nil {
-			return nil, err
-		}
 		forms := `((SELECT count(*) FROM temp.param_form_ids) = 0 OR form_id IN (SELECT value FROM temp.param_form_ids))`
+		copies := `(SELECT NULL AS form_id, NULL AS submission_key, NULL AS url, NULL AS sha256, NULL AS object_uri, NULL AS size,
+			NULL AS content_type, NULL AS stored_at, NULL AS reason, NULL AS recorded_at WHERE FALSE)`
+		if t["copies"] != "" { // not the shape of a dataset without copies
+			if err := s.scan(tx, t["copies"], copyColumns, allPartitions); err != nil {
+				return nil, err
+			}
+			copies = latestCopies(t["copies"], forms)
+		}
 		return s.query(tx, []*bqv2.TableFieldSchema{
 			col("form_id", "STRING"), col("submission_key", "STRING"), col("created_at", "TIMESTAMP"), col("deleted", "BOOLEAN"),
 			col("files", "STRING"), col("url", "STRING"), col("sha256", "STRING"), col("object_uri", "STRING"),
@@ -80,7 +87,7 @@ func (s *Server) fileRows(t map[string]string, params map[string]param) (*result
 			c.url, c.sha256, c.object_uri, c.size, c.content_type, c.stored_at, c.reason, c.recorded_at
 			FROM (SELECT form_id, submission_key, created_at, deleted_at, COALESCE(files_text, files) AS files
 				FROM `+quoteIdent(t["subs"])+` WHERE `+forms+`) AS s
-			LEFT JOIN `+latestCopies(t["copies"], forms)+` AS c
+			LEFT JOIN `+copies+` AS c
 			ON c.form_id = s.form_id AND c.submission_key = s.submission_key
 			WHERE s.files NOT IN ('[]', '{}', 'null')
 			ORDER BY s.form_id, s.created_at, s.submission_key, c.url`)

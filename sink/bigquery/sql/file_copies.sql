@@ -13,7 +13,10 @@ FROM (
   FROM {{.Submissions}}
   WHERE (COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)) AND created_at {{allOfTime}}
 ) AS s
-LEFT JOIN {{latestCopies .Copies "COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)"}} AS c
+LEFT JOIN {{if .WithoutCopies}}(
+  SELECT * FROM UNNEST(ARRAY<STRUCT<form_id STRING, submission_key STRING, url STRING, sha256 STRING, object_uri STRING, size INT64,
+    content_type STRING, stored_at TIMESTAMP, reason STRING, recorded_at TIMESTAMP>>[])
+){{else}}{{latestCopies .Copies "COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)"}}{{end}} AS c
   ON c.form_id = s.form_id AND c.submission_key = s.submission_key
 WHERE s.files NOT IN ('[]', '{}', 'null')
 ORDER BY s.form_id, s.created_at, s.submission_key, c.url
