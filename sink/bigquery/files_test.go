@@ -328,8 +328,8 @@ func TestRemoveRowsDeletesFileCopies(t *testing.T) {
 // TestRecordFilesMeetsForget: a forget that commits between RecordFiles'
 // check of the rows and its load leaves a record of a row that is gone
 // (appended here by hand, as that load appends it); no reader sees it
-// (FileRows, NamedDigests, submission_files), and the row of another key
-// keeps its copy.
+// (FileRows, NamedDigests, submission_files), the row of another key
+// keeps its copy, and the Purge after the forget deletes the record.
 func TestRecordFilesMeetsForget(t *testing.T) {
 	t.Parallel()
 	b := setup(t, bqfake.Options{})
@@ -365,6 +365,13 @@ func TestRecordFilesMeetsForget(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"https://x/b bbbb"}, urls); diff != "" {
 		t.Errorf("%s (-want +got):\n%s", filesView, diff)
+	}
+	// The purge after the forget deletes the record.
+	if err := b.sink.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"f|2|https://x/b|bbbb|"}, copyRecords(t, b)); diff != "" {
+		t.Errorf("records after Purge (-want +got):\n%s", diff)
 	}
 }
 

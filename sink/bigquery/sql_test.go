@@ -77,6 +77,7 @@ func goldenStatements() map[string]string {
 		"file_rows.sql":                        render("fileRows", copiesRead{tables: t}),
 		"file_rows_unmigrated.sql":             render("fileRows", copiesRead{tables: t, WithoutCopies: true}),
 		"named_digests.sql":                    render("namedDigests", t),
+		"forget_copies.sql":                    render("forgetCopies", t),
 	}
 }
 
@@ -150,7 +151,7 @@ func fakeShapes() string {
 		{"shapeCommitDeletionsTombstones", "commit_deletions_tombstones.sql"},
 		{"shapeWriteStateDeletionsTombstones", "write_state_deletions_tombstones.sql"},
 		{"shapeFilesView", "view_files.sql"},
-		{"shapeStoredRows", "stored_rows.sql"}, {"shapeFileRows", "file_rows.sql"}, {"shapeFileRowsUnmigrated", "file_rows_unmigrated.sql"}, {"shapeNamedDigests", "named_digests.sql"},
+		{"shapeStoredRows", "stored_rows.sql"}, {"shapeFileRows", "file_rows.sql"}, {"shapeFileRowsUnmigrated", "file_rows_unmigrated.sql"}, {"shapeNamedDigests", "named_digests.sql"}, {"shapeForgetCopies", "forget_copies.sql"},
 	} {
 		text := refRE.ReplaceAllString(g[s.file], "`?`")
 		fmt.Fprintf(&b, "\t%s = `%s`\n", s.name, strings.ReplaceAll(text, "`?`", "` + \"`?`\" + `"))

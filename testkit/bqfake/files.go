@@ -8,12 +8,14 @@ import (
 
 // The statements of the sink's file copies (submission_file_copies):
 // which rows of a RecordFiles are stored, the rows with files and their
-// copies, and which digests stored copies name.
+// copies, which digests stored copies name, and Purge's deletion of the
+// copies of rows forgotten.
 func init() {
 	register(
 		&shapeDef{shapeStoredRows, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>", "rows": forgetType}, []string{"subs"}, nil, (*Server).storedRows},
 		&shapeDef{shapeFileRows, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"subs", "copies"}, nil, (*Server).fileRows},
 		&shapeDef{shapeFileRowsUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"subs"}, nil, (*Server).fileRows},
+		&shapeDef{shapeForgetCopies, "DELETE", map[string]string{"forget": forgetType}, []string{"copies"}, nil, (*Server).forgetCopies},
 		&shapeDef{shapeNamedDigests, "SELECT", map[string]string{"digests": "ARRAY<STRING>"}, []string{"copies", "subs"}, nil, (*Server).namedDigests},
 	)
 }
@@ -111,5 +113,23 @@ func (s *Server) namedDigests(t map[string]string, params map[string]param) (*re
 			`SELECT DISTINCT c.sha256 FROM `+latestCopies(t["copies"], "TRUE")+` AS c
 			JOIN `+quoteIdent(t["subs"])+` AS s ON s.form_id = c.form_id AND s.submission_key = c.submission_key
 			WHERE c.sha256 IN (SELECT value FROM temp.param_digests) ORDER BY c.sha256`)
+	})
+}
+
+// forgetCopies deletes the copies of the @forget rows.
+func (s *Server) forgetCopies(t map[string]string, params map[string]param) (*result, error) {
+	return s.tx(func(tx *sql.Tx) (*result, error) {
+		if err := materialise(tx, "forget", params["forget"]); err != nil {
+			return nil, err
+		}
+		if err := s.scan(tx, t["copies"], []string{"form_id", "submission_key"}, allPartitions); err != nil {
+			return nil, err
+		}
+		n, err := s.dml(tx, t["copies"], `DELETE FROM `+quoteIdent(t["copies"])+` AS c WHERE EXISTS (SELECT 1 FROM temp.param_forget AS f
+			WHERE f.form_id = c.form_id AND f.submission_key = c.submission_key)`, params)
+		if err != nil {
+			return nil, err
+		}
+		return &result{dml: n}, nil
 	})
 }

@@ -1440,4 +1440,7 @@ JOIN (
 ) AS s ON s.form_id = c.form_id AND s.submission_key = c.submission_key
 WHERE c.sha256 IN UNNEST(@digests)
 `
+	shapeForgetCopies = `DELETE FROM ` + "`?`" + ` AS c
+WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = c.form_id AND f.submission_key = c.submission_key);
+`
 )
