@@ -31,7 +31,8 @@ var _ sink.FileKeeper = (*Sink)(nil)
 // A copy belongs to its row: a commit that forgets rows deletes their
 // copies in its transaction, and Remove with Rows deletes the form's. A
 // record appended for a row that was forgotten between RecordFiles'
-// check and its load is read by nobody (its row is gone). A row re-keyed
+// check and its load is read by nobody (its row is gone), and the Purge
+// that follows the forget deletes it. A row re-keyed
 // from its content key to its id leaves its copies under the old key,
 // read by nobody either: the worker finds the new key's files pending and
 // records them again, finding each object stored already (the store is
@@ -48,7 +49,7 @@ func fileCopiesSchema() bq.Schema {
 		{Name: "url", Type: bq.StringFieldType, Required: true, Description: "the file's URL as the submission's files give it"},
 		{Name: "sha256", Type: bq.StringFieldType, Description: "hex SHA-256 of the bytes stored; NULL when not stored"},
 		{Name: "object_uri", Type: bq.StringFieldType, Description: "the object in the files store (gs:// or file://); NULL when not stored"},
-		{Name: "size", Type: bq.IntegerFieldType, Description: "bytes stored"},
+		{Name: "size", Type: bq.IntegerFieldType, Description: "bytes stored; NULL when not stored"},
 		{Name: "content_type", Type: bq.StringFieldType, Description: "as the form service sent it"},
 		{Name: "stored_at", Type: bq.TimestampFieldType, Description: "when the object was stored, or found stored already"},
 		{Name: "reason", Type: bq.StringFieldType, Description: "why the file is not stored (expired, too_large, refused, dropped, failed); NULL when it is"},
