@@ -242,10 +242,14 @@ func (s *Sink) storedRows(ctx context.Context, copies []sink.FileCopy) (map[forg
 // formIDs is empty) whose files are not empty, deleted ones included,
 // each with its copies as they stand: one query, over the files and key
 // columns of the forms' rows and the forms' copies.
-func (s *Sink) FileRows(ctx context.Context, formIDs []string) ([]sink.FileRow, error) {
+func (s *Sink) FileRows(ctx context.Context, formIDs []string, since time.Time) ([]sink.FileRow, error) {
 	return guardValue(s, ctx, func(ctx context.Context) ([]sink.FileRow, error) {
 		var out []sink.FileRow
-		q := s.query(render("fileRows", copiesRead{s.t, s.withoutFileCopies}), bq.QueryParameter{Name: "form_ids", Value: slices.Clone(formIDs)})
+		if since.IsZero() {
+			since = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+		}
+		q := s.query(render("fileRows", copiesRead{s.t, s.withoutFileCopies}),
+			bq.QueryParameter{Name: "form_ids", Value: slices.Clone(formIDs)}, bq.QueryParameter{Name: "since", Value: since.UTC()})
 		err := s.readAll(ctx, "reading the rows with files", "table "+s.t.Submissions, q.Read, func() { out = nil }, func(v []bq.Value) error {
 			if len(v) != 13 {
 				return fmt.Errorf("bigquery: reading the rows with files: got %d columns, want 13", len(v))

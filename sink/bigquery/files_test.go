@@ -46,7 +46,7 @@ func notStored(r sink.Row, url, reason string, at time.Time) sink.FileCopy {
 
 func fileRows(t *testing.T, s *Sink, forms ...string) []sink.FileRow {
 	t.Helper()
-	rows, err := s.FileRows(t.Context(), forms)
+	rows, err := s.FileRows(t.Context(), forms, time.Time{})
 	if err != nil {
 		t.Fatalf("FileRows: %v", err)
 	}

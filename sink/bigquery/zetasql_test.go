@@ -236,5 +236,6 @@ func zetaParams() []map[string]any {
 		{"name": "field", "type": "STRING"},
 		{"name": "removed_from", "type": "TIMESTAMP"},
 		{"name": "removed_to", "type": "TIMESTAMP"},
+		{"name": "since", "type": "TIMESTAMP"},
 	}
 }

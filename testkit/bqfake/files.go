@@ -2,6 +2,7 @@ package bqfake
 
 import (
 	"database/sql"
+	"strconv"
 
 	bqv2 "google.golang.org/api/bigquery/v2"
 )
@@ -13,8 +14,8 @@ import (
 func init() {
 	register(
 		&shapeDef{shapeStoredRows, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>", "rows": forgetType}, []string{"subs"}, nil, (*Server).storedRows},
-		&shapeDef{shapeFileRows, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"subs", "copies"}, nil, (*Server).fileRows},
-		&shapeDef{shapeFileRowsUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>"}, []string{"subs"}, nil, (*Server).fileRows},
+		&shapeDef{shapeFileRows, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>", "since": "TIMESTAMP"}, []string{"subs", "copies"}, nil, (*Server).fileRows},
+		&shapeDef{shapeFileRowsUnmigrated, "SELECT", map[string]string{"form_ids": "ARRAY<STRING>", "since": "TIMESTAMP"}, []string{"subs"}, nil, (*Server).fileRows},
 		&shapeDef{shapeForgetCopies, "DELETE", map[string]string{"forget": forgetType}, []string{"copies"}, nil, (*Server).forgetCopies},
 		&shapeDef{shapeNamedDigests, "SELECT", map[string]string{"digests": "ARRAY<STRING>"}, []string{"copies", "subs"}, nil, (*Server).namedDigests},
 	)
@@ -59,8 +60,8 @@ func (s *Server) storedRows(t map[string]string, params map[string]param) (*resu
 	})
 }
 
-// fileRows is the stored rows of @form_ids (every form when empty) whose
-// files are not empty, each with its copies as they stand, one result
+// fileRows is the stored rows of @form_ids (every form when empty)
+// created at or after @since whose files are not empty, each with its copies as they stand, one result
 // row per copy (one with NULL copy columns for a row without any); none
 // in the shape of a dataset without the copies table.
 func (s *Server) fileRows(t map[string]string, params map[string]param) (*result, error) {
@@ -68,7 +69,15 @@ func (s *Server) fileRows(t map[string]string, params map[string]param) (*result
 		if err := materialise(tx, "form_ids", params["form_ids"]); err != nil {
 			return nil, err
 		}
-		if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "created_at", "deleted_at", "files", "files_text"}, everyPartition); err != nil {
+		v, err := scalar(params["since"].Type, params["since"].Value)
+		if err != nil {
+			return nil, err
+		}
+		since, _ := v.(int64)
+		// created_at BETWEEN @since AND the largest TIMESTAMP: the
+		// partitions from @since's day on.
+		if err := s.scan(tx, t["subs"], []string{"form_id", "submission_key", "created_at", "deleted_at", "files", "files_text"},
+			span{days: [][2]int64{{floorDay(since), lastDay}}}); err != nil {
 			return nil, err
 		}
 		forms := `((SELECT count(*) FROM temp.param_form_ids) = 0 OR form_id IN (SELECT value FROM temp.param_form_ids))`
@@ -88,7 +97,7 @@ func (s *Server) fileRows(t map[string]string, params map[string]param) (*result
 		}, `SELECT s.form_id, s.submission_key, s.created_at, s.deleted_at IS NOT NULL, s.files,
 			c.url, c.sha256, c.object_uri, c.size, c.content_type, c.stored_at, c.reason, c.recorded_at
 			FROM (SELECT form_id, submission_key, created_at, deleted_at, COALESCE(files_text, files) AS files
-				FROM `+quoteIdent(t["subs"])+` WHERE `+forms+`) AS s
+				FROM `+quoteIdent(t["subs"])+` WHERE `+forms+` AND created_at >= `+strconv.FormatInt(since, 10)+`) AS s
 			LEFT JOIN `+copies+` AS c
 			ON c.form_id = s.form_id AND c.submission_key = s.submission_key
 			WHERE s.files NOT IN ('[]', '{}', 'null')

@@ -11,7 +11,7 @@ SELECT s.form_id, s.submission_key, s.created_at, s.deleted_at IS NOT NULL AS de
 FROM (
   SELECT form_id, submission_key, created_at, deleted_at, COALESCE(files_text, TO_JSON_STRING(files)) AS files
   FROM {{.Submissions}}
-  WHERE (COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)) AND created_at {{allOfTime}}
+  WHERE (COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)) AND created_at BETWEEN @since AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
 ) AS s
 LEFT JOIN {{if .WithoutCopies}}(
   SELECT * FROM UNNEST(ARRAY<STRUCT<form_id STRING, submission_key STRING, url STRING, sha256 STRING, object_uri STRING, size INT64,

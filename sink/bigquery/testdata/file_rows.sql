@@ -3,7 +3,7 @@ SELECT s.form_id, s.submission_key, s.created_at, s.deleted_at IS NOT NULL AS de
 FROM (
   SELECT form_id, submission_key, created_at, deleted_at, COALESCE(files_text, TO_JSON_STRING(files)) AS files
   FROM `my-project.formsync.submissions`
-  WHERE (COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+  WHERE (COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)) AND created_at BETWEEN @since AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
 ) AS s
 LEFT JOIN (
   SELECT form_id, submission_key, url, sha256, object_uri, size, content_type, stored_at, reason, recorded_at
