@@ -498,3 +498,30 @@ func TestFilesCatchUpOnceThenRecentRows(t *testing.T) {
 		t.Errorf("%d file requests, want none", n)
 	}
 }
+
+// TestForgottenFilesNeverFetched: a submission forgotten before it was
+// ever stored has its files fetched neither while the form is read nor
+// after the commit.
+func TestForgottenFilesNeverFetched(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	host := newFileHost(t)
+	host.body["/f/secret.pdf"], host.body["/f/kept.pdf"] = []byte("a forgotten person's"), []byte("another's")
+	dst := openSQLite(t)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}}, dst)
+	fk, _, _ := filesConfig(t, 0, "", "")
+	h.Config.Files = fk
+	if _, err := h.Engine().Forget(ctx, "f", sink.Match{Keys: []string{"1"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	subs := shaped(1, 2, time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC), "name")
+	subs[0].Files, _ = json.Marshal([]any{map[string]any{"url": host.url("/f/secret.pdf")}})
+	subs[1].Files, _ = json.Marshal([]any{map[string]any{"url": host.url("/f/kept.pdf")}})
+	h.Sim.SetSubmissions("f", subs...)
+	h.MustSync(ctx)
+	host.mu.Lock()
+	defer host.mu.Unlock()
+	if !slices.Equal(host.order, []string{"/f/kept.pdf"}) {
+		t.Errorf("fetched %v, want the kept submission's file alone", host.order)
+	}
+}
