@@ -382,47 +382,61 @@ func TestFilesTokenStaysWithTheAPI(t *testing.T) {
 }
 
 // TestForgetDeletesObjects: forget removes the objects the forgotten
-// submission named, and keeps one another stored submission names.
+// submission named, and keeps one another stored submission names, in
+// every sink, from a folder and from Cloud Storage (its fake).
 func TestForgetDeletesObjects(t *testing.T) {
 	t.Parallel()
 	for _, sk := range deletionSinks {
-		t.Run(sk.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			host := newFileHost(t)
-			host.body["/f/own.pdf"] = []byte("only the first submission's")
-			host.body["/f/shared.pdf"] = []byte("both submissions'")
-			dst := sk.open(t)
-			h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}}, dst)
-			fk, store, _ := filesConfig(t, 0, "", "")
-			h.Config.Files = fk
-			subs := withFiles(shaped(1, 2, time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC), "name"), host, func(i int) []string {
-				if i == 0 {
-					return []string{"own.pdf", "shared.pdf"}
-				}
-				return []string{"shared.pdf"}
+		for _, kind := range []string{"file", "gcs"} {
+			t.Run(sk.name+"/"+kind, func(t *testing.T) {
+				t.Parallel()
+				testForgetDeletesObjects(t, sk.open(t), kind)
 			})
-			h.Sim.SetSubmissions("f", subs...)
-			h.MustSync(ctx)
-			rep, err := h.Engine().Forget(ctx, "f", sink.Match{Keys: []string{"1"}}, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			own, shared := sha(host.body["/f/own.pdf"]), sha(host.body["/f/shared.pdf"])
-			if !slices.Equal(rep.Deleted, []string{own}) || !slices.Equal(rep.Kept, []string{shared}) || rep.ObjectsErr != nil {
-				t.Errorf("deleted %v, kept %v (%v); want %s deleted, %s kept", rep.Deleted, rep.Kept, rep.ObjectsErr, own, shared)
-			}
-			if ok, _ := store.Exists(ctx, own); ok {
-				t.Error("the forgotten submission's own object is still stored")
-			}
-			if ok, _ := store.Exists(ctx, shared); !ok {
-				t.Error("the object another submission names was deleted")
-			}
-			rows := fileRows(t, dst, "f")
-			if len(rows) != 1 || rows[0].SubmissionKey != "2" || len(rows[0].Copies) != 1 || rows[0].Copies[0].SHA256 != shared {
-				t.Errorf("file rows after forget: %+v", rows)
-			}
-		})
+		}
+	}
+}
+
+func testForgetDeletesObjects(t *testing.T, dst enginetest.Sink, kind string) {
+	ctx := t.Context()
+	host := newFileHost(t)
+	host.body["/f/own.pdf"] = []byte("only the first submission's")
+	host.body["/f/shared.pdf"] = []byte("both submissions'")
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}}, dst)
+	fk, store, _ := filesConfig(t, 0, "", "")
+	if kind == "gcs" {
+		gcs, err := files.OpenStore(ctx, "gs://bucket/formsync", files.StoreOptions{GCS: filestest.GCS(t, "bucket")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { gcs.Close() })
+		fk.Store, store = gcs, gcs
+	}
+	h.Config.Files = fk
+	subs := withFiles(shaped(1, 2, time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC), "name"), host, func(i int) []string {
+		if i == 0 {
+			return []string{"own.pdf", "shared.pdf"}
+		}
+		return []string{"shared.pdf"}
+	})
+	h.Sim.SetSubmissions("f", subs...)
+	h.MustSync(ctx)
+	rep, err := h.Engine().Forget(ctx, "f", sink.Match{Keys: []string{"1"}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, shared := sha(host.body["/f/own.pdf"]), sha(host.body["/f/shared.pdf"])
+	if !slices.Equal(rep.Deleted, []string{own}) || !slices.Equal(rep.Kept, []string{shared}) || rep.ObjectsErr != nil {
+		t.Errorf("deleted %v, kept %v (%v); want %s deleted, %s kept", rep.Deleted, rep.Kept, rep.ObjectsErr, own, shared)
+	}
+	if ok, _ := store.Exists(ctx, own); ok {
+		t.Error("the forgotten submission's own object is still stored")
+	}
+	if ok, _ := store.Exists(ctx, shared); !ok {
+		t.Error("the object another submission names was deleted")
+	}
+	rows := fileRows(t, dst, "f")
+	if len(rows) != 1 || rows[0].SubmissionKey != "2" || len(rows[0].Copies) != 1 || rows[0].Copies[0].SHA256 != shared {
+		t.Errorf("file rows after forget: %+v", rows)
 	}
 }
 
