@@ -257,10 +257,12 @@ func (e *Engine) keepFiles(ctx context.Context, forms []string, pf *prefetcher) 
 			stopFetching()
 			for range results {
 			}
+			counts.unrecorded(rec.pending)
 			return counts.freeze(), err
 		}
 	}
 	if err := rec.flush(ctx); err != nil {
+		counts.unrecorded(rec.pending)
 		return counts.freeze(), err
 	}
 	if ctx.Err() == nil && len(first) > 0 {
@@ -292,6 +294,25 @@ func (t fileTally) of(form string) *FileCounts {
 		t[form] = c
 	}
 	return c
+}
+
+// unrecorded counts copies that could not be recorded as pending again:
+// the next run fetches them (finding their objects stored).
+func (t fileTally) unrecorded(copies []sink.FileCopy) {
+	for _, cp := range copies {
+		c := t.of(cp.FormID)
+		if cp.Final() {
+			c.Pending++ // a failed file counts as pending already
+		}
+		if cp.Stored() {
+			c.Stored--
+			c.Bytes -= cp.Size
+			continue
+		}
+		if c.NotStored[cp.Reason]--; c.NotStored[cp.Reason] == 0 {
+			delete(c.NotStored, cp.Reason)
+		}
+	}
 }
 
 func (t fileTally) freeze() map[string]FileCounts {

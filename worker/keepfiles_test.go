@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -537,5 +538,45 @@ func TestForgottenFilesNeverFetched(t *testing.T) {
 	defer host.mu.Unlock()
 	if !slices.Equal(host.order, []string{"/f/kept.pdf"}) {
 		t.Errorf("fetched %v, want the kept submission's file alone", host.order)
+	}
+}
+
+// failingRecords is a sink whose RecordFiles fails.
+type failingRecords struct {
+	*sinceRecorder
+}
+
+func (failingRecords) RecordFiles(context.Context, []sink.FileCopy) error {
+	return errors.New("the copies table is unavailable")
+}
+
+// TestFilesNotRecordedRowsStay: when the copies cannot be recorded, the
+// run says so (Report.FilesErr), its rows are committed all the same, and
+// the next run records the files.
+func TestFilesNotRecordedRowsStay(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	host := newFileHost(t)
+	host.body["/f/a.pdf"] = []byte("a")
+	mem := memSink(t)
+	rec := &sinceRecorder{Sink: mem, asked: map[string][]time.Time{}, keeper: mustKeeper(t, mem)}
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}}, failingRecords{rec})
+	fk, _, _ := filesConfig(t, 0, "", "")
+	h.Config.Files = fk
+	subs := shaped(1, 3, time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC), "name")
+	subs[1].Files, _ = json.Marshal([]any{map[string]any{"url": host.url("/f/a.pdf")}})
+	h.Sim.SetSubmissions("f", subs...)
+	rep := h.Sync(ctx)
+	if rep.FilesErr == nil || !strings.Contains(rep.FilesErr.Error(), "the copies table is unavailable") || rep.Err() != nil {
+		t.Errorf("files error %v, run error %v; want the files' alone", rep.FilesErr, rep.Err())
+	}
+	if fr := enginetest.FormReport(t, rep, "f"); fr.Inserted != 3 || fr.Files.Pending != 1 {
+		t.Errorf("inserted %d, files %+v; want 3 rows, the file pending", fr.Inserted, fr.Files)
+	}
+	h2 := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}}, mem)
+	h2.Sim.SetSubmissions("f", subs...)
+	h2.Config.Files = fk
+	if fr := enginetest.FormReport(t, h2.MustSync(ctx), "f"); fr.Files.Stored != 1 || fr.Files.New != 0 {
+		t.Errorf("next run's files %+v, want the file recorded, its object found stored", fr.Files)
 	}
 }
