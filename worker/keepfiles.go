@@ -37,6 +37,10 @@ type Files struct {
 	// Workers is how many files are fetched at once; Config.Concurrency
 	// when zero. The fetcher may bound it further.
 	Workers int
+	// Scope names the sink (its database) in the store's record of the
+	// forms caught up (FilesWindow): several databases may keep their
+	// files in one store, each catching up its own rows.
+	Scope string
 }
 
 // FileStore is the files store as the engine uses it: *files.Store.
@@ -48,10 +52,10 @@ type FileStore interface {
 	// Sweep deletes the uploads a crash left half done, older than the
 	// given age, and says how many.
 	Sweep(ctx context.Context, olderThan time.Duration) (int, error)
-	// CaughtUp and MarkCaughtUp keep, in the store, the forms whose every
-	// stored row's files a run has looked at (see FilesWindow).
-	CaughtUp(ctx context.Context) (map[string]time.Time, error)
-	MarkCaughtUp(ctx context.Context, forms []string, at time.Time) error
+	// CaughtUp and MarkCaughtUp keep, in the store, the forms of a scope
+	// whose every stored row's files a run has looked at (FilesWindow).
+	CaughtUp(ctx context.Context, scope string) (map[string]time.Time, error)
+	MarkCaughtUp(ctx context.Context, scope string, forms []string, at time.Time) error
 }
 
 // FilesWindow is how far back, by created_at, a run looks for files to
@@ -61,7 +65,8 @@ type FileStore interface {
 // sink as small as the rows it can still act on (in BigQuery, the newest
 // partitions of submissions). A form's first files phase in a store
 // looks at every stored row, oldest first, and marks the form caught up
-// in the store once it has been through them all.
+// in the store once it has been through them all, for its database
+// (Files.Scope).
 const FilesWindow = 40 * 24 * time.Hour
 
 // sweepAfter is how old an upload left by a crash must be before a files
@@ -268,7 +273,7 @@ func (e *Engine) keepFiles(ctx context.Context, forms []string, pf *prefetcher) 
 	if ctx.Err() == nil && len(first) > 0 {
 		// Every stored row of these forms has been looked at: from now on
 		// their recent rows are enough.
-		if err := e.cfg.Files.Store.MarkCaughtUp(ctx, first, started); err != nil {
+		if err := e.cfg.Files.Store.MarkCaughtUp(ctx, e.cfg.Files.Scope, first, started); err != nil {
 			e.cfg.Logger.Warn("could not mark the forms' files caught up; the next sync looks at all their rows again", "error", err.Error())
 		}
 	}
@@ -359,7 +364,7 @@ func (e *Engine) took(ctx context.Context, counts fileTally, r fileResult, start
 // stored row of the forms not caught up in the store yet (first), the
 // rows of the last FilesWindow of the others.
 func (e *Engine) filesToLookAt(ctx context.Context, keeper sink.FileKeeper, forms []string, now time.Time) (rows []sink.FileRow, first []string, err error) {
-	caught, err := e.cfg.Files.Store.CaughtUp(ctx)
+	caught, err := e.cfg.Files.Store.CaughtUp(ctx, e.cfg.Files.Scope)
 	if err != nil {
 		// Looking at every row again costs a larger read, nothing more.
 		e.cfg.Logger.Warn("could not read which forms' files are caught up; looking at all their rows", "error", err.Error())

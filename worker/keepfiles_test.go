@@ -104,7 +104,7 @@ func filesConfig(t *testing.T, maxBytes int64, token string, apiOrigin string) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &worker.Files{Store: store, Fetcher: f}, store, dialer
+	return &worker.Files{Store: store, Fetcher: f, Scope: "memory:test"}, store, dialer
 }
 
 func fileRows(t *testing.T, s enginetest.Sink, form string) []sink.FileRow {
@@ -491,7 +491,7 @@ func TestFilesCatchUpOnceThenRecentRows(t *testing.T) {
 	if fr := enginetest.FormReport(t, rep, "f"); fr.Files.Stored != 2 {
 		t.Errorf("first sync kept %d files, want both, the two-year-old one too", fr.Files.Stored)
 	}
-	if caught, err := store.CaughtUp(ctx); err != nil || !caught["f"].Equal(now) {
+	if caught, err := store.CaughtUp(ctx, "memory:test"); err != nil || !caught["f"].Equal(now) {
 		t.Errorf("caught up %v, %v; want f at %s", caught, err, now)
 	}
 	h.MustSync(ctx)
@@ -499,6 +499,16 @@ func TestFilesCatchUpOnceThenRecentRows(t *testing.T) {
 	if got := dst.asked["f"]; !slices.EqualFunc(got, want, time.Time.Equal) {
 		t.Errorf("FileRows since %v, want %v", got, want)
 	}
+	// Another database keeping its files in the same store: its rows
+	// are looked at all again.
+	other := *fk
+	other.Scope = "memory:other"
+	h.Config.Files = &other
+	h.MustSync(ctx)
+	if got := dst.asked["f"]; len(got) != 3 || !got[2].IsZero() {
+		t.Errorf("FileRows since %v, want every row for another scope", got)
+	}
+	dst.asked["f"] = dst.asked["f"][:2]
 	// Another store: every row is looked at again. The copies recorded
 	// name the objects of the first store, where they are: nothing is
 	// fetched (moving a store's objects is the user's; docs/files.md).

@@ -261,25 +261,28 @@ func (s *Store) bucketDir(t *testing.T) string {
 	return filepath.FromSlash(u.Path)
 }
 
-// TestCaughtUp: the forms marked caught up are read back, marks add up,
-// and a store never marked has none.
+// TestCaughtUp: the forms marked caught up are read back by scope, marks
+// add up, and a store or a scope never marked has none.
 func TestCaughtUp(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s := memStore(t)
-	got, err := s.CaughtUp(ctx)
+	got, err := s.CaughtUp(ctx, "sqlite:/a.db")
 	if err != nil || len(got) != 0 {
 		t.Fatalf("a new store: %v, %v; want no form", got, err)
 	}
 	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	if err := s.MarkCaughtUp(ctx, []string{"a", "b"}, at); err != nil {
+	if err := s.MarkCaughtUp(ctx, "sqlite:/a.db", []string{"a", "b"}, at); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkCaughtUp(ctx, []string{"c"}, at.Add(time.Hour)); err != nil {
+	if err := s.MarkCaughtUp(ctx, "sqlite:/a.db", []string{"c"}, at.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.CaughtUp(ctx)
+	got, err = s.CaughtUp(ctx, "sqlite:/a.db")
 	if err != nil || len(got) != 3 || !got["a"].Equal(at) || !got["c"].Equal(at.Add(time.Hour)) {
 		t.Errorf("marks %v, %v", got, err)
+	}
+	if other, err := s.CaughtUp(ctx, "bigquery:p.d"); err != nil || len(other) != 0 {
+		t.Errorf("another scope's marks %v, %v; want none", other, err)
 	}
 }

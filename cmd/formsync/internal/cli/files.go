@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"path/filepath"
 
 	"github.com/formsync/formsync/worker"
 	"github.com/formsync/formsync/worker/files"
@@ -37,7 +38,7 @@ func openFiles(ctx context.Context, cfg Config) (*worker.Files, *files.Store, er
 		store.Close()
 		return nil, nil, err
 	}
-	fk := &worker.Files{Store: store, Fetcher: f, Workers: files.DefaultConcurrency}
+	fk := &worker.Files{Store: store, Fetcher: f, Workers: files.DefaultConcurrency, Scope: cfg.sinkScope()}
 	for name, tok := range cfg.accountTokens {
 		af, err := fetcher(string(tok))
 		if err != nil {
@@ -50,6 +51,20 @@ func openFiles(ctx context.Context, cfg Config) (*worker.Files, *files.Store, er
 		fk.Accounts[name] = af
 	}
 	return fk, store, nil
+}
+
+// sinkScope names the database the rows are in, for the files store's
+// record of the forms caught up: "sqlite:" and the file's absolute path,
+// or "bigquery:" and the project and dataset.
+func (c *Config) sinkScope() string {
+	if c.Sink == "bigquery" {
+		return "bigquery:" + c.BQProject + "." + c.BQDataset
+	}
+	path, err := filepath.Abs(c.SQLitePath)
+	if err != nil {
+		path = c.SQLitePath
+	}
+	return "sqlite:" + path
 }
 
 // fetcherConfig is the files fetcher's share of the configuration: the
