@@ -72,10 +72,11 @@ func (m formSims) fileRequests() int {
 }
 
 // filesSims is three forms of n submissions in all, every submission with
-// files: one a submission in form "one", two in "two", three in "three";
-// share of the files expired at the service. It returns the simulators
-// and their server's URL; the file URLs name that server.
-func filesSims(t testing.TB, n int, expired float64, seed int64, extra apisim.FileOptions) (formSims, string) {
+// files: one a submission in form "one", two in "two", three in "three".
+// Each form's simulator has o's options (o.Files too, but for Every and
+// PerSubmission), its seed o.Seed plus the form's place. It returns the
+// simulators and their server's URL; the file URLs name that server.
+func filesSims(t testing.TB, n int, o apisim.Options) (formSims, string) {
 	t.Helper()
 	sims := formSims{}
 	names := []string{"one", "two", "three"}
@@ -84,10 +85,10 @@ func filesSims(t testing.TB, n int, expired float64, seed int64, extra apisim.Fi
 		if i < n%len(names) {
 			per++
 		}
-		fo := extra
-		fo.Every, fo.PerSubmission, fo.Expired = 1, i+1, expired
-		sims[form] = formSim{apisim.New(apisim.Options{Seed: seed + int64(i), Variant: apisim.Newer, Forms: []string{form},
-			SubmissionsPerForm: per, Files: fo}), seed + int64(i)}
+		fo := o
+		fo.Seed, fo.Variant, fo.Forms, fo.SubmissionsPerForm = o.Seed+int64(i), apisim.Newer, []string{form}, per
+		fo.Files.Every, fo.Files.PerSubmission = 1, i+1
+		sims[form] = formSim{apisim.New(fo), fo.Seed}
 	}
 	srv := httptest.NewServer(sims)
 	t.Cleanup(srv.Close)
@@ -289,7 +290,7 @@ func TestFilesSyncSQLiteFolder(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	sims, srvURL := filesSims(t, 1000, 0.05, 61, apisim.FileOptions{Redirect: 0.02})
+	sims, srvURL := filesSims(t, 1000, apisim.Options{Seed: 61, Files: apisim.FileOptions{Expired: 0.05, Redirect: 0.02}})
 	dir := filepath.Join(t.TempDir(), "files")
 	base := (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String()
 	db := filepath.Join(t.TempDir(), "f.db")
