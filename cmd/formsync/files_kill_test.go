@@ -32,7 +32,7 @@ import (
 // (no half-written object survives a kill).
 func TestFilesSIGKILL(t *testing.T) {
 	t.Parallel()
-	enginetest.Slow(t, "SIGKILLs ten syncs that keep files, about 60 s")
+	enginetest.Slow(t, "SIGKILLs ten syncs that keep files, about 70 s")
 	bin := buildBinary(t)
 	// Reading is throttled (10 a page, 40 requests/s: 60 pages for the
 	// first sync's 600 submissions, 45 and more for the 450 added before
@@ -54,8 +54,8 @@ func TestFilesSIGKILL(t *testing.T) {
 	// once it has made some file requests after that (in the files
 	// phase, while copies are recorded, 256 at a time). A run that ends
 	// first is not a kill, and the next plan is tried.
-	plans := []killPlan{{files: 5}, {commit: true}, {afterCommit: 700}, {files: 60}, {commit: true}, {afterCommit: 100},
-		{files: 20}, {commit: true}, {afterCommit: 1200}, {commit: true}, {afterCommit: 900}, {files: 200}, {commit: true}, {afterCommit: 1500}}
+	plans := []killPlan{{files: 5}, {commit: true}, {afterCommit: 1500}, {files: 60}, {commit: true}, {afterCommit: 100},
+		{files: 20}, {commit: true}, {afterCommit: 1200}, {commit: true}, {afterCommit: 2000}, {files: 200}, {commit: true}, {afterCommit: 1500}}
 	var kills, beforeCommit, inCommit, afterCommit, recording int
 	rows, copies := 0, 0
 	for i := 0; kills < 10 && i < len(plans); i++ {
