@@ -88,10 +88,12 @@ type FileRow struct {
 // rows it removes, and Remove with Rows removes the form's copies.
 type FileKeeper interface {
 	// FileRows returns the stored rows of the given forms (every form when
-	// formIDs is empty) whose files are not empty ([] or {}), deleted
-	// ones included, ordered by form, created_at and submission key,
-	// each with its recorded copies.
-	FileRows(ctx context.Context, formIDs []string) ([]FileRow, error)
+	// formIDs is empty) created at or after since (every row when since
+	// is zero) whose files are not empty ([] or {}), deleted ones
+	// included, ordered by form, created_at and submission key, each with
+	// its recorded copies. since lets a sink read only the newest
+	// partitions of a table partitioned by created_at.
+	FileRows(ctx context.Context, formIDs []string, since time.Time) ([]FileRow, error)
 	// RecordFiles writes copies, replacing a copy with the same key. A
 	// copy whose row is not stored (forgotten or removed meanwhile) is
 	// not written: no copy outlives its row.

@@ -234,7 +234,7 @@ func (e *Engine) objectsOf(ctx context.Context, formID string, rows []sink.Row) 
 	if errors.Is(err, errors.ErrUnsupported) || len(rows) == 0 {
 		return nil, nil
 	}
-	fileRows, err := keeper.FileRows(ctx, []string{formID})
+	fileRows, err := keeper.FileRows(ctx, []string{formID}, time.Time{})
 	if err != nil {
 		return nil, fmt.Errorf("reading the rows' file copies: %w", err)
 	}

@@ -48,7 +48,21 @@ type FileStore interface {
 	// Sweep deletes the uploads a crash left half done, older than the
 	// given age, and says how many.
 	Sweep(ctx context.Context, olderThan time.Duration) (int, error)
+	// CaughtUp and MarkCaughtUp keep, in the store, the forms whose every
+	// stored row's files a run has looked at (see FilesWindow).
+	CaughtUp(ctx context.Context) (map[string]time.Time, error)
+	MarkCaughtUp(ctx context.Context, forms []string, at time.Time) error
 }
+
+// FilesWindow is how far back, by created_at, a run looks for files to
+// fetch in a form it has caught up: the service keeps a file 30 days
+// after its upload, so a row older than that names a file it has
+// deleted, and reading only the newest rows keeps a run's read of the
+// sink as small as the rows it can still act on (in BigQuery, the newest
+// partitions of submissions). A form's first files phase in a store
+// looks at every stored row, oldest first, and marks the form caught up
+// in the store once it has been through them all.
+const FilesWindow = 40 * 24 * time.Hour
 
 // sweepAfter is how old an upload left by a crash must be before a files
 // phase deletes it: far longer than any fetch under way.
@@ -176,7 +190,7 @@ func dropped(policy FieldPolicy, input *string) bool {
 // when none is given): stored, pending, not stored and why, per form. It
 // reads the sink only; a form without files is absent.
 func FileStatus(ctx context.Context, keeper sink.FileKeeper, policy FieldPolicy, formIDs []string) (map[string]FileCounts, error) {
-	rows, err := keeper.FileRows(ctx, formIDs)
+	rows, err := keeper.FileRows(ctx, formIDs, time.Time{})
 	if err != nil {
 		return nil, fmt.Errorf("reading the stored rows' files: %w", err)
 	}
@@ -193,8 +207,13 @@ func FileStatus(ctx context.Context, keeper sink.FileKeeper, policy FieldPolicy,
 	return out, nil
 }
 
-// recordEvery is how many copies the files phase records at once.
-const recordEvery = 256
+// A files phase records its copies recordEvery at a time, or what it has
+// once recordAfter has passed since it last recorded: in BigQuery each
+// record is a load job (free, but 1,500 a table a day) and a query.
+const (
+	recordEvery = 2000
+	recordAfter = time.Minute
+)
 
 // keepFiles is a run's files phase (Config.Files): it fetches the files
 // of the forms' stored rows that have no final copy and records them. It
@@ -205,9 +224,10 @@ func (e *Engine) keepFiles(ctx context.Context, forms []string, pf *prefetcher) 
 	if err != nil {
 		return nil, err
 	}
-	rows, err := keeper.FileRows(ctx, forms)
+	started := e.cfg.Now()
+	rows, first, err := e.filesToLookAt(ctx, keeper, forms, started)
 	if err != nil {
-		return nil, fmt.Errorf("reading the stored rows' files: %w", err)
+		return nil, err
 	}
 	plan, err := planFiles(rows, e.cfg.FieldPolicy)
 	if err != nil {
@@ -274,7 +294,53 @@ func (e *Engine) keepFiles(ctx context.Context, forms []string, pf *prefetcher) 
 			return freeze(counts), err
 		}
 	}
-	return freeze(counts), rec.flush(ctx)
+	if err := rec.flush(ctx); err != nil {
+		return freeze(counts), err
+	}
+	if ctx.Err() == nil && len(first) > 0 {
+		// Every stored row of these forms has been looked at: from now on
+		// their recent rows are enough.
+		if err := e.cfg.Files.Store.MarkCaughtUp(ctx, first, started); err != nil {
+			e.cfg.Logger.Warn("could not mark the forms' files caught up; the next sync looks at all their rows again", "error", err.Error())
+		}
+	}
+	return freeze(counts), nil
+}
+
+// filesToLookAt reads the rows whose files a files phase looks at: every
+// stored row of the forms not caught up in the store yet (first), the
+// rows of the last FilesWindow of the others.
+func (e *Engine) filesToLookAt(ctx context.Context, keeper sink.FileKeeper, forms []string, now time.Time) (rows []sink.FileRow, first []string, err error) {
+	caught, err := e.cfg.Files.Store.CaughtUp(ctx)
+	if err != nil {
+		// Looking at every row again costs a larger read, nothing more.
+		e.cfg.Logger.Warn("could not read which forms' files are caught up; looking at all their rows", "error", err.Error())
+		caught = nil
+	}
+	var recent []string
+	for _, f := range forms {
+		if _, ok := caught[f]; ok {
+			recent = append(recent, f)
+		} else {
+			first = append(first, f)
+		}
+	}
+	// An empty list of forms reads every form: each read only when it
+	// has forms.
+	for _, part := range []struct {
+		forms []string
+		since time.Time
+	}{{first, time.Time{}}, {recent, now.Add(-FilesWindow)}} {
+		if len(part.forms) == 0 {
+			continue
+		}
+		got, err := keeper.FileRows(ctx, part.forms, part.since)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the stored rows' files: %w", err)
+		}
+		rows = append(rows, got...)
+	}
+	return rows, first, nil
 }
 
 func freeze(m map[string]*FileCounts) map[string]FileCounts {
@@ -364,11 +430,15 @@ type recorder struct {
 	now     func() time.Time
 	grace   time.Duration
 	pending []sink.FileCopy
+	last    time.Time // when it last recorded (or started)
 }
 
 func (r *recorder) add(ctx context.Context, cp sink.FileCopy) error {
 	r.pending = append(r.pending, cp)
-	if len(r.pending) < recordEvery {
+	if r.last.IsZero() {
+		r.last = r.now()
+	}
+	if len(r.pending) < recordEvery && r.now().Sub(r.last) < recordAfter {
 		return nil
 	}
 	return r.flush(ctx)
@@ -392,7 +462,7 @@ func (r *recorder) flush(ctx context.Context) error {
 	if err := r.keeper.RecordFiles(ctx, r.pending); err != nil {
 		return fmt.Errorf("recording %d file copies: %w", len(r.pending), err)
 	}
-	r.pending = r.pending[:0]
+	r.pending, r.last = r.pending[:0], r.now()
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -111,7 +112,7 @@ func fileRows(t *testing.T, s enginetest.Sink, form string) []sink.FileRow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := k.FileRows(t.Context(), []string{form})
+	rows, err := k.FileRows(t.Context(), []string{form}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,5 +423,105 @@ func TestForgetDeletesObjects(t *testing.T) {
 				t.Errorf("file rows after forget: %+v", rows)
 			}
 		})
+	}
+}
+
+// sinceRecorder is a sink that records the since of each FileRows.
+type sinceRecorder struct {
+	enginetest.Sink
+	mu     sync.Mutex
+	asked  map[string][]time.Time
+	keeper sink.FileKeeper
+}
+
+func (s *sinceRecorder) FileRows(ctx context.Context, formIDs []string, since time.Time) ([]sink.FileRow, error) {
+	s.mu.Lock()
+	for _, f := range formIDs {
+		s.asked[f] = append(s.asked[f], since)
+	}
+	s.mu.Unlock()
+	return s.keeper.FileRows(ctx, formIDs, since)
+}
+
+func (s *sinceRecorder) RecordFiles(ctx context.Context, copies []sink.FileCopy) error {
+	return s.keeper.RecordFiles(ctx, copies)
+}
+
+func (s *sinceRecorder) NamedDigests(ctx context.Context, digests []string) (map[string]bool, error) {
+	return s.keeper.NamedDigests(ctx, digests)
+}
+
+// TestFilesCatchUpOnceThenRecentRows: a form's first files phase in a
+// store looks at every stored row, its files years old included, and
+// marks the form caught up in the store; later ones look at the rows of
+// the last worker.FilesWindow only. A new store catches up again.
+func TestFilesCatchUpOnceThenRecentRows(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	host := newFileHost(t)
+	host.body["/f/old.pdf"], host.body["/f/new.pdf"] = []byte("old"), []byte("new")
+	mem := memSink(t)
+	dst := &sinceRecorder{Sink: mem, asked: map[string][]time.Time{}, keeper: mustKeeper(t, mem)}
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}}, dst)
+	h.Config.Now = func() time.Time { return now }
+	subs := shaped(1, 2, now.AddDate(-2, 0, 0), "name")
+	subs[1].CreatedAt = now.Add(-time.Hour)
+	subs[0].Files, _ = json.Marshal([]any{map[string]any{"url": host.url("/f/old.pdf")}})
+	subs[1].Files, _ = json.Marshal([]any{map[string]any{"url": host.url("/f/new.pdf")}})
+	h.Sim.SetSubmissions("f", subs...)
+	fk, store, _ := filesConfig(t, 0, "", "")
+	h.Config.Files = fk
+	rep := h.MustSync(ctx)
+	if fr := enginetest.FormReport(t, rep, "f"); fr.Files.Stored != 2 {
+		t.Errorf("first sync kept %d files, want both, the two-year-old one too", fr.Files.Stored)
+	}
+	if caught, err := store.CaughtUp(ctx); err != nil || !caught["f"].Equal(now) {
+		t.Errorf("caught up %v, %v; want f at %s", caught, err, now)
+	}
+	h.MustSync(ctx)
+	want := []time.Time{{}, now.Add(-worker.FilesWindow)}
+	if got := dst.asked["f"]; !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Errorf("FileRows since %v, want %v", got, want)
+	}
+	// Another store: every row is looked at again. The copies recorded
+	// name the objects of the first store, where they are: nothing is
+	// fetched (moving a store's objects is the user's; docs/files.md).
+	fk2, _, _ := filesConfig(t, 0, "", "")
+	h.Config.Files = fk2
+	before := host.requests()
+	h.MustSync(ctx)
+	if got := dst.asked["f"]; len(got) != 3 || !got[2].IsZero() {
+		t.Errorf("FileRows since %v, want every row on the new store", got)
+	}
+	if n := host.requests() - before; n != 0 {
+		t.Errorf("%d file requests, want none", n)
+	}
+}
+
+// TestForgottenFilesNeverFetched: a submission forgotten before it was
+// ever stored has its files fetched neither while the form is read nor
+// after the commit.
+func TestForgottenFilesNeverFetched(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	host := newFileHost(t)
+	host.body["/f/secret.pdf"], host.body["/f/kept.pdf"] = []byte("a forgotten person's"), []byte("another's")
+	dst := openSQLite(t)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}}, dst)
+	fk, _, _ := filesConfig(t, 0, "", "")
+	h.Config.Files = fk
+	if _, err := h.Engine().Forget(ctx, "f", sink.Match{Keys: []string{"1"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	subs := shaped(1, 2, time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC), "name")
+	subs[0].Files, _ = json.Marshal([]any{map[string]any{"url": host.url("/f/secret.pdf")}})
+	subs[1].Files, _ = json.Marshal([]any{map[string]any{"url": host.url("/f/kept.pdf")}})
+	h.Sim.SetSubmissions("f", subs...)
+	h.MustSync(ctx)
+	host.mu.Lock()
+	defer host.mu.Unlock()
+	if !slices.Equal(host.order, []string{"/f/kept.pdf"}) {
+		t.Errorf("fetched %v, want the kept submission's file alone", host.order)
 	}
 }

@@ -417,7 +417,7 @@ func (r *formRun) rowOf(s formsapi.Submission) (sink.Row, error) {
 // request is not staged (it never touches disk, nor names a field) but
 // moves the watermark all the same: it is handled.
 func (r *formRun) stage(row sink.Row) error {
-	if fg := r.old.Forgotten; !fg.Empty() && (fg.Has(row.SubmissionKey) || fg.Has(row.ContentKey)) {
+	if fg := r.old.Forgotten; forgotten(fg, row) {
 		r.forgotten++
 		for _, k := range []string{row.SubmissionKey, row.ContentKey} {
 			if fg.IsPending(k) && !slices.Contains(r.met, k) {
@@ -453,13 +453,18 @@ func (r *formRun) stage(row sink.Row) error {
 	if r.onStaged != nil {
 		r.onStaged(row)
 	}
-	if r.prefetch != nil && !row.CreatedAt.Before(r.old.Watermark.CreatedAt) {
+	if r.prefetch != nil && !row.CreatedAt.Before(r.old.Watermark.CreatedAt) && !forgotten(r.old.Forgotten, row) {
 		r.prefetch(row)
 	}
 	if r.partsTo != nil && r.partDue(r.spool) {
 		return r.handOff()
 	}
 	return nil
+}
+
+// forgotten reports whether row is a submission forgotten on request.
+func forgotten(fg *state.Forgotten, row sink.Row) bool {
+	return !fg.Empty() && (fg.Has(row.SubmissionKey) || fg.Has(row.ContentKey))
 }
 
 // withFields is st with the field names and types of rows of its form it

@@ -16,5 +16,5 @@ func TestContract(t *testing.T) {
 		// tests cover the same code paths under -race.
 		t.Skip("skipping the contract suite under -race -short")
 	}
-	sinktest.Run(t, func(t *testing.T) sinktest.Sink { return setup(t, bqfake.Options{}).sink }, sinktest.Tunes, sinktest.Purges, sinktest.ChecksViews)
+	sinktest.Run(t, func(t *testing.T) sinktest.Sink { return setup(t, bqfake.Options{}).sink }, sinktest.Tunes, sinktest.Purges, sinktest.ChecksViews, sinktest.KeepsFiles)
 }

@@ -17,6 +17,14 @@
 // retried; a moved revision is a *sink.ConflictError. Every failure is an
 // [*Error]; errors.Is tells [ErrRetryable] from the others.
 //
+// The sink is a sink.FileKeeper: [Sink.RecordFiles] appends where each
+// file of a stored row stands to submission_file_copies with one load job
+// (free), after one query checks which of the copies' rows are stored;
+// readers take the newest record of each (form_id, submission_key, url)
+// of a stored row. A commit that forgets rows deletes their copies in its
+// transaction, Remove with Rows the form's, and the submission_files view
+// shows each file's copy.
+//
 // The commit's plan, its upsert rules, exact numbers, job ids and retries,
 // and how the SQL is tested are described in docs/bigquery.md.
 package bigquery

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+
+	"github.com/formsync/formsync/sink"
 )
 
 // filesView is the view with one row per file attached to a submission.
@@ -34,15 +36,27 @@ const filesView = "submission_files"
 func filesViewDDL(project, dataset string) (ddl, description string) {
 	// The digest is of the definition wherever it lives: the statement's
 	// text is then the same for every dataset but for its references.
-	sum := sha256.Sum256([]byte(filesViewQuery("submissions")))
-	description = "formsync: one row per file attached to a submission, whatever shape its files arrived in; rows deleted upstream left out. Definition " + hex.EncodeToString(sum[:12])
+	sum := sha256.Sum256([]byte(filesViewQuery("submissions", sink.FilesTable)))
+	description = "formsync: one row per file attached to a submission, whatever shape its files arrived in, with where it stands in the files store; rows deleted upstream left out. Definition " + hex.EncodeToString(sum[:12])
 	return "CREATE OR REPLACE VIEW " + ref(project, dataset, filesView) +
-		"\nOPTIONS(description = " + stringLiteral(description) + ") AS\n" + filesViewQuery(ref(project, dataset, submissionsTable)), description
+		"\nOPTIONS(description = " + stringLiteral(description) + ") AS\n" + filesViewQuery(ref(project, dataset, submissionsTable), ref(project, dataset, sink.FilesTable)), description
 }
 
 // filesViewQuery is the query of the submission_files view, reading the
-// table submissions.
-func filesViewQuery(submissions string) string {
+// tables submissions and copies (submission_file_copies): each file with
+// the copy of its (form_id, submission_key, url) as it stands
+// (latestCopies), NULLs when none is recorded (the file is pending).
+func filesViewQuery(submissions, copies string) string {
+	return `SELECT v.*, c.object_uri, c.sha256, c.size AS stored_size, c.content_type, c.stored_at, c.reason AS not_stored_reason
+FROM (
+` + filesQuery(submissions) + `) AS v
+LEFT JOIN ` + latestCopies(copies, "TRUE") + ` AS c
+  ON c.form_id = v.form_id AND c.submission_key = v.submission_key AND c.url = v.url
+`
+}
+
+// filesQuery is one row per file of the rows of submissions.
+func filesQuery(submissions string) string {
 	return `SELECT s.form_id, s.submission_key, s.submission_id, i.input, f.position,
   ` + fileMember("name") + ` AS name, ` + fileMember("url") + ` AS url,
   (SELECT SAFE_CAST(v AS INT64) FROM UNNEST([JSON_VALUE(f.file['size'])]) AS v WHERE REGEXP_CONTAINS(v, r'` + integerText + `')) AS size,

@@ -57,6 +57,8 @@ func TestSubmissionFiles(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{
 		"form_id": "STRING", "submission_key": "STRING", "submission_id": "INTEGER", "input": "STRING", "position": "INTEGER",
 		"name": "STRING", "url": "STRING", "size": "INTEGER", "type": "STRING",
+		"object_uri": "STRING", "sha256": "STRING", "stored_size": "INTEGER", "content_type": "STRING",
+		"stored_at": "TIMESTAMP", "not_stored_reason": "STRING",
 	}, viewSchema(t, b, filesView)); diff != "" {
 		t.Errorf("%s schema (-want +got):\n%s", filesView, diff)
 	}
@@ -171,13 +173,29 @@ func TestFilesViewAgreesWithZetaSQL(t *testing.T) {
 			stringLiteral(r.SubmissionKey), id, stringLiteral(r.Files), deleted))
 	}
 	b.mustCommit(t, b.t0.Add(time.Hour), formRows{formState("f", rows), rows})
+	// Copies as RecordFiles writes them, in calls of their own: a newer
+	// record replacing an older, two recorded at the same time (the
+	// stored one holds), one not stored, one of the row deleted upstream.
+	at := b.t0.Add(time.Hour)
+	calls := [][]sink.FileCopy{
+		{notStored(rows[0], "https://x/a", sink.FileFailed, at), notStored(rows[0], "https://x/b", sink.FileExpired, at),
+			stored(rows[1], "https://x/p", "pppp", at), stored(rows[5], "https://x/gone", "gggg", at),
+			notStored(rows[1], "https://x/d1", sink.FileFailed, at)},
+		{stored(rows[0], "https://x/a", "aaaa", at.Add(time.Minute)), stored(rows[1], "https://x/d1", "dddd", at)},
+	}
+	var copies []sink.FileCopy
+	for _, c := range calls {
+		recordFiles(t, b.sink, c...)
+		copies = append(copies, c...)
+	}
 	st := readState(t, b.sink, "f")["f"]
 	if _, err := b.sink.Commit(t.Context(), &sink.Commit{SyncedAt: b.t0.Add(2 * time.Hour), Forms: []sink.FormCommit{{State: st, Rows: sinktest.Spool(t, rows[:len(rows)-1]...), Reconcile: true}}}); err != nil {
 		t.Fatal(err)
 	}
 
-	query := filesViewQuery("(SELECT * FROM UNNEST([" + strings.Join(table, ", ") + "]))")
-	res := evaluate([]string{"(SELECT ARRAY_TO_STRING(ARRAY_AGG(TO_JSON_STRING(STRUCT(form_id, submission_key, submission_id, input, position, name, url, size, type))), '\\n') FROM (" + query + "))"})[0]
+	query := filesViewQuery("(SELECT * FROM UNNEST(["+strings.Join(table, ", ")+"]))", zetaCopies(copies))
+	res := evaluate([]string{"(SELECT ARRAY_TO_STRING(ARRAY_AGG(TO_JSON_STRING(STRUCT(form_id, submission_key, submission_id, input, position, name, url, size, type, " +
+		"object_uri, sha256, stored_size, content_type, FORMAT_TIMESTAMP('%Y-%m-%dT%H:%M:%E6SZ', stored_at, 'UTC') AS stored_at, not_stored_reason))), '\\n') FROM (" + query + "))"})[0]
 	if res.Error != "" || res.Value == nil {
 		t.Fatalf("ZetaSQL: %+v", res)
 	}
@@ -197,7 +215,14 @@ func TestFilesViewAgreesWithZetaSQL(t *testing.T) {
 			URL           bq.Value `json:"url"`
 			Size          bq.Value `json:"size"`
 			Type          bq.Value `json:"type"`
-		}{r["form_id"], r["submission_key"], r["submission_id"], r["input"], r["position"], r["name"], r["url"], r["size"], r["type"]})
+			ObjectURI     bq.Value `json:"object_uri"`
+			SHA256        bq.Value `json:"sha256"`
+			StoredSize    bq.Value `json:"stored_size"`
+			ContentType   bq.Value `json:"content_type"`
+			StoredAt      bq.Value `json:"stored_at"`
+			Reason        bq.Value `json:"not_stored_reason"`
+		}{r["form_id"], r["submission_key"], r["submission_id"], r["input"], r["position"], r["name"], r["url"], r["size"], r["type"],
+			r["object_uri"], r["sha256"], r["stored_size"], r["content_type"], storedAtText(r["stored_at"]), r["not_stored_reason"]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +233,48 @@ func TestFilesViewAgreesWithZetaSQL(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("submission_files, ZetaSQL (-) and the fake (+):\n%s", diff)
 	}
+	for _, c := range []string{`"sha256":"aaaa"`, `"sha256":"dddd"`, `"not_stored_reason":"expired"`, `"sha256":"pppp"`} {
+		if !strings.Contains(strings.Join(want, "\n"), c) {
+			t.Errorf("ZetaSQL gave no row with %s", c)
+		}
+	}
 	if len(want) != 9 {
 		t.Errorf("ZetaSQL gave %d rows, want 9:\n%s", len(want), strings.Join(want, "\n"))
 	}
+}
+
+// zetaCopies is submission_file_copies holding the records of copies
+// (as RecordFiles loads them), as a ZetaSQL table expression.
+func zetaCopies(copies []sink.FileCopy) string {
+	str := func(p *string) string {
+		if p == nil {
+			return "NULL"
+		}
+		return stringLiteral(*p)
+	}
+	ts := func(s string) string { return "TIMESTAMP '" + s + "'" }
+	var elems []string
+	for _, c := range copies {
+		r := newCopyRecord(c)
+		size, storedAt := "NULL", "NULL"
+		if r.Size != nil {
+			size = fmt.Sprint(*r.Size)
+		}
+		if r.StoredAt != nil {
+			storedAt = ts(*r.StoredAt)
+		}
+		elems = append(elems, fmt.Sprintf("(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+			stringLiteral(r.FormID), stringLiteral(r.SubmissionKey), stringLiteral(r.URL), str(r.SHA256), str(r.ObjectURI),
+			size, str(r.ContentType), storedAt, str(r.Reason), ts(r.RecordedAt)))
+	}
+	return "(SELECT * FROM UNNEST(ARRAY<STRUCT<form_id STRING, submission_key STRING, url STRING, sha256 STRING, object_uri STRING, size INT64, content_type STRING, stored_at TIMESTAMP, reason STRING, recorded_at TIMESTAMP>>[" + strings.Join(elems, ", ") + "]))"
+}
+
+// storedAtText is a stored_at the fake's view returned, as the ZetaSQL
+// query formats it.
+func storedAtText(v bq.Value) bq.Value {
+	if at, ok := v.(time.Time); ok {
+		return at.UTC().Format("2006-01-02T15:04:05.000000Z")
+	}
+	return v
 }

@@ -92,7 +92,7 @@ func TestRealBigQueryContract(t *testing.T) {
 	cfg := realConfig(t)
 	// Every contract test needs an empty sink: a dataset of its own.
 	cfg.Dataset = ""
-	sinktest.Run(t, func(t *testing.T) sinktest.Sink { return openReal(t, cfg) }, sinktest.Tunes, sinktest.Purges, sinktest.ChecksViews)
+	sinktest.Run(t, func(t *testing.T) sinktest.Sink { return openReal(t, cfg) }, sinktest.Tunes, sinktest.Purges, sinktest.ChecksViews, sinktest.KeepsFiles)
 }
 
 // TestRealBigQueryConcurrentFirstCommits commits the first rows of a new

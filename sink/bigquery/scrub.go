@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	bq "cloud.google.com/go/bigquery"
+	"github.com/formsync/formsync/sink"
 	"google.golang.org/api/iterator"
 )
 
@@ -35,7 +36,10 @@ func (s *Sink) toScrub(rows []forgetParam) {
 
 // Purge removes the rows that this Sink's commits forgot from every
 // staging table formsync holds in the staging dataset (tables named
-// <StagingTable>_*): one DELETE per table. The worker calls it after each
+// <StagingTable>_*): one DELETE per table; then the records of their
+// file copies that a RecordFiles whose check of the rows came before the
+// forget appended after it (no reader sees them: their rows are gone),
+// one DELETE. The worker calls it after each
 // forget. A failure leaves the rows to the dataset's expiration; a later
 // Purge of the same Sink tries them again.
 func (s *Sink) Purge(ctx context.Context) error {
@@ -47,6 +51,9 @@ func (s *Sink) Purge(ctx context.Context) error {
 	}
 	if err := s.guard(ctx, func(ctx context.Context) error { return s.scrubStaging(ctx, rows) }); err != nil {
 		return fmt.Errorf("%w; the staging tables keep their copies of the forgotten rows until they expire, at most %v after their commit", err, s.cfg.StagingExpiration)
+	}
+	if err := s.guard(ctx, func(ctx context.Context) error { return s.scrubCopies(ctx, rows) }); err != nil {
+		return fmt.Errorf("%w; a later purge tries again", err)
 	}
 	s.scrubMu.Lock()
 	s.scrub = slices.DeleteFunc(s.scrub, func(r forgetParam) bool { return slices.Contains(rows, r) })
@@ -89,4 +96,17 @@ func (s *Sink) scrubStaging(ctx context.Context, rows []forgetParam) error {
 		}
 	}
 	return nil
+}
+
+// scrubCopies deletes the file copies of rows from
+// submission_file_copies: the forget's transaction deleted those it
+// found, and only a load that met the forget can have appended more.
+func (s *Sink) scrubCopies(ctx context.Context, rows []forgetParam) error {
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return fmt.Errorf("bigquery: scrubbing file copies: job id: %w", err)
+	}
+	_, err := s.runStatement(ctx, "formsync_scrub_"+hex.EncodeToString(nonce[:]), "removing the file copies of forgotten rows from "+sink.FilesTable,
+		render("forgetCopies", s.t), []bq.QueryParameter{{Name: "forget", Value: rows}})
+	return err
 }

@@ -254,6 +254,10 @@ type Sink struct {
 	// (no sync of this formsync has run yet); the tombstones are all in
 	// sync_state.forgotten then.
 	withoutTombstones bool
+	// withoutFileCopies: a read-only Sink found no
+	// submission_file_copies table (no sync of this formsync has run
+	// yet): FileRows reads every file pending, NamedDigests names none.
+	withoutFileCopies bool
 }
 
 // Open connects to BigQuery and creates what is missing: the dataset (in
@@ -283,7 +287,8 @@ func Open(ctx context.Context, cfg Config) (*Sink, error) {
 // field_types; no sync of this formsync has migrated it yet) is read with
 // them as NULL, so that
 // `formsync status` works right after an upgrade, as it does on SQLite;
-// one that lacks more is refused with ErrOlderSchema.
+// one that lacks more is refused with ErrOlderSchema. A dataset without
+// submission_file_copies yet reads every file pending (FileRows).
 func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 	s, err := connect(ctx, cfg)
 	if err != nil {
@@ -312,7 +317,14 @@ func OpenReadOnly(ctx context.Context, cfg Config) (*Sink, error) {
 			if isNotFound(err) {
 				s.withoutTombstones, err = true, nil
 			}
-			return s.scope.classify("reading table metadata", "table "+s.cfg.Project+"."+s.cfg.Dataset+"."+tombstonesTable, err)
+			if err != nil {
+				return s.scope.classify("reading table metadata", "table "+s.cfg.Project+"."+s.cfg.Dataset+"."+tombstonesTable, err)
+			}
+			_, err = s.dataset().Table(sink.FilesTable).Metadata(ctx)
+			if isNotFound(err) {
+				s.withoutFileCopies, err = true, nil
+			}
+			return s.scope.classify("reading table metadata", "table "+s.cfg.Project+"."+s.cfg.Dataset+"."+sink.FilesTable, err)
 		})
 	}); err != nil {
 		s.client.Close()
@@ -385,6 +397,7 @@ func connect(ctx context.Context, cfg Config) (*Sink, error) {
 		State:       ref(cfg.Project, cfg.Dataset, stateTable),
 		Lock:        ref(cfg.Project, cfg.Dataset, lockTable),
 		Tombstones:  ref(cfg.Project, cfg.Dataset, tombstonesTable),
+		Copies:      ref(cfg.Project, cfg.Dataset, sink.FilesTable),
 	}
 	return s, nil
 }
@@ -552,6 +565,12 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 			Schema:      tombstonesSchema(),
 			Clustering:  &bq.Clustering{Fields: []string{"form_id"}},
 			Description: "formsync: tombstones of submissions forgotten on request, one row each (keyed hashes, never the keys)",
+		}, nil},
+		// Before the submission_files view, which reads it.
+		{sink.FilesTable, &bq.TableMetadata{
+			Schema:      fileCopiesSchema(),
+			Clustering:  &bq.Clustering{Fields: []string{"form_id", "submission_key"}},
+			Description: fileCopiesDescription,
 		}, nil},
 	} {
 		tbl := s.dataset().Table(t.name)

@@ -23,7 +23,7 @@ import (
 
 // tables names the fully qualified tables a statement refers to.
 type tables struct {
-	Submissions, State, Staging, Lock, Tombstones string
+	Submissions, State, Staging, Lock, Tombstones, Copies string
 }
 
 func ref(project, dataset, table string) string {
@@ -128,7 +128,8 @@ const allOfTime = "BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '999
 var sqlFiles embed.FS
 
 var sqlTemplates = template.Must(template.New("sql").Funcs(template.FuncMap{
-	"allOfTime": func() string { return allOfTime },
+	"allOfTime":    func() string { return allOfTime },
+	"latestCopies": latestCopies,
 }).ParseFS(sqlFiles, "sql/*.sql"))
 
 func render(name string, data any) string {

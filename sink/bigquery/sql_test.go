@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/state/fieldtype"
 )
 
@@ -33,6 +34,7 @@ func goldenTables() tables {
 		Staging:     ref("my-project", "formsync_staging", "_formsync_staging_formsync_0123456789abcdef01234567"),
 		Lock:        ref("my-project", "formsync", lockTable),
 		Tombstones:  ref("my-project", "formsync", tombstonesTable),
+		Copies:      ref("my-project", "formsync", sink.FilesTable),
 	}
 }
 
@@ -71,6 +73,11 @@ func goldenStatements() map[string]string {
 		"remove_days.sql":                      render("removeDays", t),
 		"view_typed.sql":                       viewSQL("my-project", "formsync", "typed", typedFields, typedColumns),
 		"view_files.sql":                       filesSQL("my-project", "formsync"),
+		"stored_rows.sql":                      render("storedRows", t),
+		"file_rows.sql":                        render("fileRows", copiesRead{tables: t}),
+		"file_rows_unmigrated.sql":             render("fileRows", copiesRead{tables: t, WithoutCopies: true}),
+		"named_digests.sql":                    render("namedDigests", t),
+		"forget_copies.sql":                    render("forgetCopies", t),
 	}
 }
 
@@ -144,6 +151,7 @@ func fakeShapes() string {
 		{"shapeCommitDeletionsTombstones", "commit_deletions_tombstones.sql"},
 		{"shapeWriteStateDeletionsTombstones", "write_state_deletions_tombstones.sql"},
 		{"shapeFilesView", "view_files.sql"},
+		{"shapeStoredRows", "stored_rows.sql"}, {"shapeFileRows", "file_rows.sql"}, {"shapeFileRowsUnmigrated", "file_rows_unmigrated.sql"}, {"shapeNamedDigests", "named_digests.sql"}, {"shapeForgetCopies", "forget_copies.sql"},
 	} {
 		text := refRE.ReplaceAllString(g[s.file], "`?`")
 		fmt.Fprintf(&b, "\t%s = `%s`\n", s.name, strings.ReplaceAll(text, "`?`", "` + \"`?`\" + `"))

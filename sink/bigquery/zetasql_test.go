@@ -68,6 +68,11 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 		{"probe: find hashing JSON rather than its string", "find_field.sql", "SHA256(JSON_VALUE(fields[@field]))", "SHA256(fields[@field])"},
 		{"probe: typed view whose array column defaults to an array of another type", "view_typed.sql",
 			"HAVING COUNTIF(e IS NULL) = 0), [])", "HAVING COUNTIF(e IS NULL) = 0), [1])"},
+		{"probe: forget deleting copies by a column the copies table does not have", "write_state_deletions.sql",
+			"f.form_id = c.form_id AND f.submission_key = c.submission_key", "f.form_id = c.form_id AND f.submission_key = c.key"},
+		{"probe: file rows ordering by a column the copies do not have", "file_rows.sql", "c.url\n", "c.uri\n"},
+		{"probe: files view joining copies on a column they do not have", "view_files.sql",
+			"c.url = v.url", "c.name = v.url"},
 		// Why the files view reads keys from the JSON text: this analyzer
 		// has no JSON_KEYS.
 		{"probe: files view listing keys with JSON_KEYS", "view_files.sql",
@@ -92,6 +97,7 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 			{"name": strings.Trim(tbl.Staging, "`"), "columns": zetaColumns(stagingSchema())},
 			{"name": strings.Trim(tbl.Lock, "`"), "columns": zetaColumns(lockSchema())},
 			{"name": strings.Trim(tbl.Tombstones, "`"), "columns": zetaColumns(tombstonesSchema())},
+			{"name": strings.Trim(tbl.Copies, "`"), "columns": zetaColumns(fileCopiesSchema())},
 			// The submission_files view, as tables.get shows its columns
 			// (the README's queries read it).
 			{"name": "my-project.formsync." + filesView, "columns": zetaColumns(bq.Schema{
@@ -100,6 +106,9 @@ func TestZetaSQLAcceptsEverySQLText(t *testing.T) {
 				{Name: "position", Type: bq.IntegerFieldType}, {Name: "name", Type: bq.StringFieldType},
 				{Name: "url", Type: bq.StringFieldType}, {Name: "size", Type: bq.IntegerFieldType},
 				{Name: "type", Type: bq.StringFieldType},
+				{Name: "object_uri", Type: bq.StringFieldType}, {Name: "sha256", Type: bq.StringFieldType},
+				{Name: "stored_size", Type: bq.IntegerFieldType}, {Name: "content_type", Type: bq.StringFieldType},
+				{Name: "stored_at", Type: bq.TimestampFieldType}, {Name: "not_stored_reason", Type: bq.StringFieldType},
 			})},
 			// The columns of BigQuery's job history the README's queries
 			// use, as BigQuery documents them.
@@ -220,8 +229,13 @@ func zetaParams() []map[string]any {
 			{"name": "pending", "type": "BOOL"}, {"name": "removed", "type": "BOOL"},
 		}}}},
 		{"name": "keys", "type": map[string]any{"array": "STRING"}},
+		{"name": "digests", "type": map[string]any{"array": "STRING"}},
+		{"name": "rows", "type": map[string]any{"array": map[string]any{"struct": []map[string]any{
+			{"name": "form_id", "type": "STRING"}, {"name": "submission_key", "type": "STRING"},
+		}}}},
 		{"name": "field", "type": "STRING"},
 		{"name": "removed_from", "type": "TIMESTAMP"},
 		{"name": "removed_to", "type": "TIMESTAMP"},
+		{"name": "since", "type": "TIMESTAMP"},
 	}
 }

@@ -455,7 +455,7 @@ func (s *Sink) Recount(ctx context.Context, _ []string) error { return ctx.Err()
 // FileRows returns the stored rows of formIDs (all forms when empty)
 // whose files name something, those marked deleted included, ordered by
 // form, created_at and key, each with its copies by URL.
-func (s *Sink) FileRows(ctx context.Context, formIDs []string) ([]sink.FileRow, error) {
+func (s *Sink) FileRows(ctx context.Context, formIDs []string, since time.Time) ([]sink.FileRow, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -470,7 +470,7 @@ func (s *Sink) FileRows(ctx context.Context, formIDs []string) ([]sink.FileRow, 
 			continue
 		}
 		for key, r := range form {
-			if noFiles(r.row.Files) {
+			if noFiles(r.row.Files) || r.row.CreatedAt.Before(since) {
 				continue
 			}
 			fr := sink.FileRow{FormID: id, SubmissionKey: key, CreatedAt: r.row.CreatedAt,

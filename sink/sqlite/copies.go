@@ -57,7 +57,7 @@ const copiesSince = 8
 // upstream included, ordered by form, created_at and submission key, each
 // with its recorded copies by URL. On a read-only file of a schema before
 // copies were kept, the rows have none.
-func (s *Sink) FileRows(ctx context.Context, formIDs []string) ([]sink.FileRow, error) {
+func (s *Sink) FileRows(ctx context.Context, formIDs []string, since time.Time) ([]sink.FileRow, error) {
 	query := fileRowsSQL
 	if s.version != 0 && s.version < copiesSince {
 		query = fileRowsOlderSQL
@@ -69,6 +69,10 @@ func (s *Sink) FileRows(ctx context.Context, formIDs []string) ([]sink.FileRow, 
 			return nil, fmt.Errorf("sqlite: encoding form ids: %w", err)
 		}
 		filter, args = ` AND s.form_id IN (SELECT value FROM json_each(?))`, []any{string(ids)}
+	}
+	if !since.IsZero() {
+		filter += ` AND s.created_at >= ?`
+		args = append(args, since.UTC().Format(sink.TimeLayout))
 	}
 	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(query, filter), args...)
 	if err != nil {

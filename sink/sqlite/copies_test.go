@@ -136,7 +136,7 @@ func TestCopiesFollowTheirRow(t *testing.T) {
 	if res := commit(t, s, sink.FormCommit{State: stateOf("f"), Rows: sinktest.Spool(t, byID)}); res["f"].Updated != 1 {
 		t.Fatalf("re-key: %+v", res)
 	}
-	got, err := s.FileRows(t.Context(), []string{"f"})
+	got, err := s.FileRows(t.Context(), []string{"f"}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestMigrationKeepsCopies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := ro.FileRows(t.Context(), nil)
+		rows, err := ro.FileRows(t.Context(), nil, time.Time{})
 		named, nerr := ro.NamedDigests(t.Context(), []string{"aa"})
 		ro.Close()
 		if err != nil || len(rows) != 1 || rows[0].SubmissionKey != "1" || len(rows[0].Copies) != 0 || nerr != nil || len(named) != 0 {
@@ -267,7 +267,7 @@ func TestRecordFilesRefusesCopiesWithoutKey(t *testing.T) {
 			t.Errorf("RecordFiles of %+v succeeded", bad)
 		}
 	}
-	got, err := s.FileRows(t.Context(), nil)
+	got, err := s.FileRows(t.Context(), nil, time.Time{})
 	if err != nil || len(got) != 1 || len(got[0].Copies) != 0 {
 		t.Errorf("FileRows after refused records: %+v, %v", got, err)
 	}

@@ -35,6 +35,8 @@ func (s *Server) createFilesView(t map[string]string, _ map[string]param) (*resu
 		col("form_id", "STRING"), col("submission_key", "STRING"), col("submission_id", "INTEGER"),
 		col("input", "STRING"), col("position", "INTEGER"), col("name", "STRING"), col("url", "STRING"),
 		col("size", "INTEGER"), col("type", "STRING"),
+		col("object_uri", "STRING"), col("sha256", "STRING"), col("stored_size", "INTEGER"),
+		col("content_type", "STRING"), col("stored_at", "TIMESTAMP"), col("not_stored_reason", "STRING"),
 	}
 	// The description is the shape's own literal.
 	desc, err := unquote(filesDescRE.FindStringSubmatch(shapeFilesView)[1])
@@ -44,8 +46,9 @@ func (s *Server) createFilesView(t map[string]string, _ map[string]param) (*resu
 	// The view's filter on created_at over all of time satisfies a
 	// partition filter the table requires.
 	read := viewRead{table: t["subs"], span: everyPartition,
-		cols: []string{"form_id", "submission_key", "submission_id", "files", "deleted_at", "created_at"}}
-	return s.createView(t["view"], filesView(t["subs"]), fields, desc, read)
+		cols: []string{"form_id", "submission_key", "submission_id", "files", "deleted_at", "created_at"},
+		also: []viewRead{{table: t["copies"], cols: copyColumns, span: allPartitions}}}
+	return s.createView(t["view"], filesCopiesView(t["subs"], t["copies"]), fields, desc, read)
 }
 
 var filesDescRE = regexp.MustCompile(`OPTIONS\(description = ('(?:[^'\\]|\\.)*')\)`)

@@ -21,7 +21,7 @@ func init() {
 		&shapeDef{shapeRecount, "SCRIPT", map[string]string{"synced_at": "TIMESTAMP", "commit_id": "STRING", "form_ids": "ARRAY<STRING>"},
 			[]string{"lock", "subs", "state"}, []string{"lock", "state"}, (*Server).recount},
 		&shapeDef{shapeRemove, "SCRIPT", removeParams, []string{"lock", "state", "state", "state"}, []string{"lock", "state"}, remove(false)},
-		&shapeDef{shapeRemoveRows, "SCRIPT", removeParams, []string{"lock", "state", "subs", "state", "state"}, []string{"lock", "subs", "state"}, remove(true)},
+		&shapeDef{shapeRemoveRows, "SCRIPT", removeParams, []string{"lock", "state", "subs", "copies", "state", "state"}, []string{"lock", "subs", "copies", "state"}, remove(true)},
 		&shapeDef{shapeFormDays, "SELECT", map[string]string{"form_id": "STRING"}, []string{"subs"}, nil, (*Server).formDays},
 		&shapeDef{shapeRemoveDays, "DELETE", map[string]string{"form_id": "STRING", "removed_from": "TIMESTAMP", "removed_to": "TIMESTAMP"},
 			[]string{"subs"}, []string{"subs"}, (*Server).removeDays},
@@ -159,6 +159,15 @@ func (s *Server) removeForm(t map[string]string, params map[string]param, rows b
 				return nil, err
 			}
 			n, err := s.dml(tx, t["subs"], `DELETE FROM `+subs+` WHERE `+cond, params)
+			if err != nil {
+				return nil, err
+			}
+			affected += n
+			// The form's copies (the table is clustered, not partitioned).
+			if err := s.scan(tx, t["copies"], []string{"form_id"}, allPartitions); err != nil {
+				return nil, err
+			}
+			n, err = s.dml(tx, t["copies"], `DELETE FROM `+quoteIdent(t["copies"])+` WHERE `+cond, params)
 			if err != nil {
 				return nil, err
 			}

@@ -338,6 +338,9 @@ GROUP BY form_id;
 DELETE FROM ` + "`?`" + ` AS t
 WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN @forget_from AND @forget_to AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key);
 
+DELETE FROM ` + "`?`" + ` AS c
+WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = c.form_id AND f.submission_key = c.submission_key);
+
 CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
   SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files,
@@ -578,6 +581,9 @@ GROUP BY form_id;
 DELETE FROM ` + "`?`" + ` AS t
 WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN @forget_from AND @forget_to AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key);
 
+DELETE FROM ` + "`?`" + ` AS c
+WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = c.form_id AND f.submission_key = c.submission_key);
+
 CREATE TEMP TABLE _formsync_reconciled AS
 SELECT form_id, COUNT(*) AS deleted
 FROM ` + "`?`" + ` AS t
@@ -686,6 +692,9 @@ SELECT IF(COALESCE((SELECT COALESCE(revision, 0) FROM ` + "`?`" + ` WHERE form_i
 
 DELETE FROM ` + "`?`" + `
 WHERE form_id = @form_id AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00';
+
+DELETE FROM ` + "`?`" + `
+WHERE form_id = @form_id;
 
 DELETE FROM ` + "`?`" + `
 WHERE form_id = @form_id AND forgotten IS NULL;
@@ -1029,6 +1038,9 @@ GROUP BY form_id;
 DELETE FROM ` + "`?`" + ` AS t
 WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN @forget_from AND @forget_to AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key);
 
+DELETE FROM ` + "`?`" + ` AS c
+WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = c.form_id AND f.submission_key = c.submission_key);
+
 CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
   SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files,
@@ -1277,6 +1289,9 @@ GROUP BY form_id;
 DELETE FROM ` + "`?`" + ` AS t
 WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN @forget_from AND @forget_to AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key);
 
+DELETE FROM ` + "`?`" + ` AS c
+WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = c.form_id AND f.submission_key = c.submission_key);
+
 CREATE TEMP TABLE _formsync_reconciled AS
 SELECT form_id, COUNT(*) AS deleted
 FROM ` + "`?`" + ` AS t
@@ -1340,7 +1355,9 @@ SELECT form_id, inserted, updated, restored, deleted, forgotten
 FROM _formsync_counts;
 `
 	shapeFilesView = `CREATE OR REPLACE VIEW ` + "`?`" + `
-OPTIONS(description = 'formsync: one row per file attached to a submission, whatever shape its files arrived in; rows deleted upstream left out. Definition e9a4c3bcfb19b55a0e697ec0') AS
+OPTIONS(description = 'formsync: one row per file attached to a submission, whatever shape its files arrived in, with where it stands in the files store; rows deleted upstream left out. Definition fc98b05bba21233053d0789c') AS
+SELECT v.*, c.object_uri, c.sha256, c.size AS stored_size, c.content_type, c.stored_at, c.reason AS not_stored_reason
+FROM (
 SELECT s.form_id, s.submission_key, s.submission_id, i.input, f.position,
   IF(JSON_TYPE(f.file['name']) IN ('string', 'number'), JSON_VALUE(f.file['name']), NULL) AS name, IF(JSON_TYPE(f.file['url']) IN ('string', 'number'), JSON_VALUE(f.file['url']), NULL) AS url,
   (SELECT SAFE_CAST(v AS INT64) FROM UNNEST([JSON_VALUE(f.file['size'])]) AS v WHERE REGEXP_CONTAINS(v, r'^-?(0|[1-9][0-9]*)$')) AS size,
@@ -1363,5 +1380,67 @@ FROM ` + "`?`" + ` AS s,
   END) AS f
 WHERE s.deleted_at IS NULL AND JSON_TYPE(f.file) = 'object'
   AND s.created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+) AS v
+LEFT JOIN (
+  SELECT form_id, submission_key, url, sha256, object_uri, size, content_type, stored_at, reason, recorded_at
+  FROM ` + "`?`" + `
+  WHERE TRUE
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY form_id, submission_key, url ORDER BY recorded_at DESC, sha256 DESC, reason DESC) = 1
+) AS c
+  ON c.form_id = v.form_id AND c.submission_key = v.submission_key AND c.url = v.url
+`
+	shapeStoredRows = `SELECT form_id, submission_key
+FROM ` + "`?`" + ` AS t
+WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+  AND EXISTS (SELECT 1 FROM UNNEST(@rows) AS r WHERE r.form_id = t.form_id AND r.submission_key = t.submission_key)
+`
+	shapeFileRows = `SELECT s.form_id, s.submission_key, s.created_at, s.deleted_at IS NOT NULL AS deleted, s.files,
+  c.url, c.sha256, c.object_uri, c.size, c.content_type, c.stored_at, c.reason, c.recorded_at
+FROM (
+  SELECT form_id, submission_key, created_at, deleted_at, COALESCE(files_text, TO_JSON_STRING(files)) AS files
+  FROM ` + "`?`" + `
+  WHERE (COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)) AND created_at BETWEEN @since AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+) AS s
+LEFT JOIN (
+  SELECT form_id, submission_key, url, sha256, object_uri, size, content_type, stored_at, reason, recorded_at
+  FROM ` + "`?`" + `
+  WHERE COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY form_id, submission_key, url ORDER BY recorded_at DESC, sha256 DESC, reason DESC) = 1
+) AS c
+  ON c.form_id = s.form_id AND c.submission_key = s.submission_key
+WHERE s.files NOT IN ('[]', '{}', 'null')
+ORDER BY s.form_id, s.created_at, s.submission_key, c.url
+`
+	shapeFileRowsUnmigrated = `SELECT s.form_id, s.submission_key, s.created_at, s.deleted_at IS NOT NULL AS deleted, s.files,
+  c.url, c.sha256, c.object_uri, c.size, c.content_type, c.stored_at, c.reason, c.recorded_at
+FROM (
+  SELECT form_id, submission_key, created_at, deleted_at, COALESCE(files_text, TO_JSON_STRING(files)) AS files
+  FROM ` + "`?`" + `
+  WHERE (COALESCE(ARRAY_LENGTH(@form_ids), 0) = 0 OR form_id IN UNNEST(@form_ids)) AND created_at BETWEEN @since AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+) AS s
+LEFT JOIN (
+  SELECT * FROM UNNEST(ARRAY<STRUCT<form_id STRING, submission_key STRING, url STRING, sha256 STRING, object_uri STRING, size INT64,
+    content_type STRING, stored_at TIMESTAMP, reason STRING, recorded_at TIMESTAMP>>[])
+) AS c
+  ON c.form_id = s.form_id AND c.submission_key = s.submission_key
+WHERE s.files NOT IN ('[]', '{}', 'null')
+ORDER BY s.form_id, s.created_at, s.submission_key, c.url
+`
+	shapeNamedDigests = `SELECT DISTINCT c.sha256
+FROM (
+  SELECT form_id, submission_key, url, sha256, object_uri, size, content_type, stored_at, reason, recorded_at
+  FROM ` + "`?`" + `
+  WHERE TRUE
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY form_id, submission_key, url ORDER BY recorded_at DESC, sha256 DESC, reason DESC) = 1
+) AS c
+JOIN (
+  SELECT form_id, submission_key
+  FROM ` + "`?`" + `
+  WHERE created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00'
+) AS s ON s.form_id = c.form_id AND s.submission_key = c.submission_key
+WHERE c.sha256 IN UNNEST(@digests)
+`
+	shapeForgetCopies = `DELETE FROM ` + "`?`" + ` AS c
+WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = c.form_id AND f.submission_key = c.submission_key);
 `
 )

@@ -124,8 +124,8 @@ func init() {
 		{shapeWriteState, "SCRIPT", writeStateParams, []string{"lock", "state", "state"}, []string{"lock", "state"}, (*Server).writeState},
 		{shapeCommit, "SCRIPT", commitParams, []string{"lock", "state", "staging", "subs", "subs", "subs", "state", "subs"}, []string{"lock", "subs", "state"}, commit(true, false)},
 		{shapeCommitDeletions, "SCRIPT", commitDeletionsParams,
-			[]string{"lock", "state", "subs", "subs", "staging", "subs", "subs", "subs", "subs", "subs", "state", "subs"}, []string{"lock", "subs", "state"}, commit(true, true)},
-		{shapeWriteStateDeletions, "SCRIPT", deletionsParams, []string{"lock", "state", "subs", "subs", "subs", "subs", "state"}, []string{"lock", "subs", "state"}, commit(false, true)},
+			[]string{"lock", "state", "subs", "subs", "copies", "staging", "subs", "subs", "subs", "subs", "subs", "state", "subs"}, []string{"lock", "subs", "copies", "state"}, commit(true, true)},
+		{shapeWriteStateDeletions, "SCRIPT", deletionsParams, []string{"lock", "state", "subs", "subs", "copies", "subs", "subs", "state"}, []string{"lock", "subs", "copies", "state"}, commit(false, true)},
 	}
 	defs := append([]*shapeDef{
 		withTombstones(shapeWriteStateTombstones, scripts[0]),
@@ -146,7 +146,7 @@ func init() {
 		{shapeFindField, "SELECT", map[string]string{"form_id": "STRING", "field": "STRING"}, []string{"subs"}, nil, (*Server).findField},
 		{shapeScrubStaging, "DELETE", map[string]string{"forget": forgetType}, []string{"staging"}, nil, (*Server).scrubStaging},
 		{shapeSeedLock, "INSERT", nil, []string{"lock", "lock"}, nil, (*Server).seedLock},
-		{shapeFilesView, "CREATE_VIEW", nil, []string{"view", "subs"}, nil, (*Server).createFilesView},
+		{shapeFilesView, "CREATE_VIEW", nil, []string{"view", "subs", "copies"}, nil, (*Server).createFilesView},
 	}...)...)
 }
 
@@ -858,6 +858,16 @@ func (s *Server) commitScript(t map[string]string, params map[string]param, rows
 			}
 			affected += n
 			s.countDML(t["subs"])
+			// The copies of the rows forgotten.
+			if err := s.scan(tx, t["copies"], []string{"form_id", "submission_key"}, allPartitions); err != nil {
+				return nil, err
+			}
+			n, err = s.dml(tx, t["copies"], `DELETE FROM `+quoteIdent(t["copies"])+` AS c WHERE EXISTS (SELECT 1 FROM temp.param_forget AS f
+				WHERE f.form_id = c.form_id AND f.submission_key = c.submission_key)`, params)
+			if err != nil {
+				return nil, err
+			}
+			affected += n
 		}
 		if rows {
 			n, err := s.mergeRows(tx, t, params)

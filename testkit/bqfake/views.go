@@ -265,6 +265,8 @@ type viewRead struct {
 	table string
 	cols  []string
 	span  span
+	// also are the reads of the view's other tables.
+	also []viewRead
 }
 
 // scanRead bills a query that reads every column of ref, a table or a
@@ -273,6 +275,11 @@ type viewRead struct {
 func (s *Server) scanRead(tx *sql.Tx, ref string) error {
 	if t := s.tables[ref]; t != nil && t.Type == "VIEW" {
 		if v, ok := s.viewReads[ref]; ok {
+			for _, r := range v.also {
+				if err := s.scan(tx, r.table, r.cols, r.span); err != nil {
+					return err
+				}
+			}
 			return s.scan(tx, v.table, v.cols, v.span)
 		}
 	}

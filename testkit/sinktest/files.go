@@ -113,7 +113,7 @@ func record(t *testing.T, k sink.FileKeeper, copies ...sink.FileCopy) {
 
 func fileRows(t *testing.T, k sink.FileKeeper, formIDs ...string) []sink.FileRow {
 	t.Helper()
-	got, err := k.FileRows(t.Context(), formIDs)
+	got, err := k.FileRows(t.Context(), formIDs, time.Time{})
 	if err != nil {
 		t.Fatalf("FileRows(%q): %v", formIDs, err)
 	}
@@ -322,6 +322,14 @@ func testFileRowsOrder(t *testing.T, s Sink) {
 		asFileRow(tie2), asFileRow(tie1, storedCopy(tie1, urlC, digest1, 1)), asFileRow(gone, storedCopy(gone, urlC, digest3, 1)), asFileRow(later),
 		asFileRow(b1))
 	checkFileRows(t, k, []string{"b", "0"}, asFileRow(a0), asFileRow(b1))
+	// Since: rows created at or after it, by form.
+	since, err := k.FileRows(t.Context(), []string{"a", "b"}, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]sink.FileRow{asFileRow(gone, storedCopy(gone, urlC, digest3, 1)), asFileRow(later)}, since, noCopiesAlike); diff != "" {
+		t.Errorf("FileRows since %s (-want +got):\n%s", t0.Add(time.Minute), diff)
+	}
 	// A deleted row's copies are named: the row is stored still.
 	checkNamed(t, k, []string{digest3}, digest3)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/formsync/formsync/sink"
 	"github.com/formsync/formsync/sink/memory"
@@ -64,8 +65,8 @@ func (s *copiesOutliveRows) RecordFiles(_ context.Context, copies []sink.FileCop
 	return nil
 }
 
-func (s *copiesOutliveRows) FileRows(ctx context.Context, formIDs []string) ([]sink.FileRow, error) {
-	rows, err := s.Sink.FileRows(ctx, formIDs)
+func (s *copiesOutliveRows) FileRows(ctx context.Context, formIDs []string, since time.Time) ([]sink.FileRow, error) {
+	rows, err := s.Sink.FileRows(ctx, formIDs, since)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, r := range rows {

@@ -270,3 +270,26 @@ func (s *Store) bucketDir(t *testing.T) string {
 	}
 	return filepath.FromSlash(u.Path)
 }
+
+// TestCaughtUp: the forms marked caught up are read back, marks add up,
+// and a store never marked has none.
+func TestCaughtUp(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := memStore(t)
+	got, err := s.CaughtUp(ctx)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("a new store: %v, %v; want no form", got, err)
+	}
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.MarkCaughtUp(ctx, []string{"a", "b"}, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkCaughtUp(ctx, []string{"c"}, at.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.CaughtUp(ctx)
+	if err != nil || len(got) != 3 || !got["a"].Equal(at) || !got["c"].Equal(at.Add(time.Hour)) {
+		t.Errorf("marks %v, %v", got, err)
+	}
+}

@@ -16,6 +16,8 @@ GROUP BY form_id;
 
 DELETE FROM {{.Submissions}} AS t
 WHERE form_id IN UNNEST(@form_ids) AND {{template "forgotten"}};
+
+{{template "forgetCopies" .}}
 {{- end}}
 {{- if .Rows}}
 

@@ -7,6 +7,9 @@ SELECT IF(COALESCE((SELECT COALESCE(revision, 0) FROM {{.State}} WHERE form_id =
 
 DELETE FROM {{.Submissions}}
 WHERE form_id = @form_id AND {{template "anyTime"}};
+
+DELETE FROM {{.Copies}}
+WHERE form_id = @form_id;
 {{- end}}
 
 DELETE FROM {{.State}}

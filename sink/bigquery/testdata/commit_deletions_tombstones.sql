@@ -26,6 +26,9 @@ GROUP BY form_id;
 DELETE FROM `my-project.formsync.submissions` AS t
 WHERE form_id IN UNNEST(@form_ids) AND created_at BETWEEN @forget_from AND @forget_to AND EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = t.form_id AND f.submission_key = t.submission_key);
 
+DELETE FROM `my-project.formsync.submission_file_copies` AS c
+WHERE EXISTS (SELECT 1 FROM UNNEST(@forget) AS f WHERE f.form_id = c.form_id AND f.submission_key = c.submission_key);
+
 CREATE TEMP TABLE _formsync_plan AS
 WITH staged AS (
   SELECT form_id, submission_id, submission_key, content_key, created_at, is_spam, fields, files,

@@ -7,6 +7,9 @@ SELECT IF(COALESCE((SELECT COALESCE(revision, 0) FROM `my-project.formsync.sync_
 DELETE FROM `my-project.formsync.submissions`
 WHERE form_id = @form_id AND created_at BETWEEN TIMESTAMP '0001-01-01 00:00:00+00' AND TIMESTAMP '9999-12-31 23:59:59.999999+00';
 
+DELETE FROM `my-project.formsync.submission_file_copies`
+WHERE form_id = @form_id;
+
 DELETE FROM `my-project.formsync.sync_state`
 WHERE form_id = @form_id AND forgotten IS NULL;
 

@@ -39,7 +39,7 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	db := fs.String("db", "formsync-demo.db", "SQLite file the demo writes (replaced on every run)")
 	n := fs.Int("submissions", 500, "submissions per simulated form")
-	filesDir := fs.String("files", "formsync-demo-files", "folder the demo keeps the submissions' files in (FORMSYNC_FILES_STORE=file://...)")
+	filesDir := fs.String("files", "", "folder the demo keeps the submissions' files in (default formsync-demo-files beside -db)")
 	if ok, code := parseFlags(fs, e, args); !ok {
 		return code
 	}
@@ -54,6 +54,9 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 			fmt.Fprintf(e.stderr, "formsync demo: %v\n", err)
 			return exitFailed
 		}
+	}
+	if *filesDir == "" {
+		*filesDir = filepath.Join(filepath.Dir(*db), "formsync-demo-files")
 	}
 	store, err := filepath.Abs(*filesDir)
 	if err != nil {

@@ -278,7 +278,7 @@ func addFileStatus(ctx context.Context, e *env, dst sink.Sink, out []formStatus)
 		forms[i] = s.Form
 	}
 	if e.cfg.FilesStore == "" {
-		rows, err := keeper.FileRows(ctx, forms)
+		rows, err := keeper.FileRows(ctx, forms, time.Time{})
 		if err != nil {
 			return 0, fmt.Errorf("reading the stored rows' files: %w", err)
 		}
