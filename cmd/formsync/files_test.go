@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/formsync/formsync/internal/apisim"
 	"github.com/formsync/formsync/sink"
@@ -74,10 +75,17 @@ func (m formSims) fileRequests() int {
 // filesSims is three forms of n submissions in all, every submission with
 // files: one a submission in form "one", two in "two", three in "three".
 // Each form's simulator has o's options (o.Files too, but for Every and
-// PerSubmission), its seed o.Seed plus the form's place. It returns the
+// PerSubmission), its seed o.Seed plus the form's place, and unless o
+// dates them its submissions end a minute ago. It returns the
 // simulators and their server's URL; the file URLs name that server.
 func filesSims(t testing.TB, n int, o apisim.Options) (formSims, string) {
 	t.Helper()
+	if o.Start.IsZero() && o.End.IsZero() {
+		// Dated up to a minute ago, within worker.FilesWindow, so that
+		// every files phase looks at every row, not only a form's first
+		// in a store (the simulator's default dates are months old).
+		o.End = time.Now().Add(-time.Minute)
+	}
 	sims := formSims{}
 	names := []string{"one", "two", "three"}
 	for i, form := range names {
@@ -316,6 +324,32 @@ func TestFilesSyncSQLiteFolder(t *testing.T) {
 	}
 	if got := sqliteCopies(t, db); !slices.Equal(got, copies) {
 		t.Errorf("the second sync rewrote copies: %d before, %d after", len(copies), len(got))
+	}
+	checkViewFiles(t, sims, sqliteFiles(t, db), base, readFileObject)
+
+	// The second sync looked at every row and found its files final: a
+	// copy taken away by hand makes the next sync fetch that file alone,
+	// and record it as it was.
+	f := sims["three"].Files("three")[4]
+	if f.Fault != apisim.FileOK {
+		t.Fatalf("file %v: fault %v, want one served whole", f.FileRef, f.Fault)
+	}
+	conn, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := conn.Exec(`DELETE FROM `+sink.FilesTable+` WHERE form_id = 'three' AND url = ?`, f.URL); err != nil {
+		t.Fatal(err)
+	} else if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("%d copies of %s deleted, want 1", n, f.URL)
+	}
+	conn.Close()
+	run(t, bin, env, "sync")
+	if got := sims.fileRequests(); got != requests+1 {
+		t.Errorf("the sync after a copy was removed made %d file requests, want 1", got-requests)
+	}
+	if got := storeObjects(t, dir); !maps.Equal(got, objects) {
+		t.Errorf("fetching a stored file again changed the store's folder: %d files before, %d after", len(objects), len(got))
 	}
 	checkViewFiles(t, sims, sqliteFiles(t, db), base, readFileObject)
 }
