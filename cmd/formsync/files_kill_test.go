@@ -50,18 +50,19 @@ func TestFilesSIGKILL(t *testing.T) {
 	// as on an idle one: once it has made some file requests (while the
 	// pages are read, before the commit), once its first write to the
 	// database is seen (the write-ahead log written to: the commit under
-	// way, as nothing else writes before it once the schema is made), or
+	// way, as nothing else writes before it once the schema is made),
 	// once it has made some file requests after that (in the files
-	// phase, while copies are recorded, 256 at a time). A run that ends
-	// first is not a kill, and the next plan is tried.
-	plans := []killPlan{{files: 5}, {commit: true}, {afterCommit: 1500}, {files: 60}, {commit: true}, {afterCommit: 100},
-		{files: 20}, {commit: true}, {afterCommit: 1200}, {commit: true}, {afterCommit: 2000}, {files: 200}, {commit: true}, {afterCommit: 1500}}
+	// phase, before its first record), or once copies it recorded are
+	// seen (a files phase records 2,000 at a time: others are pending).
+	// A run that ends first is not a kill, and the next plan is tried.
+	plans := []killPlan{{files: 5}, {commit: true}, {afterCommit: 300}, {files: 60}, {commit: true}, {recorded: true},
+		{files: 20}, {commit: true}, {recorded: true}, {afterCommit: 100}, {commit: true}, {recorded: true}, {files: 200}, {recorded: true}}
 	var kills, beforeCommit, inCommit, afterCommit, recording int
 	rows, copies := 0, 0
 	for i := 0; kills < 10 && i < len(plans); i++ {
 		p := plans[i]
 		requests := sims.fileRequests()
-		wal, committing, atCommit := walState(db), false, 0
+		wal, committing, atCommit, polls := walState(db), false, 0, 0
 		killed := runUntil(t, command(t, env), func() bool {
 			n := sims.fileRequests()
 			if !committing {
@@ -69,11 +70,15 @@ func TestFilesSIGKILL(t *testing.T) {
 					committing, atCommit = true, n
 				}
 			}
-			switch {
+			switch polls++; {
 			case p.commit:
 				return committing
 			case p.afterCommit > 0:
 				return committing && n-atCommit >= p.afterCommit
+			case p.recorded:
+				// Every 10 ms: a read of the database beside the run's
+				// writes.
+				return polls%40 == 0 && copiesNow(db) > copies
 			}
 			return n-requests >= p.files
 		})
@@ -129,11 +134,13 @@ func TestFilesSIGKILL(t *testing.T) {
 // killPlan is when a run of TestFilesSIGKILL is killed: once it has made
 // files file requests; with commit, once its database's write-ahead log
 // is written to (the commit begins); with afterCommit, once it has made
-// that many file requests after that.
+// that many file requests after that; with recorded, once the copies it
+// records are seen.
 type killPlan struct {
 	files       int
 	commit      bool
 	afterCommit int
+	recorded    bool
 }
 
 func (p killPlan) String() string {
@@ -142,6 +149,8 @@ func (p killPlan) String() string {
 		return "kill in the commit"
 	case p.afterCommit > 0:
 		return fmt.Sprintf("kill after the commit and %d file requests", p.afterCommit)
+	case p.recorded:
+		return "kill once copies are recorded"
 	}
 	return fmt.Sprintf("kill after %d file requests", p.files)
 }
@@ -242,6 +251,21 @@ func countCopies(t testing.TB, db string) int {
 	var n int
 	if err := conn.QueryRow(`SELECT count(*) FROM ` + sink.FilesTable).Scan(&n); err != nil {
 		t.Fatal(err)
+	}
+	return n
+}
+
+// copiesNow counts db's copies while a run may be writing it; -1 when it
+// cannot (no table yet, the database busy).
+func copiesNow(db string) int {
+	conn, err := sql.Open("sqlite", db+"?mode=ro")
+	if err != nil {
+		return -1
+	}
+	defer conn.Close()
+	var n int
+	if err := conn.QueryRow(`SELECT count(*) FROM ` + sink.FilesTable).Scan(&n); err != nil {
+		return -1
 	}
 	return n
 }
