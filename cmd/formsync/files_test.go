@@ -353,3 +353,26 @@ func TestFilesSyncSQLiteFolder(t *testing.T) {
 	}
 	checkViewFiles(t, sims, sqliteFiles(t, db), base, readFileObject)
 }
+
+// TestFilesNewDatabaseSameStore syncs into a second, empty database with
+// the files store a first database's syncs filled, submissions months
+// old: the second database must end its sync with every file stored or
+// recorded expired, as the first did, none left pending.
+func TestFilesNewDatabaseSameStore(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Skip("fails: the store's formsync/caught-up.json marks the forms caught up for every database that uses the store, so a new database's files phase looks only at the last 40 days' rows and older rows' files stay pending")
+	bin := buildBinary(t)
+	// The simulator's default dates: from 2026-01-01, months before now.
+	sims, srvURL := filesSims(t, 60, apisim.Options{Seed: 91, Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Files: apisim.FileOptions{Expired: 0.05}})
+	dir := filepath.Join(t.TempDir(), "files")
+	base := (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String()
+	first, second := filepath.Join(t.TempDir(), "first.db"), filepath.Join(t.TempDir(), "second.db")
+	run(t, bin, filesEnv(t, sims, srvURL, first, base), "sync")
+	checkViewFiles(t, sims, sqliteFiles(t, first), base, readFileObject)
+	run(t, bin, filesEnv(t, sims, srvURL, second, base), "sync")
+	checkViewFiles(t, sims, sqliteFiles(t, second), base, readFileObject)
+}
