@@ -233,69 +233,37 @@ func (e *Engine) keepFiles(ctx context.Context, forms []string, pf *prefetcher) 
 	if err != nil {
 		return nil, err
 	}
-	if n, err := e.cfg.Files.Store.Sweep(ctx, sweepAfter); err != nil {
-		e.cfg.Logger.Warn("could not delete the uploads a crash left in the files store; the next sync tries again", "error", err.Error())
-	} else if n > 0 {
-		e.cfg.Logger.Info("deleted uploads a crash left in the files store", "uploads", n)
-	}
-	counts := map[string]*FileCounts{}
-	count := func(form string) *FileCounts {
-		c := counts[form]
-		if c == nil {
-			c = &FileCounts{}
-			counts[form] = c
-		}
-		return c
-	}
+	e.sweepUploads(ctx)
+	counts := fileTally{}
 	for _, cp := range plan.record {
-		count(cp.FormID).notStored(cp.Reason)
+		counts.of(cp.FormID).notStored(cp.Reason)
 	}
 	// Every file to fetch is pending until a final copy of it is made.
 	for _, t := range plan.tasks {
-		count(t.row.FormID).Pending++
+		counts.of(t.row.FormID).Pending++
 	}
 	rec := &recorder{keeper: keeper, now: e.cfg.Now, grace: e.cfg.ShutdownGrace, pending: plan.record}
 	results := make(chan fileResult)
-	start := e.cfg.Now()
-	go e.fetchAll(ctx, plan.tasks, results, pf)
+	fetchCtx, stopFetching := context.WithCancel(ctx)
+	defer stopFetching()
+	go e.fetchAll(fetchCtx, plan.tasks, results, pf)
 	for r := range results {
-		c := count(r.task.row.FormID)
-		switch {
-		case r.copy == nil:
-			// Not the file's fault (the store, the run ending): pending.
-			if r.err != nil && ctx.Err() == nil {
-				e.cfg.Logger.Warn("a file could not be kept; the next sync tries again", "form", r.task.row.FormID,
-					"submission_key", r.task.row.SubmissionKey, "error", r.err.Error())
-			}
+		if !e.took(ctx, counts, r, started) {
 			continue
-		case r.copy.Stored():
-			c.Pending--
-			c.Stored++
-			c.Bytes += r.copy.Size
-			if r.isNew {
-				c.New++
-			}
-			if e.cfg.Progress != nil {
-				e.cfg.Progress(Progress{FormID: r.task.row.FormID, Files: int(c.Stored), FileBytes: c.Bytes, Elapsed: e.cfg.Now().Sub(start)})
-			}
-		default:
-			if r.copy.Final() {
-				c.Pending--
-			}
-			c.notStored(r.copy.Reason)
-			e.cfg.Logger.Info("a file is not kept", "form", r.task.row.FormID, "submission_key", r.task.row.SubmissionKey,
-				"reason", r.copy.Reason, "error", r.err.Error())
 		}
 		if err := rec.add(ctx, *r.copy); err != nil {
-			// Recording failed: stop fetching (the fetched objects
-			// stay, named by no copy yet, and are reused next time).
+			// Recording failed: stop fetching (the objects fetched stay,
+			// named by no copy yet, and are reused next time).
+			stopFetching()
 			for range results {
 			}
-			return freeze(counts), err
+			counts.unrecorded(rec.pending)
+			return counts.freeze(), err
 		}
 	}
 	if err := rec.flush(ctx); err != nil {
-		return freeze(counts), err
+		counts.unrecorded(rec.pending)
+		return counts.freeze(), err
 	}
 	if ctx.Err() == nil && len(first) > 0 {
 		// Every stored row of these forms has been looked at: from now on
@@ -304,7 +272,87 @@ func (e *Engine) keepFiles(ctx context.Context, forms []string, pf *prefetcher) 
 			e.cfg.Logger.Warn("could not mark the forms' files caught up; the next sync looks at all their rows again", "error", err.Error())
 		}
 	}
-	return freeze(counts), nil
+	return counts.freeze(), nil
+}
+
+// sweepUploads deletes the uploads a crash left in the files store.
+func (e *Engine) sweepUploads(ctx context.Context) {
+	if n, err := e.cfg.Files.Store.Sweep(ctx, sweepAfter); err != nil {
+		e.cfg.Logger.Warn("could not delete the uploads a crash left in the files store; the next sync tries again", "error", err.Error())
+	} else if n > 0 {
+		e.cfg.Logger.Info("deleted uploads a crash left in the files store", "uploads", n)
+	}
+}
+
+// fileTally is a files phase's counts, by form.
+type fileTally map[string]*FileCounts
+
+func (t fileTally) of(form string) *FileCounts {
+	c := t[form]
+	if c == nil {
+		c = &FileCounts{}
+		t[form] = c
+	}
+	return c
+}
+
+// unrecorded counts copies that could not be recorded as pending again:
+// the next run fetches them (finding their objects stored).
+func (t fileTally) unrecorded(copies []sink.FileCopy) {
+	for _, cp := range copies {
+		c := t.of(cp.FormID)
+		if cp.Final() {
+			c.Pending++ // a failed file counts as pending already
+		}
+		if cp.Stored() {
+			c.Stored--
+			c.Bytes -= cp.Size
+			continue
+		}
+		if c.NotStored[cp.Reason]--; c.NotStored[cp.Reason] == 0 {
+			delete(c.NotStored, cp.Reason)
+		}
+	}
+}
+
+func (t fileTally) freeze() map[string]FileCounts {
+	out := make(map[string]FileCounts, len(t))
+	for k, v := range t {
+		out[k] = *v
+	}
+	return out
+}
+
+// took counts a fetch's outcome, logs a file not kept and tells the
+// progress; false when there is nothing to record (the file stays
+// pending: the store failed or the run is ending, not the file's fault).
+func (e *Engine) took(ctx context.Context, counts fileTally, r fileResult, started time.Time) bool {
+	form, key := r.task.row.FormID, r.task.row.SubmissionKey
+	c := counts.of(form)
+	switch {
+	case r.copy == nil:
+		if r.err != nil && ctx.Err() == nil {
+			e.cfg.Logger.Warn("a file could not be kept; the next sync tries again", "form", form, "submission_key", key, "error", r.err.Error())
+		}
+		return false
+	case r.copy.Stored():
+		c.Pending--
+		c.Stored++
+		c.Bytes += r.copy.Size
+		if r.isNew {
+			c.New++
+		}
+		if e.cfg.Progress != nil {
+			e.cfg.Progress(Progress{FormID: form, Files: int(c.Stored), FileBytes: c.Bytes, Elapsed: e.cfg.Now().Sub(started)})
+		}
+	default:
+		if r.copy.Final() {
+			c.Pending--
+		}
+		c.notStored(r.copy.Reason)
+		e.cfg.Logger.Info("a file is not kept", "form", form, "submission_key", key, "reason", r.copy.Reason, "error", r.err.Error())
+	}
+	return true
 }
 
 // filesToLookAt reads the rows whose files a files phase looks at: every
@@ -341,14 +389,6 @@ func (e *Engine) filesToLookAt(ctx context.Context, keeper sink.FileKeeper, form
 		rows = append(rows, got...)
 	}
 	return rows, first, nil
-}
-
-func freeze(m map[string]*FileCounts) map[string]FileCounts {
-	out := make(map[string]FileCounts, len(m))
-	for k, v := range m {
-		out[k] = *v
-	}
-	return out
 }
 
 // fileResult is one fetch's outcome: the copy to record, or nil when the

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -382,47 +383,61 @@ func TestFilesTokenStaysWithTheAPI(t *testing.T) {
 }
 
 // TestForgetDeletesObjects: forget removes the objects the forgotten
-// submission named, and keeps one another stored submission names.
+// submission named, and keeps one another stored submission names, in
+// every sink, from a folder and from Cloud Storage (its fake).
 func TestForgetDeletesObjects(t *testing.T) {
 	t.Parallel()
 	for _, sk := range deletionSinks {
-		t.Run(sk.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			host := newFileHost(t)
-			host.body["/f/own.pdf"] = []byte("only the first submission's")
-			host.body["/f/shared.pdf"] = []byte("both submissions'")
-			dst := sk.open(t)
-			h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}}, dst)
-			fk, store, _ := filesConfig(t, 0, "", "")
-			h.Config.Files = fk
-			subs := withFiles(shaped(1, 2, time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC), "name"), host, func(i int) []string {
-				if i == 0 {
-					return []string{"own.pdf", "shared.pdf"}
-				}
-				return []string{"shared.pdf"}
+		for _, kind := range []string{"file", "gcs"} {
+			t.Run(sk.name+"/"+kind, func(t *testing.T) {
+				t.Parallel()
+				testForgetDeletesObjects(t, sk.open(t), kind)
 			})
-			h.Sim.SetSubmissions("f", subs...)
-			h.MustSync(ctx)
-			rep, err := h.Engine().Forget(ctx, "f", sink.Match{Keys: []string{"1"}}, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			own, shared := sha(host.body["/f/own.pdf"]), sha(host.body["/f/shared.pdf"])
-			if !slices.Equal(rep.Deleted, []string{own}) || !slices.Equal(rep.Kept, []string{shared}) || rep.ObjectsErr != nil {
-				t.Errorf("deleted %v, kept %v (%v); want %s deleted, %s kept", rep.Deleted, rep.Kept, rep.ObjectsErr, own, shared)
-			}
-			if ok, _ := store.Exists(ctx, own); ok {
-				t.Error("the forgotten submission's own object is still stored")
-			}
-			if ok, _ := store.Exists(ctx, shared); !ok {
-				t.Error("the object another submission names was deleted")
-			}
-			rows := fileRows(t, dst, "f")
-			if len(rows) != 1 || rows[0].SubmissionKey != "2" || len(rows[0].Copies) != 1 || rows[0].Copies[0].SHA256 != shared {
-				t.Errorf("file rows after forget: %+v", rows)
-			}
-		})
+		}
+	}
+}
+
+func testForgetDeletesObjects(t *testing.T, dst enginetest.Sink, kind string) {
+	ctx := t.Context()
+	host := newFileHost(t)
+	host.body["/f/own.pdf"] = []byte("only the first submission's")
+	host.body["/f/shared.pdf"] = []byte("both submissions'")
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}}, dst)
+	fk, store, _ := filesConfig(t, 0, "", "")
+	if kind == "gcs" {
+		gcs, err := files.OpenStore(ctx, "gs://bucket/formsync", files.StoreOptions{GCS: filestest.GCS(t, "bucket")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { gcs.Close() })
+		fk.Store, store = gcs, gcs
+	}
+	h.Config.Files = fk
+	subs := withFiles(shaped(1, 2, time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC), "name"), host, func(i int) []string {
+		if i == 0 {
+			return []string{"own.pdf", "shared.pdf"}
+		}
+		return []string{"shared.pdf"}
+	})
+	h.Sim.SetSubmissions("f", subs...)
+	h.MustSync(ctx)
+	rep, err := h.Engine().Forget(ctx, "f", sink.Match{Keys: []string{"1"}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, shared := sha(host.body["/f/own.pdf"]), sha(host.body["/f/shared.pdf"])
+	if !slices.Equal(rep.Deleted, []string{own}) || !slices.Equal(rep.Kept, []string{shared}) || rep.ObjectsErr != nil {
+		t.Errorf("deleted %v, kept %v (%v); want %s deleted, %s kept", rep.Deleted, rep.Kept, rep.ObjectsErr, own, shared)
+	}
+	if ok, _ := store.Exists(ctx, own); ok {
+		t.Error("the forgotten submission's own object is still stored")
+	}
+	if ok, _ := store.Exists(ctx, shared); !ok {
+		t.Error("the object another submission names was deleted")
+	}
+	rows := fileRows(t, dst, "f")
+	if len(rows) != 1 || rows[0].SubmissionKey != "2" || len(rows[0].Copies) != 1 || rows[0].Copies[0].SHA256 != shared {
+		t.Errorf("file rows after forget: %+v", rows)
 	}
 }
 
@@ -523,5 +538,45 @@ func TestForgottenFilesNeverFetched(t *testing.T) {
 	defer host.mu.Unlock()
 	if !slices.Equal(host.order, []string{"/f/kept.pdf"}) {
 		t.Errorf("fetched %v, want the kept submission's file alone", host.order)
+	}
+}
+
+// failingRecords is a sink whose RecordFiles fails.
+type failingRecords struct {
+	*sinceRecorder
+}
+
+func (failingRecords) RecordFiles(context.Context, []sink.FileCopy) error {
+	return errors.New("the copies table is unavailable")
+}
+
+// TestFilesNotRecordedRowsStay: when the copies cannot be recorded, the
+// run says so (Report.FilesErr), its rows are committed all the same, and
+// the next run records the files.
+func TestFilesNotRecordedRowsStay(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	host := newFileHost(t)
+	host.body["/f/a.pdf"] = []byte("a")
+	mem := memSink(t)
+	rec := &sinceRecorder{Sink: mem, asked: map[string][]time.Time{}, keeper: mustKeeper(t, mem)}
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}}, failingRecords{rec})
+	fk, _, _ := filesConfig(t, 0, "", "")
+	h.Config.Files = fk
+	subs := shaped(1, 3, time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC), "name")
+	subs[1].Files, _ = json.Marshal([]any{map[string]any{"url": host.url("/f/a.pdf")}})
+	h.Sim.SetSubmissions("f", subs...)
+	rep := h.Sync(ctx)
+	if rep.FilesErr == nil || !strings.Contains(rep.FilesErr.Error(), "the copies table is unavailable") || rep.Err() != nil {
+		t.Errorf("files error %v, run error %v; want the files' alone", rep.FilesErr, rep.Err())
+	}
+	if fr := enginetest.FormReport(t, rep, "f"); fr.Inserted != 3 || fr.Files.Pending != 1 {
+		t.Errorf("inserted %d, files %+v; want 3 rows, the file pending", fr.Inserted, fr.Files)
+	}
+	h2 := enginetest.NewHarness(t, apisim.Options{Seed: 5, Variant: apisim.Newer, Forms: []string{"f"}}, mem)
+	h2.Sim.SetSubmissions("f", subs...)
+	h2.Config.Files = fk
+	if fr := enginetest.FormReport(t, h2.MustSync(ctx), "f"); fr.Files.Stored != 1 || fr.Files.New != 0 {
+		t.Errorf("next run's files %+v, want the file recorded, its object found stored", fr.Files)
 	}
 }

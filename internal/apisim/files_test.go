@@ -285,7 +285,10 @@ func TestFileFaults(t *testing.T) {
 func TestFileFaultShares(t *testing.T) {
 	t.Parallel()
 	opts := Options{Seed: 8, Forms: []string{"f"}, SubmissionsPerForm: 1000, Files: FileOptions{
-		Every: 1, PerSubmission: 3, Expired: 0.1, Slow: 0.05, TooLarge: 0.05, Redirect: 0.1, SizeMismatch: 0.1}}
+		Every: 1, PerSubmission: 3, Expired: 0.1, Slow: 0.05, TooLarge: 0.05, Redirect: 0.1, SizeMismatch: 0.1,
+		// Files hashes every file's bytes: 150 files of the default 5 MiB
+		// took 9 s (a minute and a half under -race).
+		LargeSize: 64 << 10}}
 	files := New(opts).Files("f")
 	if len(files) != 3000 {
 		t.Fatalf("%d files", len(files))

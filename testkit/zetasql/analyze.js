@@ -17,7 +17,7 @@
 // {"name": ..., "ok": false, "error": "...", "at": byte offset}.
 'use strict';
 const path = require('path');
-const { start } = require('./server.js');
+const { start, read } = require('./server.js');
 
 const modules = process.argv[2];
 const z = require(path.join(modules, '@fivetrandevelopers/zetasql'));
@@ -44,16 +44,6 @@ function findColumns(node) {
     if (found) return found;
   }
   return null;
-}
-
-function read(stream) {
-  return new Promise((resolve, reject) => {
-    let s = '';
-    stream.setEncoding('utf8');
-    stream.on('data', d => { s += d; });
-    stream.on('end', () => resolve(s));
-    stream.on('error', reject);
-  });
 }
 
 async function main() {

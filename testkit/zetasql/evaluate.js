@@ -10,20 +10,10 @@
 // {"error": "..."}.
 'use strict';
 const path = require('path');
-const { start } = require('./server.js');
+const { start, read } = require('./server.js');
 
 const modules = process.argv[2];
 const z = require(path.join(modules, '@fivetrandevelopers/zetasql'));
-
-function read(stream) {
-  return new Promise((resolve, reject) => {
-    let s = '';
-    stream.setEncoding('utf8');
-    stream.on('data', d => { s += d; });
-    stream.on('end', () => resolve(s));
-    stream.on('error', reject);
-  });
-}
 
 async function main() {
   const req = JSON.parse(await read(process.stdin));

@@ -1,5 +1,6 @@
 // server.js starts the package's local ZetaSQL gRPC server for a driver
-// (analyze.js, evaluate.js) and waits until it answers.
+// (analyze.js, evaluate.js) and waits until it answers; and reads the
+// driver's request.
 //
 // The package's own testConnection gives the server 7.5 seconds; loading
 // the server's shared library on a busy machine (a CI run with several
@@ -51,4 +52,15 @@ async function start(z, modules) {
   throw new Error('the ZetaSQL server did not answer within ' + waitMs / 1000 + 's (ports tried: ' + tried.join(', ') + ')');
 }
 
-module.exports = { start };
+// read returns all a stream gives, as text: a driver's request.
+function read(stream) {
+  return new Promise((resolve, reject) => {
+    let s = '';
+    stream.setEncoding('utf8');
+    stream.on('data', d => { s += d; });
+    stream.on('end', () => resolve(s));
+    stream.on('error', reject);
+  });
+}
+
+module.exports = { start, read };

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"mime"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -60,6 +62,7 @@ type Store struct {
 	prefix string // ends in "/" unless empty
 	base   string // the URI of the prefix, without its trailing "/"
 	local  bool   // a file:// store, whose driver strands temporary files beside their objects
+	dir    string // a file:// store's folder
 	gcs    *storage.Client
 	now    func() time.Time
 }
@@ -87,7 +90,7 @@ func OpenStore(ctx context.Context, rawURL string, opts StoreOptions) (*Store, e
 		// Temporary files beside their objects: a rename across mounts (a
 		// volume and the system's temporary folder) would fail.
 		s.bucket, err = fileblob.OpenBucket(dir, &fileblob.Options{CreateDir: true, NoTempDir: true})
-		s.base, s.local = (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String(), true
+		s.base, s.local, s.dir = (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String(), true, dir
 	case "gs":
 		s.prefix = strings.Trim(u.Path, "/")
 		if s.prefix != "" {
@@ -185,8 +188,9 @@ type Object struct {
 //
 // The digest is known only once the bytes are read, so they go to a
 // temporary object (tmp/<random>) first, hashed on the way; then, unless
-// sha256/<digest> exists already, it is copied there; then the temporary
-// object is deleted (one the delete fails to remove is left to Sweep).
+// sha256/<digest> exists already, it is copied there (a folder renames
+// it); then the temporary object is deleted (one the delete fails to
+// remove is left to Sweep).
 // An error reading r or writing aborts the upload and
 // leaves no object. A crash between the upload and the delete can leave
 // a tmp/ object, which Sweep removes; it never leaves a partial object
@@ -210,8 +214,11 @@ func (s *Store) Put(ctx context.Context, r io.Reader, opts PutOptions) (Object, 
 		return Object{}, fmt.Errorf("storing a file: looking for %s: %w", key, err)
 	}
 	if !obj.Existed {
-		if err := s.bucket.Copy(ctx, key, tmp, nil); err != nil {
+		if err := s.move(ctx, key, tmp); err != nil {
 			return Object{}, fmt.Errorf("storing a file: copying it to %s: %w", key, err)
+		}
+		if s.local {
+			return obj, nil // moved: no upload left to delete
 		}
 	}
 	// The file is stored: an upload left behind (the delete failing) is
@@ -219,6 +226,29 @@ func (s *Store) Put(ctx context.Context, r io.Reader, opts PutOptions) (Object, 
 	_ = s.bucket.Delete(ctx, tmp)
 	return obj, nil
 }
+
+// move puts the upload tmp under key. A folder renames it, its sidecar
+// of attributes first (fileblob's <file>.attrs), so that the object
+// appears whole and with its attributes, and the bytes are written once;
+// a bucket copies it (GCS: a copy within the service), and the caller
+// deletes the upload.
+func (s *Store) move(ctx context.Context, key, tmp string) error {
+	if !s.local {
+		return s.bucket.Copy(ctx, key, tmp, nil)
+	}
+	from, to := filepath.Join(s.dir, filepath.FromSlash(tmp)), filepath.Join(s.dir, filepath.FromSlash(key))
+	if err := os.MkdirAll(filepath.Dir(to), 0o777); err != nil {
+		return err
+	}
+	if err := os.Rename(from+attrsSuffix, to+attrsSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return os.Rename(from, to)
+}
+
+// attrsSuffix ends the name of the file in which fileblob keeps an
+// object's attributes, beside it.
+const attrsSuffix = ".attrs"
 
 // upload writes r to key, hashing and counting it; on an error the write
 // is aborted.

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/storage"
-	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"github.com/formsync/formsync/testkit/filestest"
 	"github.com/google/go-cmp/cmp"
 	"gocloud.dev/blob"
 	"google.golang.org/api/option"
@@ -22,15 +21,7 @@ import (
 // fake speaking the JSON API on loopback, under a prefix.
 func openStores(t *testing.T, now func() time.Time) map[string]*Store {
 	t.Helper()
-	gcs, err := fakestorage.NewServerWithOptions(fakestorage.Options{Scheme: "http", Host: "127.0.0.1", Writer: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gcs.Stop)
-	gcs.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "bucket"})
-	if u, err := url.Parse(gcs.URL()); err != nil || u.Hostname() != "127.0.0.1" {
-		t.Fatalf("the GCS fake listens on %s, not on loopback", gcs.URL())
-	}
+	gcs := filestest.GCS(t, "bucket")
 	stores := map[string]*Store{}
 	for kind, rawURL := range map[string]string{
 		"file": (&url.URL{Scheme: "file", Path: filepath.ToSlash(t.TempDir())}).String(),
@@ -38,8 +29,7 @@ func openStores(t *testing.T, now func() time.Time) map[string]*Store {
 		"gcs":  "gs://bucket/formsync/files",
 	} {
 		s, err := OpenStore(t.Context(), rawURL, StoreOptions{
-			// The fake serves reads through the JSON API only.
-			GCS: []option.ClientOption{option.WithEndpoint(gcs.URL() + "/storage/v1/"), option.WithoutAuthentication(), storage.WithJSONReads()},
+			GCS: gcs,
 			Now: now,
 		})
 		if err != nil {

@@ -311,6 +311,9 @@ func (m *Metrics) ObserveRun(rep *worker.Report, commitDuration time.Duration) {
 // observeFiles counts what a run's files phase did with a form's files.
 func (m *Metrics) observeFiles(form string, c worker.FileCounts) {
 	if !c.Any() {
+		// Nothing to fetch and nothing done: no pending series left from
+		// an earlier run.
+		m.filesPending.DeleteLabelValues(form)
 		return
 	}
 	m.filesStored.WithLabelValues(form).Add(float64(c.Stored))

@@ -428,3 +428,35 @@ func TestRowsCommittedInPartsOfAFailedForm(t *testing.T) {
 		t.Errorf("%d rows series, want 2 (none for a form that committed nothing)", n)
 	}
 }
+
+// TestFilesMetrics: a run's files are counted by form and reason, and the
+// pending gauge leaves once nothing is pending or done.
+func TestFilesMetrics(t *testing.T) {
+	t.Parallel()
+	m := New()
+	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{{FormID: "f", Files: worker.FileCounts{
+		Stored: 3, Bytes: 300, New: 2, Pending: 1, NotStored: map[string]int64{"expired": 2},
+	}}}}, 0)
+	want := `
+# HELP formsync_files_not_stored_total Files a sync recorded as not kept, by form and reason: expired (the service had deleted it), too_large, refused (an address or scheme formsync does not fetch from), dropped (the field policy drops its input), failed (tried again next sync).
+# TYPE formsync_files_not_stored_total counter
+formsync_files_not_stored_total{form="f",reason="expired"} 2
+# HELP formsync_files_pending Files of the form's stored submissions left to fetch after the last sync (the next sync fetches them, oldest first).
+# TYPE formsync_files_pending gauge
+formsync_files_pending{form="f"} 1
+# HELP formsync_files_stored_bytes_total Bytes of the files a sync kept in the files store, by form.
+# TYPE formsync_files_stored_bytes_total counter
+formsync_files_stored_bytes_total{form="f"} 300
+# HELP formsync_files_stored_total Files a sync kept in the files store (FORMSYNC_FILES_STORE), by form: new objects and files whose bytes the store held already.
+# TYPE formsync_files_stored_total counter
+formsync_files_stored_total{form="f"} 3
+`
+	names := []string{"formsync_files_not_stored_total", "formsync_files_pending", "formsync_files_stored_bytes_total", "formsync_files_stored_total"}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	m.ObserveRun(&worker.Report{Forms: []worker.FormReport{{FormID: "f"}}}, 0)
+	if n := testutil.CollectAndCount(m.Registry(), "formsync_files_pending"); n != 0 {
+		t.Errorf("%d pending series after a run with nothing to fetch, want none", n)
+	}
+}
