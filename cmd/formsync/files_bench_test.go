@@ -27,12 +27,22 @@ import (
 // object); its folder is removed before the next run. Run it with
 //
 //	go test ./cmd/formsync -run '^$' -bench 'FilesFirstSync' -benchtime 5x -timeout 30m
+//
+// FORMSYNC_BENCH_BASELINE=/path/to/formsync (another build) adds its files
+// run to every round ("base-files"), so that a change is measured side by
+// side with the tree before it.
 func BenchmarkFilesFirstSync(b *testing.B) {
 	const (
 		n    = 10_000
 		size = 50_000
 	)
 	bin := buildBinary(b)
+	baseline := os.Getenv("FORMSYNC_BENCH_BASELINE")
+	if baseline != "" {
+		if _, err := os.Stat(baseline); err != nil {
+			b.Fatalf("FORMSYNC_BENCH_BASELINE: %v", err)
+		}
+	}
 	// A second apart from 2026-01-01 on, every created_at in the past, as
 	// BenchmarkCompare's workloads.
 	sim := apisim.New(apisim.Options{Seed: 13, Variant: apisim.Newer, Forms: []string{"big"}, SubmissionsPerForm: n,
@@ -47,28 +57,35 @@ func BenchmarkFilesFirstSync(b *testing.B) {
 	round := 0
 	for b.Loop() {
 		order := []string{"rows", "files"}
+		if baseline != "" {
+			order = append(order, "base-files")
+		}
 		if round%2 == 1 {
-			order = []string{"files", "rows"}
+			slices.Reverse(order)
 		}
 		round++
 		for _, kind := range order {
 			db := filepath.Join(b.TempDir(), kind+".db")
 			dir := filepath.Join(b.TempDir(), "files")
 			env := baseEnv(srv.URL, "big", db, b.TempDir(), "FORMSYNC_PAGE_SIZE=100", "FORMSYNC_RATE_LIMIT=100000")
-			if kind == "files" {
+			exe := bin
+			if kind == "base-files" {
+				exe = baseline
+			}
+			if kind != "rows" {
 				env = append(env, "FORMSYNC_FILES_STORE="+(&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String(),
 					"FORMSYNC_FILES_ALLOW_LOOPBACK=true")
 			}
 			before := sim.Stats()
-			r := runProc(b, bin, env, "sync")
+			r := runProc(b, exe, env, "sync")
 			after := sim.Stats()
 			b.StopTimer()
 			if got := countRows(b, db); got != n {
 				b.Fatalf("%s: %d rows stored, want %d", kind, got, n)
 			}
-			if kind == "files" {
+			if kind != "rows" {
 				if got := storedCopies(b, db); got != n {
-					b.Fatalf("files: %d copies name an object, want %d", got, n)
+					b.Fatalf("%s: %d copies name an object, want %d", kind, got, n)
 				}
 				fileBytes = after.FileBytes - before.FileBytes
 				if err := os.RemoveAll(dir); err != nil {
@@ -104,6 +121,12 @@ func BenchmarkFilesFirstSync(b *testing.B) {
 	fw, rw := med("files", wall), med("rows", wall)
 	b.Logf("files/rows: wall %.2fx  cpu %.2fx  peak RSS %.2fx; a files run fetched %.0f MB (%.1f MB/s over its wall time)",
 		fw/rw, med("files", cpu)/med("rows", cpu), med("files", rss)/med("rows", rss), float64(fileBytes)/1e6, float64(fileBytes)/1e6/fw)
+	if baseline != "" {
+		bw := med("base-files", wall)
+		b.Logf("%-5s wall %6.2f s  cpu %6.2f s  peak RSS %6.1f MiB  (medians of %d)", "base-files", bw, med("base-files", cpu), med("base-files", rss), len(runs["base-files"]))
+		b.Logf("files/base-files: wall %.2fx  cpu %.2fx", fw/bw, med("files", cpu)/med("base-files", cpu))
+		b.ReportMetric(fw/bw, "x-baseline")
+	}
 	b.ReportMetric(rw, "rows-wall-s")
 	b.ReportMetric(fw, "files-wall-s")
 	b.ReportMetric(fw/rw, "x-wall")
