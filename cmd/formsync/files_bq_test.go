@@ -30,7 +30,7 @@ import (
 // client honours it): every file is stored by its bytes or recorded
 // expired, submission_files (read through the fake) says where, and a
 // second sync requests no file, stores no object and records no copy.
-// 1,000 submissions with FORMSYNC_SLOW_TESTS=1 (about 50 s, the GCS fake
+// 1,000 submissions with FORMSYNC_SLOW_TESTS=1 (about 60 s, the GCS fake
 // taking most of it), 150 without.
 func TestFilesSyncBigQueryBucket(t *testing.T) {
 	t.Parallel()

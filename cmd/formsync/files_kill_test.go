@@ -32,7 +32,7 @@ import (
 // (no half-written object survives a kill).
 func TestFilesSIGKILL(t *testing.T) {
 	t.Parallel()
-	enginetest.Slow(t, "SIGKILLs ten syncs that keep files, about 70 s")
+	enginetest.Slow(t, "SIGKILLs ten syncs that keep files, about 80 s")
 	bin := buildBinary(t)
 	// Reading is throttled (10 a page, 40 requests/s: 60 pages for the
 	// first sync's 600 submissions, 45 and more for the 450 added before
