@@ -217,7 +217,7 @@ func FileStatus(ctx context.Context, keeper sink.FileKeeper, policy FieldPolicy,
 // record is a load job (free, but 1,500 a table a day) and a query.
 const (
 	recordEvery = 2000
-	recordAfter = time.Minute
+	recordAfter = 15 * time.Second
 )
 
 // keepFiles is a run's files phase (Config.Files): it fetches the files

@@ -363,7 +363,6 @@ func TestFilesNewDatabaseSameStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	t.Skip("fails: the store's formsync/caught-up.json marks the forms caught up for every database that uses the store, so a new database's files phase looks only at the last 40 days' rows and older rows' files stay pending")
 	bin := buildBinary(t)
 	// The simulator's default dates: from 2026-01-01, months before now.
 	sims, srvURL := filesSims(t, 60, apisim.Options{Seed: 91, Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
