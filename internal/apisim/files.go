@@ -340,14 +340,7 @@ func (s *Server) SetFileFault(ref FileRef, fault FileFault) {
 // Live response form leaves files out of its pages; they are served all
 // the same.
 func (s *Server) Files(formID string) []File {
-	s.mu.Lock()
-	f := s.forms[formID]
-	var rs []rec
-	var custom map[int64]Submission
-	if f != nil {
-		rs, custom = append(rs, f.live...), f.custom
-	}
-	s.mu.Unlock()
+	f, rs, custom := s.liveOf(formID)
 	var out []File
 	spec := s.spec()
 	for _, r := range rs {

@@ -338,16 +338,21 @@ func (s *Server) SetSpam(formID string, id int64, spam bool) bool {
 	return false
 }
 
+// liveOf returns form formID (nil when there is none), a copy of its live
+// records and its submissions set by hand, under the lock.
+func (s *Server) liveOf(formID string) (*form, []rec, map[int64]Submission) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.forms[formID]
+	if f == nil {
+		return nil, nil, nil
+	}
+	return f, append([]rec(nil), f.live...), f.custom
+}
+
 // Submissions returns the live submissions of formID, oldest first.
 func (s *Server) Submissions(formID string) []Submission {
-	s.mu.Lock()
-	f := s.forms[formID]
-	var rs []rec
-	var custom map[int64]Submission
-	if f != nil {
-		rs, custom = append(rs, f.live...), f.custom
-	}
-	s.mu.Unlock()
+	f, rs, custom := s.liveOf(formID)
 	if f == nil {
 		return nil
 	}
