@@ -590,3 +590,56 @@ func TestFilesNotRecordedRowsStay(t *testing.T) {
 		t.Errorf("next run's files %+v, want the file recorded, its object found stored", fr.Files)
 	}
 }
+
+// TestFilesOfEveryFaultFromTheSimulator: the simulator serving its own
+// files with every fault it has (expired as 404 and 410, slow, larger
+// than the cap, redirected, shorter and longer than declared), a sync
+// records each as it should: the bytes served, by their SHA-256, for
+// the files it could fetch (those of the wrong size too: recorded, not
+// trusted), expired and too large for the others.
+func TestFilesOfEveryFaultFromTheSimulator(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dst := openSQLite(t)
+	h := enginetest.NewHarness(t, apisim.Options{Seed: 12, Variant: apisim.Newer, Forms: []string{"f"}, SubmissionsPerForm: 120,
+		Files: apisim.FileOptions{Every: 1, PerSubmission: 2, Size: 4096, Expired: 0.15, Slow: 0.1, SlowFor: 50 * time.Millisecond,
+			TooLarge: 0.1, LargeSize: 64 << 10, Redirect: 0.1, SizeMismatch: 0.15}}, dst)
+	fk, _, _ := filesConfig(t, 32<<10, "", "")
+	h.Config.Files = fk
+	h.MustSync(ctx)
+	copies := map[string]sink.FileCopy{}
+	for _, r := range fileRows(t, dst, "f") {
+		for _, c := range r.Copies {
+			copies[c.URL] = c
+		}
+	}
+	faults := map[apisim.FileFault]int{}
+	for _, f := range h.Sim.Files("f") {
+		faults[f.Fault]++
+		c, ok := copies[f.URL]
+		if !ok {
+			t.Errorf("%s (%v): no copy recorded", f.URL, f.Fault)
+			continue
+		}
+		switch f.Fault {
+		case apisim.FileNotFound, apisim.FileGone:
+			if c.Reason != sink.FileExpired {
+				t.Errorf("%s (%v): %+v, want expired", f.URL, f.Fault, c)
+			}
+		case apisim.FileTooLarge:
+			if c.Reason != sink.FileTooLarge {
+				t.Errorf("%s (%v): %+v, want too_large", f.URL, f.Fault, c)
+			}
+		default:
+			if !c.Stored() || c.SHA256 != f.SHA256 || c.Size != f.Served {
+				t.Errorf("%s (%v): %+v, want stored with sha256 %s, %d bytes", f.URL, f.Fault, c, f.SHA256, f.Served)
+			}
+		}
+	}
+	for _, fault := range []apisim.FileFault{apisim.FileOK, apisim.FileNotFound, apisim.FileGone, apisim.FileSlow,
+		apisim.FileTooLarge, apisim.FileRedirect, apisim.FileShort, apisim.FileLong} {
+		if faults[fault] == 0 {
+			t.Errorf("no file served %v: the test covers less than it says", fault)
+		}
+	}
+}
