@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/formsync/formsync/internal/loopback"
 )
 
 // Stats counts what the server answered since New or ResetStats.
@@ -97,6 +99,8 @@ func New(opts Options) *Server {
 		s.hookSlots = make(chan struct{}, webhookConcurrency)
 		s.hookClient = &http.Client{
 			Timeout: WebhookTimeout,
+			// Only to loopback, whatever a name resolves to, and no proxy.
+			Transport: &http.Transport{DialContext: loopback.Dial},
 			// A redirect could lead off loopback: the answer is the 3xx.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}

@@ -5,6 +5,8 @@
 package loopback
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"strings"
 )
@@ -19,3 +21,25 @@ func Host(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// Dial connects to addr (host:port) only when its host is a loopback
+// address or localhost, which it takes as 127.0.0.1 without asking a
+// resolver; any other address is refused before anything is sent. It
+// is the DialContext of clients that must never leave this machine
+// (the simulator's webhook sender).
+func Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if strings.EqualFold(host, "localhost") {
+		host = "127.0.0.1"
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("dialing %s: not a loopback address", addr)
+	}
+	return dial(ctx, network, net.JoinHostPort(host, port))
+}
+
+// dial makes the connections Dial allows; a test replaces it.
+var dial = (&net.Dialer{}).DialContext
