@@ -207,31 +207,17 @@ func runUntil(t *testing.T, cmd *exec.Cmd, kill func() bool) bool {
 // pendingFiles counts the files of db's stored rows that have no copy
 // recorded; 0 before a run has made the view.
 func pendingFiles(t testing.TB, db string) int {
-	t.Helper()
-	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
-		return 0
-	}
-	conn, err := sql.Open("sqlite", db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var views int
-	if err := conn.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = 'submission_files'`).Scan(&views); err != nil {
-		t.Fatal(err)
-	}
-	if views == 0 {
-		return 0
-	}
-	var n int
-	if err := conn.QueryRow(`SELECT count(*) FROM submission_files WHERE stored_at IS NULL AND not_stored_reason IS NULL`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return countIn(t, db, "submission_files", `SELECT count(*) FROM submission_files WHERE stored_at IS NULL AND not_stored_reason IS NULL`)
 }
 
 // countCopies counts db's copies; 0 before a run has made their table.
 func countCopies(t testing.TB, db string) int {
+	return countIn(t, db, sink.FilesTable, `SELECT count(*) FROM `+sink.FilesTable)
+}
+
+// countIn runs the count query on db, 0 when db or the table or view
+// named does not exist yet.
+func countIn(t testing.TB, db, name, query string) int {
 	t.Helper()
 	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
 		return 0
@@ -241,15 +227,15 @@ func countCopies(t testing.TB, db string) int {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	var tables int
-	if err := conn.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = ?`, sink.FilesTable).Scan(&tables); err != nil {
+	var found int
+	if err := conn.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = ?`, name).Scan(&found); err != nil {
 		t.Fatal(err)
 	}
-	if tables == 0 {
+	if found == 0 {
 		return 0
 	}
 	var n int
-	if err := conn.QueryRow(`SELECT count(*) FROM ` + sink.FilesTable).Scan(&n); err != nil {
+	if err := conn.QueryRow(query).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
