@@ -217,15 +217,8 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 				if fc.State.Forgotten.Has(r.SubmissionKey) || fc.State.Forgotten.Has(r.ContentKey) {
 					continue
 				}
-				if rekeys(form, r) && formCopies[r.ContentKey] != nil {
-					// The row's copies follow it to its id key.
-					moved := map[string]sink.FileCopy{}
-					for u, c := range formCopies[r.ContentKey] {
-						c.SubmissionKey = r.SubmissionKey
-						moved[u] = c
-					}
-					delete(formCopies, r.ContentKey)
-					formCopies[r.SubmissionKey] = moved
+				if rekeys(form, r) {
+					carryCopies(formCopies, r.ContentKey, r.SubmissionKey)
 				}
 				key := upsert(form, removed[id], r, syncedAt, &counts)
 				if seen != nil {
@@ -244,11 +237,7 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 		}
 		// No copy outlives its row: the forgotten rows' and the removed
 		// twins' go.
-		for k := range formCopies {
-			if _, ok := form[k]; !ok {
-				delete(formCopies, k)
-			}
-		}
+		maps.DeleteFunc(formCopies, func(k string, _ map[string]sink.FileCopy) bool { _, ok := form[k]; return !ok })
 		copies[id] = formCopies
 		rows[id] = form
 		res[id] = counts
@@ -269,6 +258,21 @@ func (s *Sink) Commit(ctx context.Context, c *sink.Commit) (sink.Result, error) 
 	}
 	s.rows, s.states, s.copies = rows, states, copies
 	return res, nil
+}
+
+// carryCopies moves the copies of the row stored under key from to key
+// to: the row was re-keyed.
+func carryCopies(copies map[string]map[string]sink.FileCopy, from, to string) {
+	if copies[from] == nil {
+		return
+	}
+	moved := make(map[string]sink.FileCopy, len(copies[from]))
+	for u, c := range copies[from] {
+		c.SubmissionKey = to
+		moved[u] = c
+	}
+	delete(copies, from)
+	copies[to] = moved
 }
 
 // rekeys reports whether upsert re-keys a stored row to r's key: r has
